@@ -1,0 +1,103 @@
+/** `cocoonset cluster up|down|status|env`: the embedded local cluster. */
+import type { Command } from "commander";
+import {
+  clusterDown,
+  clusterStatus,
+  clusterUp,
+  defaultStateDir,
+  readState,
+} from "../cluster/local-cluster.js";
+import { ensureToolchain } from "../cluster/toolchain.js";
+import { action, CliError, parsePositiveInt, printJson } from "./common.js";
+
+const stateDirHelp =
+  "state directory (default: $COCOONSET_CLUSTER_DIR or ~/.local/state/pulumi-cocoonset/cluster)";
+
+/** Registers the cluster commands. */
+export function registerCluster(program: Command): void {
+  const cl = program
+    .command("cluster")
+    .description(
+      "the embedded local cluster: etcd, kube-apiserver, controllers and kwok nodes on loopback",
+    );
+  cl.command("up")
+    .description(
+      "start the cluster (building missing binaries first) and wait until its nodes are Ready; reports the running one if already up",
+    )
+    .option("--state-dir <dir>", stateDirHelp)
+    .option("--nodes <n>", "number of simulated nodes", parsePositiveInt, 2)
+    .option("--json", "print the cluster's kubeconfig path and server as JSON")
+    .action(
+      action(async (opts: { stateDir?: string; nodes: number; json?: boolean }) => {
+        await ensureToolchain({
+          only: [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "kubectl",
+          ],
+        });
+        const st = await clusterUp({ stateDir: opts.stateDir, nodes: opts.nodes });
+        if (opts.json)
+          return printJson({
+            kubeconfig: st.kubeconfig,
+            server: st.server,
+            reused: st.reused,
+            nodes: st.nodes,
+          });
+        process.stdout.write(
+          `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\nrun: export KUBECONFIG=${st.kubeconfig}\n`,
+        );
+      }),
+    );
+  cl.command("down")
+    .description("stop every process the cluster started and remove its state directory")
+    .option("--state-dir <dir>", stateDirHelp)
+    .option("--json", "print what was stopped as JSON")
+    .action(
+      action(async (opts: { stateDir?: string; json?: boolean }) => {
+        const r = await clusterDown(opts.stateDir ?? defaultStateDir());
+        if (opts.json) return printJson(r);
+        process.stdout.write(
+          r.stopped.length ? `stopped ${r.stopped.join(", ")}\n` : "no cluster was running\n",
+        );
+      }),
+    );
+  cl.command("status")
+    .description(
+      "say which components run and whether the apiserver answers (exit 1 when not running)",
+    )
+    .option("--state-dir <dir>", stateDirHelp)
+    .option("--json", "print as JSON")
+    .action(
+      action(async (opts: { stateDir?: string; json?: boolean }) => {
+        const st = await clusterStatus(opts.stateDir ?? defaultStateDir());
+        if (!st.running || !st.healthy) process.exitCode = 1;
+        if (opts.json) return printJson(st);
+        if (st.components.length === 0)
+          return void process.stdout.write(`no cluster in ${st.stateDir}\n`);
+        process.stdout.write(
+          `server: ${st.server} (${st.healthy ? "ready" : "not answering"})\nkubeconfig: ${st.kubeconfig}\n`,
+        );
+        for (const c of st.components)
+          process.stdout.write(
+            `  ${c.name.padEnd(24)} pid ${c.pid} ${c.alive ? "running" : "stopped"}  log ${c.log}\n`,
+          );
+      }),
+    );
+  cl.command("env")
+    .description("print `export KUBECONFIG=<path>` for the running cluster (eval it in a shell)")
+    .option("--state-dir <dir>", stateDirHelp)
+    .action(
+      action(async (opts: { stateDir?: string }) => {
+        const st = readState(opts.stateDir ?? defaultStateDir());
+        if (!st)
+          throw new CliError(
+            `no cluster in ${opts.stateDir ?? defaultStateDir()}: run \`cocoonset cluster up\``,
+          );
+        process.stdout.write(`export KUBECONFIG=${st.kubeconfig}\n`);
+      }),
+    );
+}

@@ -1,0 +1,66 @@
+/** Helpers shared by the CLI commands: error reporting and JSON output. */
+import { InvalidArgumentError } from "commander";
+
+/** Prints one JSON document on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value, null, 2) + "\n");
+}
+
+/** A user-facing failure: printed to stderr without a stack, exit code 1 (or `code`). */
+export class CliError extends Error {
+  readonly isCliError = true;
+  constructor(
+    message: string,
+    readonly code = 1,
+  ) {
+    super(message);
+    this.name = "CliError";
+  }
+  static isInstance(e: unknown): e is CliError {
+    return typeof e === "object" && e !== null && (e as CliError).isCliError === true;
+  }
+}
+
+/** Wraps a command action: any error goes to stderr and sets a non-zero exit code. */
+export function action<A extends unknown[]>(
+  fn: (...args: A) => Promise<void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      process.stderr.write(`cocoonset: ${msg}\n`);
+      if (process.env.COCOONSET_DEBUG && e instanceof Error && e.stack)
+        process.stderr.write(e.stack + "\n");
+      process.exitCode = CliError.isInstance(e) ? e.code : 1;
+    }
+  };
+}
+
+/** Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` (a bare number means seconds). */
+export function parseDuration(text: string): number {
+  const t = text.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(parseFloat(t) * 1000);
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
+  let total = 0;
+  let consumed = 0;
+  for (const m of t.matchAll(re)) {
+    if (m.index !== consumed) break;
+    consumed += m[0].length;
+    const n = parseFloat(m[1]);
+    total += n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms" | "s" | "m" | "h"];
+  }
+  if (consumed === 0 || consumed !== t.length) {
+    throw new InvalidArgumentError(`"${text}" is not a duration (examples: 500ms, 30s, 5m, 1h)`);
+  }
+  return Math.round(total);
+}
+
+/** Parses a positive integer option value. */
+export function parsePositiveInt(text: string): number {
+  if (!/^\d+$/.test(text.trim()) || parseInt(text, 10) < 1) {
+    throw new InvalidArgumentError(`"${text}" must be an integer >= 1`);
+  }
+  return parseInt(text, 10);
+}

@@ -1,0 +1,22 @@
+/** The `cocoonset` command line. */
+import { Command } from "commander";
+import { readFileSync } from "node:fs";
+import { registerCluster } from "./cluster-command.js";
+import { registerToolchain } from "./toolchain-command.js";
+
+const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+  version: string;
+};
+
+const program = new Command();
+program
+  .name("cocoonset")
+  .description(
+    "Run fleets of AI agents (CocoonSets) on Kubernetes: local cluster, engine, controller",
+  )
+  .version(pkg.version)
+  .showHelpAfterError();
+registerToolchain(program);
+registerCluster(program);
+
+await program.parseAsync(process.argv);

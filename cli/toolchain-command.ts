@@ -1,0 +1,44 @@
+/** `cocoonset toolchain ensure|status`. */
+import type { Command } from "commander";
+import { ensureToolchain, toolchainStatus, type BinaryName } from "../cluster/toolchain.js";
+import { action, printJson } from "./common.js";
+
+/** Registers the toolchain commands. */
+export function registerToolchain(program: Command): void {
+  const tc = program
+    .command("toolchain")
+    .description(
+      "find or build the pinned etcd, Kubernetes, kwok and Pulumi binaries (cluster/toolchain.json)",
+    );
+  tc.command("ensure")
+    .description(
+      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache (COCOONSET_TOOLCHAIN_DIR overrides where)",
+    )
+    .option("--only <names...>", "only these binaries (default: all)")
+    .option("--json", "print where each binary is as JSON")
+    .action(
+      action(async (opts: { only?: string[]; json?: boolean }) => {
+        const located = await ensureToolchain({ only: opts.only as BinaryName[] | undefined });
+        if (opts.json) printJson(located);
+        else
+          for (const l of located)
+            process.stdout.write(`${l.name.padEnd(30)} ${l.path} (${l.source})\n`);
+      }),
+    );
+  tc.command("status")
+    .description("say where each binary is, or that it is missing, without building anything")
+    .option("--json", "print as JSON")
+    .action(
+      action(async (opts: { json?: boolean }) => {
+        const st = toolchainStatus();
+        if (opts.json) return printJson(st);
+        process.stdout.write(`cache: ${st.cacheDir}\n`);
+        for (const l of st.binaries) {
+          process.stdout.write(
+            `${l.name.padEnd(30)} ${l.path ? `${l.path} (${l.source})` : "missing"}\n`,
+          );
+        }
+        if (st.binaries.some((b) => !b.path)) process.exitCode = 1;
+      }),
+    );
+}

@@ -1,0 +1,4 @@
+/** The embedded local cluster and the toolchain that builds its binaries. */
+export * from "./local-cluster.js";
+export * from "./toolchain.js";
+export { rawRequest } from "./http.js";

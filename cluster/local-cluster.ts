@@ -1,0 +1,528 @@
+/**
+ * The embedded local cluster: etcd, kube-apiserver (RBAC on), kube-controller-manager,
+ * kube-scheduler and kwok with simulated nodes, all on loopback and free ports, in a state
+ * directory of their own.
+ *
+ * Guarantees: processes survive the CLI that started them; `down` stops exactly the
+ * processes recorded in the state file (by pid, after checking the pid still runs the
+ * binary it recorded) and removes the state; a failed `up` stops whatever it started.
+ *
+ * Caveats: pods never run anything — kwok moves them through their lifecycle (see
+ * `kwok-stages.yaml` for the annotations tests use to drive a pod to Failed).
+ */
+import { spawn } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer } from "node:net";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { stringify as toYaml } from "yaml";
+import { rawRequest } from "./http.js";
+import { requireBinary, type BinaryName } from "./toolchain.js";
+
+/** Label and annotation that mark a node as simulated by this cluster's kwok. */
+export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+/** Pool label the engine's nodeSelector targets. */
+export const POOL_LABEL = "cocoonstack.io/pool";
+
+/** One supervised process as recorded in the state file. */
+export interface ComponentRecord {
+  name: string;
+  pid: number;
+  binary: string;
+  log: string;
+  /** Start time of the process (field 22 of /proc/<pid>/stat), to detect pid reuse. */
+  startTicks: string;
+}
+
+/** The state file of a running cluster. */
+export interface ClusterState {
+  version: 1;
+  stateDir: string;
+  kubeconfig: string;
+  server: string;
+  token: string;
+  startedAt: string;
+  nodes: string[];
+  components: ComponentRecord[];
+}
+
+/** Options of {@link clusterUp}. */
+export interface UpOptions {
+  /** @default {@link defaultStateDir} */
+  stateDir?: string;
+  /** Number of simulated nodes. @default 2 */
+  nodes?: number;
+  /** Progress lines. @default stderr */
+  progress?: (line: string) => void;
+  /** Overall bring-up timeout. @default 180000 */
+  timeoutMs?: number;
+}
+
+/** Thrown when the cluster cannot be started or is not in the expected state. */
+export class ClusterError extends Error {
+  readonly isClusterError = true;
+  constructor(message: string) {
+    super(message);
+    this.name = "ClusterError";
+  }
+  static isInstance(e: unknown): e is ClusterError {
+    return typeof e === "object" && e !== null && (e as ClusterError).isClusterError === true;
+  }
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function stagesFile(): string {
+  for (const c of [here, join(here, "..", "..", "cluster")]) {
+    const p = join(c, "kwok-stages.yaml");
+    if (existsSync(p)) return p;
+  }
+  throw new ClusterError(`kwok-stages.yaml not found next to ${here}`);
+}
+
+/**
+ * Where the cluster keeps its state.
+ * @default `$COCOONSET_CLUSTER_DIR`, else `$XDG_STATE_HOME/pulumi-cocoonset/cluster`, else
+ *   `~/.local/state/pulumi-cocoonset/cluster`
+ */
+export function defaultStateDir(): string {
+  if (process.env.COCOONSET_CLUSTER_DIR) return process.env.COCOONSET_CLUSTER_DIR;
+  const base = process.env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+  return join(base, "pulumi-cocoonset", "cluster");
+}
+
+function statePath(stateDir: string): string {
+  return join(stateDir, "state.json");
+}
+
+/** Reads the state file, or undefined when there is none. */
+export function readState(stateDir = defaultStateDir()): ClusterState | undefined {
+  const p = statePath(stateDir);
+  if (!existsSync(p)) return undefined;
+  try {
+    return JSON.parse(readFileSync(p, "utf8")) as ClusterState;
+  } catch {
+    return undefined;
+  }
+}
+
+function procStartTicks(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name may contain spaces; fields are counted after its closing paren.
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return rest[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when the recorded process is still the one that was started. */
+export function isAlive(c: ComponentRecord): boolean {
+  const ticks = procStartTicks(c.pid);
+  return ticks !== undefined && ticks === c.startTicks;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function tail(path: string, lines = 20): string {
+  try {
+    return readFileSync(path, "utf8").trim().split("\n").slice(-lines).join("\n");
+  } catch {
+    return "(no log)";
+  }
+}
+
+function startComponent(
+  stateDir: string,
+  name: string,
+  binary: BinaryName,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ComponentRecord {
+  const path = requireBinary(binary);
+  const log = join(stateDir, "logs", `${name}.log`);
+  const fd = openSync(log, "a");
+  try {
+    const child = spawn(path, args, {
+      detached: true,
+      stdio: ["ignore", fd, fd],
+      env,
+      cwd: stateDir,
+    });
+    child.unref();
+    if (child.pid === undefined) throw new ClusterError(`${name} did not start (${path})`);
+    return { name, pid: child.pid, binary: path, log, startTicks: procStartTicks(child.pid) ?? "" };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Waits for `check` to return true, failing early when the component dies. */
+async function waitFor(
+  what: string,
+  component: ComponentRecord | undefined,
+  deadline: number,
+  check: () => Promise<boolean>,
+): Promise<void> {
+  let delay = 100;
+  for (;;) {
+    if (component && !isAlive(component)) {
+      throw new ClusterError(
+        `${component.name} exited during start-up; last lines of ${component.log}:\n${tail(component.log)}`,
+      );
+    }
+    try {
+      if (await check()) return;
+    } catch {
+      // not answering yet
+    }
+    if (Date.now() > deadline) {
+      const where = component ? `; last lines of ${component.log}:\n${tail(component.log)}` : "";
+      throw new ClusterError(`timed out waiting for ${what}${where}`);
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 1000);
+  }
+}
+
+function writeKubeconfig(path: string, server: string, ca: string, token: string): void {
+  const doc = {
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [
+      {
+        name: "cocoonset-local",
+        cluster: { server, "certificate-authority-data": Buffer.from(ca).toString("base64") },
+      },
+    ],
+    users: [{ name: "cocoonset-admin", user: { token } }],
+    contexts: [
+      { name: "cocoonset-local", context: { cluster: "cocoonset-local", user: "cocoonset-admin" } },
+    ],
+    "current-context": "cocoonset-local",
+  };
+  writeFileSync(path, toYaml(doc), { mode: 0o600 });
+}
+
+/** Stops processes in reverse start order: SIGTERM to the group, then SIGKILL. */
+async function stopComponents(components: ComponentRecord[]): Promise<void> {
+  for (const c of [...components].reverse()) {
+    if (!isAlive(c)) continue;
+    try {
+      process.kill(-c.pid, "SIGTERM");
+    } catch {
+      try {
+        process.kill(c.pid, "SIGTERM");
+      } catch {
+        continue;
+      }
+    }
+    const deadline = Date.now() + 10_000;
+    while (isAlive(c) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (isAlive(c)) {
+      try {
+        process.kill(-c.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
+
+/** What `status` reports. */
+export interface ClusterStatus {
+  running: boolean;
+  stateDir: string;
+  kubeconfig?: string;
+  server?: string;
+  healthy?: boolean;
+  components: { name: string; pid: number; alive: boolean; log: string }[];
+}
+
+/** Reports what runs, and whether the apiserver answers. */
+export async function clusterStatus(stateDir = defaultStateDir()): Promise<ClusterStatus> {
+  const st = readState(stateDir);
+  if (!st) return { running: false, stateDir, components: [] };
+  const components = st.components.map((c) => ({
+    name: c.name,
+    pid: c.pid,
+    alive: isAlive(c),
+    log: c.log,
+  }));
+  let healthy: boolean;
+  try {
+    const r = await rawRequest(`${st.server}/readyz`, { token: st.token, ca: readCa(st.stateDir) });
+    healthy = r.status === 200;
+  } catch {
+    healthy = false;
+  }
+  return {
+    running: components.every((c) => c.alive),
+    stateDir,
+    kubeconfig: st.kubeconfig,
+    server: st.server,
+    healthy,
+    components,
+  };
+}
+
+function readCa(stateDir: string): string {
+  return readFileSync(join(stateDir, "pki", "apiserver.crt"), "utf8");
+}
+
+/**
+ * Starts the cluster, or reports the one already running in `stateDir`. Returns when the
+ * default namespace exists and every simulated node is Ready.
+ */
+export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { reused: boolean }> {
+  const stateDir = opts.stateDir ?? defaultStateDir();
+  const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
+  const nodeCount = opts.nodes ?? 2;
+  const existing = readState(stateDir);
+  if (existing) {
+    const status = await clusterStatus(stateDir);
+    if (status.running && status.healthy) return { ...existing, reused: true };
+    progress(`cluster: found a stopped or broken cluster in ${stateDir}; cleaning it up`);
+    await stopComponents(existing.components);
+  }
+  rmSync(stateDir, { recursive: true, force: true });
+  for (const d of ["logs", "pki", "etcd", "kwok-home"])
+    mkdirSync(join(stateDir, d), { recursive: true });
+
+  const deadline = Date.now() + (opts.timeoutMs ?? 180_000);
+  const started: ComponentRecord[] = [];
+  const token = randomBytes(24).toString("hex");
+  const kubeconfig = join(stateDir, "kubeconfig");
+  const t0 = Date.now();
+  const stamp = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+  try {
+    // Credentials: a static admin token (system:masters) and the service-account signing key.
+    writeFileSync(
+      join(stateDir, "pki", "tokens.csv"),
+      `${token},cocoonset-admin,cocoonset-admin,"system:masters"\n`,
+      {
+        mode: 0o600,
+      },
+    );
+    const { publicKey, privateKey } = generateKeyPairSync("rsa", {
+      modulusLength: 2048,
+      publicKeyEncoding: { type: "spki", format: "pem" },
+      privateKeyEncoding: { type: "pkcs8", format: "pem" },
+    });
+    writeFileSync(join(stateDir, "pki", "sa.pub"), publicKey);
+    writeFileSync(join(stateDir, "pki", "sa.key"), privateKey, { mode: 0o600 });
+
+    const [etcdClient, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
+    progress("cluster: starting etcd");
+    const etcd = startComponent(stateDir, "etcd", "etcd", [
+      "--name=cocoonset",
+      `--data-dir=${join(stateDir, "etcd")}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-cluster=cocoonset=http://127.0.0.1:${etcdPeer}`,
+      "--unsafe-no-fsync=true",
+      "--log-level=warn",
+    ]);
+    started.push(etcd);
+    await waitFor("etcd /health", etcd, deadline, async () => {
+      const r = await rawRequest(`http://127.0.0.1:${etcdClient}/health`);
+      return r.status === 200 && r.body.includes("true");
+    });
+    progress(`cluster: etcd ready (${stamp()}); starting kube-apiserver`);
+
+    const server = `https://127.0.0.1:${apiPort}`;
+    const apiserver = startComponent(stateDir, "kube-apiserver", "kube-apiserver", [
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+      `--cert-dir=${join(stateDir, "pki")}`,
+      `--secure-port=${apiPort}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      "--service-cluster-ip-range=10.0.0.0/24",
+      "--allow-privileged=true",
+      "--authorization-mode=RBAC",
+      `--token-auth-file=${join(stateDir, "pki", "tokens.csv")}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${join(stateDir, "pki", "sa.pub")}`,
+      `--service-account-signing-key-file=${join(stateDir, "pki", "sa.key")}`,
+      // No kubelet mounts tokens, and no node-lifecycle controller lifts the not-ready taint.
+      "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+      "--enable-priority-and-fairness=false",
+      "--profiling=false",
+    ]);
+    started.push(apiserver);
+    await waitFor("kube-apiserver /readyz", apiserver, deadline, async () => {
+      if (!existsSync(join(stateDir, "pki", "apiserver.crt"))) return false;
+      const r = await rawRequest(`${server}/readyz`, { token, ca: readCa(stateDir) });
+      return r.status === 200;
+    });
+    writeKubeconfig(kubeconfig, server, readCa(stateDir), token);
+    progress(`cluster: kube-apiserver ready at ${server} (${stamp()}); starting controllers`);
+
+    started.push(
+      startComponent(stateDir, "kube-controller-manager", "kube-controller-manager", [
+        `--kubeconfig=${kubeconfig}`,
+        "--leader-elect=false",
+        "--use-service-account-credentials=false",
+        "--secure-port=0",
+        "--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,pod-garbage-collector-controller,serviceaccount-controller",
+        "--concurrent-gc-syncs=10",
+      ]),
+    );
+    started.push(
+      startComponent(stateDir, "kube-scheduler", "kube-scheduler", [
+        `--kubeconfig=${kubeconfig}`,
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        "--secure-port=0",
+      ]),
+    );
+    started.push(
+      startComponent(
+        stateDir,
+        "kwok",
+        "kwok",
+        [
+          `--kubeconfig=${kubeconfig}`,
+          `--config=${stagesFile()}`,
+          "--manage-all-nodes=false",
+          `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
+          "--node-ip=10.0.0.1",
+          "--cidr=10.0.128.0/17",
+          "--node-lease-duration-seconds=40",
+          "--server-address=",
+        ],
+        { ...process.env, HOME: join(stateDir, "kwok-home") },
+      ),
+    );
+    writeState(stateDir, {
+      version: 1,
+      stateDir,
+      kubeconfig,
+      server,
+      token,
+      startedAt: new Date().toISOString(),
+      nodes: [],
+      components: started,
+    });
+
+    const ca = readCa(stateDir);
+    await waitFor("the default namespace", undefined, deadline, async () => {
+      const r = await rawRequest(`${server}/api/v1/namespaces/default`, { token, ca });
+      return r.status === 200;
+    });
+    const nodes: string[] = [];
+    for (let i = 0; i < nodeCount; i++) {
+      const name = `kwok-node-${i}`;
+      nodes.push(name);
+      const r = await rawRequest(`${server}/api/v1/nodes`, {
+        method: "POST",
+        token,
+        ca,
+        body: {
+          apiVersion: "v1",
+          kind: "Node",
+          metadata: {
+            name,
+            annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
+            labels: {
+              "kubernetes.io/hostname": name,
+              "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64",
+              type: "kwok",
+              [POOL_LABEL]: "default",
+            },
+          },
+          spec: {},
+        },
+      });
+      if (r.status !== 201 && r.status !== 409)
+        throw new ClusterError(`creating node ${name}: HTTP ${r.status} ${r.body}`);
+    }
+    const kwok = started.find((c) => c.name === "kwok");
+    await waitFor("simulated nodes to be Ready", kwok, deadline, async () => {
+      const r = await rawRequest(`${server}/api/v1/nodes?labelSelector=type%3Dkwok`, { token, ca });
+      if (r.status !== 200) return false;
+      const list = JSON.parse(r.body) as {
+        items: {
+          metadata: { name: string };
+          status?: { conditions?: { type: string; status: string }[] };
+        }[];
+      };
+      const ready = list.items.filter((n) =>
+        n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+      return ready.length >= nodeCount;
+    });
+    for (const c of started) {
+      if (!isAlive(c))
+        throw new ClusterError(
+          `${c.name} exited during start-up; last lines of ${c.log}:\n${tail(c.log)}`,
+        );
+    }
+    const state: ClusterState = {
+      version: 1,
+      stateDir,
+      kubeconfig,
+      server,
+      token,
+      startedAt: new Date().toISOString(),
+      nodes,
+      components: started,
+    };
+    writeState(stateDir, state);
+    progress(`cluster: ${nodeCount} simulated node(s) Ready; cluster up in ${stamp()}`);
+    return { ...state, reused: false };
+  } catch (e) {
+    await stopComponents(started);
+    if (!process.env.COCOONSET_KEEP_FAILED_CLUSTER) {
+      // Keep the logs for the report, drop everything else.
+      for (const d of ["etcd", "pki", "kwok-home", "state.json", "kubeconfig"]) {
+        rmSync(join(stateDir, d), { recursive: true, force: true });
+      }
+    }
+    throw e;
+  }
+}
+
+function writeState(stateDir: string, state: ClusterState): void {
+  const p = statePath(stateDir);
+  writeFileSync(`${p}.tmp`, JSON.stringify(state, null, 2), { mode: 0o600 });
+  renameSync(`${p}.tmp`, p);
+}
+
+/** Stops every process the cluster started and removes its state directory. */
+export async function clusterDown(stateDir = defaultStateDir()): Promise<{ stopped: string[] }> {
+  const st = readState(stateDir);
+  const stopped: string[] = [];
+  if (st) {
+    for (const c of st.components) if (isAlive(c)) stopped.push(c.name);
+    await stopComponents(st.components);
+  }
+  rmSync(stateDir, { recursive: true, force: true });
+  return { stopped };
+}

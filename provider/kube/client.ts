@@ -1,0 +1,549 @@
+/**
+ * The one Kubernetes client of the project: a small REST client over a kubeconfig, with
+ * retries, typed errors, pagination and watches. Provider, controller, CLI and tests all
+ * talk to the apiserver through it.
+ *
+ * Guarantees: a request is retried on 429 (honouring `Retry-After`), on 5xx and on
+ * connection failures, with exponential backoff under a per-request deadline; it is never
+ * retried on another 4xx. Every retry is reported to the `onRetry` hook (debug logs).
+ *
+ * Caveats: a retried POST may have succeeded the first time; callers treat AlreadyExists
+ * as success where that matters (the engine's fan-out does).
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { existsSync } from "node:fs";
+import { Agent, request, type RequestOptions } from "node:https";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** A Kubernetes object as plain JSON. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+/** The metadata fields the project reads. */
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+}
+
+/** An ownerReference. */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+/** A list response. */
+export interface KubeList<T = KubeObject> {
+  metadata: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
+
+/** A watch event. */
+export interface WatchEvent<T = KubeObject> {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: T;
+}
+
+/** An error answered by the apiserver (or the transport), with the HTTP status. */
+export class KubeApiError extends Error {
+  readonly isKubeApiError = true;
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly reason: string,
+    readonly method: string,
+    readonly path: string,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = "KubeApiError";
+  }
+  static isInstance(e: unknown): e is KubeApiError {
+    return typeof e === "object" && e !== null && (e as KubeApiError).isKubeApiError === true;
+  }
+}
+
+/** True for a 404 from the apiserver. */
+export const isNotFound = (e: unknown): boolean => KubeApiError.isInstance(e) && e.status === 404;
+/** True for a 409 AlreadyExists. */
+export const isAlreadyExists = (e: unknown): boolean =>
+  KubeApiError.isInstance(e) && e.status === 409 && e.reason === "AlreadyExists";
+/** True for a 409 Conflict (stale resourceVersion). */
+export const isConflict = (e: unknown): boolean =>
+  KubeApiError.isInstance(e) && e.status === 409 && e.reason !== "AlreadyExists";
+/** True for a 403. */
+export const isForbidden = (e: unknown): boolean => KubeApiError.isInstance(e) && e.status === 403;
+/** True for a 410 Gone (expired resourceVersion). */
+export const isGone = (e: unknown): boolean => KubeApiError.isInstance(e) && e.status === 410;
+
+/** Patch content types. */
+export const PatchType = {
+  merge: "application/merge-patch+json",
+  json: "application/json-patch+json",
+  strategic: "application/strategic-merge-patch+json",
+} as const;
+
+/** What a retry looked like, for debug logs and tests. */
+export interface RetryInfo {
+  method: string;
+  path: string;
+  attempt: number;
+  delayMs: number;
+  cause: string;
+}
+
+/** Options of {@link KubeClient}. */
+export interface KubeClientOptions {
+  /** Kubeconfig file. @default in-cluster, else `$KUBECONFIG`, else `~/.kube/config` */
+  kubeconfig?: string;
+  /** An already loaded configuration (wins over `kubeconfig`). */
+  config?: KubeConfig;
+  /** Per-request deadline including retries. @default 60000 */
+  requestTimeoutMs?: number;
+  /** Max sockets to the apiserver. @default 32 */
+  maxSockets?: number;
+  /** Called before each retry. */
+  onRetry?: (info: RetryInfo) => void;
+}
+
+/** Thrown when no usable kubeconfig is found; says where it looked. */
+export class KubeConfigError extends Error {
+  readonly isKubeConfigError = true;
+  constructor(message: string) {
+    super(message);
+    this.name = "KubeConfigError";
+  }
+  static isInstance(e: unknown): e is KubeConfigError {
+    return typeof e === "object" && e !== null && (e as KubeConfigError).isKubeConfigError === true;
+  }
+}
+
+const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/**
+ * Loads a kubeconfig: the explicit file, else in-cluster credentials, else `$KUBECONFIG`,
+ * else `~/.kube/config`. The error names every place it looked.
+ */
+export function loadKubeConfig(kubeconfig?: string): { config: KubeConfig; source: string } {
+  const kc = new KubeConfig();
+  const tryFile = (file: string, source: string) => {
+    try {
+      kc.loadFromFile(file);
+    } catch (e) {
+      throw new KubeConfigError(
+        `the kubeconfig ${file} (${source}) does not parse: ${(e as Error).message}`,
+      );
+    }
+    if (!kc.getCurrentCluster()) {
+      throw new KubeConfigError(`the kubeconfig ${file} (${source}) has no current cluster`);
+    }
+    return { config: kc, source: `${source} ${file}` };
+  };
+  if (kubeconfig) {
+    if (!existsSync(kubeconfig))
+      throw new KubeConfigError(`the kubeconfig ${kubeconfig} (--kubeconfig) does not exist`);
+    return tryFile(kubeconfig, "--kubeconfig");
+  }
+  if (process.env.KUBERNETES_SERVICE_HOST && existsSync(IN_CLUSTER_TOKEN)) {
+    kc.loadFromCluster();
+    return { config: kc, source: "in-cluster service account" };
+  }
+  const env = process.env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
+  if (env) return tryFile(env, "$KUBECONFIG");
+  const home = join(homedir(), ".kube", "config");
+  if (existsSync(home)) return tryFile(home, "~/.kube/config");
+  throw new KubeConfigError(
+    `no kubeconfig found: looked at --kubeconfig (not given), in-cluster credentials (${IN_CLUSTER_TOKEN}), $KUBECONFIG (${process.env.KUBECONFIG ?? "unset"}) and ${home}`,
+  );
+}
+
+interface Transport {
+  server: URL;
+  options: RequestOptions;
+  headers: Record<string, string>;
+  loadedAt: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Counts of requests by verb, for benchmarks (steady-state writes). */
+export interface RequestCounters {
+  byVerb: Record<string, number>;
+  retries: number;
+}
+
+/** A REST client for one apiserver. */
+export class KubeClient {
+  readonly config: KubeConfig;
+  readonly source: string;
+  readonly counters: RequestCounters = { byVerb: {}, retries: 0 };
+  private transport?: Transport;
+  private readonly agent: Agent | HttpAgent;
+  private readonly timeoutMs: number;
+  private readonly onRetry?: (info: RetryInfo) => void;
+
+  constructor(opts: KubeClientOptions = {}) {
+    if (opts.config) {
+      this.config = opts.config;
+      this.source = "provided configuration";
+    } else {
+      const loaded = loadKubeConfig(opts.kubeconfig);
+      this.config = loaded.config;
+      this.source = loaded.source;
+    }
+    const server = this.config.getCurrentCluster()?.server ?? "";
+    const agentOpts = { keepAlive: true, maxSockets: opts.maxSockets ?? 32 };
+    this.agent = server.startsWith("http:") ? new HttpAgent(agentOpts) : new Agent(agentOpts);
+    this.timeoutMs = opts.requestTimeoutMs ?? 60_000;
+    this.onRetry = opts.onRetry;
+  }
+
+  /** Builds a client from a kubeconfig given as YAML text (the provider's secret input). */
+  static fromString(
+    kubeconfigYaml: string,
+    opts: Omit<KubeClientOptions, "config" | "kubeconfig"> = {},
+  ): KubeClient {
+    const kc = new KubeConfig();
+    try {
+      kc.loadFromString(kubeconfigYaml);
+    } catch (e) {
+      throw new KubeConfigError(`the kubeconfig input does not parse: ${(e as Error).message}`);
+    }
+    if (!kc.getCurrentCluster())
+      throw new KubeConfigError("the kubeconfig input has no current cluster");
+    return new KubeClient({ ...opts, config: kc });
+  }
+
+  /** The apiserver URL. */
+  get server(): string {
+    return this.config.getCurrentCluster()?.server ?? "";
+  }
+
+  /** Closes idle sockets so the process can exit. */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private async getTransport(): Promise<Transport> {
+    // Credentials may rotate (projected tokens, exec plugins): re-read them every minute.
+    if (this.transport && Date.now() - this.transport.loadedAt < 60_000) return this.transport;
+    const opts: RequestOptions & { headers?: Record<string, string> } = { headers: {} };
+    await this.config.applyToHTTPSOptions(opts);
+    const server = new URL(this.server);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {})) headers[k.toLowerCase()] = String(v);
+    this.transport = {
+      server,
+      headers,
+      loadedAt: Date.now(),
+      options: {
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        auth: opts.auth,
+        rejectUnauthorized: opts.rejectUnauthorized,
+        servername: opts.servername,
+      },
+    };
+    return this.transport;
+  }
+
+  /** Opens a raw request and returns the response stream (used by watches). */
+  private async open(
+    method: string,
+    path: string,
+    body: string | undefined,
+    contentType: string | undefined,
+    signal?: AbortSignal,
+    timeoutMs?: number,
+  ): Promise<import("node:http").IncomingMessage> {
+    const t = await this.getTransport();
+    const base = t.server.pathname.replace(/\/$/, "");
+    const headers: Record<string, string> = { accept: "application/json", ...t.headers };
+    if (body !== undefined) {
+      headers["content-type"] = contentType ?? "application/json";
+      headers["content-length"] = String(Buffer.byteLength(body));
+    }
+    const reqOpts: RequestOptions = {
+      ...t.options,
+      method,
+      hostname: t.server.hostname,
+      port: t.server.port,
+      path: base + path,
+      headers,
+      agent: this.agent,
+      signal,
+    };
+    return new Promise((resolve, reject) => {
+      const req = t.server.protocol === "http:" ? httpRequest(reqOpts) : request(reqOpts);
+      if (timeoutMs)
+        req.setTimeout(timeoutMs, () =>
+          req.destroy(new Error(`no response within ${timeoutMs} ms`)),
+        );
+      req.on("response", resolve);
+      req.on("error", reject);
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+
+  /**
+   * One API call with retries. Returns the parsed JSON body; throws KubeApiError for
+   * non-2xx answers (after retries for 429/5xx) and for transport errors past the deadline.
+   */
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    opts: { body?: unknown; contentType?: string; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const deadline = Date.now() + this.timeoutMs;
+    const verb = method.toUpperCase();
+    this.counters.byVerb[verb] = (this.counters.byVerb[verb] ?? 0) + 1;
+    for (let attempt = 1; ; attempt++) {
+      let err: KubeApiError;
+      try {
+        const res = await this.open(verb, path, body, opts.contentType, opts.signal, 30_000);
+        const text = await readBody(res);
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) return (text ? JSON.parse(text) : {}) as T;
+        err = toApiError(verb, path, status, text, res.headers["retry-after"]);
+      } catch (e) {
+        if (KubeApiError.isInstance(e)) throw e;
+        if (opts.signal?.aborted) throw e;
+        const cause = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+        err = new KubeApiError(
+          `${verb} ${path}: cannot reach the apiserver at ${this.server} (${cause})`,
+          0,
+          "ConnectionFailed",
+          verb,
+          path,
+        );
+      }
+      const retriable = err.status === 0 || err.status === 429 || err.status >= 500;
+      if (!retriable) throw err;
+      const backoff = Math.min(100 * 2 ** (attempt - 1), 5000);
+      const delayMs = Math.max(err.retryAfterMs ?? 0, backoff * (0.8 + Math.random() * 0.4));
+      if (Date.now() + delayMs > deadline) throw err;
+      this.counters.retries++;
+      this.onRetry?.({
+        method: verb,
+        path,
+        attempt,
+        delayMs: Math.round(delayMs),
+        cause: err.status ? `HTTP ${err.status}` : err.reason,
+      });
+      await sleep(delayMs);
+    }
+  }
+
+  /** GET one object. */
+  get<T = KubeObject>(path: string): Promise<T> {
+    return this.request<T>("GET", path);
+  }
+
+  /** GET one object, or undefined on 404. */
+  async getOrUndefined<T = KubeObject>(path: string): Promise<T | undefined> {
+    try {
+      return await this.get<T>(path);
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  }
+
+  /** POST an object to a collection. */
+  create<T = KubeObject>(collectionPath: string, body: unknown): Promise<T> {
+    return this.request<T>("POST", collectionPath, { body });
+  }
+
+  /** PUT an object. */
+  replace<T = KubeObject>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("PUT", path, { body });
+  }
+
+  /** PATCH an object with the given patch type. */
+  patch<T = KubeObject>(path: string, body: unknown, type: string = PatchType.merge): Promise<T> {
+    return this.request<T>("PATCH", path, { body, contentType: type });
+  }
+
+  /**
+   * DELETE an object; resolves true when the delete was accepted, false on 404.
+   * @param propagationPolicy Background, Foreground or Orphan
+   */
+  async delete(
+    path: string,
+    opts: { propagationPolicy?: "Background" | "Foreground" | "Orphan"; uid?: string } = {},
+  ): Promise<boolean> {
+    const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
+    if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
+    if (opts.uid) body.preconditions = { uid: opts.uid };
+    try {
+      await this.request("DELETE", path, { body });
+      return true;
+    } catch (e) {
+      if (isNotFound(e)) return false;
+      // A uid precondition that fails means the object was replaced: ours is gone.
+      if (opts.uid && isConflict(e)) return false;
+      throw e;
+    }
+  }
+
+  /** Lists a collection, following `continue` tokens. */
+  async list<T = KubeObject>(
+    collectionPath: string,
+    query: { labelSelector?: string; fieldSelector?: string; limit?: number } = {},
+  ): Promise<KubeList<T>> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    let rv: string | undefined;
+    do {
+      const q = new URLSearchParams();
+      if (query.labelSelector) q.set("labelSelector", query.labelSelector);
+      if (query.fieldSelector) q.set("fieldSelector", query.fieldSelector);
+      q.set("limit", String(query.limit ?? 500));
+      if (cont) q.set("continue", cont);
+      const page = await this.get<KubeList<T>>(`${collectionPath}?${q.toString()}`);
+      items.push(...page.items);
+      cont = page.metadata.continue || undefined;
+      rv = page.metadata.resourceVersion;
+    } while (cont);
+    return { metadata: { resourceVersion: rv }, items };
+  }
+
+  /**
+   * Watches a collection from `resourceVersion` and calls `onEvent` for each event until the
+   * server closes the stream, `signal` aborts, or `onEvent` returns true (done). Resolves
+   * with the last resourceVersion seen. A 410 arrives as a thrown KubeApiError (isGone).
+   */
+  async watch<T extends KubeObject = KubeObject>(
+    collectionPath: string,
+    query: {
+      resourceVersion?: string;
+      labelSelector?: string;
+      fieldSelector?: string;
+      timeoutSeconds?: number;
+    },
+    onEvent: (ev: WatchEvent<T>) => boolean | void,
+    signal?: AbortSignal,
+  ): Promise<string | undefined> {
+    const q = new URLSearchParams({ watch: "true", allowWatchBookmarks: "true" });
+    if (query.resourceVersion) q.set("resourceVersion", query.resourceVersion);
+    if (query.labelSelector) q.set("labelSelector", query.labelSelector);
+    if (query.fieldSelector) q.set("fieldSelector", query.fieldSelector);
+    q.set("timeoutSeconds", String(query.timeoutSeconds ?? 300));
+    const path = `${collectionPath}?${q.toString()}`;
+    const res = await this.open("GET", path, undefined, undefined, signal);
+    if ((res.statusCode ?? 0) >= 300) {
+      throw toApiError(
+        "GET",
+        path,
+        res.statusCode ?? 0,
+        await readBody(res),
+        res.headers["retry-after"],
+      );
+    }
+    let rv = query.resourceVersion;
+    let buf = "";
+    return new Promise((resolve, reject) => {
+      let finished = false;
+      const finish = (err?: unknown) => {
+        if (finished) return;
+        finished = true;
+        res.destroy();
+        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        else resolve(rv);
+      };
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line || finished) continue;
+          const ev = JSON.parse(line) as WatchEvent<T>;
+          if (ev.type === "ERROR") {
+            const st = ev.object as unknown as { code?: number; reason?: string; message?: string };
+            return finish(
+              new KubeApiError(
+                `watch ${collectionPath}: ${st.message ?? "error"}`,
+                st.code ?? 500,
+                st.reason ?? "",
+                "GET",
+                path,
+              ),
+            );
+          }
+          rv = ev.object.metadata?.resourceVersion ?? rv;
+          if (ev.type === "BOOKMARK") continue;
+          try {
+            if (onEvent(ev) === true) return finish();
+          } catch (e) {
+            return finish(e);
+          }
+        }
+      });
+      res.on("end", () => finish());
+      res.on("error", (e) => (signal?.aborted ? finish() : finish(e)));
+      signal?.addEventListener("abort", () => finish(), { once: true });
+    });
+  }
+}
+
+function readBody(res: import("node:http").IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = "";
+    res.setEncoding("utf8");
+    res.on("data", (d: string) => (text += d));
+    res.on("end", () => resolve(text));
+    res.on("error", reject);
+  });
+}
+
+function toApiError(
+  method: string,
+  path: string,
+  status: number,
+  text: string,
+  retryAfter?: string | string[],
+): KubeApiError {
+  let reason = "";
+  let message = text.slice(0, 500);
+  try {
+    const st = JSON.parse(text) as { reason?: string; message?: string };
+    reason = st.reason ?? "";
+    message = st.message ?? message;
+  } catch {
+    // not a Status object
+  }
+  const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+  const retryAfterMs = ra && /^\d+$/.test(ra) ? parseInt(ra, 10) * 1000 : undefined;
+  return new KubeApiError(
+    `${method} ${path}: HTTP ${status}${reason ? ` ${reason}` : ""}: ${message}`,
+    status,
+    reason,
+    method,
+    path,
+    retryAfterMs,
+  );
+}

@@ -1,0 +1,4 @@
+/** The project's Kubernetes client: REST calls with retries, paths, watches. */
+export * from "./client.js";
+export * from "./paths.js";
+export * from "./wait.js";

@@ -1,0 +1,102 @@
+// The project's test command: build, lint, unit tests, then integration and e2e tests
+// against one embedded cluster started for the run (and stopped after it, pass or fail).
+// `node scripts/test.mjs unit|integration|e2e` runs only that tier.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const only = process.argv[2];
+const tiers = only ? [only] : ["unit", "integration", "e2e"];
+const cli = join("dist", "cli", "main.js");
+
+function step(title, cmd, args, env = {}) {
+  const t0 = Date.now();
+  process.stdout.write(`\n== ${title}\n`);
+  const r = spawnSync(cmd, args, { stdio: "inherit", env: { ...process.env, ...env } });
+  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  if (r.status !== 0) {
+    process.stdout.write(`== ${title}: FAILED after ${secs}s\n`);
+    return false;
+  }
+  process.stdout.write(`== ${title}: ok in ${secs}s\n`);
+  return true;
+}
+
+function testFiles(dir) {
+  if (!existsSync(dir)) return [];
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...testFiles(p));
+    else if (name.endsWith(".test.js")) out.push(p);
+  }
+  return out.sort();
+}
+
+function must(ok) {
+  if (!ok) process.exit(1);
+}
+
+must(step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
+if (!only) {
+  must(
+    step("generated files are fresh", process.execPath, [
+      join("dist", "provider", "fleet", "generate.js"),
+      "--check",
+    ]),
+  );
+  must(step("lint", "npx", ["eslint", "."]));
+  must(step("format", "npx", ["prettier", "--check", "."]));
+}
+
+const needsCluster = tiers.some((t) => t !== "unit");
+let clusterDir;
+const env = {};
+if (needsCluster) {
+  must(step("toolchain", process.execPath, [cli, "toolchain", "ensure"]));
+  clusterDir =
+    process.env.COCOONSET_TEST_CLUSTER_DIR ??
+    mkdtempSync(join(tmpdir(), "cocoonset-test-cluster-"));
+  if (
+    !step("embedded cluster up", process.execPath, [
+      cli,
+      "cluster",
+      "up",
+      "--state-dir",
+      clusterDir,
+    ])
+  ) {
+    spawnSync(process.execPath, [cli, "cluster", "down", "--state-dir", clusterDir], {
+      stdio: "inherit",
+    });
+    process.exit(1);
+  }
+  env.COCOONSET_TEST_CLUSTER_DIR = clusterDir;
+  env.COCOONSET_TEST_KUBECONFIG = join(clusterDir, "kubeconfig");
+}
+
+let failed = false;
+try {
+  for (const tier of tiers) {
+    const files = testFiles(join("dist", "tests", tier));
+    if (files.length === 0) {
+      process.stdout.write(`no ${tier} tests found\n`);
+      failed = true;
+      break;
+    }
+    const args = ["--enable-source-maps", "--test", "--test-reporter=spec", "--test-concurrency=1"];
+    if (tier !== "unit") args.push("--test-timeout=900000");
+    if (!step(`${tier} tests`, process.execPath, [...args, ...files], env)) {
+      failed = true;
+      break;
+    }
+  }
+} finally {
+  if (clusterDir && !process.env.COCOONSET_TEST_CLUSTER_DIR) {
+    spawnSync(process.execPath, [cli, "cluster", "down", "--state-dir", clusterDir], {
+      stdio: "inherit",
+    });
+  }
+}
+process.exit(failed ? 1 : 0);

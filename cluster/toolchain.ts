@@ -59,7 +59,11 @@ export type BinaryName =
   | "kwok"
   | "pulumi"
   | "pulumi-resource-kubernetes"
-  | "pulumi-resource-pulumi-nodejs";
+  | "pulumi-resource-pulumi-nodejs"
+  | "pulumi-language-nodejs";
+
+/** Shell shims the toolchain writes itself (they are not built from Go modules). */
+const SHIMS: BinaryName[] = ["pulumi-resource-pulumi-nodejs", "pulumi-language-nodejs"];
 
 /** Thrown when a binary cannot be found or built; names module, version and step. */
 export class ToolchainError extends Error {
@@ -118,8 +122,7 @@ function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undef
 export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
   const names: string[] = [];
   for (const g of Object.values(pins.groups)) names.push(...Object.keys(g.binaries));
-  names.push("pulumi-resource-pulumi-nodejs");
-  return names as BinaryName[];
+  return [...(names as BinaryName[]), ...SHIMS];
 }
 
 function versionOk(path: string, group: ToolGroup): boolean {
@@ -141,7 +144,7 @@ export interface Located {
  */
 export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
   const cached = join(binDir(pins), name);
-  if (name === "pulumi-resource-pulumi-nodejs") {
+  if (SHIMS.includes(name)) {
     return existsSync(cached) ? { name, path: cached, source: "cache" } : { name };
   }
   const found = groupOf(pins, name);
@@ -400,6 +403,24 @@ exec node "$host" "$@"
   return p;
 }
 
+/**
+ * Writes the Node.js language host shim: it runs `cluster/pulumi-language-host.cjs` from the
+ * program's copy of this package when it has one, else from the checkout that wrote it.
+ */
+export function writeLanguageHostShim(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const p = join(dir, "pulumi-language-nodejs");
+  const fallback = join(sourceDir(), "pulumi-language-host.cjs");
+  const text = `#!/bin/sh
+# Pulumi's Node.js language host (see cluster/pulumi-language-host.cjs in pulumi-cocoonset).
+host=$(node -e 'try { console.log(require.resolve("pulumi-cocoonset/cluster/pulumi-language-host.cjs", { paths: [process.cwd()] })) } catch { console.log(process.argv[1]) }' '${fallback}')
+exec node "$host" "$@"
+`;
+  writeFileSync(`${p}.tmp`, text, { mode: 0o755 });
+  renameSync(`${p}.tmp`, p);
+  return p;
+}
+
 /** Options of {@link ensureToolchain}. */
 export interface EnsureOptions {
   /** Only these binaries (and nothing else) are found or built. @default all */
@@ -457,9 +478,14 @@ export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located
     }
     for (const n of names) result.push(locate(n, pins));
   }
+  // Shims are rewritten every time: they are tiny and must follow the current checkout.
   if (wanted.has("pulumi-resource-pulumi-nodejs")) {
     writeDynamicProviderShim(out);
     result.push(locate("pulumi-resource-pulumi-nodejs", pins));
+  }
+  if (wanted.has("pulumi-language-nodejs")) {
+    writeLanguageHostShim(out);
+    result.push(locate("pulumi-language-nodejs", pins));
   }
   return result;
 }

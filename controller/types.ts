@@ -1,0 +1,87 @@
+/**
+ * The contract between the controller runtime and the reconcile logic it drives. The
+ * engine implements {@link Reconciler}; the runtime owns queues, informers, leases, logs,
+ * events and metrics, and hands the engine what it needs through {@link ReconcileContext}.
+ */
+import type { Logger } from "pino";
+import type { KubeObject } from "../provider/kube/index.js";
+
+export type { Logger } from "pino";
+
+/** The identity of a CocoonSet in the work queue. */
+export interface ObjectKey {
+  namespace: string;
+  name: string;
+}
+
+/** Event severity, as the events API spells it. */
+export type EventType = "Normal" | "Warning";
+
+/**
+ * Records Kubernetes Events about an object.
+ *
+ * Guarantees: never rejects; a failure to post is logged. Identical events (same object
+ * uid, reason and note) within the dedup window are posted once.
+ */
+export interface EventRecorder {
+  /**
+   * Records one event.
+   * @param regarding the object the event is about (apiVersion, kind, metadata name/namespace/uid)
+   * @param type Normal or Warning
+   * @param reason a CamelCase machine-readable reason, e.g. `SubAgentRebuilding`
+   * @param note the human-readable message
+   * @param action what the controller did or failed to do @default reason
+   */
+  event(
+    regarding: KubeObject,
+    type: EventType,
+    reason: string,
+    note: string,
+    action?: string,
+  ): Promise<void>;
+}
+
+/** Engine-facing metrics: small methods so the engine never imports prom-client. */
+export interface ControllerMetrics {
+  /** One sub-agent rebuild (terminal pod deleted for recreation). */
+  rebuild(namespace: string, cocoonset: string): void;
+  /** One sub-agent parked in dead-letter. */
+  deadLetter(namespace: string, cocoonset: string): void;
+  /** Objects deleted by the orphan reaper. @param n @default 1 */
+  reapDeleted(kind: string, reason: string, n?: number): void;
+  /** Objects deleted by owner release. @param n @default 1 */
+  releaseDeleted(kind: string, n?: number): void;
+}
+
+/** What one reconcile receives besides the key. */
+export interface ReconcileContext {
+  /** A child logger carrying `reconcileId`, `namespace` and `name`. */
+  log: Logger;
+  events: EventRecorder;
+  metrics: ControllerMetrics;
+  /** Aborted when the process must stop and the grace period for in-flight work ran out. */
+  signal: AbortSignal;
+}
+
+/**
+ * The reconcile logic. Level-based: it receives a key, reads the current state and converges.
+ * A thrown error means a rate-limited requeue; a result with `requeueAfterMs` means forget
+ * the failure history, then requeue after that delay. Return a result or throw, not both.
+ */
+export interface Reconciler {
+  /** Converges one CocoonSet. */
+  reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<{ requeueAfterMs?: number }>;
+}
+
+/** Formats a key as `namespace/name`. */
+export function formatKey(key: ObjectKey): string {
+  return `${key.namespace}/${key.name}`;
+}
+
+/** Parses `namespace/name`; a key without a slash is cluster-scoped (empty namespace). */
+export function parseKey(key: string): ObjectKey {
+  const i = key.indexOf("/");
+  return i < 0
+    ? { namespace: "", name: key }
+    : { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}

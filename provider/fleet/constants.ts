@@ -1,0 +1,143 @@
+// Names and numbers the engine shares with cocoon-operator and with the other layers.
+// They are wire contract: changing one breaks compatibility with live clusters.
+
+/** API group of the CocoonSet resource. */
+export const GROUP = "cocoonset.cocoonstack.io";
+/** Served and stored API version. */
+export const VERSION = "v1";
+/** `apiVersion` field value of a CocoonSet. */
+export const API_VERSION = `${GROUP}/${VERSION}`;
+/** Kind of the custom resource. */
+export const KIND = "CocoonSet";
+/** List kind of the custom resource. */
+export const LIST_KIND = "CocoonSetList";
+/** Plural resource name (used in API paths). */
+export const PLURAL = "cocoonsets";
+/** Singular resource name. */
+export const SINGULAR = "cocoonset";
+/** Short names; `cs` collides with the built-in componentstatuses, so docs spell `cocoonsets`. */
+export const SHORT_NAMES: readonly string[] = ["cs"];
+/** `kubectl get cocoon` lists every resource in this category. */
+export const CATEGORIES: readonly string[] = ["cocoon"];
+/** Name of the CustomResourceDefinition object. */
+export const CRD_NAME = `${PLURAL}.${GROUP}`;
+
+/** Finalizer the engine adds on first sight and removes after the fleet is released. */
+export const FINALIZER = "cocoonset.cocoonstack.io/finalizer";
+
+/** Labels stamped on every pod the engine builds. */
+export const LABELS = {
+  /** CocoonSet name; the engine lists its pods by this label. */
+  name: "cocoonset.cocoonstack.io/name",
+  /** `main`, `sub-agent` or `toolbox`. */
+  role: "cocoonset.cocoonstack.io/role",
+  /** Slot number for agents, toolbox name for toolboxes. */
+  slot: "cocoonset.cocoonstack.io/slot",
+  /** Recommended app label, set to the CocoonSet name. */
+  appName: "app.kubernetes.io/name",
+  /** Recommended managed-by label, set to {@link MANAGED_BY}. */
+  managedBy: "app.kubernetes.io/managed-by",
+} as const;
+
+/** Value of the `app.kubernetes.io/managed-by` label. */
+export const MANAGED_BY = "cocoonset";
+
+/** Pod roles, as carried by the role label. */
+export const ROLES = {
+  main: "main",
+  subAgent: "sub-agent",
+  toolbox: "toolbox",
+} as const;
+
+/** A pod role. */
+export type Role = (typeof ROLES)[keyof typeof ROLES];
+
+/** Annotations on pods (VM contract read by the virtual kubelet) and on the CocoonSet. */
+export const ANNOTATIONS = {
+  vmName: "vm.cocoonstack.io/name",
+  image: "cocoonset.cocoonstack.io/image",
+  mode: "cocoonset.cocoonstack.io/mode",
+  os: "cocoonset.cocoonstack.io/os",
+  storage: "cocoonset.cocoonstack.io/storage",
+  network: "cocoonset.cocoonstack.io/network",
+  snapshotPolicy: "cocoonset.cocoonstack.io/snapshot-policy",
+  managed: "cocoonset.cocoonstack.io/managed",
+  forcePull: "cocoonset.cocoonstack.io/force-pull",
+  generation: "cocoonset.cocoonstack.io/generation",
+  forkFrom: "vm.cocoonstack.io/fork-from",
+  connType: "vm.cocoonstack.io/conn-type",
+  backend: "vm.cocoonstack.io/backend",
+  noDirectIO: "vm.cocoonstack.io/no-direct-io",
+  probePort: "vm.cocoonstack.io/probe-port",
+  /** Runtime VM id; the engine writes it only for static toolboxes. */
+  vmID: "vm.cocoonstack.io/id",
+  /** Runtime VM IP; the engine writes it only for static toolboxes. */
+  vmIP: "vm.cocoonstack.io/ip",
+  /** VNC port; the engine writes it only for static toolboxes. */
+  vncPort: "vm.cocoonstack.io/vnc-port",
+  /** Lifecycle state reported by the virtual kubelet; `failed` makes a pod terminal. */
+  lifecycleState: "vm.cocoonstack.io/lifecycle-state",
+  /** Human message accompanying the lifecycle state. */
+  lifecycleStateMessage: "vm.cocoonstack.io/lifecycle-state-message",
+  /** `"true"` on a sub-agent pod that exhausted its rebuild budget. */
+  deadLetter: "cocoonset.cocoonstack.io/dead-letter",
+  /** Rebuild history JSON, on the CocoonSet. */
+  rebuildHistory: "cocoonset.cocoonstack.io/rebuild-history",
+} as const;
+
+/** The only value boolean annotations ever carry. */
+export const ANNOTATION_TRUE = "true";
+
+/** Node labels the pods select on. */
+export const NODE_LABELS = {
+  /** Node pool of a cocoon node. */
+  pool: "cocoonstack.io/pool",
+  /** Guest-visible CPU ABI class a node can resume snapshots for. */
+  snapshotClass: "cocoonstack.io/snapshot-cpu-class",
+  /** Well-known hostname label used for the main agent's node affinity. */
+  hostname: "kubernetes.io/hostname",
+} as const;
+
+/** Taint key of virtual-kubelet nodes, tolerated by every engine pod. */
+export const VIRTUAL_KUBELET_TAINT = "virtual-kubelet.io/provider";
+
+/** Container image of the single pod container; the VM image travels in an annotation. */
+export const PLACEHOLDER_IMAGE = "registry.invalid/cocoonset/placeholder:never-pulled";
+
+/** Name of the single container of every engine pod. */
+export const AGENT_CONTAINER = "agent";
+
+/** Rebuilds a sub-agent slot gets before it is parked in dead-letter. */
+export const MAX_REBUILD_ATTEMPTS = 4;
+
+/** Wait before rebuild number `count + 1`, indexed by `count` (the last entry repeats). */
+export const BACKOFF_SCHEDULE_SECONDS: readonly number[] = [0, 1, 5, 30];
+
+/** Sub-agent creates in flight at once during fan-out. */
+export const DEFAULT_FANOUT = 8;
+
+/** Requeue delay while the main agent is not Ready, or its old pod is still terminating. */
+export const MAIN_RETRY_MS = 5_000;
+
+/**
+ * Largest accepted `agent.replicas`. One CocoonSet is one node-bound fleet (sub-agents are
+ * hard-bound to the main agent's node), so four digits is already far beyond a real node.
+ */
+export const MAX_REPLICAS = 1000;
+
+/** Largest accepted number of toolboxes; bounds the CRD's CEL uniqueness check. */
+export const MAX_TOOLBOXES = 64;
+
+/** Event reasons the engine emits. */
+export const EVENT_REASONS = {
+  subAgentRebuilding: "SubAgentRebuilding",
+  subAgentDeadLetter: "SubAgentDeadLetter",
+  mainAgentFailed: "MainAgentFailed",
+  recoveredFromFailure: "RecoveredFromFailure",
+} as const;
+
+/** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */
+export const PLAN_METRICS = {
+  subAgentRebuild: "subagent_rebuild_total",
+  subAgentDeadLetter: "subagent_dead_letter_total",
+} as const;

@@ -1,0 +1,123 @@
+// Minimal structural types for the Kubernetes objects the planner reads and builds. They are
+// subsets of @kubernetes/client-node's V1 models (a V1Pod is assignable to Pod, and a
+// PodManifest to V1Pod), so the pure core does not depend on the client library.
+import type { EnvFromSource } from "./generated/types.js";
+
+/** A reference from an object to its owner (meta/v1 OwnerReference). */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+/** Object metadata (the fields of meta/v1 ObjectMeta the engine uses). */
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  finalizers?: string[];
+  /** A Date from the client library, an RFC 3339 string from raw JSON. */
+  creationTimestamp?: Date | string;
+  /** Set once the object is being deleted. */
+  deletionTimestamp?: Date | string;
+}
+
+/** A pod toleration (core/v1 Toleration). */
+export interface Toleration {
+  key?: string;
+  operator?: string;
+  value?: string;
+  effect?: string;
+  tolerationSeconds?: number;
+}
+
+/** One requirement of a node selector term. */
+export interface NodeSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+/** A node selector term: all its requirements must hold. */
+export interface NodeSelectorTerm {
+  matchExpressions?: NodeSelectorRequirement[];
+}
+
+/** Pod affinity (only the node-affinity part the engine sets). */
+export interface Affinity {
+  nodeAffinity?: {
+    requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: NodeSelectorTerm[] };
+  };
+}
+
+/** Container resources as the apiserver returns them (quantities are strings). */
+export interface ContainerResources {
+  limits?: Record<string, string>;
+  requests?: Record<string, string>;
+}
+
+/** A pod container (the fields the engine uses). */
+export interface Container {
+  name: string;
+  image?: string;
+  resources?: ContainerResources;
+  envFrom?: EnvFromSource[];
+}
+
+/** A pod spec (the fields the engine uses). */
+export interface PodSpec {
+  containers: Container[];
+  nodeName?: string;
+  nodeSelector?: Record<string, string>;
+  serviceAccountName?: string;
+  terminationGracePeriodSeconds?: number;
+  tolerations?: Toleration[];
+  affinity?: Affinity;
+}
+
+/** A pod condition. */
+export interface PodCondition {
+  type: string;
+  status: string;
+}
+
+/** Pod status (the fields the engine reads). */
+export interface PodStatus {
+  phase?: string;
+  podIP?: string;
+  conditions?: PodCondition[];
+}
+
+/** A pod as listed from the cluster. */
+export interface Pod {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: PodSpec;
+  status?: PodStatus;
+}
+
+/** Metadata of a pod the engine builds. */
+export interface PodManifestMeta {
+  name: string;
+  namespace: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  ownerReferences: OwnerReference[];
+}
+
+/** A pod the engine builds, ready to be created. */
+export interface PodManifest {
+  apiVersion: "v1";
+  kind: "Pod";
+  metadata: PodManifestMeta;
+  spec: PodSpec;
+}

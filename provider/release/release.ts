@@ -1,0 +1,287 @@
+/**
+ * Owner release (SPEC section 4): delete what an owner owns, in a safe order, and wait with
+ * watches until all of it is gone. Selection is pure ({@link selectOwnedTree}); this file
+ * only lists, deletes and waits.
+ */
+import pLimit from "p-limit";
+import {
+  isForbidden,
+  paths,
+  waitForList,
+  WaitTimeoutError,
+  type KubeClient,
+  type KubeObject,
+} from "../kube/index.js";
+import { ReleaseError, ReleaseTimeoutError, type RemainingObject } from "./errors.js";
+import {
+  describeRemaining,
+  formatRemaining,
+  selectOwnedTree,
+  type ListedObjects,
+} from "./select.js";
+
+/** The owner whose tree is released: any object, given by kind, name and uid. */
+export interface ReleaseOwner {
+  kind: string;
+  name: string;
+  uid: string;
+}
+
+/** Structured log hook shared by release and the reaper. */
+export type ReleaseLog = (
+  level: "info" | "warn" | "debug",
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+/** Metric hook: feeds `cocoonset_release_deleted_total{kind}`. */
+export interface ReleaseMetrics {
+  releaseDeleted(kind: string, n: number): void;
+}
+
+/** Options of {@link release}. */
+export interface ReleaseOptions {
+  /** One overall deadline for deleting and waiting. @default 60000 */
+  timeoutMs?: number;
+  /**
+   * The owner is a Pod that must exist with this uid (a worker releasing at boot); the
+   * release is refused otherwise. @default false
+   */
+  expectAlivePod?: boolean;
+  /** Structured logs. */
+  log?: ReleaseLog;
+  /** Metrics. */
+  metrics?: ReleaseMetrics;
+  /** Deletes in flight at once. @default 16 */
+  concurrency?: number;
+}
+
+/** Objects of the owner's tree released, by kind (deleted here or already gone). */
+export interface ReleaseResult {
+  jobs: number;
+  pods: number;
+  configMaps: number;
+  pvcs?: number;
+}
+
+/**
+ * Checks the owner and namespace before any request.
+ * @throws ReleaseError naming the first empty field, e.g. `[owner.uid] must not be empty`
+ */
+export function validateRelease(owner: ReleaseOwner, namespace: string): void {
+  const fields: [string, unknown][] = [
+    ["owner.kind", owner?.kind],
+    ["owner.name", owner?.name],
+    ["owner.uid", owner?.uid],
+    ["namespace", namespace],
+  ];
+  for (const [field, value] of fields) {
+    if (typeof value !== "string" || value.trim() === "")
+      throw new ReleaseError(`[${field}] must not be empty`);
+  }
+}
+
+const noLog: ReleaseLog = () => undefined;
+
+/**
+ * Deletes the owner's tree in `namespace` — Jobs (Background propagation) first, then pods,
+ * then ConfigMaps and PVCs best effort — and waits until it is gone.
+ *
+ * Guarantees: nothing outside the tree is deleted (every delete carries a uid precondition,
+ * so a same-name replacement survives); input and a Pod owner expected alive are checked
+ * before any delete; waiting uses watches under one overall timeout.
+ *
+ * Caveats: PVCs are deleted but not waited for (pvc-protection holds them while a pod
+ * mounts them); a 403 on listing Jobs or PVCs skips that kind.
+ *
+ * @throws ReleaseError on bad input or a wrong Pod owner (nothing deleted)
+ * @throws ReleaseTimeoutError naming what is still present when the deadline passes
+ */
+export async function release(
+  client: KubeClient,
+  owner: ReleaseOwner,
+  namespace: string,
+  opts: ReleaseOptions = {},
+): Promise<ReleaseResult> {
+  validateRelease(owner, namespace);
+  const log = opts.log ?? noLog;
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  const ns = namespace;
+  if (opts.expectAlivePod && owner.kind === "Pod") await checkAlivePod(client, owner, ns);
+
+  const tree = selectOwnedTree(owner.uid, await listNamespace(client, ns, log));
+  log("info", "releasing owner tree", {
+    namespace: ns,
+    owner: `${owner.kind}/${owner.name}`,
+    ownerUid: owner.uid,
+    jobs: tree.jobs.length,
+    pods: tree.pods.length,
+    configMaps: tree.configMaps.length,
+    pvcs: tree.pvcs.length,
+  });
+
+  const limit = pLimit(opts.concurrency ?? 16);
+  const run = (
+    items: KubeObject[],
+    path: (name: string) => string,
+    background: boolean,
+  ): Promise<PromiseSettledResult<KubeObject>[]> =>
+    Promise.allSettled(
+      items.map((o) =>
+        limit(async () => {
+          await client.delete(path(o.metadata.name!), {
+            uid: o.metadata.uid,
+            propagationPolicy: background ? "Background" : undefined,
+          });
+          return o;
+        }),
+      ),
+    );
+  const fulfilled = (rs: PromiseSettledResult<KubeObject>[]) =>
+    rs.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  const firstError = (rs: PromiseSettledResult<KubeObject>[]) =>
+    rs.find((r): r is PromiseRejectedResult => r.status === "rejected")?.reason as unknown;
+
+  // A live Job would start new pods, so Jobs go first; their pods follow with the rest.
+  const jobRes = await run(tree.jobs, (n) => paths.job(ns, n), true);
+  const jobs = fulfilled(jobRes);
+  report(opts, "job", jobs.length);
+  if (firstError(jobRes) !== undefined) throw firstError(jobRes);
+
+  const podRes = await run(tree.pods, (n) => paths.pod(ns, n), false);
+  const pods = fulfilled(podRes);
+  report(opts, "pod", pods.length);
+  if (firstError(podRes) !== undefined) throw firstError(podRes);
+
+  const cmRes = await run(tree.configMaps, (n) => paths.configMap(ns, n), false);
+  const configMaps = fulfilled(cmRes);
+  report(opts, "configmap", configMaps.length);
+  logFailures(log, ns, "configmap", tree.configMaps, cmRes);
+
+  const pvcRes = await run(tree.pvcs, (n) => paths.pvc(ns, n), false);
+  const pvcs = fulfilled(pvcRes);
+  report(opts, "pvc", pvcs.length);
+  logFailures(log, ns, "pvc", tree.pvcs, pvcRes);
+
+  await waitGone(client, owner, ns, timeoutMs, deadline, { jobs, pods, configMaps });
+  const result: ReleaseResult = {
+    jobs: jobs.length,
+    pods: pods.length,
+    configMaps: configMaps.length,
+  };
+  if (tree.pvcs.length) result.pvcs = pvcs.length;
+  log("info", "released owner tree", { namespace: ns, ownerUid: owner.uid, ...result });
+  return result;
+}
+
+function report(opts: ReleaseOptions, kind: string, n: number): void {
+  if (n > 0) opts.metrics?.releaseDeleted(kind, n);
+}
+
+function logFailures(
+  log: ReleaseLog,
+  ns: string,
+  kind: string,
+  items: KubeObject[],
+  results: PromiseSettledResult<KubeObject>[],
+): void {
+  results.forEach((r, i) => {
+    if (r.status === "rejected")
+      log("warn", `best-effort delete of ${kind} failed`, {
+        namespace: ns,
+        name: items[i].metadata.name,
+        error: r.reason instanceof Error ? r.reason.message : String(r.reason),
+      });
+  });
+}
+
+async function checkAlivePod(client: KubeClient, owner: ReleaseOwner, ns: string): Promise<void> {
+  const pod = await client.getOrUndefined(paths.pod(ns, owner.name));
+  if (!pod) {
+    throw new ReleaseError(
+      `pod ${ns}/${owner.name} not found: an ownerReference only holds inside its owner's namespace, so nothing was deleted`,
+    );
+  }
+  if (pod.metadata.uid !== owner.uid) {
+    throw new ReleaseError(
+      `pod ${ns}/${owner.name} has uid ${pod.metadata.uid ?? "(none)"}, not the given uid ${owner.uid}: the caller names another pod, so nothing was deleted`,
+    );
+  }
+}
+
+async function listNamespace(
+  client: KubeClient,
+  ns: string,
+  log: ReleaseLog,
+): Promise<ListedObjects> {
+  const [jobs, pods, configMaps, pvcs] = await Promise.all([
+    client.list(paths.jobs(ns)).then(
+      (l) => l.items,
+      (e: unknown) => {
+        if (!isForbidden(e)) throw e;
+        log("warn", "not allowed to list Jobs: releasing without them", { namespace: ns });
+        return [];
+      },
+    ),
+    client.list(paths.pods(ns)).then((l) => l.items),
+    client.list(paths.configMaps(ns)).then((l) => l.items),
+    client.list(paths.pvcs(ns)).then(
+      (l) => l.items,
+      (e: unknown) => {
+        if (!isForbidden(e)) throw e;
+        log("debug", "not allowed to list PVCs: skipping them", { namespace: ns });
+        return [];
+      },
+    ),
+  ]);
+  return { jobs, pods, configMaps, pvcs };
+}
+
+async function waitGone(
+  client: KubeClient,
+  owner: ReleaseOwner,
+  ns: string,
+  timeoutMs: number,
+  deadline: number,
+  deleted: { jobs: KubeObject[]; pods: KubeObject[]; configMaps: KubeObject[] },
+): Promise<void> {
+  const jobUids = new Set(deleted.jobs.map((o) => o.metadata.uid!));
+  const uidsOf = (items: KubeObject[]) => new Set(items.map((o) => o.metadata.uid!));
+  // A pod a deleted Job started after our list is part of the tree too: wait for it.
+  const kinds = [
+    { kind: "job", path: paths.jobs(ns), uids: uidsOf(deleted.jobs), owners: new Set<string>() },
+    { kind: "pod", path: paths.pods(ns), uids: uidsOf(deleted.pods), owners: jobUids },
+    {
+      kind: "configmap",
+      path: paths.configMaps(ns),
+      uids: uidsOf(deleted.configMaps),
+      owners: new Set<string>(),
+    },
+  ].filter((k) => k.uids.size > 0 || k.owners.size > 0);
+  const present = (o: KubeObject, k: (typeof kinds)[number]) =>
+    k.uids.has(o.metadata.uid ?? "") ||
+    (o.metadata.ownerReferences ?? []).some((r) => k.owners.has(r.uid));
+  const results = await Promise.allSettled(
+    kinds.map((k) =>
+      waitForList(client, k.path, (items) => !items.some((o) => present(o, k)), {
+        timeoutMs: Math.max(1, deadline - Date.now()),
+        description: `${k.kind}s of ${owner.kind} ${ns}/${owner.name} to be gone`,
+      }),
+    ),
+  );
+  const remaining: RemainingObject[] = [];
+  for (const [i, r] of results.entries()) {
+    if (r.status === "fulfilled") continue;
+    if (!WaitTimeoutError.isInstance(r.reason)) throw r.reason;
+    const k = kinds[i];
+    for (const o of r.reason.last) if (present(o, k)) remaining.push(describeRemaining(k.kind, o));
+  }
+  if (remaining.length === 0) return;
+  throw new ReleaseTimeoutError(
+    `release of ${owner.kind} ${ns}/${owner.name} (uid ${owner.uid}) timed out after ${timeoutMs} ms; still present: ${remaining
+      .map((r) => formatRemaining(ns, r))
+      .join("; ")}`,
+    remaining,
+  );
+}

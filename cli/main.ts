@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { registerCluster } from "./cluster-command.js";
+import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerToolchain } from "./toolchain-command.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
@@ -18,5 +19,6 @@ program
   .showHelpAfterError();
 registerToolchain(program);
 registerCluster(program);
+registerReleaseAndReap(program);
 
 await program.parseAsync(process.argv);

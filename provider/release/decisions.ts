@@ -51,7 +51,9 @@ const isManaged = (o: KubeObject) => o.metadata.labels?.[MANAGED_BY_LABEL] === M
 export function jobReapReason(job: KubeObject, nowMs: number): ReapReason | undefined {
   if (!isManaged(job) || job.metadata.deletionTimestamp) return undefined;
   const conds = (job.status as { conditions?: Condition[] } | undefined)?.conditions ?? [];
-  if (conds.some((c) => c.type === "Failed" && c.status === "True" && c.reason === "DeadlineExceeded"))
+  if (
+    conds.some((c) => c.type === "Failed" && c.status === "True" && c.reason === "DeadlineExceeded")
+  )
     return "DeadlineExceeded";
   return isExpired(job, nowMs) ? "Expired" : undefined;
 }

@@ -37,7 +37,7 @@ export function selectOwnedTree<T extends KubeObject>(
   const owners = new Set<string>([ownerUid]);
   const picked = new Set<string>();
   // Fixed point: each round adds the dependents of what the previous rounds picked.
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const kind of kinds) {
       for (const o of listed[kind] ?? []) {

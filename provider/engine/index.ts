@@ -1,0 +1,3 @@
+/** The engine's execution: passes, convergence, finalizer and deletion. */
+export * from "./pass.js";
+export * from "./lifecycle.js";

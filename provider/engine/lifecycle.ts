@@ -1,0 +1,198 @@
+/**
+ * The CocoonSet lifecycle around passes: the finalizer, deletion (owner release), and
+ * `converge` — passes repeated until nothing is left to do now, waiting for the main agent
+ * to be Ready in between (what `pulumi up` runs).
+ */
+import { FINALIZER, isReady, isTerminal, KIND, agentPodName, type CocoonSet, type Pod } from "../fleet/index.js";
+import { isNotFound, PatchType, paths, waitForObject, type KubeClient } from "../kube/index.js";
+import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
+import { readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
+
+/** Adds the finalizer when missing (a JSON patch that tests the list first). */
+export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
+  const finalizers = cs.metadata.finalizers ?? [];
+  if (finalizers.includes(FINALIZER)) return cs;
+  const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+  const ops =
+    finalizers.length === 0
+      ? [
+          { op: "test", path: "/metadata/resourceVersion", value: cs.metadata.resourceVersion },
+          { op: "add", path: "/metadata/finalizers", value: [FINALIZER] },
+        ]
+      : [
+          { op: "test", path: "/metadata/finalizers", value: finalizers },
+          { op: "add", path: "/metadata/finalizers/-", value: FINALIZER },
+        ];
+  return client.patch<CocoonSet>(path, ops, PatchType.json);
+}
+
+/**
+ * Removes only this project's finalizer: the patch tests that the entry at that index is
+ * ours, so another controller's finalizer is never removed. NotFound means already done.
+ */
+export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
+  const finalizers = cs.metadata.finalizers ?? [];
+  const index = finalizers.indexOf(FINALIZER);
+  if (index < 0) return;
+  const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+  try {
+    await client.patch(
+      path,
+      [
+        { op: "test", path: `/metadata/finalizers/${index}`, value: FINALIZER },
+        { op: "remove", path: `/metadata/finalizers/${index}` },
+      ],
+      PatchType.json,
+    );
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+  }
+}
+
+/** Options of {@link finalizeDeletion}. */
+export interface FinalizeOptions {
+  /** Overall deadline of the release. @default 120000 */
+  timeoutMs?: number;
+  metrics?: ReleaseMetrics;
+  log?: (level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/**
+ * Releases everything the CocoonSet owns (its pods and, recursively, what they own), waits
+ * until it is gone, then removes the finalizer.
+ */
+export async function finalizeDeletion(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: FinalizeOptions = {},
+): Promise<ReleaseResult> {
+  const released = await release(
+    client,
+    { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
+    cs.metadata.namespace ?? "default",
+    { timeoutMs: opts.timeoutMs ?? 120_000, metrics: opts.metrics, log: opts.log },
+  );
+  await removeFinalizer(client, cs);
+  return released;
+}
+
+/**
+ * Deletes a CocoonSet and everything it owns, and returns once all of it is gone. Works
+ * whether or not a controller runs: the controller may do part of the work concurrently.
+ */
+export async function deleteFleet(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  opts: FinalizeOptions = {},
+): Promise<ReleaseResult | undefined> {
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
+  const cs = await readCocoonSet(client, namespace, name);
+  if (!cs) return undefined;
+  // Deleting first stops any controller from recreating pods while they are released.
+  await client.delete(paths.cocoonSet(namespace, name), { propagationPolicy: "Background", uid: cs.metadata.uid });
+  const released = await finalizeDeletion(client, cs, { ...opts, timeoutMs });
+  const fresh = await readCocoonSet(client, namespace, name);
+  if (fresh && fresh.metadata.uid === cs.metadata.uid) await removeFinalizer(client, fresh);
+  await waitForObject(
+    client,
+    paths.cocoonSets(namespace),
+    name,
+    (o) => o === undefined || o.metadata.uid !== cs.metadata.uid,
+    { timeoutMs: Math.max(1000, deadline - Date.now()), description: `CocoonSet ${namespace}/${name} to be gone` },
+  );
+  return released;
+}
+
+/** Thrown when the main agent does not become Ready in time, or fails. */
+export class MainAgentNotReadyError extends Error {
+  readonly isMainAgentNotReadyError = true;
+  constructor(message: string) {
+    super(message);
+    this.name = "MainAgentNotReadyError";
+  }
+  static isInstance(e: unknown): e is MainAgentNotReadyError {
+    return typeof e === "object" && e !== null && (e as MainAgentNotReadyError).isMainAgentNotReadyError === true;
+  }
+}
+
+/** Options of {@link converge}. */
+export interface ConvergeOptions extends PassOptions {
+  /** Deadline for the whole convergence, main agent wait included. @default 300000 */
+  timeoutMs?: number;
+  /** Passes at most (a guard against a plan that never settles). @default 20 */
+  maxPasses?: number;
+}
+
+/**
+ * Runs passes until one changes nothing: after a pass that created or deleted pods the
+ * next runs at once; while the main agent is not Ready it waits for it (watch), failing
+ * with a readable message on timeout or when the main agent is terminal. Sub-agents in
+ * rebuild backoff are left to the controller (the result reports the wait).
+ */
+export async function converge(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  opts: ConvergeOptions = {},
+): Promise<PassResult> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 300_000);
+  const maxPasses = opts.maxPasses ?? 20;
+  let last: PassResult | undefined;
+  for (let pass = 1; pass <= maxPasses; pass++) {
+    const cs = await readCocoonSet(client, namespace, name);
+    if (!cs) throw new Error(`CocoonSet ${namespace}/${name} not found`);
+    last = await runPass(client, cs, opts);
+    if (last.errors.length > 0) return last;
+    const mainStep = last.plan.steps.find((s) => s.target.role === "main");
+    if (mainStep?.decision === "main-failed") {
+      throw new MainAgentNotReadyError(
+        `main agent pod ${namespace}/${mainStep.podName} failed; it is not rebuilt automatically (delete it or change the spec)`,
+      );
+    }
+    if (mainStep?.decision === "wait-main" || mainStep?.decision === "create") {
+      await waitForMainReady(client, cs, deadline);
+      continue;
+    }
+    if (last.requeueAfterMs === 0) continue;
+    return last;
+  }
+  return last!;
+}
+
+/** Waits (watch) until the main agent pod is Ready; fails when it is terminal or on timeout. */
+export async function waitForMainReady(client: KubeClient, cs: CocoonSet, deadline: number): Promise<Pod> {
+  const ns = cs.metadata.namespace ?? "default";
+  const podName = agentPodName(cs.metadata.name ?? "", 0);
+  const timeoutMs = Math.max(1000, deadline - Date.now());
+  let terminal: Pod | undefined;
+  try {
+    const pod = await waitForObject(
+      client,
+      paths.pods(ns),
+      podName,
+      (p) => {
+        const pod = p as unknown as Pod | undefined;
+        if (pod && isTerminal(pod)) terminal = pod;
+        return pod !== undefined && (isReady(pod) || isTerminal(pod));
+      },
+      { timeoutMs, description: `main agent pod ${ns}/${podName} to be Ready` },
+    );
+    if (terminal) {
+      throw new MainAgentNotReadyError(
+        `main agent pod ${ns}/${podName} failed (phase ${terminal.status?.phase ?? "unknown"}); sub-agents fork from it, so nothing else was created`,
+      );
+    }
+    return pod as unknown as Pod;
+  } catch (e) {
+    if (MainAgentNotReadyError.isInstance(e)) throw e;
+    const current = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
+    const state = current
+      ? `it exists (phase ${current.status?.phase ?? "unknown"}, node ${current.spec?.nodeName ?? "none"}, not Ready)`
+      : "it does not exist";
+    throw new MainAgentNotReadyError(
+      `main agent pod ${ns}/${podName} was not Ready within ${Math.round(timeoutMs / 1000)}s: ${state}; is a node with label cocoonstack.io/pool=${cs.spec.nodePool ?? "default"} available?`,
+    );
+  }
+}

@@ -1,0 +1,248 @@
+/**
+ * The engine's execution: one reconcile pass of a CocoonSet against the cluster. It lists
+ * the CocoonSet's pods once, asks the pure planner what to do, and carries the plan out.
+ * The provider (`pulumi up`) and the controller call exactly this.
+ *
+ * Guarantees: a step's actions run in order and the step stops at its first failure, so a
+ * rebuild's history write always lands before its delete; sub-agent creates run at most
+ * `fanOut` at a time and one failure does not stop the others; the first error is reported
+ * after every step settled.
+ */
+import pLimit from "p-limit";
+import {
+  ANNOTATIONS,
+  LABELS,
+  planPass,
+  type CocoonSet,
+  type Plan,
+  type PlanAction,
+  type PlanStep,
+  type Pod,
+} from "../fleet/index.js";
+import {
+  isAlreadyExists,
+  isConflict,
+  PatchType,
+  paths,
+  type KubeClient,
+  type KubeObject,
+} from "../kube/index.js";
+
+/** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
+export interface EngineHooks {
+  /** An event on the CocoonSet (the controller posts it to the events API). */
+  event?(cs: CocoonSet, type: "Normal" | "Warning", reason: string, message: string): void;
+  /** A counter increment, e.g. `subagent_rebuild_total`. */
+  metric?(name: string, cs: CocoonSet): void;
+  /** One line per decision that changed the cluster. */
+  log?(level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>): void;
+  /** Progress of a fan-out: `done` of `total` creates settled. */
+  progress?(done: number, total: number): void;
+}
+
+/** Options of {@link runPass}. */
+export interface PassOptions {
+  /** Maximum sub-agent creates in flight. @default 8 */
+  fanOut?: number;
+  /** Clock. @default Date.now */
+  now?: () => number;
+  hooks?: EngineHooks;
+  /** Plan only: perform nothing. */
+  dryRun?: boolean;
+}
+
+/** What one pass did. */
+export interface PassResult {
+  plan: Plan;
+  /** Pods the plan created (names). */
+  created: string[];
+  /** Pods the plan deleted (names). */
+  deleted: string[];
+  /** Every failure, in step order (plan errors first). */
+  errors: string[];
+  /** 0: run again at once; n: after n ms; undefined: only on a change. */
+  requeueAfterMs: number | undefined;
+  statusWritten: boolean;
+  /** The CocoonSet after this pass's writes (history, status). */
+  cocoonSet: CocoonSet;
+}
+
+/** Thrown when a pass could not do everything; carries what it did. */
+export class PassError extends Error {
+  readonly isPassError = true;
+  constructor(
+    message: string,
+    readonly result: PassResult,
+  ) {
+    super(message);
+    this.name = "PassError";
+  }
+  static isInstance(e: unknown): e is PassError {
+    return typeof e === "object" && e !== null && (e as PassError).isPassError === true;
+  }
+}
+
+/** The label selector of a CocoonSet's pods. */
+export function podSelector(name: string): string {
+  return `${LABELS.name}=${name}`;
+}
+
+/** Lists the CocoonSet's pods (one request, by label). */
+export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+  const ns = cs.metadata.namespace ?? "default";
+  const list = await client.list(paths.pods(ns), { labelSelector: podSelector(cs.metadata.name ?? "") });
+  return list.items as unknown as Pod[];
+}
+
+/** Plans a pass against the live cluster without changing anything. */
+export async function planLive(client: KubeClient, cs: CocoonSet, opts: PassOptions = {}): Promise<Plan> {
+  const pods = await listFleetPods(client, cs);
+  return planPass({ cocoonSet: cs, pods, nowMs: (opts.now ?? Date.now)(), fanOut: opts.fanOut });
+}
+
+/** Runs one pass: list, plan, execute, and write status when nothing changed. */
+export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOptions = {}): Promise<PassResult> {
+  let cs = input;
+  const hooks = opts.hooks ?? {};
+  const plan = await planLive(client, cs, opts);
+  const result: PassResult = {
+    plan,
+    created: [],
+    deleted: [],
+    errors: [...plan.errors],
+    requeueAfterMs: plan.requeueAfterMs,
+    statusWritten: false,
+    cocoonSet: cs,
+  };
+  if (opts.dryRun) return result;
+  const ns = plan.cocoonSet.namespace;
+
+  const perform = async (step: PlanStep, action: PlanAction): Promise<void> => {
+    switch (action.kind) {
+      case "create-pod": {
+        try {
+          await client.create(paths.pods(ns), action.pod);
+          result.created.push(step.podName);
+          hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
+        } catch (e) {
+          if (!isAlreadyExists(e)) throw e;
+          if (action.onAlreadyExists === "success") return;
+          if (action.onAlreadyExists === "retry-later") {
+            // The previous pod of this name is still terminating.
+            result.requeueAfterMs = Math.min(result.requeueAfterMs ?? 5000, 5000);
+            return;
+          }
+          const existing = await client.get<Pod>(paths.pod(ns, step.podName));
+          const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
+          if (owner?.uid !== plan.cocoonSet.uid) {
+            throw new Error(`pod ${step.podName} already exists and is not this CocoonSet's toolbox`);
+          }
+        }
+        return;
+      }
+      case "delete-pod": {
+        if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
+          result.deleted.push(action.name);
+          hooks.log?.("info", "deleted pod", { pod: action.name, decision: step.decision, drift: step.drift });
+        }
+        return;
+      }
+      case "annotate-pod": {
+        await client.patch(
+          paths.pod(ns, action.name),
+          { metadata: { uid: action.uid, annotations: action.annotations } },
+          PatchType.merge,
+        );
+        hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
+        return;
+      }
+      case "write-history": {
+        // Conditional on the resourceVersion we planned from: a concurrent writer makes
+        // this fail (409) and the pass is retried on fresh data, never on stale counts.
+        const updated = await client.patch<CocoonSet>(
+          paths.cocoonSet(ns, plan.cocoonSet.name),
+          {
+            metadata: {
+              resourceVersion: cs.metadata.resourceVersion,
+              annotations: { [ANNOTATIONS.rebuildHistory]: action.value },
+            },
+          },
+          PatchType.merge,
+        );
+        cs = updated;
+        result.cocoonSet = cs;
+        return;
+      }
+      case "event":
+        hooks.event?.(cs, action.type, action.reason, action.message);
+        return;
+      case "count-metric":
+        hooks.metric?.(action.metric, cs);
+        return;
+    }
+  };
+
+  const runStep = async (step: PlanStep): Promise<void> => {
+    for (const action of step.actions) {
+      try {
+        await perform(step, action);
+      } catch (e) {
+        const msg = `${step.podName} (${step.decision}): ${(e as Error).message}`;
+        result.errors.push(msg);
+        hooks.log?.("warn", "step failed", { pod: step.podName, decision: step.decision, error: (e as Error).message });
+        if (isConflict(e) && action.kind === "write-history") {
+          result.errors.push("the CocoonSet changed during the pass; it will be planned again");
+        }
+        return;
+      }
+    }
+  };
+
+  // Sequential steps in order; each run of consecutive concurrent steps goes through one
+  // bounded pool (the fan-out).
+  const limit = pLimit(Math.max(1, plan.fanOut));
+  for (let i = 0; i < plan.steps.length; ) {
+    const step = plan.steps[i]!;
+    if (!step.concurrent) {
+      await runStep(step);
+      i++;
+      continue;
+    }
+    const batch: PlanStep[] = [];
+    while (i < plan.steps.length && plan.steps[i]!.concurrent) batch.push(plan.steps[i++]!);
+    let done = 0;
+    await Promise.all(
+      batch.map((s) =>
+        limit(async () => {
+          await runStep(s);
+          done++;
+          hooks.progress?.(done, batch.length);
+        }),
+      ),
+    );
+  }
+
+  if (plan.status && result.errors.length === 0) {
+    const status = { ...plan.status, observedGeneration: cs.metadata.generation };
+    const updated = await client.patch<CocoonSet>(
+      paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+      { status },
+      PatchType.merge,
+    );
+    cs = updated;
+    result.cocoonSet = cs;
+    result.statusWritten = true;
+  }
+  if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
+  return result;
+}
+
+/** Reads a CocoonSet, or undefined when it does not exist. */
+export async function readCocoonSet(client: KubeClient, namespace: string, name: string): Promise<CocoonSet | undefined> {
+  return client.getOrUndefined<CocoonSet>(paths.cocoonSet(namespace, name));
+}
+
+/** A KubeObject view of a CocoonSet (for generic helpers). */
+export function asObject(cs: CocoonSet): KubeObject {
+  return cs as unknown as KubeObject;
+}

@@ -1,0 +1,243 @@
+/**
+ * `cocoonset:index:Operator` — what a cluster needs once: the CocoonSet CRD, the
+ * controller's namespace, ServiceAccount, RBAC and Deployment.
+ */
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { createRequire } from "node:module";
+import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
+import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
+
+const crd = crdJson as unknown as {
+  metadata: { name: string };
+  spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
+};
+const require = createRequire(import.meta.url);
+const pkg = require("../../package.json") as { version: string };
+
+/** Label every object of the operator carries. */
+const MANAGED_BY = { "app.kubernetes.io/managed-by": "cocoonset", "app.kubernetes.io/part-of": "cocoonset" };
+
+/** Arguments of {@link Operator}. */
+export interface OperatorArgs {
+  /**
+   * Namespace of the controller (created unless `createNamespace` is false).
+   * @default "cocoonset-system"
+   */
+  namespace?: string;
+  /** @default true */
+  createNamespace?: boolean;
+  /**
+   * Controller image.
+   * @default `pulumi-cocoonset/controller:<package version>`
+   */
+  image?: pulumi.Input<string>;
+  /**
+   * Controller replicas; more than one needs leader election.
+   * @default 1
+   */
+  replicas?: number;
+  /** Container resources of the controller. */
+  resources?: pulumi.Input<k8s.types.input.core.v1.ResourceRequirements>;
+  /**
+   * Leader election on a `coordination.k8s.io` Lease.
+   * @default true
+   */
+  leaderElect?: boolean;
+  /**
+   * Namespaces the controller watches (a Role per namespace); all when empty (a ClusterRole).
+   * @default []
+   */
+  watchNamespaces?: string[];
+  /** @default 4 */
+  concurrency?: number;
+  /** @default 8 */
+  fanoutConcurrency?: number;
+  /** @default "5m" */
+  reapInterval?: string;
+  /** @default "info" */
+  logLevel?: string;
+  /**
+   * Do not wait for the controller Deployment to become available (for clusters with no
+   * nodes that can run it).
+   * @default false
+   */
+  skipAwait?: boolean;
+}
+
+/**
+ * The CocoonSet CRD and its controller. Install it once per cluster: a second Operator in
+ * the same cluster fails on the CRD that already exists (it never silently takes it over).
+ */
+export class Operator extends pulumi.ComponentResource {
+  /** Namespace the controller runs in. */
+  readonly namespace: pulumi.Output<string>;
+  /** Name of the CocoonSet CRD. */
+  readonly crdName: pulumi.Output<string>;
+  /** ServiceAccount of the controller. */
+  readonly serviceAccountName: pulumi.Output<string>;
+  /** Name of the controller Deployment. */
+  readonly deploymentName: pulumi.Output<string>;
+  /** The CRD resource (Fleets depend on it). */
+  readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
+  /** The controller Deployment (Fleets depend on it, so they are destroyed first). */
+  readonly deployment: k8s.apps.v1.Deployment;
+
+  constructor(name: string, args: OperatorArgs = {}, opts: pulumi.ComponentResourceOptions = {}) {
+    super("cocoonset:index:Operator", name, {}, opts);
+    const ns = args.namespace ?? "cocoonset-system";
+    const watch = args.watchNamespaces ?? [];
+    const leaderElect = args.leaderElect ?? true;
+    const replicas = args.replicas ?? 1;
+    if (!Number.isInteger(replicas) || replicas < 1) {
+      throw new Error(`[replicas] must be an integer >= 1, got ${replicas}`);
+    }
+    if (replicas > 1 && !leaderElect) {
+      throw new Error("[leaderElect] must be true when [replicas] > 1: two controllers would fight");
+    }
+    const child = { parent: this };
+    const labels = { ...MANAGED_BY, "app.kubernetes.io/name": `${name}-controller` };
+
+    const namespace =
+      args.createNamespace === false
+        ? undefined
+        : new k8s.core.v1.Namespace(`${name}-ns`, { metadata: { name: ns, labels: MANAGED_BY } }, child);
+    const inNs = namespace ? { ...child, dependsOn: [namespace] } : child;
+
+    this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
+      `${name}-crd`,
+      {
+        metadata: {
+          name: crd.metadata.name,
+          labels: MANAGED_BY,
+          annotations: { "cocoonset.cocoonstack.io/installed-by": pulumi.interpolate`${pulumi.getProject()}/${pulumi.getStack()}/${name}` },
+        },
+        spec: crd.spec,
+      },
+      child,
+    );
+
+    const sa = new k8s.core.v1.ServiceAccount(
+      `${name}-sa`,
+      { metadata: { name: `${name}-controller`, namespace: ns, labels } },
+      inNs,
+    );
+    const subject = { kind: "ServiceAccount", name: sa.metadata.name, namespace: ns };
+    const rbac: pulumi.Resource[] = [];
+    if (watch.length === 0) {
+      const role = new k8s.rbac.v1.ClusterRole(
+        `${name}-role`,
+        { metadata: { name: `${name}-cocoonset-controller`, labels }, rules: controllerRules() },
+        child,
+      );
+      rbac.push(
+        role,
+        new k8s.rbac.v1.ClusterRoleBinding(
+          `${name}-binding`,
+          {
+            metadata: { name: `${name}-cocoonset-controller`, labels },
+            roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role.metadata.name },
+            subjects: [subject],
+          },
+          child,
+        ),
+      );
+    } else {
+      for (const w of [...new Set([...watch, ...(leaderElect ? [ns] : [])])]) {
+        const rules = [
+          ...(watch.includes(w) ? namespacedRules() : []),
+          ...(leaderElect && w === ns ? leaderElectionRules() : []),
+        ];
+        const role = new k8s.rbac.v1.Role(
+          `${name}-role-${w}`,
+          { metadata: { name: `${name}-cocoonset-controller`, namespace: w, labels }, rules },
+          inNs,
+        );
+        rbac.push(
+          role,
+          new k8s.rbac.v1.RoleBinding(
+            `${name}-binding-${w}`,
+            {
+              metadata: { name: `${name}-cocoonset-controller`, namespace: w, labels },
+              roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role.metadata.name },
+              subjects: [subject],
+            },
+            inNs,
+          ),
+        );
+      }
+    }
+
+    const cliArgs = [
+      "controller",
+      `--leader-elect=${leaderElect}`,
+      `--concurrency=${args.concurrency ?? 4}`,
+      `--fanout-concurrency=${args.fanoutConcurrency ?? 8}`,
+      `--reap-interval=${args.reapInterval ?? "5m"}`,
+      `--log-level=${args.logLevel ?? "info"}`,
+      "--metrics-bind-address=:8080",
+      "--health-probe-bind-address=:8081",
+      ...watch.map((w) => `--namespace=${w}`),
+    ];
+    this.deployment = new k8s.apps.v1.Deployment(
+      `${name}-controller`,
+      {
+        metadata: {
+          name: `${name}-controller`,
+          namespace: ns,
+          labels,
+          annotations: args.skipAwait ? { "pulumi.com/skipAwait": "true" } : undefined,
+        },
+        spec: {
+          replicas,
+          selector: { matchLabels: { "app.kubernetes.io/name": `${name}-controller` } },
+          template: {
+            metadata: { labels },
+            spec: {
+              serviceAccountName: sa.metadata.name,
+              securityContext: { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: "RuntimeDefault" } },
+              containers: [
+                {
+                  name: "controller",
+                  image: args.image ?? `pulumi-cocoonset/controller:${pkg.version}`,
+                  args: cliArgs,
+                  env: [
+                    { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+                  ],
+                  ports: [
+                    { name: "metrics", containerPort: 8080 },
+                    { name: "probes", containerPort: 8081 },
+                  ],
+                  livenessProbe: { httpGet: { path: "/healthz", port: "probes" }, periodSeconds: 20 },
+                  readinessProbe: { httpGet: { path: "/readyz", port: "probes" }, periodSeconds: 10 },
+                  resources: args.resources ?? {
+                    requests: { cpu: "100m", memory: "128Mi" },
+                    limits: { memory: "512Mi" },
+                  },
+                  securityContext: {
+                    allowPrivilegeEscalation: false,
+                    readOnlyRootFilesystem: true,
+                    capabilities: { drop: ["ALL"] },
+                  },
+                },
+              ],
+            },
+          },
+        },
+      },
+      { ...inNs, dependsOn: [...(namespace ? [namespace] : []), this.crd, ...rbac] },
+    );
+
+    this.namespace = pulumi.output(ns);
+    this.crdName = this.crd.metadata.name;
+    this.serviceAccountName = sa.metadata.name;
+    this.deploymentName = this.deployment.metadata.name;
+    this.registerOutputs({
+      namespace: this.namespace,
+      crdName: this.crdName,
+      serviceAccountName: this.serviceAccountName,
+      deploymentName: this.deploymentName,
+    });
+  }
+}

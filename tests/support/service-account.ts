@@ -1,0 +1,67 @@
+/**
+ * Test support: a KubeClient acting as a namespaced service account bound to a Role, so
+ * tests can check behaviour under narrow RBAC (for example, no rights on Jobs).
+ */
+import { KubeClient, paths } from "../../provider/kube/index.js";
+import { adminClient } from "./cluster.js";
+
+/** One Role rule. */
+export interface RoleRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+/**
+ * Creates ServiceAccount `name` in `ns`, a Role with `rules` and its binding, and returns a
+ * client authenticated with a short-lived token for it (TokenRequest). Close it when done.
+ */
+export async function serviceAccountClient(
+  ns: string,
+  name: string,
+  rules: RoleRule[],
+): Promise<KubeClient> {
+  const admin = adminClient();
+  await admin.create(paths.serviceAccounts(ns), {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name },
+  });
+  await admin.create(paths.roles(ns), {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "Role",
+    metadata: { name },
+    rules,
+  });
+  await admin.create(paths.roleBindings(ns), {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+    subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
+  });
+  const tr = await admin.create<{ status: { token: string } }>(
+    paths.serviceAccountToken(ns, name),
+    {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: { expirationSeconds: 600 },
+    },
+  );
+  const cluster = admin.config.getCurrentCluster()!;
+  return KubeClient.fromString(
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        {
+          name: "c",
+          cluster: { server: cluster.server, "certificate-authority-data": cluster.caData },
+        },
+      ],
+      users: [{ name, user: { token: tr.status.token } }],
+      contexts: [{ name: "c", context: { cluster: "c", user: name } }],
+      "current-context": "c",
+    }),
+  );
+}

@@ -9,6 +9,12 @@ const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.ur
   version: string;
 };
 
+// A closed pipe (`cocoonset ... | head`) is not an error worth a stack trace.
+process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+  if (e.code === "EPIPE") process.exit(0);
+  throw e;
+});
+
 const program = new Command();
 program
   .name("cocoonset")

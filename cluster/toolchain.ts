@@ -39,7 +39,10 @@ export interface ToolGroup {
   /** Binary name → Go package path. */
   binaries: Record<string, string>;
   versionArgs: string[];
-  /** Substring the binary's version output must contain to be used as is. */
+  /**
+   * Substring the binary's version output must contain to be used as is; empty when the
+   * binary cannot report its version.
+   */
   versionMatch: string;
 }
 
@@ -91,9 +94,25 @@ export function loadPins(): ToolchainPins {
   return JSON.parse(readFileSync(join(sourceDir(), "toolchain.json"), "utf8")) as ToolchainPins;
 }
 
-/** Short content hash of the pin file: the cache key. */
+/**
+ * Short hash of what goes into the binaries (modules, versions, tags, packages): the cache
+ * key. Comments and version-probe settings do not change it.
+ */
 export function pinsKey(pins: ToolchainPins = loadPins()): string {
-  return createHash("sha256").update(JSON.stringify(pins)).digest("hex").slice(0, 12);
+  const built = Object.entries(pins.groups).map(([name, g]) => [
+    name,
+    g.module,
+    g.version,
+    g.stagingVersion ?? "",
+    g.stamp ?? "",
+    g.also ?? {},
+    g.tags ?? "",
+    g.binaries,
+  ]);
+  return createHash("sha256")
+    .update(JSON.stringify([pins.go, built]))
+    .digest("hex")
+    .slice(0, 12);
 }
 
 /**
@@ -126,6 +145,7 @@ export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
 }
 
 function versionOk(path: string, group: ToolGroup): boolean {
+  if (!group.versionMatch) return false;
   const r = spawnSync(path, group.versionArgs, { encoding: "utf8", timeout: 20_000 });
   return r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
 }
@@ -157,7 +177,9 @@ export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Loca
   }
   for (const [dir, source] of dirs) {
     const p = join(dir, name);
-    if (existsSync(p) && versionOk(p, group)) return { name, path: p, source };
+    // A binary that cannot report its version is trusted only in the configured folder.
+    const trusted = source === "configured" && !group.versionMatch;
+    if (existsSync(p) && (trusted || versionOk(p, group))) return { name, path: p, source };
   }
   if (existsSync(cached)) return { name, path: cached, source: "cache" };
   for (const dir of (process.env.PATH ?? "").split(delimiter)) {

@@ -7,3 +7,4 @@ export * as fleet from "./fleet/index.js";
 export * as kube from "./kube/index.js";
 export * as engine from "./engine/index.js";
 export * as release from "./release/index.js";
+export * as dynamic from "./dynamic/index.js";

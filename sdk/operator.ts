@@ -16,7 +16,10 @@ const require = createRequire(import.meta.url);
 const pkg = require("../../package.json") as { version: string };
 
 /** Label every object of the operator carries. */
-const MANAGED_BY = { "app.kubernetes.io/managed-by": "cocoonset", "app.kubernetes.io/part-of": "cocoonset" };
+const MANAGED_BY = {
+  "app.kubernetes.io/managed-by": "cocoonset",
+  "app.kubernetes.io/part-of": "cocoonset",
+};
 
 /** Arguments of {@link Operator}. */
 export interface OperatorArgs {
@@ -93,7 +96,9 @@ export class Operator extends pulumi.ComponentResource {
       throw new Error(`[replicas] must be an integer >= 1, got ${replicas}`);
     }
     if (replicas > 1 && !leaderElect) {
-      throw new Error("[leaderElect] must be true when [replicas] > 1: two controllers would fight");
+      throw new Error(
+        "[leaderElect] must be true when [replicas] > 1: two controllers would fight",
+      );
     }
     const child = { parent: this };
     const labels = { ...MANAGED_BY, "app.kubernetes.io/name": `${name}-controller` };
@@ -101,7 +106,11 @@ export class Operator extends pulumi.ComponentResource {
     const namespace =
       args.createNamespace === false
         ? undefined
-        : new k8s.core.v1.Namespace(`${name}-ns`, { metadata: { name: ns, labels: MANAGED_BY } }, child);
+        : new k8s.core.v1.Namespace(
+            `${name}-ns`,
+            { metadata: { name: ns, labels: MANAGED_BY } },
+            child,
+          );
     const inNs = namespace ? { ...child, dependsOn: [namespace] } : child;
 
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
@@ -110,7 +119,9 @@ export class Operator extends pulumi.ComponentResource {
         metadata: {
           name: crd.metadata.name,
           labels: MANAGED_BY,
-          annotations: { "cocoonset.cocoonstack.io/installed-by": pulumi.interpolate`${pulumi.getProject()}/${pulumi.getStack()}/${name}` },
+          annotations: {
+            "cocoonset.cocoonstack.io/installed-by": pulumi.interpolate`${pulumi.getProject()}/${pulumi.getStack()}/${name}`,
+          },
         },
         spec: crd.spec,
       },
@@ -136,7 +147,11 @@ export class Operator extends pulumi.ComponentResource {
           `${name}-binding`,
           {
             metadata: { name: `${name}-cocoonset-controller`, labels },
-            roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role.metadata.name },
+            roleRef: {
+              apiGroup: "rbac.authorization.k8s.io",
+              kind: "ClusterRole",
+              name: role.metadata.name,
+            },
             subjects: [subject],
           },
           child,
@@ -159,7 +174,11 @@ export class Operator extends pulumi.ComponentResource {
             `${name}-binding-${w}`,
             {
               metadata: { name: `${name}-cocoonset-controller`, namespace: w, labels },
-              roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role.metadata.name },
+              roleRef: {
+                apiGroup: "rbac.authorization.k8s.io",
+                kind: "Role",
+                name: role.metadata.name,
+              },
               subjects: [subject],
             },
             inNs,
@@ -195,22 +214,35 @@ export class Operator extends pulumi.ComponentResource {
             metadata: { labels },
             spec: {
               serviceAccountName: sa.metadata.name,
-              securityContext: { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: "RuntimeDefault" } },
+              securityContext: {
+                runAsNonRoot: true,
+                runAsUser: 10001,
+                seccompProfile: { type: "RuntimeDefault" },
+              },
               containers: [
                 {
                   name: "controller",
                   image: args.image ?? `pulumi-cocoonset/controller:${pkg.version}`,
                   args: cliArgs,
                   env: [
-                    { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                    {
+                      name: "POD_NAMESPACE",
+                      valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } },
+                    },
                     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
                   ],
                   ports: [
                     { name: "metrics", containerPort: 8080 },
                     { name: "probes", containerPort: 8081 },
                   ],
-                  livenessProbe: { httpGet: { path: "/healthz", port: "probes" }, periodSeconds: 20 },
-                  readinessProbe: { httpGet: { path: "/readyz", port: "probes" }, periodSeconds: 10 },
+                  livenessProbe: {
+                    httpGet: { path: "/healthz", port: "probes" },
+                    periodSeconds: 20,
+                  },
+                  readinessProbe: {
+                    httpGet: { path: "/readyz", port: "probes" },
+                    periodSeconds: 10,
+                  },
                   resources: args.resources ?? {
                     requests: { cpu: "100m", memory: "128Mi" },
                     limits: { memory: "512Mi" },

@@ -1,3 +1,4 @@
 /** The engine's execution: passes, convergence, finalizer and deletion. */
 export * from "./pass.js";
 export * from "./lifecycle.js";
+export * from "./crd.js";

@@ -3,7 +3,15 @@
  * `converge` — passes repeated until nothing is left to do now, waiting for the main agent
  * to be Ready in between (what `pulumi up` runs).
  */
-import { FINALIZER, isReady, isTerminal, KIND, agentPodName, type CocoonSet, type Pod } from "../fleet/index.js";
+import {
+  FINALIZER,
+  isReady,
+  isTerminal,
+  KIND,
+  agentPodName,
+  type CocoonSet,
+  type Pod,
+} from "../fleet/index.js";
 import { isNotFound, PatchType, paths, waitForObject, type KubeClient } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import { readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
@@ -91,7 +99,10 @@ export async function deleteFleet(
   const cs = await readCocoonSet(client, namespace, name);
   if (!cs) return undefined;
   // Deleting first stops any controller from recreating pods while they are released.
-  await client.delete(paths.cocoonSet(namespace, name), { propagationPolicy: "Background", uid: cs.metadata.uid });
+  await client.delete(paths.cocoonSet(namespace, name), {
+    propagationPolicy: "Background",
+    uid: cs.metadata.uid,
+  });
   const released = await finalizeDeletion(client, cs, { ...opts, timeoutMs });
   const fresh = await readCocoonSet(client, namespace, name);
   if (fresh && fresh.metadata.uid === cs.metadata.uid) await removeFinalizer(client, fresh);
@@ -100,7 +111,10 @@ export async function deleteFleet(
     paths.cocoonSets(namespace),
     name,
     (o) => o === undefined || o.metadata.uid !== cs.metadata.uid,
-    { timeoutMs: Math.max(1000, deadline - Date.now()), description: `CocoonSet ${namespace}/${name} to be gone` },
+    {
+      timeoutMs: Math.max(1000, deadline - Date.now()),
+      description: `CocoonSet ${namespace}/${name} to be gone`,
+    },
   );
   return released;
 }
@@ -113,7 +127,11 @@ export class MainAgentNotReadyError extends Error {
     this.name = "MainAgentNotReadyError";
   }
   static isInstance(e: unknown): e is MainAgentNotReadyError {
-    return typeof e === "object" && e !== null && (e as MainAgentNotReadyError).isMainAgentNotReadyError === true;
+    return (
+      typeof e === "object" &&
+      e !== null &&
+      (e as MainAgentNotReadyError).isMainAgentNotReadyError === true
+    );
   }
 }
 
@@ -162,7 +180,11 @@ export async function converge(
 }
 
 /** Waits (watch) until the main agent pod is Ready; fails when it is terminal or on timeout. */
-export async function waitForMainReady(client: KubeClient, cs: CocoonSet, deadline: number): Promise<Pod> {
+export async function waitForMainReady(
+  client: KubeClient,
+  cs: CocoonSet,
+  deadline: number,
+): Promise<Pod> {
   const ns = cs.metadata.namespace ?? "default";
   const podName = agentPodName(cs.metadata.name ?? "", 0);
   const timeoutMs = Math.max(1000, deadline - Date.now());

@@ -90,18 +90,28 @@ export function podSelector(name: string): string {
 /** Lists the CocoonSet's pods (one request, by label). */
 export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
   const ns = cs.metadata.namespace ?? "default";
-  const list = await client.list(paths.pods(ns), { labelSelector: podSelector(cs.metadata.name ?? "") });
-  return list.items as unknown as Pod[];
+  const list = await client.list(paths.pods(ns), {
+    labelSelector: podSelector(cs.metadata.name ?? ""),
+  });
+  return list.items;
 }
 
 /** Plans a pass against the live cluster without changing anything. */
-export async function planLive(client: KubeClient, cs: CocoonSet, opts: PassOptions = {}): Promise<Plan> {
+export async function planLive(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: PassOptions = {},
+): Promise<Plan> {
   const pods = await listFleetPods(client, cs);
   return planPass({ cocoonSet: cs, pods, nowMs: (opts.now ?? Date.now)(), fanOut: opts.fanOut });
 }
 
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
-export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOptions = {}): Promise<PassResult> {
+export async function runPass(
+  client: KubeClient,
+  input: CocoonSet,
+  opts: PassOptions = {},
+): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
   const plan = await planLive(client, cs, opts);
@@ -124,8 +134,8 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
           await client.create(paths.pods(ns), action.pod);
           result.created.push(step.podName);
           hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
-        } catch (e) {
-          if (!isAlreadyExists(e)) throw e;
+        } catch (err) {
+          if (!isAlreadyExists(err)) throw err;
           if (action.onAlreadyExists === "success") return;
           if (action.onAlreadyExists === "retry-later") {
             // The previous pod of this name is still terminating.
@@ -135,7 +145,10 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
           const existing = await client.get<Pod>(paths.pod(ns, step.podName));
           const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
           if (owner?.uid !== plan.cocoonSet.uid) {
-            throw new Error(`pod ${step.podName} already exists and is not this CocoonSet's toolbox`);
+            throw new Error(
+              `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
+              { cause: err },
+            );
           }
         }
         return;
@@ -143,7 +156,11 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
       case "delete-pod": {
         if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
           result.deleted.push(action.name);
-          hooks.log?.("info", "deleted pod", { pod: action.name, decision: step.decision, drift: step.drift });
+          hooks.log?.("info", "deleted pod", {
+            pod: action.name,
+            decision: step.decision,
+            drift: step.drift,
+          });
         }
         return;
       }
@@ -189,7 +206,11 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
       } catch (e) {
         const msg = `${step.podName} (${step.decision}): ${(e as Error).message}`;
         result.errors.push(msg);
-        hooks.log?.("warn", "step failed", { pod: step.podName, decision: step.decision, error: (e as Error).message });
+        hooks.log?.("warn", "step failed", {
+          pod: step.podName,
+          decision: step.decision,
+          error: (e as Error).message,
+        });
         if (isConflict(e) && action.kind === "write-history") {
           result.errors.push("the CocoonSet changed during the pass; it will be planned again");
         }
@@ -201,15 +222,15 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
   // Sequential steps in order; each run of consecutive concurrent steps goes through one
   // bounded pool (the fan-out).
   const limit = pLimit(Math.max(1, plan.fanOut));
-  for (let i = 0; i < plan.steps.length; ) {
-    const step = plan.steps[i]!;
+  for (let i = 0; i < plan.steps.length;) {
+    const step = plan.steps[i];
     if (!step.concurrent) {
       await runStep(step);
       i++;
       continue;
     }
     const batch: PlanStep[] = [];
-    while (i < plan.steps.length && plan.steps[i]!.concurrent) batch.push(plan.steps[i++]!);
+    while (i < plan.steps.length && plan.steps[i].concurrent) batch.push(plan.steps[i++]);
     let done = 0;
     await Promise.all(
       batch.map((s) =>
@@ -238,7 +259,11 @@ export async function runPass(client: KubeClient, input: CocoonSet, opts: PassOp
 }
 
 /** Reads a CocoonSet, or undefined when it does not exist. */
-export async function readCocoonSet(client: KubeClient, namespace: string, name: string): Promise<CocoonSet | undefined> {
+export async function readCocoonSet(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<CocoonSet | undefined> {
   return client.getOrUndefined<CocoonSet>(paths.cocoonSet(namespace, name));
 }
 

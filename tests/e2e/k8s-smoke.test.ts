@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
 import { adminClient, isReady, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
@@ -20,7 +20,7 @@ test("a Pulumi program creates a ConfigMap and a Ready Deployment, updates one r
   assert.equal(up.summary.result, "succeeded");
   assert.equal(up.outputs.readyReplicas?.value, 2, "the Deployment was awaited until Ready");
   const cm = await client.get<{ data: Record<string, string> }>(paths.configMap(ns, "settings"));
-  assert.equal(cm.data.greeting, "hello");
+  assert.equal(cm.data.purpose, "smoke");
   const pods = await client.list(paths.pods(ns), { labelSelector: "app=smoke" });
   assert.equal(pods.items.filter(isReady).length, 2);
 
@@ -41,10 +41,8 @@ test("a Pulumi program creates a ConfigMap and a Ready Deployment, updates one r
     ["update"],
   );
   await stack.up();
-  const updated = await client.get<{ data: Record<string, string> }>(
-    paths.configMap(ns, "settings"),
-  );
-  assert.equal(updated.data.greeting, "bonjour");
+  const updated = await client.get<KubeObject>(paths.deployment(ns, "web"));
+  assert.equal(updated.metadata.annotations?.greeting, "bonjour");
 
   const destroyed = await stack.destroy();
   assert.equal(destroyed.summary.result, "succeeded");

@@ -8,12 +8,12 @@ const greeting = config.get("greeting") ?? "hello";
 
 const settings = new k8s.core.v1.ConfigMap("settings", {
   metadata: { namespace, name: "settings" },
-  data: { greeting },
+  data: { purpose: "smoke" },
 });
 
 const labels = { app: "smoke" };
 const web = new k8s.apps.v1.Deployment("web", {
-  metadata: { namespace, name: "web" },
+  metadata: { namespace, name: "web", annotations: { greeting } },
   spec: {
     replicas: 2,
     selector: { matchLabels: labels },

@@ -1,0 +1,286 @@
+/**
+ * The implementation behind the Pulumi slots resource (`pulumi-nodejs:dynamic/cocoonset:Slots`).
+ * The serialized provider object (sdk/slots.ts) holds no state: each of its methods imports
+ * this package by name and calls the function of the same name here, so destroy and
+ * refresh always run the engine that is installed.
+ */
+import {
+  validateCocoonSetSpec,
+  type CocoonSet,
+  type CocoonSetSpec,
+  type Pod,
+} from "../fleet/index.js";
+import { converge, deleteFleet, listFleetPods, readCocoonSet } from "../engine/index.js";
+import { KubeClient } from "../kube/index.js";
+import {
+  cocoonSetFrom,
+  desiredSlots,
+  liveSlots,
+  type SlotMap,
+  type SlotStatus,
+} from "./slot-view.js";
+
+/** The placeholder Pulumi sends for values not known during preview. */
+export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/** Inputs of the slots resource. */
+export interface SlotsInputs {
+  /** Kubeconfig YAML (a secret input: never stored in plaintext). */
+  kubeconfig: string;
+  namespace: string;
+  /** Name of the CocoonSet. */
+  name: string;
+  /** uid of the CocoonSet (unknown in a preview that creates it). */
+  uid: string;
+  spec: CocoonSetSpec;
+  /** Desired slots keyed by slot number or toolbox name. */
+  slots: SlotMap;
+  /** Version of the stored provider code; a new version rewrites it on the next update. */
+  providerVersion: string;
+  /** Sub-agent creates in flight. @default 8 */
+  fanOut?: number;
+  /** How long `up` waits for the main agent and the fan-out. @default 300 */
+  timeoutSeconds?: number;
+  /** How long `destroy` waits for the fleet's tree to be gone. @default 120 */
+  releaseTimeoutSeconds?: number;
+}
+
+/** Outputs: the inputs plus the live state of every slot. */
+export interface SlotsOutputs extends SlotsInputs {
+  /** Per slot: pod name, uid, phase and readiness. */
+  pods: Record<string, SlotStatus>;
+  /** VM name of the main agent. */
+  mainVmName: string;
+}
+
+/** A check failure as Pulumi wants it. */
+export interface CheckFailure {
+  property: string;
+  reason: string;
+}
+
+const isUnknown = (v: unknown): boolean => v === UNKNOWN;
+
+function containsUnknown(v: unknown): boolean {
+  if (isUnknown(v)) return true;
+  if (Array.isArray(v)) return v.some(containsUnknown);
+  if (v && typeof v === "object") return Object.values(v).some(containsUnknown);
+  return false;
+}
+
+/** Validates the inputs with the CRD's own schema; failures name the field. */
+export function check(
+  _olds: unknown,
+  news: Record<string, unknown>,
+): { inputs: Record<string, unknown>; failures: CheckFailure[] } {
+  const failures: CheckFailure[] = [];
+  for (const field of ["namespace", "name"] as const) {
+    const v = news[field];
+    if (!isUnknown(v) && (typeof v !== "string" || v.trim() === "")) {
+      failures.push({ property: field, reason: `[${field}] must be a non-empty string` });
+    }
+  }
+  if (
+    news.kubeconfig !== undefined &&
+    !isUnknown(news.kubeconfig) &&
+    (typeof news.kubeconfig !== "string" || news.kubeconfig.trim() === "")
+  ) {
+    failures.push({
+      property: "kubeconfig",
+      reason: "[kubeconfig] must be the text of a kubeconfig file",
+    });
+  }
+  if (!containsUnknown(news.spec)) {
+    const v = validateCocoonSetSpec(news.spec);
+    if (!v.ok)
+      for (const f of v.failures)
+        failures.push({
+          property: `spec.${f.property}`,
+          reason: `[spec.${f.property}] ${f.reason}`,
+        });
+  }
+  return { inputs: news, failures };
+}
+
+function stable(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  if (v && typeof v === "object") {
+    return `{${Object.keys(v)
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(v);
+}
+
+const COMPARED: (keyof SlotsInputs)[] = [
+  "kubeconfig",
+  "spec",
+  "slots",
+  "providerVersion",
+  "fanOut",
+  "timeoutSeconds",
+  "releaseTimeoutSeconds",
+];
+
+/** What `diff` returns (the dynamic provider's DiffResult). */
+export interface DiffResult {
+  changes?: boolean;
+  replaces?: string[];
+  deleteBeforeReplace?: boolean;
+}
+
+/**
+ * Compares old outputs with new inputs. When inputs differ, `changes` stays unset so the
+ * engine prints its own per-slot input diff. When they match, one LIST of the fleet's pods
+ * finds live drift (a deleted or drifted slot pod) and reports it as a change.
+ */
+export async function diff(
+  _id: string,
+  olds: SlotsOutputs,
+  news: SlotsInputs,
+): Promise<DiffResult> {
+  const replaces = (["namespace", "name"] as const).filter(
+    (k) => !isUnknown(news[k]) && olds[k] !== news[k],
+  );
+  if (replaces.length > 0) return { replaces, deleteBeforeReplace: true };
+  const inputsChanged =
+    COMPARED.some((k) => stable(olds[k]) !== stable(news[k])) ||
+    (!isUnknown(news.uid) && olds.uid !== news.uid) ||
+    containsUnknown(news.spec) ||
+    containsUnknown(news.slots);
+  if (inputsChanged) return {};
+  if (isUnknown(news.kubeconfig)) return { changes: false };
+  const client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 30_000 });
+  try {
+    const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
+    const pods = await listFleetPods(client, cs);
+    const live = liveSlots(cs, pods, news.slots);
+    return { changes: stable(live.slots) !== stable(news.slots) };
+  } catch (e) {
+    process.stderr.write(
+      `cocoonset: could not check live slots (${(e as Error).message}); assuming no drift\n`,
+    );
+    return { changes: false };
+  } finally {
+    client.close();
+  }
+}
+
+async function observe(
+  client: KubeClient,
+  inputs: SlotsInputs,
+  cs: CocoonSet,
+): Promise<SlotsOutputs> {
+  const pods: Pod[] = await listFleetPods(client, cs);
+  const live = liveSlots(cs, pods, inputs.slots);
+  return {
+    ...inputs,
+    uid: cs.metadata.uid ?? inputs.uid,
+    pods: live.status,
+    mainVmName: inputs.slots["0"]?.vm ?? "",
+  };
+}
+
+/**
+ * A partial failure: Pulumi records the resource as created but failed to initialise (with
+ * these outputs) instead of losing it, and the next `up` converges it.
+ */
+export class SlotsInitError extends Error {
+  constructor(
+    readonly id: string,
+    readonly properties: SlotsOutputs,
+    readonly reasons: string[],
+  ) {
+    super(`${reasons.length} slot operation(s) failed: ${reasons.join("; ")}`);
+    this.name = "SlotsInitError";
+  }
+}
+
+async function apply(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutputs }> {
+  const id = `${inputs.namespace}/${inputs.name}`;
+  const client = KubeClient.fromString(inputs.kubeconfig);
+  try {
+    const cs = await readCocoonSet(client, inputs.namespace, inputs.name);
+    if (!cs)
+      throw new Error(
+        `CocoonSet ${id} does not exist: the Fleet component creates it before its slots`,
+      );
+    const total = Object.keys(inputs.slots).length;
+    let lastReport = 0;
+    const result = await converge(client, inputs.namespace, inputs.name, {
+      fanOut: inputs.fanOut,
+      timeoutMs: (inputs.timeoutSeconds ?? 300) * 1000,
+      hooks: {
+        progress(done, batch) {
+          if (done === batch || Date.now() - lastReport > 2000) {
+            lastReport = Date.now();
+            console.log(
+              `${inputs.name}: sub-agent slots ${done}/${batch} created (fleet of ${total} slots)`,
+            );
+          }
+        },
+      },
+    });
+    const outs = await observe(client, inputs, result.cocoonSet);
+    if (result.errors.length > 0) {
+      throw new SlotsInitError(id, outs, result.errors);
+    }
+    return { id, outs };
+  } finally {
+    client.close();
+  }
+}
+
+/** Creates the slots: the engine's full pass, converged (main agent first, then the fan-out). */
+export async function create(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutputs }> {
+  return apply(inputs);
+}
+
+/** Updates the slots: the same convergence against the CocoonSet's new spec. */
+export async function update(
+  _id: string,
+  _olds: SlotsOutputs,
+  news: SlotsInputs,
+): Promise<{ outs: SlotsOutputs }> {
+  const { outs } = await apply(news);
+  return { outs };
+}
+
+/** Deletes the CocoonSet and everything it owns, and returns once all of it is gone. */
+export async function remove(_id: string, props: SlotsOutputs): Promise<void> {
+  const client = KubeClient.fromString(props.kubeconfig);
+  try {
+    await deleteFleet(client, props.namespace, props.name, {
+      timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
+    });
+  } finally {
+    client.close();
+  }
+}
+
+/** Refresh: the live slots, as inputs too, so drift made outside Pulumi shows in the diff. */
+export async function read(
+  id: string,
+  props: SlotsOutputs,
+): Promise<{ id: string; props: SlotsOutputs; inputs: SlotsInputs }> {
+  const client = KubeClient.fromString(props.kubeconfig);
+  try {
+    const cs =
+      (await readCocoonSet(client, props.namespace, props.name)) ??
+      cocoonSetFrom(props.namespace, props.name, props.spec, props.uid);
+    const pods = await listFleetPods(client, cs);
+    const live = liveSlots(cs, pods, desiredSlots(props.namespace, props.name, props.spec));
+    const inputs: SlotsInputs = { ...props };
+    delete (inputs as Partial<SlotsOutputs>).pods;
+    delete (inputs as Partial<SlotsOutputs>).mainVmName;
+    return {
+      id,
+      props: { ...props, slots: live.slots, pods: live.status },
+      inputs: { ...inputs, slots: live.slots },
+    };
+  } finally {
+    client.close();
+  }
+}

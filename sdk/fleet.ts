@@ -18,8 +18,8 @@ import { PROVIDER_VERSION, Slots } from "./slots.js";
 
 /** Arguments of {@link Fleet}. */
 export interface FleetArgs {
-  /** Namespace of the CocoonSet (it must exist). */
-  namespace: string;
+  /** Namespace of the CocoonSet (it must exist; pass a Namespace's name to order after it). */
+  namespace: pulumi.Input<string>;
   /**
    * Name of the CocoonSet.
    * @default the component name
@@ -108,9 +108,11 @@ export class Fleet extends pulumi.ComponentResource {
         uid: this.cocoonSet.metadata.uid,
         spec: args.spec,
         // An invalid spec gets no slots here: the resource's check reports every failure.
-        slots: validateCocoonSetSpec(args.spec).ok
-          ? desiredSlots(args.namespace, csName, args.spec)
-          : {},
+        slots: pulumi
+          .output(args.namespace)
+          .apply((ns) =>
+            validateCocoonSetSpec(args.spec).ok ? desiredSlots(ns, csName, args.spec) : {},
+          ),
         providerVersion: PROVIDER_VERSION,
         fanOut: args.fanOut ?? 8,
         timeoutSeconds: args.timeoutSeconds ?? 300,

@@ -82,6 +82,7 @@ function docComment(text: string | undefined, defaultValue: unknown): string {
   if (text) lines.push(text);
   if (defaultValue !== undefined) lines.push(`@default ${JSON.stringify(defaultValue)}`);
   if (lines.length === 0) return "";
+  if (lines.length === 1) return `/** ${lines[0]} */\n`;
   return `/**\n${lines.map((l) => ` * ${l}`).join("\n")}\n */\n`;
 }
 
@@ -136,7 +137,9 @@ class TypeWriter {
       .filter(([key, prop]) => inherited?.[key] !== prop)
       .map(([key, prop]) => {
         const optional = required.has(key) ? "" : "?";
-        return `${docComment(prop.description, prop.default)}${key}${optional}: ${this.typeOf(prop)};`;
+        // The CRD may not describe metadata, so its doc line lives here.
+        const text = prop === objectMetaSchema ? "Standard object metadata." : prop.description;
+        return `${docComment(text, prop.default)}${key}${optional}: ${this.typeOf(prop)};`;
       });
     const heritage = base ? ` extends ${base}` : "";
     return `${doc}export interface ${name}${heritage} {\n${members.join("\n")}\n}\n`;

@@ -127,7 +127,16 @@ export const connTypeSchema: SchemaNode = string(
 
 /** Fleet phases reported in status. */
 export const phaseSchema: SchemaNode = string("Coarse state of the fleet.", {
-  enum: ["Pending", "Running", "Scaling", "Suspending", "Suspended", "Waking", "Migrating", "Failed"],
+  enum: [
+    "Pending",
+    "Running",
+    "Scaling",
+    "Suspending",
+    "Suspended",
+    "Waking",
+    "Migrating",
+    "Failed",
+  ],
 });
 
 /** Condition status values. */
@@ -255,17 +264,20 @@ export const toolboxSpecSchema: SchemaNode = {
   description: "A named helper VM next to the agents.",
   required: ["name"],
   properties: {
-    name: string("Toolbox name (DNS-1123 label, not an integer); the pod is `<cocoonset>-<name>`.", {
-      minLength: 1,
-      maxLength: 63,
-      pattern: DNS_LABEL_PATTERN,
-      "x-kubernetes-validations": [
-        {
-          rule: `!self.matches('${INTEGER_NAME_PATTERN}')`,
-          message: "must not be an integer (it would collide with sub-agent slots)",
-        },
-      ],
-    }),
+    name: string(
+      "Toolbox name (DNS-1123 label, not an integer); the pod is `<cocoonset>-<name>`.",
+      {
+        minLength: 1,
+        maxLength: 63,
+        pattern: DNS_LABEL_PATTERN,
+        "x-kubernetes-validations": [
+          {
+            rule: `!self.matches('${INTEGER_NAME_PATTERN}')`,
+            message: "must not be an integer (it would collide with sub-agent slots)",
+          },
+        ],
+      },
+    ),
     image: string("VM image of the toolbox."),
     mode: { ...toolboxModeSchema, default: DEFAULT_TOOLBOX_MODE },
     staticIP: string("IP of the adopted VM (static mode)."),

@@ -1,0 +1,81 @@
+// The pure planning core of the engine: schema, defaults, pod builder, classification, drift,
+// rebuild history, backoff, slot plan and status. No I/O; time is injected.
+export * from "./constants.js";
+export type * from "./generated/types.js";
+export { COCOONSET_API_VERSION } from "./generated/types.js";
+export type * from "./kube-types.js";
+export { cocoonSetCrd } from "./crd.js";
+export {
+  DEFAULT_AGENT_MODE,
+  DEFAULT_BACKEND,
+  DEFAULT_HIBERNATE_POLICY,
+  DEFAULT_NODE_POOL,
+  DEFAULT_OS,
+  DEFAULT_REPLICAS,
+  DEFAULT_SNAPSHOT_POLICY,
+  DEFAULT_TOOLBOX_MODE,
+  cocoonSetSchema,
+  cocoonSetSpecSchema,
+  cocoonSetStatusSchema,
+  type CelRule,
+  type SchemaNode,
+} from "./schema-source.js";
+export { applySchemaDefaults, withDefaults, withSpecDefaults } from "./defaults.js";
+export {
+  formatFailure,
+  validateCocoonSetSpec,
+  type SpecValidation,
+  type ValidationFailure,
+} from "./validate.js";
+export { isZeroQuantity, parseQuantity, quantitiesEqual, type Quantity } from "./quantity.js";
+export {
+  agentPodName,
+  buildAgentPod,
+  buildToolboxPod,
+  ownerReferenceTo,
+  toolboxPodName,
+  vmNameFor,
+  type AgentPodOptions,
+} from "./pod-builder.js";
+export { controllerUid, isControlledBy, isReady, isTerminal, isTerminating } from "./pod-state.js";
+export { classifyPods, isOwnedPod, parseSlot, type ClassifiedPods } from "./classify.js";
+export { agentDrift, toolboxDrift } from "./drift.js";
+export {
+  parseRebuildHistory,
+  readRebuildHistory,
+  serializeRebuildHistory,
+  type RebuildEntry,
+  type RebuildHistory,
+} from "./rebuild-history.js";
+export { backoffDelayMs, backoffRemainingMs } from "./backoff.js";
+export {
+  planPass,
+  toolboxNameErrors,
+  type AlreadyExistsPolicy,
+  type Decision,
+  type Plan,
+  type PlanAction,
+  type PlanInput,
+  type PlanStep,
+  type PlanTarget,
+} from "./plan.js";
+export {
+  planToJSON,
+  renderPlan,
+  stepsInSlotOrder,
+  type PlanChangeJSON,
+  type PlanJSON,
+} from "./plan-render.js";
+export {
+  deriveStatus,
+  fleetPhase,
+  rfc3339Seconds,
+  statusEqual,
+  type StatusInput,
+} from "./status.js";
+export {
+  applyPlanToPods,
+  type SimulatedEvent,
+  type SimulationOptions,
+  type SimulationResult,
+} from "./simulate.js";

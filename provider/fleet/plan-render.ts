@@ -1,0 +1,103 @@
+// Human and JSON renderings of a plan, for `cocoonset plan` and for logs.
+import { MAX_REBUILD_ATTEMPTS } from "./constants.js";
+import type { Decision, Plan, PlanStep, PlanTarget } from "./plan.js";
+
+function targetLabel(target: PlanTarget): string {
+  switch (target.role) {
+    case "main":
+      return "main";
+    case "sub-agent":
+      return `slot ${target.slot}`;
+    case "toolbox":
+      return `toolbox ${target.name}`;
+  }
+}
+
+function describeStep(step: PlanStep): string {
+  const drift = (step.drift ?? []).join(", ");
+  const describe: Record<Decision, () => string> = {
+    create: () => "create",
+    "delete-drifted": () => `delete (drift: ${drift})`,
+    "delete-terminal": () => "delete (terminal)",
+    "scale-down": () => "delete (scale-down)",
+    "delete-extra": () => "delete (not in spec)",
+    rebuild: () => `rebuild (attempt ${step.attempt ?? 0}/${MAX_REBUILD_ATTEMPTS})`,
+    "dead-letter": () => "dead-letter",
+    "reset-dead-letter": () => `delete (leaves dead-letter; drift: ${drift})`,
+    "wait-backoff": () => `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (backoff)`,
+    "wait-main": () => "wait (not ready; sub-agents and toolboxes wait for it)",
+    "main-failed": () => "failed (no automatic rebuild)",
+    recovered: () => "recovered (Ready again)",
+  };
+  return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
+}
+
+function order(step: PlanStep): [number, number, string] {
+  const t = step.target;
+  if (t.role === "toolbox") return [2, 0, t.name];
+  return [t.role === "main" ? 0 : 1, t.slot, ""];
+}
+
+/** Steps sorted for display: main, then sub-agents by slot, then toolboxes by name. */
+export function stepsInSlotOrder(plan: Plan): PlanStep[] {
+  return [...plan.steps].sort((a, b) => {
+    const [ga, sa, na] = order(a);
+    const [gb, sb, nb] = order(b);
+    return ga - gb || sa - sb || (na < nb ? -1 : na > nb ? 1 : 0);
+  });
+}
+
+/**
+ * One line per member that would change, in slot order, then one `error:` line per error;
+ * `no changes` when the fleet is converged.
+ */
+export function renderPlan(plan: Plan): string {
+  const lines = stepsInSlotOrder(plan).map(describeStep);
+  lines.push(...plan.errors.map((e) => `error: ${e}`));
+  return lines.length > 0 ? lines.join("\n") : "no changes";
+}
+
+/** One member's change in {@link PlanJSON}. */
+export interface PlanChangeJSON {
+  target: string;
+  role: PlanTarget["role"];
+  slot?: number;
+  name?: string;
+  decision: Decision;
+  podName: string;
+  summary: string;
+  drift?: string[];
+  attempt?: number;
+  waitMs?: number;
+}
+
+/** The JSON document `cocoonset plan --json` prints. */
+export interface PlanJSON {
+  cocoonSet: { namespace: string; name: string };
+  changes: PlanChangeJSON[];
+  errors: string[];
+  requeueAfterMs: number | null;
+}
+
+/** A JSON-ready summary of the plan (no pod bodies), changes in slot order. */
+export function planToJSON(plan: Plan): PlanJSON {
+  return {
+    cocoonSet: { namespace: plan.cocoonSet.namespace, name: plan.cocoonSet.name },
+    changes: stepsInSlotOrder(plan).map((step) => {
+      const t = step.target;
+      return {
+        target: targetLabel(t),
+        role: t.role,
+        ...(t.role === "toolbox" ? { name: t.name } : { slot: t.slot }),
+        decision: step.decision,
+        podName: step.podName,
+        summary: describeStep(step).slice(targetLabel(t).length + 2),
+        ...(step.drift ? { drift: step.drift } : {}),
+        ...(step.attempt !== undefined ? { attempt: step.attempt } : {}),
+        ...(step.waitMs !== undefined ? { waitMs: step.waitMs } : {}),
+      };
+    }),
+    errors: [...plan.errors],
+    requeueAfterMs: plan.requeueAfterMs ?? null,
+  };
+}

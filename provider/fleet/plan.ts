@@ -1,0 +1,510 @@
+// The slot plan of one pass (SPEC section 3). planPass is pure: given the CocoonSet, its pods,
+// the rebuild history and the time, it returns what the executor must do, in order. The
+// executor performs each step's actions in sequence and stops that step at its first failure.
+import {
+  ANNOTATIONS,
+  ANNOTATION_TRUE,
+  DEFAULT_FANOUT,
+  EVENT_REASONS,
+  LABELS,
+  MAIN_RETRY_MS,
+  MAX_REBUILD_ATTEMPTS,
+  PLAN_METRICS,
+  ROLES,
+} from "./constants.js";
+import { backoffRemainingMs } from "./backoff.js";
+import { classifyPods } from "./classify.js";
+import { withDefaults } from "./defaults.js";
+import { agentDrift, toolboxDrift } from "./drift.js";
+import type { CocoonSet, CocoonSetStatus, ToolboxSpec } from "./generated/types.js";
+import type { Pod, PodManifest } from "./kube-types.js";
+import {
+  agentPodName,
+  buildAgentPod,
+  buildToolboxPod,
+  namespaceOf,
+  toolboxPodName,
+  vmNameFor,
+} from "./pod-builder.js";
+import { isControlledBy, isReady, isTerminal } from "./pod-state.js";
+import {
+  readRebuildHistory,
+  serializeRebuildHistory,
+  type RebuildEntry,
+  type RebuildHistory,
+} from "./rebuild-history.js";
+import { deriveStatus, statusEqual } from "./status.js";
+import { INTEGER_NAME_PATTERN } from "./schema-source.js";
+
+/** What a plan step is about. */
+export type PlanTarget =
+  | { role: "main"; slot: 0 }
+  | { role: "sub-agent"; slot: number }
+  | { role: "toolbox"; name: string };
+
+/** The decision taken for one member. */
+export type Decision =
+  /** The pod is missing: create it. */
+  | "create"
+  /** The pod no longer matches the spec: delete it (recreated next pass). */
+  | "delete-drifted"
+  /** The toolbox pod is terminal: delete it (recreated next pass, no backoff). */
+  | "delete-terminal"
+  /** The sub-agent slot is above `replicas`: delete it. */
+  | "scale-down"
+  /** The toolbox is no longer in the spec: delete it. */
+  | "delete-extra"
+  /** The sub-agent is terminal and its backoff is over: record the attempt, then delete. */
+  | "rebuild"
+  /** The sub-agent is terminal and out of attempts: mark it dead-letter and leave it. */
+  | "dead-letter"
+  /** The dead-lettered sub-agent's spec changed: forget its history, then delete. */
+  | "reset-dead-letter"
+  /** The sub-agent is terminal and still in backoff. */
+  | "wait-backoff"
+  /** The main agent is not Ready yet; sub-agents and toolboxes wait for it. */
+  | "wait-main"
+  /** The main agent is terminal; it is not rebuilt automatically. */
+  | "main-failed"
+  /** The main agent is Ready again after the fleet was Failed. */
+  | "recovered";
+
+/** How the executor treats AlreadyExists on a create. */
+export type AlreadyExistsPolicy =
+  /** Counts as success (a concurrent pass created it). */
+  | "success"
+  /** The old pod is still terminating: requeue after {@link MAIN_RETRY_MS}. */
+  | "retry-later"
+  /** Read the pod: it is a conflict error unless this CocoonSet controls it as that toolbox. */
+  | "check-owner";
+
+/** One thing the executor does against the cluster. */
+export type PlanAction =
+  | { kind: "create-pod"; pod: PodManifest; onAlreadyExists: AlreadyExistsPolicy }
+  /** Delete with a uid precondition; NotFound is fine. */
+  | { kind: "delete-pod"; name: string; uid: string }
+  /** Merge-patch annotations onto the pod (uid precondition). */
+  | { kind: "annotate-pod"; name: string; uid: string; annotations: Record<string, string> }
+  /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
+  | { kind: "write-history"; value: string }
+  /** Emit an event on the CocoonSet. */
+  | { kind: "event"; type: "Normal" | "Warning"; reason: string; message: string }
+  /** Increment a counter (name without the `cocoonset_` prefix). */
+  | { kind: "count-metric"; metric: (typeof PLAN_METRICS)[keyof typeof PLAN_METRICS] };
+
+/** One member's decision and the actions that carry it out. */
+export interface PlanStep {
+  target: PlanTarget;
+  decision: Decision;
+  /** Name of the pod concerned. */
+  podName: string;
+  /** Drifted fields (delete-drifted, reset-dead-letter). */
+  drift?: string[];
+  /** Rebuild attempt number, 1..4 (rebuild). */
+  attempt?: number;
+  /** Remaining backoff (wait-backoff). */
+  waitMs?: number;
+  /** Sub-agent creates: may run concurrently with the neighbouring concurrent steps. */
+  concurrent?: boolean;
+  /** Run in order; stop this step at the first failure. */
+  actions: PlanAction[];
+}
+
+/** The plan of one pass. */
+export interface Plan {
+  cocoonSet: { namespace: string; name: string; uid: string };
+  /** Steps in execution order. */
+  steps: PlanStep[];
+  /**
+   * Errors to report after the steps ran. When the spec's toolbox names are invalid the
+   * plan has no steps at all, so nothing is mutated.
+   */
+  errors: string[];
+  /** Rebuild history after every write in this plan. */
+  history: RebuildHistory;
+  /** 0: requeue at once; a number: requeue after that delay; undefined: wait for a change. */
+  requeueAfterMs: number | undefined;
+  /** Whether any step creates or deletes a pod. */
+  mutatesPods: boolean;
+  /** The status to write, when the pass changes no pod and the status differs. */
+  status?: CocoonSetStatus;
+  /** Maximum sub-agent creates in flight. */
+  fanOut: number;
+}
+
+/** Inputs of {@link planPass}. */
+export interface PlanInput {
+  /** The CocoonSet as read (defaults are applied here). */
+  cocoonSet: CocoonSet;
+  /**
+   * Every pod listed by the CocoonSet's name label, plus any pod found under a toolbox's
+   * pod name (for conflict detection). Pods of other owners are never acted upon.
+   */
+  pods: readonly Pod[];
+  /** Current time in milliseconds since the epoch. */
+  nowMs: number;
+  /** Rebuild history; read from the CocoonSet's annotation when omitted. */
+  history?: RebuildHistory;
+  /** Maximum sub-agent creates in flight. @default 8 */
+  fanOut?: number;
+}
+
+/** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
+export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): string[] {
+  const errors: string[] = [];
+  const seen = new Set<string>();
+  toolboxes.forEach((tb, i) => {
+    if (new RegExp(INTEGER_NAME_PATTERN).test(tb.name)) {
+      errors.push(
+        `[toolboxes[${i}].name] must not be an integer (it would collide with sub-agent slots)`,
+      );
+    }
+    if (seen.has(tb.name))
+      errors.push(`[toolboxes[${i}].name] duplicate toolbox name "${tb.name}"`);
+    seen.add(tb.name);
+  });
+  return errors;
+}
+
+function deletePod(pod: Pod): PlanAction {
+  return { kind: "delete-pod", name: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "" };
+}
+
+function isOwnedToolbox(cs: CocoonSet, pod: Pod, name: string): boolean {
+  const labels = pod.metadata?.labels ?? {};
+  return (
+    isControlledBy(pod, cs.metadata.uid ?? "") &&
+    labels[LABELS.role] === ROLES.toolbox &&
+    labels[LABELS.slot] === name
+  );
+}
+
+// Working state of one planning pass, shared by the helpers below.
+interface Pass {
+  cs: CocoonSet;
+  name: string;
+  namespace: string;
+  replicas: number;
+  input: PlanInput;
+  steps: PlanStep[];
+  errors: string[];
+  /** Remaining waits; the smallest becomes the requeue delay of a quiet pass. */
+  waits: number[];
+  /** The history as it will be after the writes planned so far. */
+  history: Map<number, RebuildEntry>;
+}
+
+function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
+  pass.history = next;
+  return { kind: "write-history", value: serializeRebuildHistory(next, pass.replicas) };
+}
+
+/** Plans the main agent; returns it when it is Ready and the pass may go on. */
+function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
+  const target: PlanTarget = { role: "main", slot: 0 };
+  const podName = agentPodName(pass.name, 0);
+  if (!main) {
+    const pod = buildAgentPod(pass.cs, 0);
+    pass.steps.push({
+      target,
+      decision: "create",
+      podName,
+      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
+    });
+    return undefined;
+  }
+  const drift = agentDrift(pass.cs, 0, main);
+  if (drift.length > 0) {
+    pass.steps.push({
+      target,
+      decision: "delete-drifted",
+      podName,
+      drift,
+      actions: [deletePod(main)],
+    });
+    return undefined;
+  }
+  if (isTerminal(main)) {
+    const detail =
+      main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
+      (main.status?.phase === "Failed" ? "phase Failed" : "lifecycle state failed");
+    pass.steps.push({
+      target,
+      decision: "main-failed",
+      podName,
+      actions: [
+        {
+          kind: "event",
+          type: "Warning",
+          reason: EVENT_REASONS.mainAgentFailed,
+          message: `main agent pod ${podName} failed (${detail}); it is not rebuilt automatically`,
+        },
+      ],
+    });
+    return undefined;
+  }
+  if (!isReady(main)) {
+    pass.steps.push({ target, decision: "wait-main", podName, actions: [] });
+    pass.waits.push(MAIN_RETRY_MS);
+    return undefined;
+  }
+  if (pass.cs.status?.phase === "Failed") {
+    pass.steps.push({
+      target,
+      decision: "recovered",
+      podName,
+      actions: [
+        {
+          kind: "event",
+          type: "Normal",
+          reason: EVENT_REASONS.recoveredFromFailure,
+          message: `main agent pod ${podName} is Ready again`,
+        },
+      ],
+    });
+  }
+  return main;
+}
+
+/** Triage of an existing sub-agent, in SPEC order: dead-letter, terminal, drifted. */
+function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
+  const target: PlanTarget = { role: "sub-agent", slot };
+  const podName = pod.metadata?.name ?? agentPodName(pass.name, slot);
+
+  if (pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE) {
+    // A spec edit is how users clear dead-letter: the slot starts over with a fresh budget.
+    const drift = agentDrift(pass.cs, slot, pod);
+    if (drift.length === 0) return;
+    const actions: PlanAction[] = [];
+    if (pass.history.has(slot)) {
+      const next = new Map(pass.history);
+      next.delete(slot);
+      actions.push(writeHistory(pass, next));
+    }
+    actions.push(deletePod(pod));
+    pass.steps.push({ target, decision: "reset-dead-letter", podName, drift, actions });
+    return;
+  }
+
+  if (isTerminal(pod)) {
+    const entry = pass.history.get(slot);
+    const count = entry?.count ?? 0;
+    if (count >= MAX_REBUILD_ATTEMPTS) {
+      pass.steps.push({
+        target,
+        decision: "dead-letter",
+        podName,
+        actions: [
+          {
+            kind: "annotate-pod",
+            name: podName,
+            uid: pod.metadata?.uid ?? "",
+            annotations: { [ANNOTATIONS.deadLetter]: ANNOTATION_TRUE },
+          },
+          { kind: "count-metric", metric: PLAN_METRICS.subAgentDeadLetter },
+          {
+            kind: "event",
+            type: "Warning",
+            reason: EVENT_REASONS.subAgentDeadLetter,
+            message: `slot ${slot} exhausted ${MAX_REBUILD_ATTEMPTS} rebuilds; pod ${podName} left in dead-letter`,
+          },
+        ],
+      });
+      return;
+    }
+    const remaining = backoffRemainingMs(entry, pass.input.nowMs);
+    if (remaining > 0) {
+      pass.steps.push({
+        target,
+        decision: "wait-backoff",
+        podName,
+        waitMs: remaining,
+        actions: [],
+      });
+      pass.waits.push(remaining);
+      return;
+    }
+    const attempt = count + 1;
+    const next = new Map(pass.history);
+    next.set(slot, { count: attempt, lastDeleted: new Date(pass.input.nowMs).toISOString() });
+    pass.steps.push({
+      target,
+      decision: "rebuild",
+      podName,
+      attempt,
+      actions: [
+        // Persisted before the delete: a failed delete must not hand out a free attempt.
+        writeHistory(pass, next),
+        deletePod(pod),
+        { kind: "count-metric", metric: PLAN_METRICS.subAgentRebuild },
+        {
+          kind: "event",
+          type: "Normal",
+          reason: EVENT_REASONS.subAgentRebuilding,
+          message: `slot ${slot} attempt ${attempt}/${MAX_REBUILD_ATTEMPTS}`,
+        },
+      ],
+    });
+    return;
+  }
+
+  const drift = agentDrift(pass.cs, slot, pod);
+  if (drift.length > 0) {
+    pass.steps.push({
+      target,
+      decision: "delete-drifted",
+      podName,
+      drift,
+      actions: [deletePod(pod)],
+    });
+  }
+}
+
+/** Triage of existing slots, fan-out of the missing ones, then scale-down. */
+function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
+  const mainVMName =
+    main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
+  const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
+  const creates: PlanStep[] = [];
+  for (let slot = 1; slot <= pass.replicas; slot++) {
+    const pod = subAgents.get(slot);
+    if (pod) {
+      triageSubAgent(pass, slot, pod);
+      continue;
+    }
+    creates.push({
+      target: { role: "sub-agent", slot },
+      decision: "create",
+      podName: agentPodName(pass.name, slot),
+      concurrent: true,
+      actions: [
+        {
+          kind: "create-pod",
+          pod: buildAgentPod(pass.cs, slot, placement),
+          onAlreadyExists: "success",
+        },
+      ],
+    });
+  }
+  pass.steps.push(...creates);
+  for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
+    if (slot <= pass.replicas) continue;
+    const pod = subAgents.get(slot) as Pod;
+    pass.steps.push({
+      target: { role: "sub-agent", slot },
+      decision: "scale-down",
+      podName: pod.metadata?.name ?? agentPodName(pass.name, slot),
+      actions: [deletePod(pod)],
+    });
+  }
+}
+
+/** Replaces terminal or drifted toolboxes at once, creates missing ones, drops extras. */
+function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
+  const wanted = new Set<string>();
+  for (const toolbox of pass.cs.spec.toolboxes ?? []) {
+    wanted.add(toolbox.name);
+    const target: PlanTarget = { role: "toolbox", name: toolbox.name };
+    const podName = toolboxPodName(pass.name, toolbox.name);
+    const squatter = pass.input.pods.find(
+      (p) => p.metadata?.name === podName && !isOwnedToolbox(pass.cs, p, toolbox.name),
+    );
+    if (squatter) {
+      pass.errors.push(
+        `toolbox ${toolbox.name}: pod ${podName} already exists and is not this CocoonSet's toolbox`,
+      );
+      continue;
+    }
+    const pod = toolboxes.get(toolbox.name);
+    if (!pod) {
+      const manifest = buildToolboxPod(pass.cs, toolbox);
+      pass.steps.push({
+        target,
+        decision: "create",
+        podName,
+        actions: [{ kind: "create-pod", pod: manifest, onAlreadyExists: "check-owner" }],
+      });
+    } else if (isTerminal(pod)) {
+      pass.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
+    } else {
+      const drift = toolboxDrift(pass.cs, toolbox, pod);
+      if (drift.length > 0) {
+        pass.steps.push({
+          target,
+          decision: "delete-drifted",
+          podName,
+          drift,
+          actions: [deletePod(pod)],
+        });
+      }
+    }
+  }
+  for (const extra of [...toolboxes.keys()].sort()) {
+    if (wanted.has(extra)) continue;
+    const pod = toolboxes.get(extra) as Pod;
+    pass.steps.push({
+      target: { role: "toolbox", name: extra },
+      decision: "delete-extra",
+      podName: pod.metadata?.name ?? toolboxPodName(pass.name, extra),
+      actions: [deletePod(pod)],
+    });
+  }
+}
+
+function finish(pass: Pass, writeStatus: boolean): Plan {
+  const mutatesPods = pass.steps.some((s) =>
+    s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
+  );
+  // The Failed phase is only cleared by a status write, which waits for a quiet pass;
+  // announcing the recovery in that same pass announces it once.
+  const steps = mutatesPods ? pass.steps.filter((s) => s.decision !== "recovered") : pass.steps;
+  const plan: Plan = {
+    cocoonSet: { namespace: pass.namespace, name: pass.name, uid: pass.cs.metadata.uid ?? "" },
+    steps,
+    errors: pass.errors,
+    history: pass.history,
+    requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
+    mutatesPods,
+    fanOut: pass.input.fanOut ?? DEFAULT_FANOUT,
+  };
+  if (writeStatus && !mutatesPods) {
+    const status = deriveStatus({
+      cocoonSet: pass.cs,
+      pods: pass.input.pods,
+      nowMs: pass.input.nowMs,
+    });
+    if (!statusEqual(pass.cs.status, status)) plan.status = status;
+  }
+  return plan;
+}
+
+/**
+ * Plans one reconcile pass of a CocoonSet. Pure: no I/O, time comes from `nowMs`.
+ * The main agent comes first; sub-agents and toolboxes are planned only once it is Ready.
+ */
+export function planPass(input: PlanInput): Plan {
+  const cs = withDefaults(input.cocoonSet);
+  const pass: Pass = {
+    cs,
+    name: cs.metadata.name ?? "",
+    namespace: namespaceOf(cs),
+    replicas: cs.spec.agent.replicas ?? 0,
+    input,
+    steps: [],
+    errors: [],
+    waits: [],
+    history: new Map(input.history ?? readRebuildHistory(cs)),
+  };
+  const nameErrors = toolboxNameErrors(cs.spec.toolboxes ?? []);
+  if (nameErrors.length > 0) {
+    pass.errors.push(...nameErrors);
+    return finish(pass, false);
+  }
+  const pods = classifyPods(cs, input.pods);
+  const main = planMain(pass, pods.main);
+  if (main) {
+    planSubAgents(pass, pods.subAgents, main);
+    planToolboxes(pass, pods.toolboxes);
+  }
+  return finish(pass, true);
+}

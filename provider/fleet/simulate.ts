@@ -1,0 +1,99 @@
+// A pure stand-in for the executor and the cluster: applies a plan to a list of pods. Used by
+// the property tests (fixpoint, ownership, attempt limit) and handy to show what a plan does.
+import type { Pod } from "./kube-types.js";
+import type { Plan, PlanAction, PlanStep } from "./plan.js";
+
+/** How {@link applyPlanToPods} behaves. */
+export interface SimulationOptions {
+  /** Time of the pass; part of the uids given to created pods. */
+  nowMs: number;
+  /** Whether created pods come up Running and Ready, as a healthy virtual kubelet makes them. @default true */
+  ready?: boolean;
+  /** Node given to created pods that the plan did not bind. @default "sim-node" */
+  nodeName?: string;
+  /** Return true to make an action fail; the rest of its step is skipped, like the executor does. */
+  fail?: (action: PlanAction, step: PlanStep) => boolean;
+}
+
+/** An event the plan emitted. */
+export interface SimulatedEvent {
+  type: string;
+  reason: string;
+  message: string;
+}
+
+/** What applying a plan did. */
+export interface SimulationResult {
+  /** The pods afterwards (deleted pods are gone at once). */
+  pods: Pod[];
+  /** The last rebuild-history value written, if any; the caller stores it on the CocoonSet. */
+  historyValue?: string;
+  /** Events emitted. */
+  events: SimulatedEvent[];
+  /** Counter increments by metric name. */
+  metrics: Record<string, number>;
+  /** Pods deleted, as `name/uid`. */
+  deleted: string[];
+}
+
+/** Applies `plan` to `pods` without touching the inputs, the way the executor would. */
+export function applyPlanToPods(
+  pods: readonly Pod[],
+  plan: Plan,
+  options: SimulationOptions,
+): SimulationResult {
+  let current: Pod[] = pods.map((p) => structuredClone(p));
+  const result: SimulationResult = { pods: [], events: [], metrics: {}, deleted: [] };
+  let created = 0;
+  const apply = (action: PlanAction): void => {
+    switch (action.kind) {
+      case "create-pod": {
+        const name = action.pod.metadata.name;
+        if (current.some((p) => p.metadata?.name === name)) return; // AlreadyExists
+        const pod: Pod = structuredClone(action.pod);
+        pod.metadata = { ...pod.metadata, uid: `sim-${name}-${options.nowMs}-${created++}` };
+        if (pod.spec && !pod.spec.nodeName) pod.spec.nodeName = options.nodeName ?? "sim-node";
+        pod.status =
+          (options.ready ?? true)
+            ? { phase: "Running", conditions: [{ type: "Ready", status: "True" }] }
+            : { phase: "Pending" };
+        current.push(pod);
+        return;
+      }
+      case "delete-pod": {
+        const before = current.length;
+        current = current.filter(
+          (p) => !(p.metadata?.name === action.name && p.metadata?.uid === action.uid),
+        );
+        if (current.length < before) result.deleted.push(`${action.name}/${action.uid}`);
+        return;
+      }
+      case "annotate-pod": {
+        const pod = current.find(
+          (p) => p.metadata?.name === action.name && p.metadata?.uid === action.uid,
+        );
+        if (pod?.metadata) {
+          pod.metadata.annotations = { ...pod.metadata.annotations, ...action.annotations };
+        }
+        return;
+      }
+      case "write-history":
+        result.historyValue = action.value;
+        return;
+      case "event":
+        result.events.push({ type: action.type, reason: action.reason, message: action.message });
+        return;
+      case "count-metric":
+        result.metrics[action.metric] = (result.metrics[action.metric] ?? 0) + 1;
+        return;
+    }
+  };
+  for (const step of plan.steps) {
+    for (const action of step.actions) {
+      if (options.fail?.(action, step)) break;
+      apply(action);
+    }
+  }
+  result.pods = current;
+  return result;
+}

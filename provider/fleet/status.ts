@@ -1,0 +1,199 @@
+// Status derivation: counts, per-member entries, phase and the Ready/Progressing conditions,
+// computed from the live pods. Time is injected so transitions are testable.
+import { ANNOTATIONS, ROLES } from "./constants.js";
+import { classifyPods, type ClassifiedPods } from "./classify.js";
+import type {
+  AgentStatus,
+  CocoonSet,
+  CocoonSetPhase,
+  CocoonSetStatus,
+  Condition,
+  ConnType,
+  ToolboxStatus,
+} from "./generated/types.js";
+import type { Pod } from "./kube-types.js";
+import { isReady, isTerminal } from "./pod-state.js";
+
+/** Inputs of {@link deriveStatus}. */
+export interface StatusInput {
+  /** The CocoonSet; its current status supplies the previous condition transition times. */
+  cocoonSet: CocoonSet;
+  /** Every pod listed for it (classification happens here). */
+  pods: readonly Pod[];
+  /** Current time in milliseconds since the epoch. */
+  nowMs: number;
+}
+
+/** metav1.Time has second precision; writing the same precision keeps round trips equal. */
+export function rfc3339Seconds(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+function compact<T extends object>(value: T): T {
+  return Object.fromEntries(
+    Object.entries(value).filter(([, v]) => v !== undefined && v !== ""),
+  ) as T;
+}
+
+function agentEntry(slot: number, pod: Pod): AgentStatus {
+  const a = pod.metadata?.annotations ?? {};
+  return compact<AgentStatus>({
+    slot,
+    role: slot === 0 ? ROLES.main : ROLES.subAgent,
+    podName: pod.metadata?.name,
+    vmName: a[ANNOTATIONS.vmName],
+    vmID: a[ANNOTATIONS.vmID],
+    ip: pod.status?.podIP || a[ANNOTATIONS.vmIP],
+    phase: pod.status?.phase,
+    forkedFrom: a[ANNOTATIONS.forkFrom],
+  });
+}
+
+function toolboxEntry(name: string, pod: Pod): ToolboxStatus {
+  const a = pod.metadata?.annotations ?? {};
+  const vncPort = Number.parseInt(a[ANNOTATIONS.vncPort] ?? "", 10);
+  return compact<ToolboxStatus>({
+    name,
+    podName: pod.metadata?.name,
+    vmName: a[ANNOTATIONS.vmName],
+    vmID: a[ANNOTATIONS.vmID],
+    ip: pod.status?.podIP || a[ANNOTATIONS.vmIP],
+    phase: pod.status?.phase,
+    connType: a[ANNOTATIONS.connType] as ConnType | undefined,
+    vncPort: vncPort > 0 ? vncPort : undefined,
+  });
+}
+
+/**
+ * The fleet phase: no main agent or a main agent that is not Ready → Pending; a terminal
+ * main agent → Failed; any desired member missing or not Ready, or an extra one still
+ * present → Scaling; otherwise Running.
+ */
+export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
+  const main = pods.main;
+  if (!main) return "Pending";
+  if (isTerminal(main)) return "Failed";
+  if (!isReady(main)) return "Pending";
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const toolboxes = new Set((cs.spec.toolboxes ?? []).map((t) => t.name));
+  for (let slot = 1; slot <= replicas; slot++) {
+    const pod = pods.subAgents.get(slot);
+    if (!pod || !isReady(pod)) return "Scaling";
+  }
+  for (const name of toolboxes) {
+    const pod = pods.toolboxes.get(name);
+    if (!pod || !isReady(pod)) return "Scaling";
+  }
+  const extraAgent = [...pods.subAgents.keys()].some((slot) => slot > replicas);
+  const extraToolbox = [...pods.toolboxes.keys()].some((name) => !toolboxes.has(name));
+  return extraAgent || extraToolbox ? "Scaling" : "Running";
+}
+
+function condition(
+  previous: readonly Condition[] | undefined,
+  next: Omit<Condition, "lastTransitionTime">,
+  nowMs: number,
+): Condition {
+  const before = previous?.find((c) => c.type === next.type);
+  const lastTransitionTime =
+    before && before.status === next.status ? before.lastTransitionTime : rfc3339Seconds(nowMs);
+  return { ...next, lastTransitionTime };
+}
+
+/** Derives the status of a CocoonSet from its pods. */
+export function deriveStatus(input: StatusInput): CocoonSetStatus {
+  const cs = input.cocoonSet;
+  const pods = classifyPods(cs, input.pods);
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const specToolboxes = cs.spec.toolboxes ?? [];
+  const generation = cs.metadata.generation;
+
+  let readyAgents = pods.main && isReady(pods.main) ? 1 : 0;
+  for (const [slot, pod] of pods.subAgents) {
+    if (slot <= replicas && isReady(pod)) readyAgents++;
+  }
+  const readyToolboxes = specToolboxes.filter((t) => {
+    const pod = pods.toolboxes.get(t.name);
+    return pod !== undefined && isReady(pod);
+  }).length;
+  const desiredAgents = 1 + replicas;
+  const desiredToolboxes = specToolboxes.length;
+
+  const agents: AgentStatus[] = pods.main ? [agentEntry(0, pods.main)] : [];
+  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b)) {
+    agents.push(agentEntry(slot, pods.subAgents.get(slot) as Pod));
+  }
+  const toolboxes = [...pods.toolboxes.keys()]
+    .sort()
+    .map((name) => toolboxEntry(name, pods.toolboxes.get(name) as Pod));
+
+  const phase = fleetPhase(cs, pods);
+  const counts = `${readyAgents}/${desiredAgents} agents ready, ${readyToolboxes}/${desiredToolboxes} toolboxes ready`;
+  const allReady =
+    phase !== "Failed" && readyAgents === desiredAgents && readyToolboxes === desiredToolboxes;
+  const reconciling = phase === "Pending" || phase === "Scaling";
+  const previous = cs.status?.conditions;
+  const conditions: Condition[] = [
+    condition(
+      previous,
+      compact({
+        type: "Ready",
+        status: allReady ? "True" : "False",
+        reason: allReady ? "AllAgentsReady" : "AgentsNotReady",
+        message: counts,
+        observedGeneration: generation,
+      }),
+      input.nowMs,
+    ),
+    condition(
+      previous,
+      compact({
+        type: "Progressing",
+        status: reconciling ? "True" : "False",
+        reason: reconciling ? "Reconciling" : "Stable",
+        message: reconciling
+          ? `phase ${phase}: ${counts}`
+          : phase === "Failed"
+            ? "main agent failed; it is not rebuilt automatically"
+            : "all members match the spec",
+        observedGeneration: generation,
+      }),
+      input.nowMs,
+    ),
+  ];
+
+  return compact<CocoonSetStatus>({
+    observedGeneration: generation,
+    phase,
+    readyAgents,
+    desiredAgents,
+    readyToolboxes,
+    desiredToolboxes,
+    agents,
+    toolboxes,
+    conditions,
+  });
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => [k, canonical(v)]);
+    return Object.fromEntries(entries);
+  }
+  return value;
+}
+
+/**
+ * Whether two statuses say the same thing, so a no-op status write can be skipped. Key order,
+ * absent versus empty lists, and absent versus null fields do not count as differences.
+ */
+export function statusEqual(
+  a: CocoonSetStatus | undefined,
+  b: CocoonSetStatus | undefined,
+): boolean {
+  return JSON.stringify(canonical(a ?? {})) === JSON.stringify(canonical(b ?? {}));
+}

@@ -1,0 +1,226 @@
+// Validates a CocoonSet spec with the CRD's own schema (ajv) plus JS twins of its CEL rules,
+// which ajv cannot run. Failures name the field (`toolboxes[1].name`) and state the rule.
+import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
+import type { CocoonSetSpec, ToolboxSpec } from "./generated/types.js";
+import {
+  DNS_LABEL_PATTERN,
+  INTEGER_NAME_PATTERN,
+  LABEL_VALUE_PATTERN,
+  QUANTITY_PATTERN,
+  cocoonSetSpecSchema,
+  type SchemaNode,
+} from "./schema-source.js";
+
+/** One rejected field: a dotted path relative to the spec, and the rule it breaks. */
+export interface ValidationFailure {
+  /** Field path, e.g. `agent.replicas` or `toolboxes[1].name`. */
+  property: string;
+  /** The rule, e.g. `must be >= 0`. */
+  reason: string;
+}
+
+/** Result of {@link validateCocoonSetSpec}. */
+export type SpecValidation =
+  { ok: true; spec: CocoonSetSpec } | { ok: false; failures: ValidationFailure[] };
+
+const PATTERN_RULES: Record<string, string> = {
+  [DNS_LABEL_PATTERN]: "must be a DNS-1123 label (lowercase letters, digits and '-')",
+  [LABEL_VALUE_PATTERN]:
+    "must be a label value (letters, digits, '-', '_' or '.', starting and ending with a letter or digit)",
+  [QUANTITY_PATTERN]: "must be a quantity such as 10Gi, 512Mi, 500m or 2",
+};
+
+// Ports read better as a range; counts read better as one bound at a time.
+const PORT_FIELDS = new Set(["probePort", "vncPort"]);
+
+const KUBERNETES_KEYWORDS = [
+  "x-kubernetes-int-or-string",
+  "x-kubernetes-preserve-unknown-fields",
+  "x-kubernetes-list-type",
+  "x-kubernetes-list-map-keys",
+  "x-kubernetes-validations",
+];
+
+// kubectl rejects unknown fields by default (strict field validation), so the validator does
+// too; the CRD itself cannot say so because structural schemas forbid additionalProperties
+// next to properties.
+function closeObjects(node: SchemaNode): SchemaNode {
+  const out: SchemaNode = { ...node };
+  if (node.properties) {
+    out.properties = Object.fromEntries(
+      Object.entries(node.properties).map(([k, v]) => [k, closeObjects(v)]),
+    );
+    if (!node["x-kubernetes-preserve-unknown-fields"]) {
+      (out as Record<string, unknown>).additionalProperties = false;
+    }
+  }
+  if (node.items) out.items = closeObjects(node.items);
+  if (node.additionalProperties) out.additionalProperties = closeObjects(node.additionalProperties);
+  return out;
+}
+
+let compiled: ValidateFunction | undefined;
+
+function specValidator(): ValidateFunction {
+  if (!compiled) {
+    const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strictTypes: false });
+    ajv.addVocabulary(KUBERNETES_KEYWORDS);
+    compiled = ajv.compile(closeObjects(cocoonSetSpecSchema));
+  }
+  return compiled;
+}
+
+function dottedPath(instancePath: string, child?: string): string {
+  const parts = instancePath.split("/").slice(1);
+  if (child !== undefined) parts.push(child);
+  let out = "";
+  for (const raw of parts) {
+    const part = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (/^\d+$/.test(part)) out += `[${part}]`;
+    else out += out ? `.${part}` : part;
+  }
+  return out || "spec";
+}
+
+function typeRule(expected: unknown): string {
+  const article = expected === "integer" || expected === "object" || expected === "array";
+  return `must be ${article ? "an" : "a"} ${String(expected)}`;
+}
+
+function describe(error: ErrorObject): ValidationFailure {
+  const params = error.params as Record<string, unknown>;
+  const property = dottedPath(error.instancePath);
+  const field = property.split(/[.[]/).pop() ?? "";
+  const schema = (error.parentSchema ?? {}) as SchemaNode;
+  switch (error.keyword) {
+    case "required":
+      return {
+        property: dottedPath(error.instancePath, String(params.missingProperty)),
+        reason: "is required",
+      };
+    case "additionalProperties":
+      return {
+        property: dottedPath(error.instancePath, String(params.additionalProperty)),
+        reason: "is not a known field",
+      };
+    case "type":
+      return { property, reason: typeRule(params.type) };
+    case "anyOf":
+      return { property, reason: "must be an integer or a string" };
+    case "enum":
+      return { property, reason: `must be one of: ${(schema.enum ?? []).join(", ")}` };
+    case "minimum":
+    case "maximum":
+      if (PORT_FIELDS.has(field)) {
+        return { property, reason: `must be between ${schema.minimum} and ${schema.maximum}` };
+      }
+      return {
+        property,
+        reason:
+          error.keyword === "minimum"
+            ? `must be >= ${schema.minimum}`
+            : `must be <= ${schema.maximum}`,
+      };
+    case "minLength":
+      return {
+        property,
+        reason:
+          params.limit === 1
+            ? "must not be empty"
+            : `must be at least ${String(params.limit)} characters`,
+      };
+    case "maxLength":
+      return { property, reason: `must be at most ${String(params.limit)} characters` };
+    case "maxItems":
+      return { property, reason: `must have at most ${String(params.limit)} items` };
+    case "pattern":
+      return {
+        property,
+        reason: PATTERN_RULES[String(params.pattern)] ?? `must match ${String(params.pattern)}`,
+      };
+    default:
+      return { property, reason: error.message ?? "is invalid" };
+  }
+}
+
+function schemaFailures(errors: readonly ErrorObject[]): ValidationFailure[] {
+  const out: ValidationFailure[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    // The branches of an int-or-string anyOf only restate the anyOf failure itself.
+    if (error.schemaPath.includes("/anyOf/")) continue;
+    const failure = describe(error);
+    // One rule per field keeps messages short: the first (type before range, etc.) wins.
+    if (seen.has(failure.property)) continue;
+    seen.add(failure.property);
+    out.push(failure);
+  }
+  return out;
+}
+
+/**
+ * The CEL rules of the CRD, in JS; `previous` (the stored spec) enables the transition rule.
+ * They run even when the schema check failed, on whatever parts are well-formed, so one
+ * round trip reports every problem.
+ */
+function celFailures(input: unknown, previous?: CocoonSetSpec): ValidationFailure[] {
+  const out: ValidationFailure[] = [];
+  if (typeof input !== "object" || input === null) return out;
+  const spec = input as Partial<CocoonSetSpec>;
+  const toolboxes = Array.isArray(spec.toolboxes) ? spec.toolboxes : [];
+  const firstIndex = new Map<string, number>();
+  toolboxes.forEach((tb: Partial<ToolboxSpec> | null, i) => {
+    if (typeof tb?.name !== "string") return;
+    if (new RegExp(INTEGER_NAME_PATTERN).test(tb.name)) {
+      out.push({
+        property: `toolboxes[${i}].name`,
+        reason: "must not be an integer (it would collide with sub-agent slots)",
+      });
+    }
+    if (firstIndex.has(tb.name)) {
+      out.push({ property: `toolboxes[${i}].name`, reason: `duplicate toolbox name "${tb.name}"` });
+    } else {
+      firstIndex.set(tb.name, i);
+    }
+  });
+  if (spec.hibernatePolicy === "release") {
+    if ((spec.agent?.replicas ?? 0) !== 0) {
+      out.push({ property: "agent.replicas", reason: "must be 0 when hibernatePolicy is release" });
+    }
+    if (toolboxes.length > 0) {
+      out.push({ property: "toolboxes", reason: "must be empty when hibernatePolicy is release" });
+    }
+  }
+  const was = previous?.snapshotCompatibilityClass;
+  if (was && spec.snapshotCompatibilityClass !== was) {
+    out.push({
+      property: "snapshotCompatibilityClass",
+      reason: `is immutable once set (it is "${was}")`,
+    });
+  }
+  return out;
+}
+
+/**
+ * Validates a CocoonSet spec against the CRD schema and its cross-field rules.
+ * @param spec the candidate spec (not modified)
+ * @param previous the spec currently stored, when this is an update (immutability rules)
+ * @returns the spec with defaults applied, or every failure found
+ */
+export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): SpecValidation {
+  const candidate: unknown = structuredClone(spec);
+  const validate = specValidator();
+  const valid = validate(candidate);
+  const failures = [...(valid ? [] : schemaFailures(validate.errors ?? []))];
+  for (const failure of celFailures(candidate, previous)) {
+    if (!failures.some((f) => f.property === failure.property)) failures.push(failure);
+  }
+  return failures.length > 0
+    ? { ok: false, failures }
+    : { ok: true, spec: candidate as CocoonSetSpec };
+}
+
+/** Formats a failure as `[field] rule`. */
+export function formatFailure(failure: ValidationFailure): string {
+  return `[${failure.property}] ${failure.reason}`;
+}

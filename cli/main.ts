@@ -3,6 +3,9 @@ import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { registerCluster } from "./cluster-command.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
+import { registerController } from "./controller-command.js";
+import { registerPlan } from "./plan-command.js";
+import { cocoonSetControllerDeps } from "../controller/cocoonset-reconciler.js";
 import { registerToolchain } from "./toolchain-command.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
@@ -26,5 +29,9 @@ program
 registerToolchain(program);
 registerCluster(program);
 registerReleaseAndReap(program);
+registerPlan(program);
+registerController(program, async ({ client, options }) =>
+  cocoonSetControllerDeps(client, { fanOut: options.fanoutConcurrency }),
+);
 
 await program.parseAsync(process.argv);

@@ -1,0 +1,93 @@
+/** `cocoonset controller`: the long-running reconcile process (SPEC section 6). */
+import type { Command } from "commander";
+import { readFileSync } from "node:fs";
+import {
+  CONTROLLER_OPTIONS,
+  detectPodNamespace,
+  OptionsError,
+  resolveControllerOptions,
+  runController,
+  type ControllerDeps,
+  type ControllerFlags,
+  type ControllerOptions,
+} from "../controller/index.js";
+import { KubeClient, KubeConfigError } from "../provider/kube/index.js";
+import { action, CliError } from "./common.js";
+
+/** What the deps factory receives: the resolved options and a client that answered. */
+export interface ControllerDepsContext {
+  options: ControllerOptions;
+  client: KubeClient;
+}
+
+/** Builds the reconciler (and reaper) once options are valid and the apiserver answers. */
+export type ControllerDepsFactory = (ctx: ControllerDepsContext) => Promise<ControllerDeps>;
+
+function readOptional(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** Checks that the apiserver answers, naming its URL and where the kubeconfig came from. */
+async function ensureReachable(client: KubeClient): Promise<void> {
+  const probe = new KubeClient({ config: client.config, requestTimeoutMs: 10_000 });
+  try {
+    await probe.get("/version");
+  } catch (e) {
+    throw new CliError(
+      `cannot reach the apiserver at ${client.server} (kubeconfig: ${client.source}): ${(e as Error).message}`,
+    );
+  } finally {
+    probe.close();
+  }
+}
+
+/** Registers `cocoonset controller`. */
+export function registerController(program: Command, deps: ControllerDepsFactory): void {
+  const cmd = program
+    .command("controller")
+    .description(
+      "run the CocoonSet controller: keep every CocoonSet converged, reap expired objects, serve metrics and probes (each flag also reads an env var; the flag wins)",
+    );
+  for (const o of CONTROLLER_OPTIONS) {
+    const help = `${o.description} (default: ${o.defaultText}; env: ${o.env})`;
+    if (o.key === "namespace") cmd.option(`${o.flag} <namespace>`, help, collect);
+    else if (o.key === "leaderElect") cmd.option(`${o.flag} [bool]`, help);
+    else cmd.option(`${o.flag} <value>`, help);
+  }
+  cmd.option("--no-leader-elect", "run without leader election (same as --leader-elect=false)");
+  cmd.action(
+    action(async (flags: ControllerFlags) => {
+      let options: ControllerOptions;
+      try {
+        options = resolveControllerOptions(
+          flags,
+          process.env,
+          detectPodNamespace(process.env, readOptional),
+        );
+      } catch (e) {
+        if (OptionsError.isInstance(e)) throw new CliError(e.message, 2);
+        throw e;
+      }
+      let client: KubeClient;
+      try {
+        client = new KubeClient({ kubeconfig: options.kubeconfig });
+      } catch (e) {
+        if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
+        throw e;
+      }
+      try {
+        await ensureReachable(client);
+        const d = await deps({ options, client });
+        await runController(options, d, { client });
+      } finally {
+        client.close();
+      }
+    }),
+  );
+}

@@ -1,0 +1,217 @@
+/**
+ * `cocoonset plan -f cocoonset.yaml`: what the engine would do now if this file were applied,
+ * one line per slot that would change. It only reads from the cluster.
+ */
+import type { Command } from "commander";
+import { readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+import { listFleetPods } from "../provider/engine/index.js";
+import {
+  API_VERSION,
+  KIND,
+  applyPlanToPods,
+  formatFailure,
+  planPass,
+  planToJSON,
+  renderPlan,
+  toolboxPodName,
+  validateCocoonSetSpec,
+  type CocoonSet,
+  type Plan,
+  type Pod,
+} from "../provider/fleet/index.js";
+import {
+  KubeApiError,
+  KubeClient,
+  KubeConfigError,
+  paths,
+  type ObjectMeta,
+} from "../provider/kube/index.js";
+import { action, CliError, printJson } from "./common.js";
+
+const kubeconfigHelp =
+  "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
+
+/** The CocoonSet a file declares, checked before any request. */
+export interface PlanInputFile {
+  namespace: string;
+  name: string;
+  cocoonSet: CocoonSet;
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+/**
+ * Reads and checks one CocoonSet manifest: YAML syntax, kind, metadata.name and the spec
+ * (with the CRD's own rules). Every failure names the field.
+ * @throws CliError listing every failure, one per line
+ */
+export function readCocoonSetFile(file: string): PlanInputFile {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new CliError(
+      `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
+  }
+  const docs = parseAllDocuments(text).filter((d) => !Array.isArray(d) && d.contents !== null);
+  if (docs.length !== 1) {
+    throw new CliError(`${file}: expected exactly one CocoonSet document, found ${docs.length}`);
+  }
+  const doc = docs[0];
+  if (Array.isArray(doc) || doc.errors.length > 0) {
+    const err = Array.isArray(doc) ? undefined : doc.errors[0];
+    throw new CliError(`${file}: not valid YAML: ${err?.message ?? "unreadable document"}`);
+  }
+  const obj = doc.toJS() as Partial<CocoonSet> | null;
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
+    throw new CliError(`${file}: expected a CocoonSet object`);
+  }
+  const failures: string[] = [];
+  if (obj.kind !== undefined && obj.kind !== KIND) failures.push(`[kind] must be ${KIND}`);
+  if (obj.apiVersion !== undefined && obj.apiVersion !== API_VERSION) {
+    failures.push(`[apiVersion] must be ${API_VERSION}`);
+  }
+  const meta = (obj.metadata ?? {}) as ObjectMeta;
+  const name = meta.name;
+  if (typeof name !== "string" || name === "") failures.push("[metadata.name] is required");
+  else if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
+    failures.push(
+      "[metadata.name] must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')",
+    );
+  }
+  const namespace = meta.namespace ?? "default";
+  if (typeof namespace !== "string" || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) {
+    failures.push("[metadata.namespace] must be a DNS-1123 label");
+  }
+  const checked = validateCocoonSetSpec(obj.spec);
+  if (obj.spec === undefined) failures.push("[spec] is required");
+  else if (!checked.ok)
+    failures.push(
+      ...checked.failures.map((f) => formatFailure({ ...f, property: `spec.${f.property}` })),
+    );
+  if (failures.length > 0 || !checked.ok) {
+    throw new CliError(`${file} is not a valid CocoonSet:\n  ${failures.join("\n  ")}`);
+  }
+  return {
+    namespace,
+    name: name as string,
+    cocoonSet: {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { ...meta, name: name, namespace },
+      spec: checked.spec,
+    },
+  };
+}
+
+/**
+ * The CocoonSet to plan against: the live object with the file's spec (what applying the
+ * file would store), or the file's object when none exists yet. `exists` says which.
+ */
+async function plannedObject(
+  client: KubeClient,
+  input: PlanInputFile,
+): Promise<{ cocoonSet: CocoonSet; exists: boolean }> {
+  const live = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(input.namespace, input.name));
+  if (!live) return { cocoonSet: input.cocoonSet, exists: false };
+  const recheck = validateCocoonSetSpec(input.cocoonSet.spec, live.spec);
+  if (!recheck.ok) {
+    const lines = recheck.failures.map((f) =>
+      formatFailure({ ...f, property: `spec.${f.property}` }),
+    );
+    throw new CliError(
+      `the file cannot be applied over the live CocoonSet:\n  ${lines.join("\n  ")}`,
+    );
+  }
+  const changed = JSON.stringify(live.spec) !== JSON.stringify(recheck.spec);
+  const generation = (live.metadata.generation ?? 1) + (changed ? 1 : 0);
+  return {
+    cocoonSet: { ...live, metadata: { ...live.metadata, generation }, spec: recheck.spec },
+    exists: true,
+  };
+}
+
+/**
+ * The live pods the engine would see: its labelled pods, plus any pod already holding a
+ * toolbox's name, so that a name conflict shows in the plan rather than only on apply.
+ */
+async function livePods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+  const pods = await listFleetPods(client, cs);
+  const ns = cs.metadata.namespace ?? "default";
+  const names = new Set(pods.map((p) => p.metadata?.name));
+  for (const tb of cs.spec.toolboxes ?? []) {
+    const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
+    if (names.has(podName)) continue;
+    const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
+    if (squatter) pods.push(squatter);
+  }
+  return pods;
+}
+
+/**
+ * The plan of a CocoonSet not created yet. The engine creates the main agent first and the
+ * rest once it is Ready; showing only the main agent would hide what the file asks for, so
+ * this plans the pass after a (simulated) Ready main agent too and shows both.
+ */
+function planNew(cs: CocoonSet, nowMs: number): Plan {
+  const planned: CocoonSet = {
+    ...cs,
+    metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
+  };
+  const first = planPass({ cocoonSet: planned, pods: [], nowMs });
+  const after = applyPlanToPods([], first, { nowMs });
+  const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
+  return {
+    ...next,
+    steps: [...first.steps, ...next.steps],
+    errors: [...first.errors, ...next.errors],
+    requeueAfterMs: first.requeueAfterMs,
+    mutatesPods: true,
+    status: undefined,
+  };
+}
+
+/** Registers `plan`. */
+export function registerPlan(program: Command): void {
+  program
+    .command("plan")
+    .description(
+      "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on (read-only)",
+    )
+    .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)")
+    .option("--kubeconfig <path>", kubeconfigHelp)
+    .option("--json", "print the plan as one JSON document")
+    .action(
+      action(async (opts: { file: string; kubeconfig?: string; json?: boolean }) => {
+        const input = readCocoonSetFile(opts.file);
+        let client: KubeClient;
+        try {
+          client = new KubeClient({ kubeconfig: opts.kubeconfig, requestTimeoutMs: 15_000 });
+        } catch (e) {
+          if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
+          throw e;
+        }
+        try {
+          const { cocoonSet, exists } = await plannedObject(client, input);
+          // A CocoonSet not created yet owns nothing: every member would be created.
+          const plan = exists
+            ? planPass({ cocoonSet, pods: await livePods(client, cocoonSet), nowMs: Date.now() })
+            : planNew(cocoonSet, Date.now());
+          if (opts.json) printJson(planToJSON(plan));
+          else process.stdout.write(renderPlan(plan) + "\n");
+        } catch (e) {
+          if (KubeApiError.isInstance(e) && e.status === 0) {
+            throw new CliError(`${e.message}; kubeconfig: ${client.source}`);
+          }
+          if (KubeApiError.isInstance(e) && e.status === 401) {
+            throw new CliError(`${e.message}; the credentials in ${client.source} were rejected`);
+          }
+          throw e;
+        } finally {
+          client.close();
+        }
+      }),
+    );
+}

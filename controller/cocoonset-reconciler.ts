@@ -1,0 +1,96 @@
+/**
+ * The CocoonSet reconciler: the engine's pass (the same functions `pulumi up` runs) inside
+ * the controller runtime, plus the finalizer and deletion. Events, metrics and logs go
+ * through the runtime's context.
+ */
+import {
+  ensureFinalizer,
+  finalizeDeletion,
+  PassError,
+  readCocoonSet,
+  runPass,
+  type EngineHooks,
+} from "../provider/engine/index.js";
+import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
+import type { KubeClient, KubeObject } from "../provider/kube/index.js";
+import { reapNamespace } from "../provider/release/index.js";
+import type { ControllerDeps } from "./manager.js";
+import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+
+/** Options of {@link CocoonSetReconciler}. */
+export interface CocoonSetReconcilerOptions {
+  /** Sub-agent creates in flight per pass. @default 8 */
+  fanOut?: number;
+  /** Deadline of a deletion's owner release. @default 120000 */
+  releaseTimeoutMs?: number;
+  /** Clock (tests fast-forward it). @default Date.now */
+  now?: () => number;
+}
+
+function hooksFor(ctx: ReconcileContext): EngineHooks {
+  return {
+    event(cs, type, reason, message) {
+      void ctx.events.event(cs as unknown as KubeObject, type, reason, message);
+    },
+    metric(name, cs) {
+      const ns = cs.metadata.namespace ?? "";
+      const n = cs.metadata.name ?? "";
+      if (name === PLAN_METRICS.subAgentRebuild) ctx.metrics.rebuild(ns, n);
+      else if (name === PLAN_METRICS.subAgentDeadLetter) ctx.metrics.deadLetter(ns, n);
+    },
+    log(level, msg, fields) {
+      ctx.log[level](fields ?? {}, msg);
+    },
+  };
+}
+
+/** Reconciles one CocoonSet per call; level-based, safe to run again at any time. */
+export class CocoonSetReconciler implements Reconciler {
+  constructor(
+    private readonly client: KubeClient,
+    private readonly opts: CocoonSetReconcilerOptions = {},
+  ) {}
+
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<{ requeueAfterMs?: number }> {
+    let cs: CocoonSet | undefined = await readCocoonSet(this.client, key.namespace, key.name);
+    if (!cs) return {};
+    if (cs.metadata.deletionTimestamp) {
+      if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return {};
+      const released = await finalizeDeletion(this.client, cs, {
+        timeoutMs: this.opts.releaseTimeoutMs,
+        metrics: { releaseDeleted: (kind, n) => ctx.metrics.releaseDeleted(kind, n) },
+        log: (level, msg, fields) => ctx.log[level](fields ?? {}, msg),
+      });
+      ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
+      return {};
+    }
+    cs = await ensureFinalizer(this.client, cs);
+    const result = await runPass(this.client, cs, {
+      fanOut: this.opts.fanOut,
+      now: this.opts.now,
+      hooks: hooksFor(ctx),
+    });
+    if (result.errors.length > 0) {
+      throw new PassError(
+        `${result.errors.length} step(s) failed: ${result.errors.join("; ")}`,
+        result,
+      );
+    }
+    return result.requeueAfterMs === undefined ? {} : { requeueAfterMs: result.requeueAfterMs };
+  }
+}
+
+/** The controller's dependencies: the CocoonSet reconciler and the orphan reaper. */
+export function cocoonSetControllerDeps(
+  client: KubeClient,
+  opts: CocoonSetReconcilerOptions = {},
+): ControllerDeps {
+  return {
+    reconciler: new CocoonSetReconciler(client, opts),
+    reap: (namespace, ctx) =>
+      reapNamespace(client, namespace, {
+        log: (level, msg, fields) => ctx.log[level](fields ?? {}, msg),
+        metrics: { reapDeleted: (kind, reason) => ctx.metrics.reapDeleted(kind, reason) },
+      }),
+  };
+}

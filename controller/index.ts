@@ -1,0 +1,12 @@
+/** The controller runtime: work queue, informers, leader election, metrics, events, health. */
+export * from "./types.js";
+export * from "./work-queue.js";
+export * from "./informer.js";
+export * from "./leader-election.js";
+export * from "./metrics.js";
+export * from "./events.js";
+export * from "./logger.js";
+export * from "./health.js";
+export * from "./options.js";
+export * from "./rbac.js";
+export * from "./manager.js";

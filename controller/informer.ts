@@ -1,0 +1,279 @@
+/**
+ * A supervised list-then-watch cache of one collection.
+ *
+ * Guarantees:
+ * - the cache is filled by a full list, then kept current by a watch from the list's
+ *   resourceVersion; a watch that ends normally resumes from the last resourceVersion seen;
+ * - a 410 (expired resourceVersion) re-lists at once and diffs the new list against the
+ *   cache, so handlers see the adds, updates and deletes they missed;
+ * - any other error re-lists after a backoff (0.8 s doubling to 30 s, with jitter), reset
+ *   once the informer has been healthy for a while; the loop only ends on `stop()`;
+ * - a watch that stays silent past its server timeout is cut, so a half-open connection
+ *   cannot freeze the cache.
+ *
+ * Caveats: handlers run synchronously inside the event loop of the watch; keep them cheap
+ * (enqueue a key). A handler that throws is logged and does not stop the informer.
+ */
+import type { Logger } from "pino";
+import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
+
+/** Callbacks of an {@link Informer}. */
+export interface InformerHandlers<T extends KubeObject = KubeObject> {
+  onAdd?(obj: T): void;
+  onUpdate?(oldObj: T, newObj: T): void;
+  onDelete?(obj: T): void;
+}
+
+/** Options of {@link Informer}. */
+export interface InformerOptions {
+  client: KubeClient;
+  /** Collection path, e.g. `paths.configMaps(ns)`. */
+  path: string;
+  labelSelector?: string;
+  log?: Logger;
+  /** First retry delay after an error. @default 800 */
+  initialBackoffMs?: number;
+  /** Cap of the retry delay. @default 30000 */
+  maxBackoffMs?: number;
+  /** Healthy time after which the backoff starts over. @default 60000 */
+  resetBackoffAfterMs?: number;
+  /** Server-side watch timeout; each watch gets a random value between this and 1.5×. @default 300 */
+  watchTimeoutSeconds?: number;
+}
+
+/** The last error an informer hit, for readiness and logs. */
+export interface InformerError {
+  message: string;
+  at: Date;
+}
+
+/** Cache key of an object: `namespace/name` (or `name` for cluster-scoped objects). */
+export function objectKey(o: KubeObject): string {
+  const ns = o.metadata.namespace;
+  return ns ? `${ns}/${o.metadata.name ?? ""}` : (o.metadata.name ?? "");
+}
+
+/** A supervised list-then-watch cache. */
+export class Informer<T extends KubeObject = KubeObject> {
+  private readonly cache = new Map<string, T>();
+  private readonly handlers: InformerHandlers<T>[] = [];
+  private readonly abort = new AbortController();
+  private readonly opts: Required<
+    Omit<InformerOptions, "labelSelector" | "log" | "client" | "path">
+  > &
+    InformerOptions;
+  private synced = false;
+  private syncWaiters: (() => void)[] = [];
+  private loop?: Promise<void>;
+  private loopEnded = false;
+  private error?: InformerError;
+  private relists = 0;
+
+  constructor(opts: InformerOptions) {
+    this.opts = {
+      initialBackoffMs: 800,
+      maxBackoffMs: 30_000,
+      resetBackoffAfterMs: 60_000,
+      watchTimeoutSeconds: 300,
+      ...opts,
+    };
+  }
+
+  /** The collection path this informer watches. */
+  get path(): string {
+    return this.opts.path;
+  }
+
+  /** Adds handlers; objects already cached are replayed to `onAdd`. */
+  addHandlers(h: InformerHandlers<T>): void {
+    this.handlers.push(h);
+    for (const o of this.cache.values()) this.call(h, "onAdd", o);
+  }
+
+  /** Starts the supervised loop (idempotent). */
+  start(): void {
+    this.loop ??= this.run().finally(() => {
+      this.loopEnded = true;
+    });
+  }
+
+  /** Stops watching and waits for the loop to end. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    for (const w of this.syncWaiters.splice(0)) w();
+    await this.loop;
+  }
+
+  /** True once the first list has filled the cache (stays true across re-lists). */
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Resolves once synced, or when the informer stops. */
+  waitForSync(): Promise<void> {
+    if (this.synced || this.abort.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  /**
+   * True while the informer is watching or retrying: started, not stopped, and its loop
+   * alive. False after `stop()`.
+   */
+  isSupervised(): boolean {
+    return this.loop !== undefined && !this.loopEnded && !this.abort.signal.aborted;
+  }
+
+  /** The last error, cleared by the next successful list. */
+  lastError(): InformerError | undefined {
+    return this.error;
+  }
+
+  /** How many times the informer listed after its first list (re-lists). */
+  relistCount(): number {
+    return this.relists;
+  }
+
+  /** A cached object by `namespace/name`. */
+  get(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+
+  /** Every cached object. */
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.abort.signal;
+    let attempt = 0;
+    let healthySince: number | undefined;
+    let rv: string | undefined;
+    let needList = true;
+    while (!signal.aborted) {
+      try {
+        if (needList) {
+          rv = await this.relist();
+          needList = false;
+          healthySince = Date.now();
+          this.error = undefined;
+        }
+        const started = Date.now();
+        rv = await this.watchOnce(rv);
+        // A stream the server closes at once (e.g. while shutting down) must not spin.
+        if (Date.now() - started < 1000) await sleep(this.opts.initialBackoffMs, signal);
+      } catch (e) {
+        if (signal.aborted) break;
+        needList = true;
+        const message = (e as Error).message ?? String(e);
+        this.error = { message, at: new Date() };
+        if (isGone(e)) {
+          // The resourceVersion expired: the fix is a fresh list, not a wait.
+          this.opts.log?.info({ path: this.opts.path }, "watch expired (410); re-listing");
+          continue;
+        }
+        if (healthySince !== undefined && Date.now() - healthySince >= this.opts.resetBackoffAfterMs)
+          attempt = 0;
+        healthySince = undefined;
+        const base = Math.min(this.opts.initialBackoffMs * 2 ** attempt, this.opts.maxBackoffMs);
+        const delay = Math.round(base * (0.5 + Math.random() * 0.5));
+        attempt++;
+        this.opts.log?.warn(
+          { path: this.opts.path, err: message, retryInMs: delay, attempt },
+          "watch failed; re-listing after backoff",
+        );
+        await sleep(delay, signal);
+      }
+    }
+  }
+
+  private async relist(): Promise<string | undefined> {
+    const list = await this.opts.client.list<T>(this.opts.path, {
+      labelSelector: this.opts.labelSelector,
+    });
+    if (this.synced) this.relists++;
+    const seen = new Set<string>();
+    for (const obj of list.items) {
+      const key = objectKey(obj);
+      seen.add(key);
+      const old = this.cache.get(key);
+      this.cache.set(key, obj);
+      if (!old) this.emit("onAdd", obj);
+      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion)
+        this.emit("onUpdate", old, obj);
+    }
+    for (const [key, old] of this.cache) {
+      if (seen.has(key)) continue;
+      this.cache.delete(key);
+      this.emit("onDelete", old);
+    }
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+    return list.metadata.resourceVersion;
+  }
+
+  private async watchOnce(rv: string | undefined): Promise<string | undefined> {
+    const timeoutSeconds = Math.round(this.opts.watchTimeoutSeconds * (1 + Math.random() * 0.5));
+    // The server ends the watch after timeoutSeconds; silence well beyond that means the
+    // connection is dead without either side noticing.
+    const watchdog = new AbortController();
+    const onStop = () => watchdog.abort();
+    this.abort.signal.addEventListener("abort", onStop, { once: true });
+    const timer = setTimeout(() => watchdog.abort(), (timeoutSeconds + 30) * 1000);
+    try {
+      return await this.opts.client.watch<T>(
+        this.opts.path,
+        { resourceVersion: rv, labelSelector: this.opts.labelSelector, timeoutSeconds },
+        (ev) => {
+          const obj = ev.object;
+          const key = objectKey(obj);
+          const old = this.cache.get(key);
+          if (ev.type === "DELETED") {
+            this.cache.delete(key);
+            this.emit("onDelete", old ?? obj);
+          } else if (ev.type === "ADDED" || ev.type === "MODIFIED") {
+            this.cache.set(key, obj);
+            if (old) this.emit("onUpdate", old, obj);
+            else this.emit("onAdd", obj);
+          }
+        },
+        watchdog.signal,
+      );
+    } finally {
+      clearTimeout(timer);
+      this.abort.signal.removeEventListener("abort", onStop);
+    }
+  }
+
+  private emit(kind: "onAdd" | "onDelete", obj: T): void;
+  private emit(kind: "onUpdate", oldObj: T, newObj: T): void;
+  private emit(kind: keyof InformerHandlers<T>, a: T, b?: T): void {
+    for (const h of this.handlers) this.call(h, kind, a, b);
+  }
+
+  private call(h: InformerHandlers<T>, kind: keyof InformerHandlers<T>, a: T, b?: T): void {
+    try {
+      if (kind === "onUpdate") h.onUpdate?.(a, b as T);
+      else h[kind]?.(a);
+    } catch (e) {
+      this.opts.log?.error(
+        { path: this.opts.path, err: (e as Error).message, handler: kind },
+        "informer handler threw",
+      );
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

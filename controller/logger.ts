@@ -1,0 +1,40 @@
+/** JSON logs (pino): one logger per process, one child per reconcile. */
+import { randomUUID } from "node:crypto";
+import { pino, type DestinationStream, type Logger } from "pino";
+import type { ObjectKey } from "./types.js";
+
+/** Log levels accepted by `--log-level`. */
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
+
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Options of {@link createLogger}. */
+export interface LoggerOptions {
+  /** @default "info" */
+  level?: LogLevel;
+  /** Where lines go. @default stdout */
+  destination?: DestinationStream;
+  /** Fields on every line. */
+  base?: Record<string, unknown>;
+}
+
+/** Creates the process logger: JSON lines with an ISO time and the level as a string. */
+export function createLogger(opts: LoggerOptions = {}): Logger {
+  const options = {
+    level: opts.level ?? "info",
+    base: { component: "cocoonset-controller", ...opts.base },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  return opts.destination ? pino(options, opts.destination) : pino(options);
+}
+
+/** A child logger for one reconcile, tagged with a fresh `reconcileId` and the key. */
+export function reconcileLogger(
+  log: Logger,
+  key: ObjectKey,
+  reconcileId: string = randomUUID(),
+): Logger {
+  return log.child({ reconcileId, namespace: key.namespace, name: key.name });
+}

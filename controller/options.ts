@@ -1,0 +1,274 @@
+/**
+ * Options of `cocoonset controller`: flags, their environment variables and defaults, and a
+ * pure resolver that merges them (flag wins over env, env over default) and validates every
+ * value, naming the flag in the error.
+ */
+import { parseDuration } from "../cli/common.js";
+import { parseBindAddress } from "./health.js";
+import { LOG_LEVELS, type LogLevel } from "./logger.js";
+
+/** The resolved, validated options of the controller process. */
+export interface ControllerOptions {
+  /** Kubeconfig file; undefined means in-cluster credentials, else `$KUBECONFIG`. */
+  kubeconfig?: string;
+  /** Namespaces to watch; empty means all namespaces. */
+  namespaces: string[];
+  /** Parallel reconciles. @default 4 */
+  concurrency: number;
+  /** Sub-agent creates in flight per reconcile. @default 8 */
+  fanoutConcurrency: number;
+  /** Metrics server address; `0` disables it. @default ":8080" */
+  metricsBindAddress: string;
+  /** Probe server address; `0` disables it. @default ":8081" */
+  healthProbeBindAddress: string;
+  /** Run only while holding the leader Lease. @default true */
+  leaderElect: boolean;
+  /** Namespace of the leader Lease. @default the pod's namespace, else "default" */
+  leaderElectionNamespace: string;
+  /** Time between orphan reaper passes. @default 300000 (5m) */
+  reapIntervalMs: number;
+  /** @default "info" */
+  logLevel: LogLevel;
+}
+
+/** Raw flag values as commander hands them over (undefined when the flag was not given). */
+export interface ControllerFlags {
+  kubeconfig?: string;
+  namespace?: string[];
+  concurrency?: string;
+  fanoutConcurrency?: string;
+  metricsBindAddress?: string;
+  healthProbeBindAddress?: string;
+  leaderElect?: string | boolean;
+  leaderElectionNamespace?: string;
+  reapInterval?: string;
+  logLevel?: string;
+}
+
+/** One documented option: its flag, env var, default and help text. */
+export interface OptionSpec {
+  key: keyof ControllerFlags;
+  flag: string;
+  env: string;
+  /** The default as shown in `--help`. */
+  defaultText: string;
+  description: string;
+}
+
+/** Every controller option, in `--help` order. */
+export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
+  {
+    key: "kubeconfig",
+    flag: "--kubeconfig",
+    env: "COCOONSET_KUBECONFIG",
+    defaultText: "in-cluster credentials, else $KUBECONFIG",
+    description: "kubeconfig file",
+  },
+  {
+    key: "namespace",
+    flag: "--namespace",
+    env: "COCOONSET_NAMESPACE",
+    defaultText: "all namespaces",
+    description: "namespace to watch; repeat the flag (or comma-separate the env var) for several",
+  },
+  {
+    key: "concurrency",
+    flag: "--concurrency",
+    env: "COCOONSET_CONCURRENCY",
+    defaultText: "4",
+    description: "CocoonSets reconciled in parallel (>= 1)",
+  },
+  {
+    key: "fanoutConcurrency",
+    flag: "--fanout-concurrency",
+    env: "COCOONSET_FANOUT_CONCURRENCY",
+    defaultText: "8",
+    description: "sub-agent creates in flight per reconcile (>= 1)",
+  },
+  {
+    key: "metricsBindAddress",
+    flag: "--metrics-bind-address",
+    env: "COCOONSET_METRICS_BIND_ADDRESS",
+    defaultText: ":8080",
+    description: "address of GET /metrics (host:port or :port; 0 disables)",
+  },
+  {
+    key: "healthProbeBindAddress",
+    flag: "--health-probe-bind-address",
+    env: "COCOONSET_HEALTH_PROBE_BIND_ADDRESS",
+    defaultText: ":8081",
+    description: "address of GET /healthz and /readyz (host:port or :port; 0 disables)",
+  },
+  {
+    key: "leaderElect",
+    flag: "--leader-elect",
+    env: "COCOONSET_LEADER_ELECT",
+    defaultText: "true",
+    description:
+      "reconcile only while holding a coordination.k8s.io Lease (--leader-elect=false or --no-leader-elect to disable)",
+  },
+  {
+    key: "leaderElectionNamespace",
+    flag: "--leader-election-namespace",
+    env: "COCOONSET_LEADER_ELECTION_NAMESPACE",
+    defaultText: "the pod's namespace ($POD_NAMESPACE or the service account's), else default",
+    description: "namespace of the leader Lease",
+  },
+  {
+    key: "reapInterval",
+    flag: "--reap-interval",
+    env: "COCOONSET_REAP_INTERVAL",
+    defaultText: "5m",
+    description: "time between orphan reaper passes (e.g. 30s, 5m, 1h)",
+  },
+  {
+    key: "logLevel",
+    flag: "--log-level",
+    env: "COCOONSET_LOG_LEVEL",
+    defaultText: "info",
+    description: `log level (${LOG_LEVELS.join(", ")})`,
+  },
+];
+
+/** A bad option value; the message names the flag (and the env var when it came from there). */
+export class OptionsError extends Error {
+  readonly isOptionsError = true;
+  constructor(message: string) {
+    super(message);
+    this.name = "OptionsError";
+  }
+  static isInstance(e: unknown): e is OptionsError {
+    return typeof e === "object" && e !== null && (e as OptionsError).isOptionsError === true;
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * Merges flags, environment and defaults, and validates the result.
+ * @param flags what commander parsed (undefined = flag absent)
+ * @param env the process environment
+ * @param podNamespace the namespace the controller runs in, if known (see {@link detectPodNamespace})
+ * @throws OptionsError naming the offending flag
+ */
+export function resolveControllerOptions(
+  flags: ControllerFlags,
+  env: Record<string, string | undefined>,
+  podNamespace?: string,
+): ControllerOptions {
+  const spec = (key: keyof ControllerFlags) => CONTROLLER_OPTIONS.find((o) => o.key === key)!;
+  /** The raw text and a label naming where it came from, or undefined when absent. */
+  const pick = (key: keyof ControllerFlags): { value: string; from: string } | undefined => {
+    const s = spec(key);
+    const f = flags[key];
+    if (f !== undefined && !Array.isArray(f)) return { value: String(f), from: s.flag };
+    const e = env[s.env];
+    if (e !== undefined && e.trim() !== "") return { value: e, from: `${s.flag} (from ${s.env})` };
+    return undefined;
+  };
+  const fail = (from: string, rule: string, value: string): never => {
+    throw new OptionsError(`[${from}] ${rule} (got "${value}")`);
+  };
+
+  const int = (key: keyof ControllerFlags, dflt: number): number => {
+    const p = pick(key);
+    if (!p) return dflt;
+    const t = p.value.trim();
+    if (!/^\d+$/.test(t) || parseInt(t, 10) < 1 || parseInt(t, 10) > 10_000)
+      return fail(p.from, "must be an integer between 1 and 10000", p.value);
+    return parseInt(t, 10);
+  };
+
+  const bind = (key: keyof ControllerFlags, dflt: string): string => {
+    const p = pick(key);
+    if (!p) return dflt;
+    try {
+      parseBindAddress(p.value);
+    } catch (e) {
+      return fail(p.from, (e as Error).message, p.value);
+    }
+    return p.value.trim();
+  };
+
+  let namespaces: string[] = [];
+  const nsFrom = flags.namespace?.length
+    ? { values: flags.namespace, from: "--namespace" }
+    : env.COCOONSET_NAMESPACE?.trim()
+      ? { values: [env.COCOONSET_NAMESPACE], from: "--namespace (from COCOONSET_NAMESPACE)" }
+      : undefined;
+  if (nsFrom) {
+    const all = nsFrom.values.flatMap((v) => v.split(",")).map((v) => v.trim());
+    for (const ns of all) {
+      if (!DNS_LABEL.test(ns) || ns.length > 63)
+        fail(nsFrom.from, "must be namespace names (DNS-1123 labels)", ns);
+    }
+    namespaces = [...new Set(all)];
+  }
+
+  let leaderElect = true;
+  const le = pick("leaderElect");
+  if (le) {
+    const v = le.value.trim().toLowerCase();
+    if (["true", "1", "yes", "on"].includes(v)) leaderElect = true;
+    else if (["false", "0", "no", "off"].includes(v)) leaderElect = false;
+    else fail(le.from, "must be true or false", le.value);
+  }
+
+  const len = pick("leaderElectionNamespace");
+  const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
+  if (!DNS_LABEL.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)
+    fail(len?.from ?? "--leader-election-namespace", "must be a namespace name", leaderElectionNamespace);
+
+  let reapIntervalMs = 300_000;
+  const ri = pick("reapInterval");
+  if (ri) {
+    try {
+      reapIntervalMs = parseDuration(ri.value);
+    } catch {
+      fail(ri.from, "must be a duration such as 30s, 5m or 1h", ri.value);
+    }
+    if (reapIntervalMs < 1000) fail(ri.from, "must be at least 1s", ri.value);
+  }
+
+  let logLevel: LogLevel = "info";
+  const ll = pick("logLevel");
+  if (ll) {
+    const v = ll.value.trim().toLowerCase();
+    if (!(LOG_LEVELS as readonly string[]).includes(v))
+      fail(ll.from, `must be one of ${LOG_LEVELS.join(", ")}`, ll.value);
+    logLevel = v as LogLevel;
+  }
+
+  const kc = pick("kubeconfig");
+  return {
+    kubeconfig: kc?.value.trim() || undefined,
+    namespaces,
+    concurrency: int("concurrency", 4),
+    fanoutConcurrency: int("fanoutConcurrency", 8),
+    metricsBindAddress: bind("metricsBindAddress", ":8080"),
+    healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
+    leaderElect,
+    leaderElectionNamespace,
+    reapIntervalMs,
+    logLevel,
+  };
+}
+
+/** The service-account namespace file mounted into every pod. */
+export const SERVICE_ACCOUNT_NAMESPACE_FILE =
+  "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/**
+ * The namespace the process runs in: `$POD_NAMESPACE`, else the service-account namespace
+ * file, else undefined.
+ * @param readFile reads a file or returns undefined (injected so callers and tests control I/O)
+ */
+export function detectPodNamespace(
+  env: Record<string, string | undefined>,
+  readFile: (path: string) => string | undefined,
+): string | undefined {
+  const fromEnv = env.POD_NAMESPACE?.trim();
+  if (fromEnv) return fromEnv;
+  const fromFile = readFile(SERVICE_ACCOUNT_NAMESPACE_FILE)?.trim();
+  return fromFile || undefined;
+}

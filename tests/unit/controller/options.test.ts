@@ -1,0 +1,155 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import {
+  CONTROLLER_OPTIONS,
+  detectPodNamespace,
+  OptionsError,
+  resolveControllerOptions,
+  SERVICE_ACCOUNT_NAMESPACE_FILE,
+  type ControllerFlags,
+} from "../../../controller/options.js";
+
+const resolve = (flags: ControllerFlags, env: Record<string, string> = {}, podNs?: string) =>
+  resolveControllerOptions(flags, env, podNs);
+
+describe("controller options", () => {
+  test("defaults match SPEC section 6", () => {
+    assert.deepEqual(resolve({}), {
+      kubeconfig: undefined,
+      namespaces: [],
+      concurrency: 4,
+      fanoutConcurrency: 8,
+      metricsBindAddress: ":8080",
+      healthProbeBindAddress: ":8081",
+      leaderElect: true,
+      leaderElectionNamespace: "default",
+      reapIntervalMs: 300_000,
+      logLevel: "info",
+    });
+  });
+
+  test("every option reads its env var", () => {
+    const o = resolve(
+      {},
+      {
+        COCOONSET_KUBECONFIG: "/etc/kc",
+        COCOONSET_NAMESPACE: "team-a, team-b",
+        COCOONSET_CONCURRENCY: "7",
+        COCOONSET_FANOUT_CONCURRENCY: "3",
+        COCOONSET_METRICS_BIND_ADDRESS: "127.0.0.1:9090",
+        COCOONSET_HEALTH_PROBE_BIND_ADDRESS: "0",
+        COCOONSET_LEADER_ELECT: "false",
+        COCOONSET_LEADER_ELECTION_NAMESPACE: "ops",
+        COCOONSET_REAP_INTERVAL: "90s",
+        COCOONSET_LOG_LEVEL: "debug",
+      },
+    );
+    assert.deepEqual(o, {
+      kubeconfig: "/etc/kc",
+      namespaces: ["team-a", "team-b"],
+      concurrency: 7,
+      fanoutConcurrency: 3,
+      metricsBindAddress: "127.0.0.1:9090",
+      healthProbeBindAddress: "0",
+      leaderElect: false,
+      leaderElectionNamespace: "ops",
+      reapIntervalMs: 90_000,
+      logLevel: "debug",
+    });
+  });
+
+  test("a flag wins over its env var", () => {
+    const o = resolve(
+      { concurrency: "2", namespace: ["x"], leaderElect: true, reapInterval: "1m" },
+      {
+        COCOONSET_CONCURRENCY: "9",
+        COCOONSET_NAMESPACE: "y",
+        COCOONSET_LEADER_ELECT: "false",
+        COCOONSET_REAP_INTERVAL: "1h",
+      },
+    );
+    assert.equal(o.concurrency, 2);
+    assert.deepEqual(o.namespaces, ["x"]);
+    assert.equal(o.leaderElect, true);
+    assert.equal(o.reapIntervalMs, 60_000);
+  });
+
+  test("--leader-elect accepts =false, --no-leader-elect (false) and a bare flag (true)", () => {
+    assert.equal(resolve({ leaderElect: "false" }).leaderElect, false);
+    assert.equal(resolve({ leaderElect: false }).leaderElect, false);
+    assert.equal(resolve({ leaderElect: true }).leaderElect, true);
+    assert.equal(resolve({ leaderElect: "TRUE" }).leaderElect, true);
+  });
+
+  test("repeated and comma-separated namespaces are merged and deduplicated", () => {
+    assert.deepEqual(resolve({ namespace: ["a", "b,c", "a"] }).namespaces, ["a", "b", "c"]);
+  });
+
+  test("the Lease namespace defaults to the pod's namespace", () => {
+    assert.equal(resolve({}, {}, "cocoon-system").leaderElectionNamespace, "cocoon-system");
+    assert.equal(
+      resolve({ leaderElectionNamespace: "x" }, {}, "cocoon-system").leaderElectionNamespace,
+      "x",
+    );
+  });
+
+  const bad: [string, ControllerFlags, Record<string, string>, RegExp][] = [
+    ["--concurrency 0", { concurrency: "0" }, {}, /^\[--concurrency\] must be an integer/],
+    ["--concurrency abc", { concurrency: "abc" }, {}, /\[--concurrency\].*"abc"/],
+    ["--concurrency -1", { concurrency: "-1" }, {}, /\[--concurrency\]/],
+    ["--fanout-concurrency 0", { fanoutConcurrency: "0" }, {}, /\[--fanout-concurrency\]/],
+    ["--reap-interval soon", { reapInterval: "soon" }, {}, /\[--reap-interval\] must be a duration/],
+    ["--reap-interval 5x", { reapInterval: "5x" }, {}, /\[--reap-interval\]/],
+    ["--reap-interval 10ms", { reapInterval: "10ms" }, {}, /\[--reap-interval\] must be at least 1s/],
+    ["--metrics-bind-address 8080", { metricsBindAddress: "8080" }, {}, /\[--metrics-bind-address\]/],
+    [
+      "--health-probe-bind-address :99999",
+      { healthProbeBindAddress: ":99999" },
+      {},
+      /\[--health-probe-bind-address\]/,
+    ],
+    ["--leader-elect maybe", { leaderElect: "maybe" }, {}, /\[--leader-elect\] must be true or false/],
+    ["--log-level loud", { logLevel: "loud" }, {}, /\[--log-level\] must be one of/],
+    ["--namespace Bad_NS", { namespace: ["Bad_NS"] }, {}, /\[--namespace\]/],
+    [
+      "COCOONSET_CONCURRENCY=0",
+      {},
+      { COCOONSET_CONCURRENCY: "0" },
+      /^\[--concurrency \(from COCOONSET_CONCURRENCY\)\]/,
+    ],
+    [
+      "COCOONSET_REAP_INTERVAL=forever",
+      {},
+      { COCOONSET_REAP_INTERVAL: "forever" },
+      /\[--reap-interval \(from COCOONSET_REAP_INTERVAL\)\]/,
+    ],
+  ];
+  for (const [name, flags, env, message] of bad) {
+    test(`rejects ${name} naming the flag`, () => {
+      assert.throws(
+        () => resolve(flags, env),
+        (e: unknown) => OptionsError.isInstance(e) && message.test(e.message),
+      );
+    });
+  }
+
+  test("every option documents a flag, an env var and a default", () => {
+    assert.equal(CONTROLLER_OPTIONS.length, 10);
+    for (const o of CONTROLLER_OPTIONS) {
+      assert.match(o.flag, /^--[a-z-]+$/);
+      assert.match(o.env, /^COCOONSET_[A-Z_]+$/);
+      assert.ok(o.defaultText.length > 0);
+    }
+  });
+
+  test("the pod namespace comes from POD_NAMESPACE, else the service-account file", () => {
+    const files: Record<string, string> = { [SERVICE_ACCOUNT_NAMESPACE_FILE]: "from-file\n" };
+    const read = (p: string) => files[p];
+    assert.equal(detectPodNamespace({ POD_NAMESPACE: "from-env" }, read), "from-env");
+    assert.equal(detectPodNamespace({}, read), "from-file");
+    assert.equal(
+      detectPodNamespace({}, () => undefined),
+      undefined,
+    );
+  });
+});

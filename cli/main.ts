@@ -5,6 +5,7 @@ import { registerCluster } from "./cluster-command.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "./controller-command.js";
 import { registerPlan } from "./plan-command.js";
+import { registerDemo } from "./demo-command.js";
 import { cocoonSetControllerDeps } from "../controller/cocoonset-reconciler.js";
 import { registerToolchain } from "./toolchain-command.js";
 
@@ -30,6 +31,7 @@ registerToolchain(program);
 registerCluster(program);
 registerReleaseAndReap(program);
 registerPlan(program);
+registerDemo(program);
 registerController(program, async ({ client, options }) =>
   cocoonSetControllerDeps(client, { fanOut: options.fanoutConcurrency }),
 );

@@ -3,8 +3,8 @@
  * agent and `replicas` sub-agents, in a namespace of its own.
  *
  * Config: `replicas` (default 3), `image` (default `agents/coder:1`), `namespace`
- * (default `agents`), `operator` (default true; false when the controller is managed
- * elsewhere).
+ * (default `agents`), `createNamespace` (default true; false to use an existing one),
+ * `operator` (default true; false when the controller is managed elsewhere).
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -15,12 +15,15 @@ const replicas = config.getNumber("replicas") ?? 3;
 const image = config.get("image") ?? "agents/coder:1";
 const namespaceName = config.get("namespace") ?? "agents";
 const withOperator = config.getBoolean("operator") ?? true;
+const createNamespace = config.getBoolean("createNamespace") ?? true;
 
 const operator = withOperator ? new Operator("cocoonset") : undefined;
-const namespace = new k8s.core.v1.Namespace("agents", { metadata: { name: namespaceName } });
+const namespace = createNamespace
+  ? new k8s.core.v1.Namespace("agents", { metadata: { name: namespaceName } }).metadata.name
+  : namespaceName;
 
 const fleet = new Fleet("coder", {
-  namespace: namespace.metadata.name,
+  namespace,
   operator,
   spec: { agent: { replicas, image } },
 });

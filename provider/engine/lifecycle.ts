@@ -12,7 +12,14 @@ import {
   type CocoonSet,
   type Pod,
 } from "../fleet/index.js";
-import { isNotFound, PatchType, paths, waitForObject, type KubeClient } from "../kube/index.js";
+import {
+  isNotFound,
+  KubeApiError,
+  PatchType,
+  paths,
+  waitForObject,
+  type KubeClient,
+} from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import { readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
 
@@ -36,24 +43,33 @@ export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promis
 
 /**
  * Removes only this project's finalizer: the patch tests that the entry at that index is
- * ours, so another controller's finalizer is never removed. NotFound means already done.
+ * ours, so another controller's finalizer is never removed. When the list changed under it
+ * (a concurrent writer, e.g. the controller and `pulumi destroy` finishing together), it
+ * re-reads and tries again; a CocoonSet already gone means done.
  */
 export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
-  const finalizers = cs.metadata.finalizers ?? [];
-  const index = finalizers.indexOf(FINALIZER);
-  if (index < 0) return;
   const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
-  try {
-    await client.patch(
-      path,
-      [
-        { op: "test", path: `/metadata/finalizers/${index}`, value: FINALIZER },
-        { op: "remove", path: `/metadata/finalizers/${index}` },
-      ],
-      PatchType.json,
-    );
-  } catch (e) {
-    if (!isNotFound(e)) throw e;
+  let current: CocoonSet | undefined = cs;
+  for (let attempt = 0; attempt < 5 && current; attempt++) {
+    if (current.metadata.uid !== cs.metadata.uid) return;
+    const index = (current.metadata.finalizers ?? []).indexOf(FINALIZER);
+    if (index < 0) return;
+    try {
+      await client.patch(
+        path,
+        [
+          { op: "test", path: `/metadata/finalizers/${index}`, value: FINALIZER },
+          { op: "remove", path: `/metadata/finalizers/${index}` },
+        ],
+        PatchType.json,
+      );
+      return;
+    } catch (e) {
+      if (isNotFound(e)) return;
+      const stale = KubeApiError.isInstance(e) && (e.status === 422 || e.status === 409);
+      if (!stale) throw e;
+    }
+    current = await client.getOrUndefined<CocoonSet>(path);
   }
 }
 

@@ -1,0 +1,314 @@
+// Property tests of the planner, driven through the pure simulator:
+//  1. fixpoint: apply the plan, let pods become Ready, re-plan: it converges and then plans nothing;
+//  2. ownership: no plan ever deletes or annotates a pod the CocoonSet does not control;
+//  3. attempt limit: whatever the order of failures (and of failed writes or deletes), no slot
+//     is rebuilt more than 4 times.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import {
+  ANNOTATIONS,
+  MAX_REBUILD_ATTEMPTS,
+  applyPlanToPods,
+  buildAgentPod,
+  isOwnedPod,
+  isTerminal,
+  planPass,
+  readRebuildHistory,
+  type CocoonSet,
+  type Plan,
+  type Pod,
+} from "../../../provider/fleet/index.js";
+import {
+  NOW,
+  cocoonSet,
+  deadLettered,
+  failed,
+  live,
+  mainPod,
+  subPod,
+  toolbox,
+  toolboxPod,
+  withHistory,
+} from "./fixtures.js";
+
+const TOOLBOX_NAMES = ["cache", "db", "web"];
+
+interface SpecShape {
+  replicas: number;
+  image: string;
+  os: "linux" | "windows";
+  toolboxes: string[];
+}
+
+const specArb: fc.Arbitrary<SpecShape> = fc.record({
+  replicas: fc.integer({ min: 0, max: 8 }),
+  image: fc.constantFrom("ghcr.io/acme/agent:1", "ghcr.io/acme/agent:2"),
+  os: fc.constantFrom("linux" as const, "windows" as const),
+  toolboxes: fc.subarray(TOOLBOX_NAMES),
+});
+
+function toCocoonSet(shape: SpecShape): CocoonSet {
+  return cocoonSet(
+    { toolboxes: shape.toolboxes.map((n) => toolbox(n)) },
+    { replicas: shape.replicas, image: shape.image, os: shape.os },
+  );
+}
+
+type MemberState = "absent" | "ready" | "pending" | "failed" | "dead-letter";
+const memberState = fc.constantFrom<MemberState>(
+  "absent",
+  "ready",
+  "pending",
+  "failed",
+  "dead-letter",
+);
+
+function inState(pod: Pod, state: MemberState): Pod | undefined {
+  switch (state) {
+    case "absent":
+      return undefined;
+    case "ready":
+      return pod;
+    case "pending":
+      return { ...pod, status: { phase: "Pending" } };
+    case "failed":
+      return failed(pod);
+    case "dead-letter":
+      return deadLettered(failed(pod));
+  }
+}
+
+/** The kubelet's part: every owned pod that is not terminal becomes Running and Ready. */
+function becomeReady(cs: CocoonSet, pods: readonly Pod[]): Pod[] {
+  return pods.map((p) =>
+    isOwnedPod(cs, p) && !isTerminal(p)
+      ? { ...p, status: { phase: "Running", conditions: [{ type: "Ready", status: "True" }] } }
+      : p,
+  );
+}
+
+function hasWork(plan: Plan): boolean {
+  return plan.steps.some((s) => s.actions.length > 0) || plan.requeueAfterMs !== undefined;
+}
+
+function storeHistory(cs: CocoonSet, value: string | undefined): CocoonSet {
+  return value === undefined ? cs : withHistory(cs, value);
+}
+
+describe("planner properties", () => {
+  it("applying plans converges to a fixpoint that plans nothing more", () => {
+    const historyArb = fc.dictionary(
+      fc.integer({ min: 1, max: 10 }).map(String),
+      fc.record({
+        count: fc.integer({ min: 0, max: 5 }),
+        agoMs: fc.integer({ min: 0, max: 40_000 }),
+      }),
+    );
+    fc.assert(
+      fc.property(
+        specArb,
+        specArb,
+        fc.constantFrom<MemberState>("absent", "ready", "pending"),
+        fc.array(memberState, { minLength: 8, maxLength: 8 }),
+        fc.array(memberState, { minLength: 3, maxLength: 3 }),
+        historyArb,
+        (target, previous, mainState, subStates, toolboxStates, history) => {
+          const before = toCocoonSet(previous);
+          let cs = withHistory(
+            toCocoonSet(target),
+            JSON.stringify(
+              Object.fromEntries(
+                Object.entries(history).map(([slot, e]) => [
+                  slot,
+                  { count: e.count, lastDeleted: new Date(NOW - e.agoMs).toISOString() },
+                ]),
+              ),
+            ),
+          );
+          let pods: Pod[] = [];
+          const main = inState(mainPod(before), mainState);
+          if (main) pods.push(main);
+          for (let slot = 1; slot <= previous.replicas; slot++) {
+            const pod = inState(subPod(before, slot), subStates[slot - 1]);
+            if (pod) pods.push(pod);
+          }
+          previous.toolboxes.forEach((name, i) => {
+            const pod = inState(toolboxPod(before, toolbox(name)), toolboxStates[i]);
+            if (pod) pods.push(pod);
+          });
+
+          let now = NOW;
+          let plan = planPass({ cocoonSet: cs, pods, nowMs: now });
+          for (let pass = 0; pass < 30 && hasWork(plan); pass++) {
+            const result = applyPlanToPods(pods, plan, { nowMs: now });
+            cs = storeHistory(cs, result.historyValue);
+            pods = becomeReady(cs, result.pods);
+            now += 31_000;
+            plan = planPass({ cocoonSet: cs, pods, nowMs: now });
+          }
+          assert.equal(hasWork(plan), false, `not converged: ${JSON.stringify(plan.steps)}`);
+          const again = planPass({ cocoonSet: cs, pods, nowMs: now + 60_000 });
+          assert.deepEqual(again.steps, []);
+
+          // The fixpoint is the fleet the spec asks for.
+          const names = pods.map((p) => p.metadata?.name).sort();
+          const expected = [
+            "demo-0",
+            ...Array.from({ length: target.replicas }, (_, i) => `demo-${i + 1}`),
+            ...target.toolboxes.map((n) => `demo-${n}`),
+          ].sort();
+          assert.deepEqual(names, expected);
+          for (const pod of pods) {
+            const parked = pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === "true";
+            assert.ok(parked || !isTerminal(pod), `${pod.metadata?.name} left terminal`);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("never deletes or annotates a pod the CocoonSet does not control", () => {
+    const foreignArb = fc.record({
+      name: fc.constantFrom(
+        "demo-0",
+        "demo-1",
+        "demo-3",
+        "demo-9",
+        "demo-web",
+        "demo-db",
+        "other-1",
+      ),
+      role: fc.constantFrom("main", "sub-agent", "toolbox"),
+      owner: fc.constantFrom("someone-else", "none", "not-controller"),
+      failed: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        specArb,
+        fc.array(memberState, { minLength: 8, maxLength: 8 }),
+        fc.array(foreignArb, { maxLength: 6 }),
+        (target, subStates, foreignShapes) => {
+          const cs = toCocoonSet(target);
+          const template = live(buildAgentPod(cs, 1));
+          const foreign: Pod[] = foreignShapes.map((f, i) => {
+            const pod = structuredClone(template);
+            const ref = { ...pod.metadata!.ownerReferences![0] };
+            pod.metadata = {
+              ...pod.metadata,
+              name: `${f.name}`,
+              uid: `foreign-${i}`,
+              labels: {
+                ...pod.metadata?.labels,
+                "cocoonset.cocoonstack.io/role": f.role,
+                "cocoonset.cocoonstack.io/slot": f.name.split("-")[1],
+              },
+              ownerReferences:
+                f.owner === "none"
+                  ? []
+                  : f.owner === "not-controller"
+                    ? [{ ...ref, controller: false }]
+                    : [{ ...ref, uid: "someone-else" }],
+            };
+            return f.failed ? failed(pod) : pod;
+          });
+          const taken = new Set(foreign.map((p) => p.metadata?.name));
+          let pods: Pod[] = [...foreign];
+          if (!taken.has("demo-0")) pods.push(mainPod(cs));
+          for (let slot = 1; slot <= 8; slot++) {
+            const pod = inState(subPod(cs, slot), subStates[slot - 1]);
+            if (pod && !taken.has(pod.metadata?.name)) pods.push(pod);
+          }
+          let state = cs;
+          let now = NOW;
+          for (let pass = 0; pass < 6; pass++) {
+            const plan = planPass({ cocoonSet: state, pods, nowMs: now });
+            const owned = new Set(
+              pods.filter((p) => isOwnedPod(cs, p)).map((p) => p.metadata?.uid),
+            );
+            for (const action of plan.steps.flatMap((s) => s.actions)) {
+              if (action.kind === "delete-pod" || action.kind === "annotate-pod") {
+                assert.ok(owned.has(action.uid), `${action.kind} of ${action.name}/${action.uid}`);
+              }
+            }
+            const result = applyPlanToPods(pods, plan, { nowMs: now });
+            state = storeHistory(state, result.historyValue);
+            pods = becomeReady(cs, result.pods);
+            now += 31_000;
+          }
+          for (const pod of foreign) {
+            assert.deepEqual(
+              pods.find((p) => p.metadata?.uid === pod.metadata?.uid),
+              pod,
+              `foreign pod ${pod.metadata?.name} was changed`,
+            );
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("never rebuilds a slot more than 4 times, whatever fails and in what order", () => {
+    const roundArb = fc.record({
+      failing: fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+      advanceMs: fc.integer({ min: 0, max: 40_000 }),
+      historyWriteFails: fc.boolean(),
+      deleteFails: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(roundArb, { minLength: 1, maxLength: 60 }),
+        (replicas, rounds) => {
+          let cs = cocoonSet({}, { replicas });
+          let pods: Pod[] = [mainPod(cs)];
+          for (let slot = 1; slot <= replicas; slot++) pods.push(subPod(cs, slot));
+          const attempts = new Map<number, number>();
+          const deletes = new Map<number, number>();
+          let now = NOW;
+          for (const round of rounds) {
+            pods = pods.map((p) => {
+              const slot = Number(p.metadata?.labels?.["cocoonset.cocoonstack.io/slot"]);
+              return slot >= 1 && round.failing[slot - 1] ? failed(p) : p;
+            });
+            const plan = planPass({ cocoonSet: cs, pods, nowMs: now });
+            const result = applyPlanToPods(pods, plan, {
+              nowMs: now,
+              fail: (action, step) => {
+                if (step.decision !== "rebuild") return false;
+                const slot = step.target.role === "sub-agent" ? step.target.slot : 0;
+                if (action.kind === "write-history" && round.historyWriteFails) return true;
+                if (action.kind === "write-history") {
+                  attempts.set(slot, (attempts.get(slot) ?? 0) + 1);
+                }
+                if (action.kind === "delete-pod" && round.deleteFails) return true;
+                if (action.kind === "delete-pod") deletes.set(slot, (deletes.get(slot) ?? 0) + 1);
+                return false;
+              },
+            });
+            for (const step of plan.steps) {
+              if (step.decision === "rebuild") {
+                assert.ok((step.attempt ?? 0) <= MAX_REBUILD_ATTEMPTS);
+              }
+            }
+            cs = storeHistory(cs, result.historyValue);
+            for (const entry of readRebuildHistory(cs).values()) {
+              assert.ok(entry.count <= MAX_REBUILD_ATTEMPTS, `history count ${entry.count}`);
+            }
+            pods = result.pods;
+            now += round.advanceMs;
+          }
+          for (const [slot, n] of attempts) {
+            assert.ok(n <= MAX_REBUILD_ATTEMPTS, `slot ${slot} had ${n} recorded rebuilds`);
+          }
+          for (const [slot, n] of deletes) {
+            assert.ok(n <= MAX_REBUILD_ATTEMPTS, `slot ${slot} was deleted ${n} times`);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});

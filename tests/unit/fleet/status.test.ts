@@ -1,0 +1,233 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  deriveStatus,
+  statusEqual,
+  type CocoonSet,
+  type CocoonSetStatus,
+  type Pod,
+} from "../../../provider/fleet/index.js";
+import {
+  NOW,
+  cocoonSet,
+  convergedPods,
+  failed,
+  mainPod,
+  subPod,
+  toolbox,
+  toolboxPod,
+  withAnnotations,
+} from "./fixtures.js";
+
+const cs = cocoonSet({ toolboxes: [toolbox("web"), toolbox("db")] }, { replicas: 2 });
+const status = (pods: Pod[], on: CocoonSet = cs, nowMs = NOW): CocoonSetStatus =>
+  deriveStatus({ cocoonSet: on, pods, nowMs });
+
+describe("deriveStatus", () => {
+  it("describes a converged fleet: counts, members, Running, conditions", () => {
+    const pods = convergedPods(cs).map((p) =>
+      p.metadata?.name === "demo-1" ? withAnnotations(p, { "vm.cocoonstack.io/id": "vm-17" }) : p,
+    );
+    assert.deepEqual(status(pods), {
+      observedGeneration: 3,
+      phase: "Running",
+      readyAgents: 3,
+      desiredAgents: 3,
+      readyToolboxes: 2,
+      desiredToolboxes: 2,
+      agents: [
+        {
+          slot: 0,
+          role: "main",
+          podName: "demo-0",
+          vmName: "vk-team-demo-0",
+          ip: "10.1.0.7",
+          phase: "Running",
+        },
+        {
+          slot: 1,
+          role: "sub-agent",
+          podName: "demo-1",
+          vmName: "vk-team-demo-1",
+          vmID: "vm-17",
+          ip: "10.1.0.7",
+          phase: "Running",
+          forkedFrom: "vk-team-demo-0",
+        },
+        {
+          slot: 2,
+          role: "sub-agent",
+          podName: "demo-2",
+          vmName: "vk-team-demo-2",
+          ip: "10.1.0.7",
+          phase: "Running",
+          forkedFrom: "vk-team-demo-0",
+        },
+      ],
+      toolboxes: [
+        {
+          name: "db",
+          podName: "demo-db",
+          vmName: "vk-team-demo-db",
+          ip: "10.1.0.7",
+          phase: "Running",
+        },
+        {
+          name: "web",
+          podName: "demo-web",
+          vmName: "vk-team-demo-web",
+          ip: "10.1.0.7",
+          phase: "Running",
+        },
+      ],
+      conditions: [
+        {
+          type: "Ready",
+          status: "True",
+          reason: "AllAgentsReady",
+          message: "3/3 agents ready, 2/2 toolboxes ready",
+          observedGeneration: 3,
+          lastTransitionTime: "2025-06-01T12:00:00Z",
+        },
+        {
+          type: "Progressing",
+          status: "False",
+          reason: "Stable",
+          message: "all members match the spec",
+          observedGeneration: 3,
+          lastTransitionTime: "2025-06-01T12:00:00Z",
+        },
+      ],
+    });
+  });
+
+  it("always reports the four counts, zeros included, and empty member lists", () => {
+    const s = status([], cocoonSet());
+    assert.deepEqual(
+      [s.readyAgents, s.desiredAgents, s.readyToolboxes, s.desiredToolboxes, s.agents, s.toolboxes],
+      [0, 1, 0, 0, [], []],
+    );
+  });
+
+  const phases: [string, () => Pod[], string][] = [
+    ["no main agent → Pending", () => [subPod(cs, 1)], "Pending"],
+    ["main agent not Ready → Pending", () => [mainPod(cs, false)], "Pending"],
+    [
+      "terminal main agent → Failed",
+      () => [failed(mainPod(cs)), ...convergedPods(cs).slice(1)],
+      "Failed",
+    ],
+    [
+      "a sub-agent missing → Scaling",
+      () => convergedPods(cs).filter((p) => p.metadata?.name !== "demo-2"),
+      "Scaling",
+    ],
+    [
+      "a toolbox not Ready → Scaling",
+      () => convergedPods(cs).map((p) => (p.metadata?.name === "demo-db" ? failed(p) : p)),
+      "Scaling",
+    ],
+    [
+      "an extra sub-agent still present → Scaling",
+      () => [...convergedPods(cs), subPod(cocoonSet({}, { replicas: 3 }), 3)],
+      "Scaling",
+    ],
+    ["everything Ready → Running", () => convergedPods(cs), "Running"],
+  ];
+  for (const [title, pods, phase] of phases) {
+    it(title, () => assert.equal(status(pods()).phase, phase));
+  }
+
+  it("counts only Ready agents within 1..replicas and Ready toolboxes of the spec", () => {
+    const extra = subPod(cocoonSet({}, { replicas: 5 }), 5);
+    const stray = toolboxPod(cs, toolbox("old"));
+    const pods = [...convergedPods(cs), extra, stray].map((p) =>
+      p.metadata?.name === "demo-1" ? failed(p) : p,
+    );
+    const s = status(pods);
+    assert.equal(s.readyAgents, 2);
+    assert.equal(s.readyToolboxes, 2);
+    assert.deepEqual(
+      s.agents?.map((a) => a.slot),
+      [0, 1, 2, 5],
+    );
+    assert.deepEqual(
+      s.toolboxes?.map((t) => t.name),
+      ["db", "old", "web"],
+    );
+  });
+
+  it("reports AgentsNotReady and Reconciling with the counts while scaling", () => {
+    const s = status(convergedPods(cs).slice(0, 2));
+    assert.deepEqual(
+      s.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
+      [
+        ["Ready", "False", "AgentsNotReady", "2/3 agents ready, 0/2 toolboxes ready"],
+        [
+          "Progressing",
+          "True",
+          "Reconciling",
+          "phase Scaling: 2/3 agents ready, 0/2 toolboxes ready",
+        ],
+      ],
+    );
+  });
+
+  it("keeps a condition's transition time while its status is unchanged", () => {
+    const first = status(convergedPods(cs).slice(0, 2));
+    const later = status(convergedPods(cs).slice(0, 1), { ...cs, status: first }, NOW + 90_000);
+    assert.deepEqual(
+      later.conditions?.map((c) => c.lastTransitionTime),
+      ["2025-06-01T12:00:00Z", "2025-06-01T12:00:00Z"],
+    );
+    const ready = status(convergedPods(cs), { ...cs, status: first }, NOW + 90_000);
+    assert.deepEqual(
+      ready.conditions?.map((c) => c.lastTransitionTime),
+      ["2025-06-01T12:01:30Z", "2025-06-01T12:01:30Z"],
+    );
+  });
+
+  it("takes the VNC port and connection type of a toolbox from its annotations", () => {
+    const desk = toolbox("desk", {
+      mode: "static",
+      staticVMID: "vm-3",
+      vncPort: 5900,
+      connType: "vnc",
+    });
+    const on = cocoonSet({ toolboxes: [desk] });
+    const [entry] = status([mainPod(on), toolboxPod(on, desk)], on).toolboxes ?? [];
+    assert.deepEqual(entry, {
+      name: "desk",
+      podName: "demo-desk",
+      vmName: "vk-team-demo-desk",
+      vmID: "vm-3",
+      ip: "10.1.0.7",
+      phase: "Running",
+      connType: "vnc",
+      vncPort: 5900,
+    });
+  });
+});
+
+describe("statusEqual", () => {
+  const s = status(convergedPods(cs));
+
+  it("is true for the same content in another key order or with empty lists left out", () => {
+    const reordered = Object.fromEntries(Object.entries(s).reverse()) as CocoonSetStatus;
+    assert.deepEqual(Object.keys(reordered).reverse(), Object.keys(s));
+    assert.equal(statusEqual(s, reordered), true);
+    const bare: CocoonSetStatus = {
+      readyAgents: 0,
+      desiredAgents: 1,
+      readyToolboxes: 0,
+      desiredToolboxes: 0,
+    };
+    assert.equal(statusEqual(bare, { ...bare, agents: [], toolboxes: [] }), true);
+  });
+
+  it("is false when anything changes", () => {
+    assert.equal(statusEqual(s, { ...s, readyAgents: 2 }), false);
+    assert.equal(statusEqual(s, { ...s, conditions: s.conditions?.slice(0, 1) }), false);
+    assert.equal(statusEqual(undefined, s), false);
+  });
+});

@@ -69,8 +69,9 @@ export interface OperatorArgs {
 }
 
 /**
- * The CocoonSet CRD and its controller. Install it once per cluster: a second Operator in
- * the same cluster fails on the CRD that already exists (it never silently takes it over).
+ * The CocoonSet CRD and its controller. Install it once per cluster: pulumi-kubernetes
+ * applies server-side, so a second Operator adopts the existing CRD instead of failing, and
+ * destroying either one deletes the CRD and with it every CocoonSet in the cluster.
  */
 export class Operator extends pulumi.ComponentResource {
   /** Namespace the controller runs in. */

@@ -1,0 +1,39 @@
+/**
+ * A Fleet shaped entirely by stack config, so one program serves every e2e scenario.
+ *
+ * Config: `namespace` (required, must exist), `name` [fleet], `replicas` [10], `image`
+ * [agents/coder:1], `toolboxes` (JSON array of toolbox specs) [[]], `withOperator` [false],
+ * `operatorName` [cocoonset], `operatorNamespace` [cocoonset-system].
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { Fleet, Operator, type ToolboxSpec } from "pulumi-cocoonset";
+
+const config = new pulumi.Config();
+const namespace = config.require("namespace");
+const withOperator = config.getBoolean("withOperator") ?? false;
+
+const operator = withOperator
+  ? new Operator(config.get("operatorName") ?? "cocoonset", {
+      namespace: config.get("operatorNamespace") ?? "cocoonset-system",
+    })
+  : undefined;
+
+const fleet = new Fleet(config.get("name") ?? "fleet", {
+  namespace,
+  operator,
+  // Short timeouts: the embedded cluster answers in seconds, and a hung test should fail.
+  timeoutSeconds: 120,
+  releaseTimeoutSeconds: 60,
+  spec: {
+    agent: {
+      replicas: config.getNumber("replicas") ?? 10,
+      image: config.get("image") ?? "agents/coder:1",
+    },
+    toolboxes: config.getObject<ToolboxSpec[]>("toolboxes") ?? [],
+  },
+});
+
+export const cocoonSet = fleet.cocoonSetName;
+export const cocoonSetUid = fleet.cocoonSetUid;
+export const pods = fleet.podNames;
+export const operatorDeployment = operator?.deploymentName;

@@ -1,0 +1,312 @@
+/**
+ * The Operator and Fleet components under `pulumi.runtime.setMocks`: which children they
+ * register (type token, name, parent) and with which inputs. No engine, no cluster.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import assert from "node:assert/strict";
+import { before, describe, it } from "node:test";
+import { controllerRules, leaderElectionRules, namespacedRules } from "../../../controller/rbac.js";
+import crdJson from "../../../provider/fleet/generated/crd.json" with { type: "json" };
+
+/** What the mock monitor saw of one resource. */
+interface Registered {
+  type: string;
+  name: string;
+  /** Inputs as the engine would receive them (outputs resolved, secrets unwrapped). */
+  inputs: Record<string, unknown>;
+  /** The type of its parent, read from its URN (`parentType$type`). */
+  parentType?: string;
+}
+
+const registered: Registered[] = [];
+let sdk: typeof import("../../../sdk/index.js");
+
+/** Everything the mocks saw under a component name (children are named `<name>-...`). */
+function childrenOf(component: string): Registered[] {
+  return registered.filter((r) => r.name.startsWith(`${component}-`));
+}
+
+function one(component: string, type: string, name: string): Registered {
+  const found = registered.filter((r) => r.type === type && r.name === name);
+  assert.equal(found.length, 1, `${type} ${name} registered once under ${component}`);
+  return found[0];
+}
+
+/** Waits until an output resolves (children register asynchronously). */
+function settle<T>(o: pulumi.Output<T>): Promise<T> {
+  return new Promise((resolve) => o.apply(resolve));
+}
+
+/** The URN of every resource the mock monitor registered. */
+function registeredUrns(): string[] {
+  const monitor = pulumi.runtime.getMonitor() as unknown as {
+    getRegisteredResources(): Map<string, unknown>;
+  };
+  return [...monitor.getRegisteredResources().keys()];
+}
+
+/** Fills `parentType` from the URNs the monitor assigned. */
+function withParents(): void {
+  for (const urn of registeredUrns()) {
+    const [qualified, name] = urn.split("::").slice(2);
+    const types = qualified.split("$");
+    const r = registered.find((x) => x.name === name && x.type === types[types.length - 1]);
+    if (r && types.length > 1) r.parentType = types[types.length - 2];
+  }
+}
+
+before(async () => {
+  await pulumi.runtime.setMocks(
+    {
+      newResource(args) {
+        const inputs = args.inputs as Record<string, unknown>;
+        registered.push({ type: args.type, name: args.name, inputs });
+        const state: Record<string, unknown> = { ...inputs };
+        if (args.type.startsWith("kubernetes:cocoonset.cocoonstack.io/")) {
+          state.metadata = { ...(inputs.metadata as object), uid: `uid-of-${args.name}` };
+        }
+        return { id: `${args.name}-id`, state };
+      },
+      call: (args) => args.inputs as Record<string, unknown>,
+    },
+    "project",
+    "stack",
+    false,
+  );
+  // Components are imported only now: setMocks must run before any resource module loads.
+  sdk = await import("../../../sdk/index.js");
+});
+
+describe("Operator", () => {
+  it("registers the namespace, CRD, ServiceAccount, ClusterRole, binding and controller Deployment as its children", async () => {
+    const op = new sdk.Operator("ops", { namespace: "ops-system" });
+    await settle(op.deploymentName);
+    withParents();
+    const kids = childrenOf("ops");
+    assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
+      "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition ops-crd",
+      "kubernetes:apps/v1:Deployment ops-controller",
+      "kubernetes:core/v1:Namespace ops-ns",
+      "kubernetes:core/v1:ServiceAccount ops-sa",
+      "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole ops-role",
+      "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding ops-binding",
+    ]);
+    for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Operator", k.name);
+
+    const ns = one("ops", "kubernetes:core/v1:Namespace", "ops-ns");
+    assert.equal((ns.inputs.metadata as { name: string }).name, "ops-system");
+
+    const crd = one(
+      "ops",
+      "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+      "ops-crd",
+    );
+    assert.equal(
+      (crd.inputs.metadata as { name: string }).name,
+      "cocoonsets.cocoonset.cocoonstack.io",
+    );
+    assert.deepEqual(crd.inputs.spec, crdJson.spec, "the CRD spec is the generated schema");
+
+    const sa = one("ops", "kubernetes:core/v1:ServiceAccount", "ops-sa");
+    assert.deepEqual(
+      [
+        (sa.inputs.metadata as { name: string }).name,
+        (sa.inputs.metadata as { namespace: string }).namespace,
+      ],
+      ["ops-controller", "ops-system"],
+    );
+
+    const role = one("ops", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "ops-role");
+    assert.deepEqual(role.inputs.rules, controllerRules());
+    const binding = one(
+      "ops",
+      "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+      "ops-binding",
+    );
+    assert.deepEqual(binding.inputs.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "ops-cocoonset-controller",
+    });
+    assert.deepEqual(binding.inputs.subjects, [
+      { kind: "ServiceAccount", name: "ops-controller", namespace: "ops-system" },
+    ]);
+
+    const deployment = one("ops", "kubernetes:apps/v1:Deployment", "ops-controller");
+    const spec = deployment.inputs.spec as {
+      replicas: number;
+      template: {
+        spec: {
+          serviceAccountName: string;
+          securityContext: { runAsNonRoot: boolean };
+          containers: {
+            args: string[];
+            livenessProbe: { httpGet: { path: string } };
+            readinessProbe: { httpGet: { path: string } };
+            securityContext: {
+              readOnlyRootFilesystem: boolean;
+              allowPrivilegeEscalation: boolean;
+            };
+          }[];
+        };
+      };
+    };
+    const pod = spec.template.spec;
+    const container = pod.containers[0];
+    assert.equal(spec.replicas, 1);
+    assert.equal(pod.serviceAccountName, "ops-controller");
+    assert.equal(container.args[0], "controller");
+    assert.ok(container.args.includes("--leader-elect=true"), container.args.join(" "));
+    assert.ok(container.args.includes("--health-probe-bind-address=:8081"));
+    assert.equal(container.livenessProbe.httpGet.path, "/healthz");
+    assert.equal(container.readinessProbe.httpGet.path, "/readyz");
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(container.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(container.securityContext.allowPrivilegeEscalation, false);
+  });
+
+  it("with watchNamespaces grants a Role and RoleBinding per namespace (and the Lease namespace) instead of a ClusterRole", async () => {
+    const op = new sdk.Operator("scoped", {
+      namespace: "scoped-system",
+      watchNamespaces: ["team-a", "team-b"],
+    });
+    await settle(op.deploymentName);
+    const kids = childrenOf("scoped");
+    assert.equal(kids.filter((k) => k.type.endsWith(":ClusterRole")).length, 0);
+    assert.equal(kids.filter((k) => k.type.endsWith(":ClusterRoleBinding")).length, 0);
+    const roles = kids.filter((k) => k.type === "kubernetes:rbac.authorization.k8s.io/v1:Role");
+    const bindings = kids.filter(
+      (k) => k.type === "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+    );
+    const ns = (r: Registered) => (r.inputs.metadata as { namespace: string }).namespace;
+    assert.deepEqual(roles.map(ns).sort(), ["scoped-system", "team-a", "team-b"]);
+    assert.deepEqual(bindings.map(ns).sort(), ["scoped-system", "team-a", "team-b"]);
+    assert.deepEqual(
+      roles.find((r) => ns(r) === "team-a")?.inputs.rules,
+      namespacedRules(),
+      "a watched namespace gets the namespaced rules only",
+    );
+    assert.deepEqual(
+      roles.find((r) => ns(r) === "scoped-system")?.inputs.rules,
+      leaderElectionRules(),
+      "the controller's own namespace gets the Lease rules",
+    );
+    const deployment = one("scoped", "kubernetes:apps/v1:Deployment", "scoped-controller");
+    const args = (
+      deployment.inputs.spec as { template: { spec: { containers: { args: string[] }[] } } }
+    ).template.spec.containers[0].args;
+    assert.deepEqual(
+      args.filter((a) => a.startsWith("--namespace=")),
+      ["--namespace=team-a", "--namespace=team-b"],
+    );
+  });
+
+  it("refuses two replicas without leader election, naming both fields", () => {
+    assert.throws(
+      () => new sdk.Operator("racy", { replicas: 2, leaderElect: false }),
+      /\[leaderElect\] must be true when \[replicas\] > 1/,
+    );
+    assert.throws(() => new sdk.Operator("none", { replicas: 0 }), /\[replicas\]/);
+  });
+});
+
+describe("Fleet", () => {
+  it("registers its CocoonSet after the operator and a Slots resource keyed by slot and toolbox, with a secret kubeconfig", async () => {
+    const op = new sdk.Operator("shared", { namespace: "shared-system" });
+    const seen: pulumi.ResourceTransformationArgs[] = [];
+    const fleet = new sdk.Fleet(
+      "coder",
+      {
+        namespace: "agents",
+        operator: op,
+        kubeconfig: "apiVersion: v1\nkind: Config\n",
+        spec: {
+          agent: { replicas: 3, image: "agents/coder:1" },
+          toolboxes: [{ name: "browser", image: "tools/browser:1" }],
+        },
+      },
+      {
+        transformations: [
+          (args) => {
+            seen.push(args);
+            return undefined;
+          },
+        ],
+      },
+    );
+    await settle(fleet.podNames);
+    withParents();
+    const kids = childrenOf("coder");
+    assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
+      "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet coder-cocoonset",
+      "pulumi-nodejs:dynamic/cocoonset:Slots coder-slots",
+    ]);
+    for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Fleet", k.name);
+
+    const cs = one("coder", "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet", "coder-cocoonset");
+    assert.equal(cs.inputs.apiVersion, "cocoonset.cocoonstack.io/v1");
+    assert.equal(cs.inputs.kind, "CocoonSet");
+    assert.deepEqual(cs.inputs.metadata, { name: "coder", namespace: "agents" });
+    assert.deepEqual(cs.inputs.spec, {
+      agent: { replicas: 3, image: "agents/coder:1" },
+      toolboxes: [{ name: "browser", image: "tools/browser:1" }],
+    });
+    const csOpts = seen.find((s) => s.name === "coder-cocoonset")?.opts;
+    assert.ok(csOpts?.parent === fleet, "the CocoonSet's parent is the Fleet");
+    assert.deepEqual(
+      csOpts.dependsOn,
+      [op.crd, op.deployment],
+      "the CocoonSet waits for the CRD and the controller, and is destroyed before them",
+    );
+
+    const slots = one("coder", "pulumi-nodejs:dynamic/cocoonset:Slots", "coder-slots");
+    assert.deepEqual(Object.keys(slots.inputs.slots as object).sort(), [
+      "0",
+      "1",
+      "2",
+      "3",
+      "browser",
+    ]);
+    assert.equal(
+      (slots.inputs.slots as Record<string, { pod: string }>)["3"].pod,
+      "coder-3",
+      "slot keys map to pod names",
+    );
+    assert.equal(slots.inputs.uid, "uid-of-coder-cocoonset", "the uid comes from the CocoonSet");
+    assert.equal(slots.inputs.providerVersion, sdk.PROVIDER_VERSION);
+    assert.match(sdk.PROVIDER_VERSION, /^\d+\.\d+\.\d+.*\+slots\.\d+$/);
+    assert.deepEqual(
+      [slots.inputs.namespace, slots.inputs.name, slots.inputs.fanOut],
+      ["agents", "coder", 8],
+    );
+    const slotsOpts = seen.find((s) => s.name === "coder-slots");
+    assert.ok(slotsOpts?.opts.parent === fleet, "the Slots resource's parent is the Fleet");
+    assert.equal(
+      await pulumi.isSecret(slotsOpts.props.kubeconfig as pulumi.Output<string>),
+      true,
+      "the kubeconfig input is a secret",
+    );
+
+    // The provider object is serialized even under mocks: it must stay small and load the
+    // engine by package name instead of capturing it.
+    const provider = slots.inputs.__provider;
+    assert.equal(typeof provider, "string");
+    assert.ok((provider as string).includes('import("pulumi-cocoonset/provider")'));
+    assert.ok(
+      (provider as string).length < 4000,
+      `provider is ${(provider as string).length} chars`,
+    );
+  });
+
+  it("an invalid spec gets no desired slots (the resource's check reports it)", async () => {
+    const fleet = new sdk.Fleet("broken", {
+      namespace: "agents",
+      kubeconfig: "apiVersion: v1\nkind: Config\n",
+      spec: { agent: { replicas: -1, image: "" } },
+    });
+    await settle(fleet.podNames);
+    const slots = one("broken", "pulumi-nodejs:dynamic/cocoonset:Slots", "broken-slots");
+    assert.deepEqual(slots.inputs.slots, {});
+    assert.deepEqual(slots.inputs.spec, { agent: { replicas: -1, image: "" } });
+  });
+});

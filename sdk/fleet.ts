@@ -3,9 +3,6 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
 import { desiredSlots } from "../provider/dynamic/slot-view.js";
 import {
   API_VERSION,
@@ -13,6 +10,7 @@ import {
   validateCocoonSetSpec,
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
+import { defaultKubeconfig } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { PROVIDER_VERSION, Slots } from "./slots.js";
 
@@ -52,18 +50,6 @@ export interface FleetArgs {
    * @default 120
    */
   releaseTimeoutSeconds?: number;
-}
-
-function defaultKubeconfig(): string {
-  const file =
-    process.env.KUBECONFIG?.split(":").find(Boolean) ?? join(homedir(), ".kube", "config");
-  try {
-    return readFileSync(file, "utf8");
-  } catch (e) {
-    throw new Error(`[kubeconfig] not given and ${file} cannot be read: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
 }
 
 /** One agent fleet: a CocoonSet whose slots `pulumi up` materialises and `destroy` releases. */

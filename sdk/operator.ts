@@ -5,6 +5,9 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
+import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
+import { defaultKubeconfig } from "./kubeconfig.js";
+import { OperatorGuard } from "./slots.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
 
@@ -61,6 +64,11 @@ export interface OperatorArgs {
   /** @default "info" */
   logLevel?: string;
   /**
+   * Kubeconfig text the install guard uses to look for another Operator (kept as a secret).
+   * @default the file named by `$KUBECONFIG`, else `~/.kube/config`
+   */
+  kubeconfig?: pulumi.Input<string>;
+  /**
    * Do not wait for the controller Deployment to become available (for clusters with no
    * nodes that can run it).
    * @default false
@@ -69,9 +77,10 @@ export interface OperatorArgs {
 }
 
 /**
- * The CocoonSet CRD and its controller. Install it once per cluster: pulumi-kubernetes
- * applies server-side, so a second Operator adopts the existing CRD instead of failing, and
- * destroying either one deletes the CRD and with it every CocoonSet in the cluster.
+ * The CocoonSet CRD and its controller. Install it once per cluster: the CRD carries the
+ * installing Operator's `<project>/<stack>/<name>`, and an install guard makes `pulumi up`
+ * of a second Operator fail with a message naming the first (a CRD with no stamp, applied
+ * by hand, is adopted). Destroying the Operator deletes the CRD and with it every CocoonSet.
  */
 export class Operator extends pulumi.ComponentResource {
   /** Namespace the controller runs in. */
@@ -114,19 +123,24 @@ export class Operator extends pulumi.ComponentResource {
           );
     const inNs = namespace ? { ...child, dependsOn: [namespace] } : child;
 
+    // One Operator per cluster: the guard fails `up` when another one stamped the CRD.
+    const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
+    const guard = new OperatorGuard(
+      `${name}-guard`,
+      { kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()), owner },
+      child,
+    );
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
       `${name}-crd`,
       {
         metadata: {
           name: crd.metadata.name,
           labels: MANAGED_BY,
-          annotations: {
-            "cocoonset.cocoonstack.io/installed-by": pulumi.interpolate`${pulumi.getProject()}/${pulumi.getStack()}/${name}`,
-          },
+          annotations: { [INSTALLED_BY]: owner },
         },
         spec: crd.spec,
       },
-      child,
+      { ...child, dependsOn: [guard] },
     );
 
     const sa = new k8s.core.v1.ServiceAccount(

@@ -7,7 +7,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
 import type { CocoonSetSpec } from "../provider/fleet/index.js";
-import type { SlotMap, SlotsInputs } from "../provider/dynamic/index.js";
+import type { OperatorGuardInputs, SlotMap, SlotsInputs } from "../provider/dynamic/index.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -44,6 +44,33 @@ export const slotsProvider: pulumi.dynamic.ResourceProvider = {
     return m.dynamic.read(id, props);
   },
 };
+
+/** The Operator's install guard provider (see provider/dynamic/operator-guard.ts). */
+export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
+  async create(inputs) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.guardCreate(inputs);
+  },
+  async update(id, olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.guardUpdate(id, olds, news);
+  },
+  async diff(_id, olds: OperatorGuardInputs, news: OperatorGuardInputs) {
+    // Re-check on every deploy: another stack may have installed an Operator since.
+    return { changes: olds.owner !== news.owner || olds.kubeconfig !== news.kubeconfig };
+  },
+};
+
+/** One Operator per cluster: fails `up` when another Operator installed the CRD. */
+export class OperatorGuard extends pulumi.dynamic.Resource {
+  constructor(
+    name: string,
+    args: { kubeconfig: pulumi.Input<string>; owner: pulumi.Input<string> },
+    opts: pulumi.CustomResourceOptions = {},
+  ) {
+    super(operatorGuardProvider, name, args, opts, "cocoonset", "OperatorGuard");
+  }
+}
 
 /** Inputs of {@link Slots}, as Pulumi inputs. */
 export type SlotsArgs = { [K in keyof SlotsInputs]: pulumi.Input<SlotsInputs[K]> };

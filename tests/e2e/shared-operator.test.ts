@@ -11,6 +11,7 @@ import { adminClient, isReady, suffix } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const example = join(repoRoot, "examples", "shared-operator");
+const fleetProgram = join(repoRoot, "tests", "e2e", "programs", "fleet");
 
 test("the shared-operator example brings up two fleets on one operator and destroys them all", async (t) => {
   const client = adminClient();
@@ -45,6 +46,35 @@ test("the shared-operator example brings up two fleets on one operator and destr
       );
       assert.ok(pods.every(isReady), `every pod of ${name} is Ready`);
     }
+
+    // A second Operator (another stack) in the same cluster is refused by name.
+    const intruderNs = `intruder-${id}`;
+    await client.create(paths.namespaces(), {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: intruderNs },
+    });
+    const intruder = await programStack(t, fleetProgram, {
+      namespace: { value: intruderNs },
+      replicas: { value: "1" },
+      withOperator: { value: "true" },
+      operatorName: { value: "intruder" },
+      operatorNamespace: { value: `${intruderNs}-system` },
+    });
+    await assert.rejects(intruder.stack.up(), /already installed by the Operator .*\/cocoonset/s);
+    const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));
+    assert.match(
+      crd.metadata.annotations?.["cocoonset.cocoonstack.io/installed-by"] ?? "",
+      /\/cocoonset$/,
+      "the CRD still belongs to the first Operator",
+    );
+    assert.equal(
+      await client.getOrUndefined(paths.deployment(`${intruderNs}-system`, "intruder-controller")),
+      undefined,
+      "no second controller was deployed",
+    );
+    await intruder.stack.destroy();
+    await client.delete(paths.namespace(intruderNs));
   } catch (e) {
     await stack.destroy().catch(() => undefined);
     throw e;

@@ -77,9 +77,12 @@ before(async () => {
   sdk = await import("../../../sdk/index.js");
 });
 
+/** A kubeconfig text for the install guard (never used to connect under mocks). */
+const KUBECONFIG = "apiVersion: v1\nkind: Config\n";
+
 describe("Operator", () => {
   it("registers the namespace, CRD, ServiceAccount, ClusterRole, binding and controller Deployment as its children", async () => {
-    const op = new sdk.Operator("ops", { namespace: "ops-system" });
+    const op = new sdk.Operator("ops", { namespace: "ops-system", kubeconfig: KUBECONFIG });
     await settle(op.deploymentName);
     withParents();
     const kids = childrenOf("ops");
@@ -90,6 +93,7 @@ describe("Operator", () => {
       "kubernetes:core/v1:ServiceAccount ops-sa",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole ops-role",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding ops-binding",
+      "pulumi-nodejs:dynamic/cocoonset:OperatorGuard ops-guard",
     ]);
     for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Operator", k.name);
 
@@ -167,6 +171,7 @@ describe("Operator", () => {
 
   it("with watchNamespaces grants a Role and RoleBinding per namespace (and the Lease namespace) instead of a ClusterRole", async () => {
     const op = new sdk.Operator("scoped", {
+      kubeconfig: KUBECONFIG,
       namespace: "scoped-system",
       watchNamespaces: ["team-a", "team-b"],
     });
@@ -203,16 +208,19 @@ describe("Operator", () => {
 
   it("refuses two replicas without leader election, naming both fields", () => {
     assert.throws(
-      () => new sdk.Operator("racy", { replicas: 2, leaderElect: false }),
+      () => new sdk.Operator("racy", { replicas: 2, leaderElect: false, kubeconfig: KUBECONFIG }),
       /\[leaderElect\] must be true when \[replicas\] > 1/,
     );
-    assert.throws(() => new sdk.Operator("none", { replicas: 0 }), /\[replicas\]/);
+    assert.throws(
+      () => new sdk.Operator("none", { replicas: 0, kubeconfig: KUBECONFIG }),
+      /\[replicas\]/,
+    );
   });
 });
 
 describe("Fleet", () => {
   it("registers its CocoonSet after the operator and a Slots resource keyed by slot and toolbox, with a secret kubeconfig", async () => {
-    const op = new sdk.Operator("shared", { namespace: "shared-system" });
+    const op = new sdk.Operator("shared", { namespace: "shared-system", kubeconfig: KUBECONFIG });
     const seen: pulumi.ResourceTransformationArgs[] = [];
     const fleet = new sdk.Fleet(
       "coder",

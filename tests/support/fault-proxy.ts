@@ -1,0 +1,172 @@
+/**
+ * Test support: a loopback HTTP proxy in front of the apiserver that injects faults, so tests
+ * can check that the engine converges through throttling, server errors and lost answers.
+ *
+ * About one request in five (never a watch) gets one of: a 429 with `Retry-After: 1`, a 503,
+ * a connection dropped before the request is forwarded, or a connection dropped after the
+ * apiserver answered (the change happened, the client never hears of it). The proxy adds the
+ * admin credentials itself, so its kubeconfig carries none.
+ */
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { AddressInfo } from "node:net";
+import { stringify } from "yaml";
+import type { KubeClient } from "../../provider/kube/index.js";
+
+/** The faults the proxy injects. */
+export type Fault = "429" | "503" | "drop-before" | "drop-after";
+
+const FAULTS: readonly Fault[] = ["429", "503", "drop-before", "drop-after"];
+
+/** Options of {@link startFaultProxy}. */
+export interface FaultProxyOptions {
+  /** Share of non-watch requests that get a fault. @default 0.2 */
+  rate?: number;
+  /** Seed of the fault choice, for a reproducible sequence. @default random */
+  seed?: number;
+}
+
+/** A running proxy. */
+export interface FaultProxy {
+  /** `http://127.0.0.1:<port>`. */
+  url: string;
+  /** A kubeconfig (YAML text) pointing at the proxy, with no credentials. */
+  kubeconfig: string;
+  /** Requests forwarded, and faults injected by kind. */
+  stats: { requests: number; watches: number; faults: Record<Fault, number> };
+  /** Stops listening and closes open connections. */
+  close(): Promise<void>;
+}
+
+// mulberry32: a tiny seeded generator, enough to pick faults reproducibly.
+function generator(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function isWatch(url: string): boolean {
+  const u = new URL(url, "http://proxy");
+  return u.searchParams.get("watch") === "true" || u.pathname.includes("/watch/");
+}
+
+/**
+ * Starts the proxy in front of the cluster `admin` talks to, using its CA and token.
+ * @param admin a client with a bearer token for an https apiserver
+ */
+export async function startFaultProxy(
+  admin: KubeClient,
+  opts: FaultProxyOptions = {},
+): Promise<FaultProxy> {
+  const cluster = admin.config.getCurrentCluster();
+  const token = admin.config.getCurrentUser()?.token;
+  if (!cluster || !token) throw new Error("the fault proxy needs a kubeconfig with a token user");
+  const upstream = new URL(cluster.server);
+  const ca = cluster.caData ? Buffer.from(cluster.caData, "base64") : undefined;
+  const rate = opts.rate ?? 0.2;
+  const random = generator(opts.seed ?? randomBytes(4).readUInt32LE(0));
+  const stats: FaultProxy["stats"] = {
+    requests: 0,
+    watches: 0,
+    faults: { "429": 0, "503": 0, "drop-before": 0, "drop-after": 0 },
+  };
+
+  const forward = (req: IncomingMessage, res: ServerResponse, dropAnswer: boolean): void => {
+    const headers = { ...req.headers, host: upstream.host, authorization: `Bearer ${token}` };
+    const up = httpsRequest(
+      {
+        hostname: upstream.hostname,
+        port: upstream.port,
+        path: req.url,
+        method: req.method,
+        headers,
+        ca,
+      },
+      (answer) => {
+        if (dropAnswer) {
+          // Let the apiserver finish the change, then lose its answer.
+          answer.resume();
+          answer.on("end", () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    up.on("error", () => req.socket.destroy());
+    // A client that goes away (a finished watch) ends the upstream request too.
+    res.on("close", () => up.destroy());
+    req.pipe(up);
+  };
+
+  const server = createServer((req, res) => {
+    if (isWatch(req.url ?? "")) {
+      stats.watches++;
+      forward(req, res, false);
+      return;
+    }
+    stats.requests++;
+    if (random() >= rate) {
+      forward(req, res, false);
+      return;
+    }
+    const fault = FAULTS[Math.floor(random() * FAULTS.length)];
+    stats.faults[fault]++;
+    switch (fault) {
+      case "429":
+      case "503": {
+        const code = Number(fault);
+        req.resume();
+        res.writeHead(code, {
+          "content-type": "application/json",
+          ...(code === 429 ? { "retry-after": "1" } : {}),
+        });
+        res.end(
+          JSON.stringify({
+            kind: "Status",
+            apiVersion: "v1",
+            status: "Failure",
+            reason: code === 429 ? "TooManyRequests" : "ServiceUnavailable",
+            message: `injected by the fault proxy`,
+            code,
+          }),
+        );
+        return;
+      }
+      case "drop-before":
+        req.socket.destroy();
+        return;
+      case "drop-after":
+        forward(req, res, true);
+        return;
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // client-node refuses a plain-http server unless TLS verification is marked as skipped;
+  // there is no TLS on this hop (loopback), so the flag only unlocks http.
+  const kubeconfig = stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "fault-proxy", cluster: { server: url, "insecure-skip-tls-verify": true } }],
+    users: [{ name: "fault-proxy", user: {} }],
+    contexts: [{ name: "fault-proxy", context: { cluster: "fault-proxy", user: "fault-proxy" } }],
+    "current-context": "fault-proxy",
+  });
+  return {
+    url,
+    kubeconfig,
+    stats,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

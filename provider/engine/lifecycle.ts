@@ -17,11 +17,12 @@ import {
   KubeApiError,
   PatchType,
   paths,
+  waitForList,
   waitForObject,
   type KubeClient,
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
-import { readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
+import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
 export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
@@ -190,6 +191,20 @@ export async function converge(
       continue;
     }
     if (last.requeueAfterMs === 0) continue;
+    if (last.plan.mutatesPods && last.created.length === 0 && last.deleted.length === 0) {
+      // Same-name pods are still terminating: wait (watch) until they are gone, then go on.
+      await waitForList(
+        client,
+        paths.pods(namespace),
+        (items) => !items.some((p) => p.metadata.deletionTimestamp),
+        {
+          labelSelector: podSelector(name),
+          timeoutMs: Math.max(1000, deadline - Date.now()),
+          description: `terminating pods of CocoonSet ${namespace}/${name} to be gone`,
+        },
+      );
+      continue;
+    }
     return last;
   }
   return last!;

@@ -82,6 +82,9 @@ export class PassError extends Error {
   }
 }
 
+/** Requeue delay of a pass whose planned changes all met existing pods. */
+export const STALLED_REQUEUE_MS = 1000;
+
 /** The label selector of a CocoonSet's pods. */
 export function podSelector(name: string): string {
   return `${LABELS.name}=${name}`;
@@ -255,6 +258,11 @@ export async function runPass(
     result.statusWritten = true;
   }
   if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
+  else if (plan.mutatesPods) {
+    // Every create met a pod of the same name (one still terminating, or another writer's):
+    // nothing changed, so running again at once would only spin.
+    result.requeueAfterMs = STALLED_REQUEUE_MS;
+  }
   return result;
 }
 

@@ -247,7 +247,14 @@ export class KubeClient {
     // Credentials may rotate (projected tokens, exec plugins): re-read them every minute.
     if (this.transport && Date.now() - this.transport.loadedAt < 60_000) return this.transport;
     const opts: RequestOptions & { headers?: Record<string, string> } = { headers: {} };
-    await this.config.applyToHTTPSOptions(opts);
+    try {
+      await this.config.applyToHTTPSOptions(opts);
+    } catch (e) {
+      // A credential or TLS setting that cannot be applied will not fix itself: no retry.
+      throw new KubeConfigError(
+        `cannot use the credentials of ${this.source} for ${this.server}: ${(e as Error).message}`,
+      );
+    }
     const server = new URL(this.server);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) headers[k.toLowerCase()] = String(v);
@@ -328,7 +335,7 @@ export class KubeClient {
         if (status >= 200 && status < 300) return (text ? JSON.parse(text) : {}) as T;
         err = toApiError(verb, path, status, text, res.headers["retry-after"]);
       } catch (e) {
-        if (KubeApiError.isInstance(e)) throw e;
+        if (KubeApiError.isInstance(e) || KubeConfigError.isInstance(e)) throw e;
         if (opts.signal?.aborted) throw e;
         const cause = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
         err = new KubeApiError(
@@ -470,7 +477,7 @@ export class KubeClient {
         if (finished) return;
         finished = true;
         res.destroy();
-        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        if (err) reject(err instanceof Error ? err : new Error(JSON.stringify(err)));
         else resolve(rv);
       };
       res.setEncoding("utf8");

@@ -506,5 +506,9 @@ export function planPass(input: PlanInput): Plan {
     planSubAgents(pass, pods.subAgents, main);
     planToolboxes(pass, pods.toolboxes);
   }
-  return finish(pass, true);
+  // A replacement main that is not Ready yet must not overwrite Failed with Pending: the
+  // Failed phase is what announces RecoveredFromFailure once the main is Ready again.
+  const waitingAfterFailure =
+    cs.status?.phase === "Failed" && pass.steps.some((s) => s.decision === "wait-main");
+  return finish(pass, !waitingAfterFailure);
 }

@@ -143,6 +143,22 @@ describe("main agent", () => {
     assert.equal(p.status?.phase, "Running");
   });
 
+  it("a Failed fleet whose replacement main is not Ready yet keeps Failed (no status write)", () => {
+    const cs = {
+      ...fleet,
+      status: {
+        ...deriveStatus({ cocoonSet: fleet, pods: [], nowMs: NOW }),
+        phase: "Failed" as const,
+      },
+    };
+    const p = plan(cs, [mainPod(fleet, false)]);
+    assert.deepEqual(
+      p.steps.map((s) => s.decision),
+      ["wait-main"],
+    );
+    assert.equal(p.status, undefined, "Pending must not overwrite Failed before the recovery");
+  });
+
   it("announces the recovery in the quiet pass that clears Failed, not while pods still change", () => {
     const cs = {
       ...fleet,

@@ -56,9 +56,8 @@ export function registerController(program: Command, deps: ControllerDepsFactory
     );
   for (const o of CONTROLLER_OPTIONS) {
     const help = `${o.description} (default: ${o.defaultText}; env: ${o.env})`;
-    if (o.key === "namespace") cmd.option(`${o.flag} <namespace>`, help, collect);
-    else if (o.key === "leaderElect") cmd.option(`${o.flag} [bool]`, help);
-    else cmd.option(`${o.flag} <value>`, help);
+    if (o.key === "namespace") cmd.option(`${o.flag} ${o.valueName}`, help, collect);
+    else cmd.option(`${o.flag} ${o.valueName}`, help);
   }
   cmd.option("--no-leader-elect", "run without leader election (same as --leader-elect=false)");
   cmd.action(

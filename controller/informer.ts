@@ -171,7 +171,10 @@ export class Informer<T extends KubeObject = KubeObject> {
           this.opts.log?.info({ path: this.opts.path }, "watch expired (410); re-listing");
           continue;
         }
-        if (healthySince !== undefined && Date.now() - healthySince >= this.opts.resetBackoffAfterMs)
+        if (
+          healthySince !== undefined &&
+          Date.now() - healthySince >= this.opts.resetBackoffAfterMs
+        )
           attempt = 0;
         healthySince = undefined;
         const base = Math.min(this.opts.initialBackoffMs * 2 ** attempt, this.opts.maxBackoffMs);
@@ -218,8 +221,8 @@ export class Informer<T extends KubeObject = KubeObject> {
     // The server ends the watch after timeoutSeconds; silence well beyond that means the
     // connection is dead without either side noticing.
     const watchdog = new AbortController();
-    const onStop = () => watchdog.abort();
-    this.abort.signal.addEventListener("abort", onStop, { once: true });
+    // AbortSignal.any also covers a stop() that happened before this watch began.
+    const signal = AbortSignal.any([this.abort.signal, watchdog.signal]);
     const timer = setTimeout(() => watchdog.abort(), (timeoutSeconds + 30) * 1000);
     try {
       return await this.opts.client.watch<T>(
@@ -238,11 +241,10 @@ export class Informer<T extends KubeObject = KubeObject> {
             else this.emit("onAdd", obj);
           }
         },
-        watchdog.signal,
+        signal,
       );
     } finally {
       clearTimeout(timer);
-      this.abort.signal.removeEventListener("abort", onStop);
     }
   }
 

@@ -181,7 +181,10 @@ export class LeaderElector {
         this.log?.info({ lease: this.name }, "released the lease");
       }
     } catch (e) {
-      this.log?.warn({ err: (e as Error).message, lease: this.name }, "could not release the lease");
+      this.log?.warn(
+        { err: (e as Error).message, lease: this.name },
+        "could not release the lease",
+      );
     }
     if (wasLeading) this.stepDown("released");
   }
@@ -193,7 +196,8 @@ export class LeaderElector {
   private stepDown(why: string): void {
     if (!this.leading) return;
     this.leading = false;
-    this.log?.warn({ lease: this.name, identity: this.identity, why }, "stopped leading");
+    const level = why === "released" ? "info" : "warn";
+    this.log?.[level]({ lease: this.name, identity: this.identity, why }, "stopped leading");
     this.onStopped?.();
   }
 

@@ -29,7 +29,12 @@ import {
   type KubeObject,
 } from "../provider/kube/index.js";
 import { KubeEventRecorder } from "./events.js";
-import { parseBindAddress, startMetricsServer, startProbeServer, type CheckResult } from "./health.js";
+import {
+  parseBindAddress,
+  startMetricsServer,
+  startProbeServer,
+  type CheckResult,
+} from "./health.js";
 import { Informer } from "./informer.js";
 import { defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
@@ -136,8 +141,8 @@ export async function checkCrd(client: KubeClient): Promise<CheckResult> {
     const crd = await client.getOrUndefined<KubeObject>(paths.crd(COCOONSET_CRD_NAME));
     if (!crd) return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not installed` };
     const conds =
-      (crd.status as { conditions?: { type: string; status: string }[] } | undefined)
-        ?.conditions ?? [];
+      (crd.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ??
+      [];
     if (!conds.some((c) => c.type === "Established" && c.status === "True"))
       return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not Established yet` };
     return { ok: true, reason: `CRD ${COCOONSET_CRD_NAME} is established` };
@@ -268,7 +273,10 @@ export async function runController(
     try {
       crd = await checkCrd(client);
     } catch (e) {
-      crd = { ok: false, reason: `cannot check CRD ${COCOONSET_CRD_NAME}: ${(e as Error).message}` };
+      crd = {
+        ok: false,
+        reason: `cannot check CRD ${COCOONSET_CRD_NAME}: ${(e as Error).message}`,
+      };
     }
     if (crd.ok) break;
     const delay = Math.min(1000 * 2 ** attempt, 60_000);
@@ -350,9 +358,7 @@ function createSession(s: SessionDeps): Session {
   const halt = new AbortController();
   const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
 
-  const csInformers = scopes.map(
-    (ns) => new Informer({ client, path: paths.cocoonSets(ns), log }),
-  );
+  const csInformers = scopes.map((ns) => new Informer({ client, path: paths.cocoonSets(ns), log }));
   const podInformers = scopes.map(
     (ns) =>
       new Informer({

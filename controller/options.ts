@@ -50,6 +50,8 @@ export interface OptionSpec {
   key: keyof ControllerFlags;
   flag: string;
   env: string;
+  /** The value placeholder in `--help`, e.g. `<duration>`. */
+  valueName: string;
   /** The default as shown in `--help`. */
   defaultText: string;
   description: string;
@@ -59,6 +61,7 @@ export interface OptionSpec {
 export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   {
     key: "kubeconfig",
+    valueName: "<path>",
     flag: "--kubeconfig",
     env: "COCOONSET_KUBECONFIG",
     defaultText: "in-cluster credentials, else $KUBECONFIG",
@@ -66,6 +69,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "namespace",
+    valueName: "<namespace>",
     flag: "--namespace",
     env: "COCOONSET_NAMESPACE",
     defaultText: "all namespaces",
@@ -73,6 +77,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "concurrency",
+    valueName: "<n>",
     flag: "--concurrency",
     env: "COCOONSET_CONCURRENCY",
     defaultText: "4",
@@ -80,6 +85,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "fanoutConcurrency",
+    valueName: "<n>",
     flag: "--fanout-concurrency",
     env: "COCOONSET_FANOUT_CONCURRENCY",
     defaultText: "8",
@@ -87,6 +93,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "metricsBindAddress",
+    valueName: "<address>",
     flag: "--metrics-bind-address",
     env: "COCOONSET_METRICS_BIND_ADDRESS",
     defaultText: ":8080",
@@ -94,6 +101,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "healthProbeBindAddress",
+    valueName: "<address>",
     flag: "--health-probe-bind-address",
     env: "COCOONSET_HEALTH_PROBE_BIND_ADDRESS",
     defaultText: ":8081",
@@ -101,6 +109,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "leaderElect",
+    valueName: "[bool]",
     flag: "--leader-elect",
     env: "COCOONSET_LEADER_ELECT",
     defaultText: "true",
@@ -109,6 +118,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "leaderElectionNamespace",
+    valueName: "<namespace>",
     flag: "--leader-election-namespace",
     env: "COCOONSET_LEADER_ELECTION_NAMESPACE",
     defaultText: "the pod's namespace ($POD_NAMESPACE or the service account's), else default",
@@ -116,6 +126,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "reapInterval",
+    valueName: "<duration>",
     flag: "--reap-interval",
     env: "COCOONSET_REAP_INTERVAL",
     defaultText: "5m",
@@ -123,6 +134,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   },
   {
     key: "logLevel",
+    valueName: "<level>",
     flag: "--log-level",
     env: "COCOONSET_LOG_LEVEL",
     defaultText: "info",
@@ -217,7 +229,11 @@ export function resolveControllerOptions(
   const len = pick("leaderElectionNamespace");
   const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
   if (!DNS_LABEL.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)
-    fail(len?.from ?? "--leader-election-namespace", "must be a namespace name", leaderElectionNamespace);
+    fail(
+      len?.from ?? "--leader-election-namespace",
+      "must be a namespace name",
+      leaderElectionNamespace,
+    );
 
   let reapIntervalMs = 300_000;
   const ri = pick("reapInterval");

@@ -35,7 +35,10 @@ function fakeClient(lists: KubeList[], watches: Script[]) {
       const w = watches.shift();
       if (w) return w(onEvent, signal);
       // Nothing left to say: hold the watch open until the informer stops.
-      return new Promise((resolve) => signal?.addEventListener("abort", () => resolve(q.resourceVersion)));
+      return new Promise((resolve) => {
+        if (signal?.aborted) return resolve(q.resourceVersion);
+        signal?.addEventListener("abort", () => resolve(q.resourceVersion));
+      });
     },
   };
   return { client: client as unknown as KubeClient, calls };
@@ -47,7 +50,9 @@ function recorder(inf: Informer) {
   inf.addHandlers({
     onAdd: (o) => (seen.push(`add ${o.metadata.name}@${o.metadata.resourceVersion}`), notify()),
     onUpdate: (a, b) => (
-      seen.push(`update ${a.metadata.name}@${a.metadata.resourceVersion}->${b.metadata.resourceVersion}`),
+      seen.push(
+        `update ${a.metadata.name}@${a.metadata.resourceVersion}->${b.metadata.resourceVersion}`,
+      ),
       notify()
     ),
     onDelete: (o) => (seen.push(`delete ${o.metadata.name}`), notify()),
@@ -62,13 +67,19 @@ function recorder(inf: Informer) {
   return { seen, waitFor };
 }
 
-describe("informer (scripted client)", () => {
+describe("informer (scripted client)", { timeout: 10_000 }, () => {
   test("a 410 re-lists at once and diffs the new list against the cache", async () => {
     const gone = new KubeApiError("expired", 410, "Expired", "GET", "/x");
     const { client, calls } = fakeClient(
       [
-        { metadata: { resourceVersion: "10" }, items: [obj("a", "1"), obj("b", "2"), obj("c", "3")] },
-        { metadata: { resourceVersion: "20" }, items: [obj("b", "2"), obj("c", "7"), obj("d", "8")] },
+        {
+          metadata: { resourceVersion: "10" },
+          items: [obj("a", "1"), obj("b", "2"), obj("c", "3")],
+        },
+        {
+          metadata: { resourceVersion: "20" },
+          items: [obj("b", "2"), obj("c", "7"), obj("d", "8")],
+        },
       ],
       [async () => Promise.reject(gone)],
     );
@@ -77,9 +88,22 @@ describe("informer (scripted client)", () => {
     inf.start();
     await r.waitFor(6);
     await inf.stop();
-    assert.deepEqual(r.seen, ["add a@1", "add b@2", "add c@3", "update c@3->7", "add d@8", "delete a"]);
+    assert.deepEqual(r.seen, [
+      "add a@1",
+      "add b@2",
+      "add c@3",
+      "update c@3->7",
+      "add d@8",
+      "delete a",
+    ]);
     assert.deepEqual(calls.slice(0, 4), ["list", "watch@10", "list", "watch@20"]);
-    assert.deepEqual(inf.list().map((o) => o.metadata.name).sort(), ["b", "c", "d"]);
+    assert.deepEqual(
+      inf
+        .list()
+        .map((o) => o.metadata.name)
+        .sort(),
+      ["b", "c", "d"],
+    );
     assert.equal(inf.relistCount(), 1);
     assert.equal(inf.isSupervised(), false, "stopped");
   });
@@ -111,7 +135,10 @@ describe("informer (scripted client)", () => {
   });
 
   test("a handler that throws does not stop the informer", async () => {
-    const { client } = fakeClient([{ metadata: { resourceVersion: "1" }, items: [obj("a", "1"), obj("b", "1")] }], []);
+    const { client } = fakeClient(
+      [{ metadata: { resourceVersion: "1" }, items: [obj("a", "1"), obj("b", "1")] }],
+      [],
+    );
     const inf = new Informer({ client, path: "/p" });
     inf.addHandlers({
       onAdd: () => {

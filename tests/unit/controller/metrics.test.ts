@@ -30,7 +30,9 @@ describe("controller metrics", () => {
       "cocoonset_leader 1",
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
-    const names = new Set([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((x) => `${x[1]} ${x[2]}`));
+    const names = new Set(
+      [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((x) => `${x[1]} ${x[2]}`),
+    );
     assert.deepEqual(
       [...names].sort(),
       [
@@ -51,7 +53,9 @@ describe("controller metrics", () => {
     const a = new Metrics();
     const b = new Metrics();
     a.rebuild("x", "y");
-    assert.ok((await a.text()).includes('cocoonset_subagent_rebuild_total{namespace="x",cocoonset="y"} 1'));
+    assert.ok(
+      (await a.text()).includes('cocoonset_subagent_rebuild_total{namespace="x",cocoonset="y"} 1'),
+    );
     assert.ok(!(await b.text()).includes('namespace="x"'));
     assert.equal(register.getSingleMetric(METRIC_NAMES.rebuild), undefined);
   });

@@ -49,7 +49,9 @@ describe("pod to CocoonSet mapping", () => {
     });
     assert.equal(ownerKeyOfPod(pod()), undefined);
     const jobOwned = pod({
-      ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "j", uid: "3", controller: true }],
+      ownerReferences: [
+        { apiVersion: "batch/v1", kind: "Job", name: "j", uid: "3", controller: true },
+      ],
     });
     assert.equal(ownerKeyOfPod(jobOwned), undefined);
   });
@@ -65,7 +67,11 @@ describe("which changes enqueue", () => {
       pod({ annotations: { x: "1" } }, { conditions: [{ type: "Ready", status: "False" }] }),
       true,
     ],
-    ["deletionTimestamp", pod({ annotations: { x: "1" }, deletionTimestamp: "2026-01-01T00:00:00Z" }), true],
+    [
+      "deletionTimestamp",
+      pod({ annotations: { x: "1" }, deletionTimestamp: "2026-01-01T00:00:00Z" }),
+      true,
+    ],
     ["a label", pod({ annotations: { x: "1" }, labels: { a: "2" } }), true],
     ["an annotation", pod({ annotations: { x: "1", y: "2" } }), true],
   ];

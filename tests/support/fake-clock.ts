@@ -1,0 +1,56 @@
+/** A manual clock for unit tests: timers fire only when the test advances time. */
+import type { Clock } from "../../controller/work-queue.js";
+
+interface Timer {
+  at: number;
+  seq: number;
+  fn: () => void;
+}
+
+/** A {@link Clock} whose time moves only through {@link FakeClock.advance}. */
+export class FakeClock implements Clock {
+  private t: number;
+  private seq = 0;
+  private timers = new Map<number, Timer>();
+
+  constructor(start = 1_000_000) {
+    this.t = start;
+  }
+
+  now(): number {
+    return this.t;
+  }
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    const id = ++this.seq;
+    this.timers.set(id, { at: this.t + Math.max(0, ms), seq: id, fn });
+    return id;
+  }
+
+  clearTimeout(handle: unknown): void {
+    this.timers.delete(handle as number);
+  }
+
+  /** Timers not yet fired. */
+  pending(): number {
+    return this.timers.size;
+  }
+
+  /** Moves time forward, firing due timers in order (each sees its own due time). */
+  advance(ms: number): void {
+    const end = this.t + ms;
+    for (;;) {
+      let next: [number, Timer] | undefined;
+      for (const e of this.timers) {
+        if (e[1].at > end) continue;
+        if (!next || e[1].at < next[1].at || (e[1].at === next[1].at && e[1].seq < next[1].seq))
+          next = e;
+      }
+      if (!next) break;
+      this.timers.delete(next[0]);
+      this.t = next[1].at;
+      next[1].fn();
+    }
+    this.t = end;
+  }
+}

@@ -414,8 +414,11 @@ function createSession(s: SessionDeps): Session {
         const res = await deps.reconciler.reconcile(objKey, ctx);
         const seconds = (performance.now() - started) / 1000;
         queue.forget(key);
-        if (res?.requeueAfterMs !== undefined && res.requeueAfterMs > 0) {
-          queue.addAfter(key, res.requeueAfterMs);
+        if (res?.requeueAfterMs !== undefined) {
+          // 0 means "at once" (the pass changed pods): the key is in flight, so the queue
+          // marks it dirty and hands it out again right after done().
+          if (res.requeueAfterMs > 0) queue.addAfter(key, res.requeueAfterMs);
+          else queue.add(key);
           metrics.reconciled("requeue", seconds);
           ctx.log.debug({ requeueAfterMs: res.requeueAfterMs, seconds }, "reconciled; requeue");
         } else {

@@ -1,0 +1,89 @@
+/**
+ * The embedded cluster's own lifecycle, through the CLI a user runs: `up` returns a ready
+ * cluster and leaves it running after the command exits, a second `up` reports it instead
+ * of starting another, `status` and `env` describe it, `down` stops every process it
+ * started and removes its state.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { isAlive, readState, type ClusterState } from "../../cluster/local-cluster.js";
+import { KubeClient, paths } from "../../provider/kube/index.js";
+import { repoRoot } from "../support/pulumi.js";
+
+const cli = join(repoRoot, "dist", "cli", "main.js");
+
+function cocoonset(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", timeout: 180_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test("cluster up/status/env/down manage one private cluster by pid and leave nothing behind", async (t) => {
+  const stateDir = mkdtempSync(join(tmpdir(), "cocoonset-lifecycle-"));
+  t.after(() => {
+    cocoonset("cluster", "down", "--state-dir", stateDir);
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const up = cocoonset("cluster", "up", "--state-dir", stateDir, "--nodes", "1", "--json");
+  assert.equal(up.status, 0, up.stderr);
+  const info = JSON.parse(up.stdout) as { kubeconfig: string; server: string; reused: boolean };
+  assert.equal(info.reused, false);
+  assert.match(info.server, /^https:\/\/127\.0\.0\.1:\d+$/, "loopback only");
+
+  // The CLI has exited; the cluster keeps running and answers with its admin kubeconfig.
+  const state = readState(stateDir) as ClusterState;
+  assert.deepEqual(
+    state.components.map((c) => c.name),
+    ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"],
+  );
+  assert.ok(state.components.every(isAlive), "every component still runs");
+  const client = new KubeClient({ kubeconfig: info.kubeconfig });
+  try {
+    const nodes = await client.list(paths.nodes());
+    assert.deepEqual(
+      nodes.items.map((n) => [n.metadata.name, n.metadata.labels?.["cocoonstack.io/pool"]]),
+      [["kwok-node-0", "default"]],
+    );
+    assert.ok(await client.get(paths.namespace("default")));
+  } finally {
+    client.close();
+  }
+
+  const again = cocoonset("cluster", "up", "--state-dir", stateDir, "--json");
+  assert.equal(again.status, 0, again.stderr);
+  assert.equal(
+    (JSON.parse(again.stdout) as { reused: boolean }).reused,
+    true,
+    "a second up reuses",
+  );
+  assert.deepEqual(
+    readState(stateDir)?.components.map((c) => c.pid),
+    state.components.map((c) => c.pid),
+    "no second set of processes",
+  );
+
+  const status = cocoonset("cluster", "status", "--state-dir", stateDir, "--json");
+  assert.equal(status.status, 0);
+  const st = JSON.parse(status.stdout) as { running: boolean; healthy: boolean };
+  assert.equal(st.running && st.healthy, true);
+
+  const env = cocoonset("cluster", "env", "--state-dir", stateDir);
+  assert.equal(env.stdout.trim(), `export KUBECONFIG=${info.kubeconfig}`);
+  assert.match(readFileSync(info.kubeconfig, "utf8"), /token:/);
+
+  const down = cocoonset("cluster", "down", "--state-dir", stateDir);
+  assert.equal(down.status, 0, down.stderr);
+  for (const c of state.components)
+    assert.equal(isAlive(c), false, `${c.name} (pid ${c.pid}) stopped`);
+  assert.equal(existsSync(stateDir), false, "the state directory is removed");
+
+  const after = cocoonset("cluster", "status", "--state-dir", stateDir);
+  assert.notEqual(after.status, 0, "status of a stopped cluster exits non-zero");
+  const envAfter = cocoonset("cluster", "env", "--state-dir", stateDir);
+  assert.notEqual(envAfter.status, 0);
+  assert.match(envAfter.stderr, /no cluster in .*: run `cocoonset cluster up`/);
+});

@@ -16,6 +16,7 @@
  */
 import type { Logger } from "pino";
 import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
+import { sleep } from "./sleep.js";
 
 /** Callbacks of an {@link Informer}. */
 export interface InformerHandlers<T extends KubeObject = KubeObject> {
@@ -265,17 +266,4 @@ export class Informer<T extends KubeObject = KubeObject> {
       );
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

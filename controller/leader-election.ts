@@ -26,6 +26,7 @@ import {
   type KubeObject,
 } from "../provider/kube/index.js";
 import { microTime } from "./events.js";
+import { sleep } from "./sleep.js";
 
 /** The spec of a Lease. */
 export interface LeaseSpec {
@@ -271,17 +272,4 @@ export class LeaderElector {
       await sleep(base * (this.leading ? 1 : 1 + Math.random() * 0.2), signal);
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

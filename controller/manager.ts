@@ -49,6 +49,7 @@ import {
   type Reconciler,
 } from "./types.js";
 import { WorkQueue } from "./work-queue.js";
+import { sleep } from "./sleep.js";
 
 /** Label selector of the pods the controller watches. */
 export const MANAGED_POD_SELECTOR = "app.kubernetes.io/managed-by=cocoonset";
@@ -166,19 +167,6 @@ interface Session {
   informers: Informer[];
   synced(): boolean;
   stop(graceMs: number): Promise<void>;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /**

@@ -1,0 +1,207 @@
+/**
+ * The Go peer of the controller benchmark, `github.com/cocoonstack/cocoon-operator`: built
+ * once with `go install` into the toolchain cache folder (next to the toolchain builds) and
+ * reused. Its CRDs are copied from the module's `config/crd/bases/` at build time.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { cacheDir } from "../cluster/index.js";
+import {
+  isNotFound,
+  paths,
+  waitForObject,
+  type KubeClient,
+  type KubeObject,
+} from "../provider/kube/index.js";
+
+/** The peer's module. */
+export const PEER_MODULE = "github.com/cocoonstack/cocoon-operator";
+/** The peer's version. */
+export const PEER_VERSION = "v0.3.3";
+
+/** A usable peer build, or the reason there is none. */
+export type Peer =
+  { ok: true; binary: string; crdFiles: string[]; reused: boolean } | { ok: false; reason: string };
+
+/**
+ * A failure reason with registry addresses replaced by `$GOPROXY`: the reason is printed and
+ * recorded in bench/results/, which name no host.
+ */
+function missing(reason: string): Peer {
+  return { ok: false, reason: reason.replace(/\bhttps?:\/\/[^/\s]+/g, "$GOPROXY") };
+}
+
+/** Where the peer lives: `<toolchain cache root>/peer/cocoon-operator-<version>/`. */
+export function peerDir(): string {
+  return join(dirname(cacheDir()), "peer", `cocoon-operator-${PEER_VERSION}`);
+}
+
+const goEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+  ...process.env,
+  GOTOOLCHAIN: "local",
+  CGO_ENABLED: "0",
+  ...extra,
+});
+
+function crdFilesIn(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".yaml") || f.endsWith(".yml"))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+/** The package path of the module's `main` package, looked up in the downloaded module. */
+function mainPackage(moduleDir: string): string | undefined {
+  const isMain = (file: string) =>
+    existsSync(file) && /^package main\b/m.test(readFileSync(file, "utf8"));
+  if (isMain(join(moduleDir, "main.go"))) return PEER_MODULE;
+  const cmd = join(moduleDir, "cmd");
+  if (!existsSync(cmd)) return undefined;
+  for (const d of readdirSync(cmd).sort())
+    if (isMain(join(cmd, d, "main.go"))) return `${PEER_MODULE}/cmd/${d}`;
+  return undefined;
+}
+
+/** Runs `go install` with its output relayed as progress; resolves with the exit status. */
+function goInstall(
+  pkg: string,
+  gobin: string,
+  progress: (l: string) => void,
+): Promise<{ code: number; tail: string }> {
+  return new Promise((resolve) => {
+    const tail: string[] = [];
+    const child = spawn("go", ["install", "-v", "-trimpath", `${pkg}@${PEER_VERSION}`], {
+      env: goEnv({ GOBIN: gobin }),
+      cwd: tmpdir(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let built = 0;
+    const onData = (chunk: Buffer) => {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) {
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        built++;
+        if (built % 50 === 0) progress(`peer: go install: ${built} packages so far (${line})`);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("error", (e) => resolve({ code: -1, tail: e.message }));
+    child.on("exit", (code) => resolve({ code: code ?? -1, tail: tail.join("\n") }));
+  });
+}
+
+/**
+ * Finds or builds the peer. Never throws: a peer that cannot be had comes back with the
+ * exact reason, and the benchmark runs without it.
+ */
+export async function ensurePeer(progress: (l: string) => void): Promise<Peer> {
+  const dir = peerDir();
+  const binary = join(dir, "bin", "cocoon-operator");
+  const crdDir = join(dir, "crd");
+  if (existsSync(binary) && crdFilesIn(crdDir).length > 0) {
+    progress(`peer: reusing ${binary}`);
+    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: true };
+  }
+  const go = spawnSync("go", ["version"], { env: goEnv(), encoding: "utf8" });
+  if (go.status !== 0) return missing(`go is not usable: ${go.error?.message ?? go.stderr.trim()}`);
+  progress(`peer: ${go.stdout.trim()}; downloading ${PEER_MODULE}@${PEER_VERSION}`);
+
+  // Run outside any module so the download is not tied to the project's files.
+  const scratch = mkdtempSync(join(tmpdir(), "cocoonset-peer-"));
+  try {
+    const dl = spawnSync("go", ["mod", "download", "-json", `${PEER_MODULE}@${PEER_VERSION}`], {
+      env: goEnv(),
+      cwd: scratch,
+      encoding: "utf8",
+    });
+    let info: { Dir?: string; Error?: string } = {};
+    try {
+      info = JSON.parse(dl.stdout) as typeof info;
+    } catch {
+      info = { Error: (dl.stderr || dl.stdout).trim() };
+    }
+    if (info.Error || !info.Dir)
+      return missing(`go mod download failed: ${info.Error ?? "no module folder"}`);
+    const pkg = mainPackage(info.Dir);
+    if (!pkg) return missing(`no main package found in ${info.Dir}`);
+    const crdSource = join(info.Dir, "config", "crd", "bases");
+    const crds = crdFilesIn(crdSource);
+    if (crds.length === 0) return missing(`no CRD files in ${crdSource}`);
+
+    progress(`peer: go install ${pkg}@${PEER_VERSION} into ${join(dir, "bin")} (slow when cold)`);
+    mkdirSync(join(dir, "bin"), { recursive: true });
+    const t0 = Date.now();
+    const built = await goInstall(pkg, join(dir, "bin"), progress);
+    if (built.code !== 0) return missing(`go install exited ${built.code}:\n${built.tail}`);
+    const name = pkg.split("/").pop()!;
+    if (join(dir, "bin", name) !== binary) copyFileSync(join(dir, "bin", name), binary);
+    mkdirSync(crdDir, { recursive: true });
+    for (const f of crds) copyFileSync(f, join(crdDir, f.split("/").pop()!));
+    progress(`peer: built in ${Math.round((Date.now() - t0) / 1000)} s`);
+    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: false };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The peer's `--help` text (stdout and stderr), to see which flags it takes. */
+export function peerHelp(binary: string): string {
+  const r = spawnSync(binary, ["--help"], { encoding: "utf8", timeout: 20_000 });
+  return `${r.stdout ?? ""}${r.stderr ?? ""}${r.error ? r.error.message : ""}`;
+}
+
+/** CRD manifests of the given files. */
+export function readCrds(files: string[]): KubeObject[] {
+  return files.flatMap((f) =>
+    parseAllDocuments(readFileSync(f, "utf8"))
+      .map((d) => d.toJSON() as KubeObject | null)
+      .filter((o): o is KubeObject => o?.kind === "CustomResourceDefinition"),
+  );
+}
+
+const isEstablished = (o: KubeObject | undefined) =>
+  (
+    (o?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []
+  ).some((c) => c.type === "Established" && c.status === "True");
+
+/** Creates or replaces each CRD and waits until it is Established. */
+export async function applyCrds(admin: KubeClient, crds: KubeObject[]): Promise<void> {
+  for (const crd of crds) {
+    const name = crd.metadata.name!;
+    const live = await admin.getOrUndefined<KubeObject>(paths.crd(name));
+    if (live) {
+      await admin.replace(paths.crd(name), {
+        ...crd,
+        metadata: { ...crd.metadata, resourceVersion: live.metadata.resourceVersion },
+      });
+    } else {
+      await admin.create(paths.crds(), crd);
+    }
+    await waitForObject(admin, paths.crds(), name, isEstablished, {
+      timeoutMs: 60_000,
+      description: `CRD ${name} to be Established`,
+    });
+  }
+}
+
+/** Deletes a CRD by name (NotFound is fine). */
+export async function deleteCrd(admin: KubeClient, name: string): Promise<void> {
+  try {
+    await admin.delete(paths.crd(name));
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+  }
+}

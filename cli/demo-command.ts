@@ -40,6 +40,9 @@ async function step<T>(n: number, title: string, fn: () => Promise<T>): Promise<
   return r;
 }
 
+/** Commands running now, stopped by the cleanup when the demo is interrupted. */
+const running = new Set<ChildProcess>();
+
 /** Runs a command, streaming its output indented; rejects on a non-zero exit. */
 function run(
   cmd: string,
@@ -49,6 +52,8 @@ function run(
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+    running.add(child);
+    child.on("exit", () => running.delete(child));
     const forward = (chunk: Buffer) => {
       for (const line of chunk.toString().split("\n")) {
         if (line.trim() && (!filter || filter(line))) say(`    ${line}`);
@@ -82,6 +87,7 @@ export function registerDemo(program: Command): void {
           cleaning = true;
           client?.close();
           say("\n▶ cleaning up: stopping the controller and the cluster");
+          for (const child of running) child.kill("SIGTERM");
           controller?.kill("SIGTERM");
           await clusterDown(stateDir);
           rmSync(scratch, { recursive: true, force: true });

@@ -2,29 +2,11 @@
  * The real `pulumi` CLI from the toolchain, driven through the Automation API with a local
  * file backend in a scratch folder: the few lines of setup the Pulumi benchmark needs.
  */
-import { LocalWorkspace, PulumiCommand, type Stack } from "@pulumi/pulumi/automation/index.js";
+import { LocalWorkspace, type PulumiCommand, type Stack } from "@pulumi/pulumi/automation/index.js";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { requireBinary, toolchainPath } from "../cluster/index.js";
-
-/** Environment of a pulumi run: local backend, no update checks, no plugin downloads. */
-export function pulumiEnv(
-  home: string,
-  backend: string,
-  kubeconfig: string,
-): Record<string, string> {
-  return {
-    PATH: toolchainPath(),
-    PULUMI_HOME: home,
-    PULUMI_BACKEND_URL: `file://${backend}`,
-    PULUMI_CONFIG_PASSPHRASE: "",
-    PULUMI_SKIP_UPDATE_CHECK: "true",
-    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "true",
-    KUBECONFIG: kubeconfig,
-  };
-}
+import { join } from "node:path";
+import { pulumiEnv, toolchainPulumiCommand } from "../cluster/pulumi.js";
 
 /** A Pulumi workspace for one program folder, with its backend in a scratch folder. */
 export class BenchWorkspace {
@@ -56,12 +38,7 @@ export class BenchWorkspace {
     const backend = join(scratch, "backend");
     mkdirSync(backend, { recursive: true });
     const env = pulumiEnv(join(scratch, "home"), backend, kubeconfig);
-    // The CLI is spawned with process.env merged with the stack's envVars: PATH must reach it.
-    process.env.PATH = env.PATH;
-    const pulumiCommand = await PulumiCommand.get({
-      root: dirname(dirname(requireBinary("pulumi"))),
-      skipVersionCheck: true,
-    });
+    const pulumiCommand = await toolchainPulumiCommand();
     return new BenchWorkspace(programDir, env, scratch, pulumiCommand);
   }
 

@@ -11,7 +11,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
 import { clusterDown, clusterUp } from "../cluster/local-cluster.js";
-import { ensureToolchain, toolchainPath } from "../cluster/toolchain.js";
+import { pulumiEnv } from "../cluster/pulumi.js";
+import { ensureToolchain } from "../cluster/toolchain.js";
 import { agentPodName, isReady, type Pod } from "../provider/fleet/index.js";
 import {
   KubeClient,
@@ -113,13 +114,7 @@ export function registerDemo(program: Command): void {
           mkdirSync(backend, { recursive: true });
           const env: NodeJS.ProcessEnv = {
             ...process.env,
-            PATH: toolchainPath(),
-            KUBECONFIG: cluster.kubeconfig,
-            PULUMI_HOME: join(scratch, "pulumi-home"),
-            PULUMI_BACKEND_URL: `file://${backend}`,
-            PULUMI_CONFIG_PASSPHRASE: "",
-            PULUMI_SKIP_UPDATE_CHECK: "true",
-            PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
+            ...pulumiEnv(join(scratch, "pulumi-home"), backend, cluster.kubeconfig),
           };
           const quiet = (l: string) =>
             !/warning|using pulumi-resource-kubernetes|plugin kubernetes is expected/.test(l);

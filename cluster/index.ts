@@ -2,3 +2,4 @@
 export * from "./local-cluster.js";
 export * from "./toolchain.js";
 export { rawRequest } from "./http.js";
+export { pulumiEnv, toolchainPulumiCommand } from "./pulumi.js";

@@ -2,32 +2,18 @@
  * Test support for the e2e tier: the real `pulumi` CLI from the toolchain, driven through
  * the Automation API with a local file backend in a temporary folder.
  */
-import { LocalWorkspace, PulumiCommand, type Stack } from "@pulumi/pulumi/automation/index.js";
-import { mkdtempSync, rmSync } from "node:fs";
+import { LocalWorkspace, type Stack } from "@pulumi/pulumi/automation/index.js";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
-import { requireBinary, toolchainPath } from "../../cluster/toolchain.js";
+import { pulumiEnv, toolchainPulumiCommand } from "../../cluster/pulumi.js";
 import { suffix, testKubeconfig } from "./cluster.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root (tests run from dist/tests/support). */
 export const repoRoot = join(here, "..", "..", "..");
-
-/** Environment for a pulumi run: local backend, no update checks, no plugin downloads. */
-export function pulumiEnv(home: string, backend: string): Record<string, string> {
-  return {
-    PATH: toolchainPath(),
-    PULUMI_HOME: home,
-    PULUMI_BACKEND_URL: `file://${backend}`,
-    PULUMI_CONFIG_PASSPHRASE: "",
-    PULUMI_SKIP_UPDATE_CHECK: "true",
-    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "true",
-    KUBECONFIG: testKubeconfig(),
-  };
-}
 
 /** A stack of a program folder under the repository, removed (with its backend) after the test. */
 export async function programStack(
@@ -38,14 +24,8 @@ export async function programStack(
   const scratch = mkdtempSync(join(tmpdir(), "cocoonset-e2e-"));
   const backend = join(scratch, "backend");
   const home = join(scratch, "home");
-  const env = pulumiEnv(home, backend);
-  // The CLI is spawned with process.env merged with envVars; PATH must reach it too.
-  process.env.PATH = env.PATH;
-  const pulumiCommand = await PulumiCommand.get({
-    root: dirname(dirname(requireBinary("pulumi"))),
-    skipVersionCheck: true,
-  });
-  const { mkdirSync } = await import("node:fs");
+  const env = pulumiEnv(home, backend, testKubeconfig());
+  const pulumiCommand = await toolchainPulumiCommand();
   mkdirSync(backend, { recursive: true });
   const stack = await LocalWorkspace.createOrSelectStack(
     { stackName: `e2e-${suffix()}`, workDir: programDir },

@@ -26,31 +26,47 @@ export function registerCluster(program: Command): void {
     )
     .option("--state-dir <dir>", stateDirHelp)
     .option("--nodes <n>", "number of simulated nodes", parsePositiveInt, 2)
+    .option(
+      "--apiserver-arg <flag>",
+      "extra kube-apiserver flag, e.g. --apiserver-arg=--feature-gates=Foo=true (repeatable)",
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .option("--json", "print the cluster's kubeconfig path and server as JSON")
     .action(
-      action(async (opts: { stateDir?: string; nodes: number; json?: boolean }) => {
-        await ensureToolchain({
-          only: [
-            "etcd",
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kwok",
-            "kubectl",
-          ],
-        });
-        const st = await clusterUp({ stateDir: opts.stateDir, nodes: opts.nodes });
-        if (opts.json)
-          return printJson({
-            kubeconfig: st.kubeconfig,
-            server: st.server,
-            reused: st.reused,
-            nodes: st.nodes,
+      action(
+        async (opts: {
+          stateDir?: string;
+          nodes: number;
+          json?: boolean;
+          apiserverArg?: string[];
+        }) => {
+          await ensureToolchain({
+            only: [
+              "etcd",
+              "kube-apiserver",
+              "kube-controller-manager",
+              "kube-scheduler",
+              "kwok",
+              "kubectl",
+            ],
           });
-        process.stdout.write(
-          `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\nrun: export KUBECONFIG=${st.kubeconfig}\n`,
-        );
-      }),
+          const st = await clusterUp({
+            stateDir: opts.stateDir,
+            nodes: opts.nodes,
+            apiserverArgs: opts.apiserverArg,
+          });
+          if (opts.json)
+            return printJson({
+              kubeconfig: st.kubeconfig,
+              server: st.server,
+              reused: st.reused,
+              nodes: st.nodes,
+            });
+          process.stdout.write(
+            `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\nrun: export KUBECONFIG=${st.kubeconfig}\n`,
+          );
+        },
+      ),
     );
   cl.command("down")
     .description("stop every process the cluster started and remove its state directory")

@@ -67,6 +67,8 @@ export interface UpOptions {
   progress?: (line: string) => void;
   /** Overall bring-up timeout. @default 180000 */
   timeoutMs?: number;
+  /** Extra kube-apiserver flags (e.g. `--feature-gates=...`), appended last so they win. */
+  apiserverArgs?: string[];
 }
 
 /** Thrown when the cluster cannot be started or is not in the expected state. */
@@ -373,6 +375,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
       "--enable-priority-and-fairness=false",
       "--profiling=false",
+      ...(opts.apiserverArgs ?? []),
     ]);
     started.push(apiserver);
     await waitFor("kube-apiserver /readyz", apiserver, deadline, async () => {

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -86,4 +86,43 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
   const envAfter = cocoonset("cluster", "env", "--state-dir", stateDir);
   assert.notEqual(envAfter.status, 0);
   assert.match(envAfter.stderr, /no cluster in .*: run `cocoonset cluster up`/);
+});
+
+test("a component that dies on start is reported with its log tail, and nothing it started keeps running", async (t) => {
+  const stateDir = mkdtempSync(join(tmpdir(), "cocoonset-broken-"));
+  t.after(() => {
+    cocoonset("cluster", "down", "--state-dir", stateDir);
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const up = cocoonset(
+    "cluster",
+    "up",
+    "--state-dir",
+    stateDir,
+    "--apiserver-arg=--no-such-flag=1",
+  );
+  assert.notEqual(up.status, 0);
+  assert.match(
+    up.stderr,
+    /kube-apiserver exited during start-up; last lines of .*kube-apiserver\.log/,
+  );
+  assert.match(up.stderr, /unknown flag: --no-such-flag/, "the log tail says why");
+
+  // Nothing keeps running: no process still has this state directory on its command line.
+  const leftovers = readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(stateDir);
+      } catch {
+        return false;
+      }
+    });
+  assert.deepEqual(leftovers, [], "etcd was stopped again");
+  assert.equal(readState(stateDir), undefined, "no state file claims a running cluster");
+  assert.ok(
+    existsSync(join(stateDir, "logs", "kube-apiserver.log")),
+    "the logs stay for the report",
+  );
 });

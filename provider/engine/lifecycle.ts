@@ -179,7 +179,9 @@ export async function converge(
     const cs = await readCocoonSet(client, namespace, name);
     if (!cs) throw new Error(`CocoonSet ${namespace}/${name} not found`);
     last = await runPass(client, cs, opts);
-    if (last.errors.length > 0) return last;
+    // A conflict means someone else (the controller) wrote first: re-read and plan again.
+    if (last.errors.length > 0 && !last.conflicted) return last;
+    if (last.conflicted) continue;
     const mainStep = last.plan.steps.find((s) => s.target.role === "main");
     if (mainStep?.decision === "main-failed") {
       throw new MainAgentNotReadyError(

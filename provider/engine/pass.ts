@@ -63,6 +63,8 @@ export interface PassResult {
   /** 0: run again at once; n: after n ms; undefined: only on a change. */
   requeueAfterMs: number | undefined;
   statusWritten: boolean;
+  /** A write met a newer CocoonSet (409): planning again on fresh data fixes it. */
+  conflicted?: boolean;
   /** The CocoonSet after this pass's writes (history, status). */
   cocoonSet: CocoonSet;
 }
@@ -215,6 +217,7 @@ export async function runPass(
           error: (e as Error).message,
         });
         if (isConflict(e) && action.kind === "write-history") {
+          result.conflicted = true;
           result.errors.push("the CocoonSet changed during the pass; it will be planned again");
         }
         return;

@@ -231,7 +231,7 @@ export class Operator extends pulumi.ComponentResource {
               serviceAccountName: sa.metadata.name,
               securityContext: {
                 runAsNonRoot: true,
-                runAsUser: 10001,
+                runAsUser: 65532,
                 seccompProfile: { type: "RuntimeDefault" },
               },
               containers: [

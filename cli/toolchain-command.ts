@@ -1,6 +1,11 @@
 /** `cocoonset toolchain ensure|status`. */
 import type { Command } from "commander";
-import { ensureToolchain, toolchainStatus, type BinaryName } from "../cluster/toolchain.js";
+import {
+  ensureToolchain,
+  toolchainPath,
+  toolchainStatus,
+  type BinaryName,
+} from "../cluster/toolchain.js";
 import { action, printJson } from "./common.js";
 
 /** Registers the toolchain commands. */
@@ -23,6 +28,18 @@ export function registerToolchain(program: Command): void {
         else
           for (const l of located)
             process.stdout.write(`${l.name.padEnd(30)} ${l.path} (${l.source})\n`);
+      }),
+    );
+  tc.command("env")
+    .description(
+      'print shell exports that put the toolchain (pulumi, its plugins, kubectl) and Node >= 22 first on PATH: eval "$(cocoonset toolchain env)"',
+    )
+    .action(
+      action(async () => {
+        const path = toolchainPath().replaceAll("'", "'\\''");
+        process.stdout.write(
+          `export PATH='${path}'\nexport PULUMI_SKIP_UPDATE_CHECK=true\nexport PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true\n`,
+        );
       }),
     );
   tc.command("status")

@@ -19,14 +19,7 @@ import {
   type PlanStep,
   type Pod,
 } from "../fleet/index.js";
-import {
-  isAlreadyExists,
-  isConflict,
-  PatchType,
-  paths,
-  type KubeClient,
-  type KubeObject,
-} from "../kube/index.js";
+import { isAlreadyExists, isConflict, PatchType, paths, type KubeClient } from "../kube/index.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -276,9 +269,4 @@ export async function readCocoonSet(
   name: string,
 ): Promise<CocoonSet | undefined> {
   return client.getOrUndefined<CocoonSet>(paths.cocoonSet(namespace, name));
-}
-
-/** A KubeObject view of a CocoonSet (for generic helpers). */
-export function asObject(cs: CocoonSet): KubeObject {
-  return cs as unknown as KubeObject;
 }

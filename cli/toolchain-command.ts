@@ -48,6 +48,7 @@ export function registerToolchain(program: Command): void {
     .action(
       action(async (opts: { json?: boolean }) => {
         const st = toolchainStatus();
+        if (st.binaries.some((b) => !b.path)) process.exitCode = 1;
         if (opts.json) return printJson(st);
         process.stdout.write(`cache: ${st.cacheDir}\n`);
         for (const l of st.binaries) {
@@ -55,7 +56,6 @@ export function registerToolchain(program: Command): void {
             `${l.name.padEnd(30)} ${l.path ? `${l.path} (${l.source})` : "missing"}\n`,
           );
         }
-        if (st.binaries.some((b) => !b.path)) process.exitCode = 1;
       }),
     );
 }

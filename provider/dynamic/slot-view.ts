@@ -9,6 +9,7 @@ import {
   NODE_LABELS,
   agentDrift,
   toolboxDrift,
+  VM_FIELDS,
   buildAgentPod,
   buildToolboxPod,
   classifyPods,
@@ -43,19 +44,13 @@ export interface SlotView {
 /** Slot key → view. */
 export type SlotMap = Record<string, SlotView>;
 
-const VIEW_ANNOTATIONS: [keyof SlotView, string][] = [
+// The view shows the VM fields drift compares, except the two the engine derives itself
+// (`managed`, and `forkFrom`, which is the main VM's name), plus the VM name.
+const VIEW_ANNOTATIONS: [string, string][] = [
   ["vm", ANNOTATIONS.vmName],
-  ["image", ANNOTATIONS.image],
-  ["mode", ANNOTATIONS.mode],
-  ["os", ANNOTATIONS.os],
-  ["backend", ANNOTATIONS.backend],
-  ["connType", ANNOTATIONS.connType],
-  ["network", ANNOTATIONS.network],
-  ["storage", ANNOTATIONS.storage],
-  ["snapshotPolicy", ANNOTATIONS.snapshotPolicy],
-  ["forcePull", ANNOTATIONS.forcePull],
-  ["noDirectIO", ANNOTATIONS.noDirectIO],
-  ["probePort", ANNOTATIONS.probePort],
+  ...VM_FIELDS.filter(([field]) => field !== "managed" && field !== "forkFrom").map(
+    ([field, annotation]): [string, string] => [field, annotation],
+  ),
 ];
 
 function compactQuantities(

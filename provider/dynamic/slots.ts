@@ -202,11 +202,6 @@ async function apply(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutp
   const id = `${inputs.namespace}/${inputs.name}`;
   const client = KubeClient.fromString(inputs.kubeconfig);
   try {
-    const cs = await readCocoonSet(client, inputs.namespace, inputs.name);
-    if (!cs)
-      throw new Error(
-        `CocoonSet ${id} does not exist: the Fleet component creates it before its slots`,
-      );
     const total = Object.keys(inputs.slots).length;
     let lastReport = 0;
     const result = await converge(client, inputs.namespace, inputs.name, {

@@ -44,17 +44,25 @@ export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promis
 
 /**
  * Removes only this project's finalizer: the patch tests that the entry at that index is
- * ours, so another controller's finalizer is never removed. When the list changed under it
+ * ours, so another controller's finalizer is never removed. A copy without the finalizer is
+ * checked once against the live object. When the list changed under it
  * (a concurrent writer, e.g. the controller and `pulumi destroy` finishing together), it
  * re-reads and tries again; a CocoonSet already gone means done.
  */
 export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
   const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
   let current: CocoonSet | undefined = cs;
+  let fresh = false;
   for (let attempt = 0; attempt < 5 && current; attempt++) {
     if (current.metadata.uid !== cs.metadata.uid) return;
     const index = (current.metadata.finalizers ?? []).indexOf(FINALIZER);
-    if (index < 0) return;
+    if (index < 0) {
+      // A copy read before a controller added the finalizer would miss it: check once live.
+      if (fresh) return;
+      current = await client.getOrUndefined<CocoonSet>(path);
+      fresh = true;
+      continue;
+    }
     try {
       await client.patch(
         path,
@@ -71,6 +79,7 @@ export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promis
       if (!stale) throw e;
     }
     current = await client.getOrUndefined<CocoonSet>(path);
+    fresh = true;
   }
 }
 
@@ -121,8 +130,6 @@ export async function deleteFleet(
     uid: cs.metadata.uid,
   });
   const released = await finalizeDeletion(client, cs, { ...opts, timeoutMs });
-  const fresh = await readCocoonSet(client, namespace, name);
-  if (fresh && fresh.metadata.uid === cs.metadata.uid) await removeFinalizer(client, fresh);
   await waitForObject(
     client,
     paths.cocoonSets(namespace),
@@ -177,7 +184,11 @@ export async function converge(
   let last: PassResult | undefined;
   for (let pass = 1; pass <= maxPasses; pass++) {
     const cs = await readCocoonSet(client, namespace, name);
-    if (!cs) throw new Error(`CocoonSet ${namespace}/${name} not found`);
+    if (!cs) {
+      throw new Error(
+        `CocoonSet ${namespace}/${name} does not exist (with Pulumi, the Fleet component creates it before its slots)`,
+      );
+    }
     last = await runPass(client, cs, opts);
     // A conflict means someone else (the controller) wrote first: re-read and plan again.
     if (last.errors.length > 0 && !last.conflicted) return last;
@@ -193,7 +204,7 @@ export async function converge(
       continue;
     }
     if (last.requeueAfterMs === 0) continue;
-    if (last.plan.mutatesPods && last.created.length === 0 && last.deleted.length === 0) {
+    if (last.stalled) {
       // Same-name pods are still terminating: wait (watch) until they are gone, then go on.
       await waitForList(
         client,

@@ -56,6 +56,8 @@ export interface PassResult {
   /** 0: run again at once; n: after n ms; undefined: only on a change. */
   requeueAfterMs: number | undefined;
   statusWritten: boolean;
+  /** Every planned create or delete met a same-name pod: nothing changed this pass. */
+  stalled?: boolean;
   /** A write met a newer CocoonSet (409): planning again on fresh data fixes it. */
   conflicted?: boolean;
   /** The CocoonSet after this pass's writes (history, status). */
@@ -257,6 +259,7 @@ export async function runPass(
   else if (plan.mutatesPods) {
     // Every create met a pod of the same name (one still terminating, or another writer's):
     // nothing changed, so running again at once would only spin.
+    result.stalled = true;
     result.requeueAfterMs = STALLED_REQUEUE_MS;
   }
   return result;

@@ -18,9 +18,11 @@ import {
 import { isTerminal } from "./pod-state.js";
 import { quantitiesEqual } from "./quantity.js";
 
-type Compare = "text" | "flag" | "quantity";
+/** How a VM field is compared: as text, as a `"true"` flag, or as a quantity. */
+export type Compare = "text" | "flag" | "quantity";
 
-const VM_FIELDS: readonly [field: string, annotation: string, compare: Compare][] = [
+/** The VM description fields a pod carries as annotations, and how drift compares each. */
+export const VM_FIELDS: readonly [field: string, annotation: string, compare: Compare][] = [
   ["image", ANNOTATIONS.image, "text"],
   ["mode", ANNOTATIONS.mode, "text"],
   ["os", ANNOTATIONS.os, "text"],

@@ -39,7 +39,7 @@ export {
 } from "./pod-builder.js";
 export { controllerUid, isControlledBy, isReady, isTerminal, isTerminating } from "./pod-state.js";
 export { classifyPods, isOwnedPod, parseSlot, type ClassifiedPods } from "./classify.js";
-export { agentDrift, toolboxDrift } from "./drift.js";
+export { agentDrift, toolboxDrift, VM_FIELDS, type Compare } from "./drift.js";
 export {
   parseRebuildHistory,
   readRebuildHistory,

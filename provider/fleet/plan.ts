@@ -170,6 +170,25 @@ function deletePod(pod: Pod): PlanAction {
   return { kind: "delete-pod", name: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "" };
 }
 
+/** Plans the replacement of a drifted pod; false (nothing planned) when it matches the spec. */
+function replaceIfDrifted(
+  pass: Pass,
+  target: PlanTarget,
+  podName: string,
+  pod: Pod,
+  drift: string[],
+): boolean {
+  if (drift.length === 0) return false;
+  pass.steps.push({
+    target,
+    decision: "delete-drifted",
+    podName,
+    drift,
+    actions: [deletePod(pod)],
+  });
+  return true;
+}
+
 function isOwnedToolbox(cs: CocoonSet, pod: Pod, name: string): boolean {
   const labels = pod.metadata?.labels ?? {};
   return (
@@ -213,17 +232,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
     });
     return undefined;
   }
-  const drift = agentDrift(pass.cs, 0, main);
-  if (drift.length > 0) {
-    pass.steps.push({
-      target,
-      decision: "delete-drifted",
-      podName,
-      drift,
-      actions: [deletePod(main)],
-    });
-    return undefined;
-  }
+  if (replaceIfDrifted(pass, target, podName, main, agentDrift(pass.cs, 0, main))) return undefined;
   if (isTerminal(main)) {
     const detail =
       main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
@@ -348,16 +357,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
     return;
   }
 
-  const drift = agentDrift(pass.cs, slot, pod);
-  if (drift.length > 0) {
-    pass.steps.push({
-      target,
-      decision: "delete-drifted",
-      podName,
-      drift,
-      actions: [deletePod(pod)],
-    });
-  }
+  replaceIfDrifted(pass, target, podName, pod, agentDrift(pass.cs, slot, pod));
 }
 
 /** Triage of existing slots, fan-out of the missing ones, then scale-down. */
@@ -427,16 +427,7 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
     } else if (isTerminal(pod)) {
       pass.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
     } else {
-      const drift = toolboxDrift(pass.cs, toolbox, pod);
-      if (drift.length > 0) {
-        pass.steps.push({
-          target,
-          decision: "delete-drifted",
-          podName,
-          drift,
-          actions: [deletePod(pod)],
-        });
-      }
+      replaceIfDrifted(pass, target, podName, pod, toolboxDrift(pass.cs, toolbox, pod));
     }
   }
   for (const extra of [...toolboxes.keys()].sort()) {

@@ -11,11 +11,14 @@
  * as success where that matters (the engine's fan-out does).
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import type { ObjectMeta as FleetObjectMeta, OwnerReference } from "../fleet/kube-types.js";
 import { existsSync } from "node:fs";
 import { Agent, request, type RequestOptions } from "node:https";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
 import { join } from "node:path";
+
+export type { OwnerReference };
 
 /** A Kubernetes object as plain JSON. */
 export interface KubeObject {
@@ -25,30 +28,17 @@ export interface KubeObject {
   [key: string]: unknown;
 }
 
-/** The metadata fields the project reads. */
-export interface ObjectMeta {
-  name?: string;
+/**
+ * The metadata fields the project reads: the engine's own ObjectMeta (one definition for
+ * the pure core and the client), plus `generateName`. Raw JSON carries timestamps as strings.
+ */
+export interface ObjectMeta extends Omit<
+  FleetObjectMeta,
+  "creationTimestamp" | "deletionTimestamp"
+> {
   generateName?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
   creationTimestamp?: string;
   deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  ownerReferences?: OwnerReference[];
-}
-
-/** An ownerReference. */
-export interface OwnerReference {
-  apiVersion: string;
-  kind: string;
-  name: string;
-  uid: string;
-  controller?: boolean;
-  blockOwnerDeletion?: boolean;
 }
 
 /** A list response. */

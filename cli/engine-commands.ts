@@ -121,7 +121,11 @@ export function registerReleaseAndReap(program: Command): void {
           };
           const ns = required("--namespace", opts.namespace, "the owner's namespace");
           const r = await withClient(opts.kubeconfig, (client) =>
-            release(client, owner, ns, { timeoutMs: opts.timeout, log: stderrLog }),
+            release(client, owner, ns, {
+              timeoutMs: opts.timeout,
+              log: stderrLog,
+              refuseReplacedOwner: true,
+            }),
           );
           const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
           if (opts.json) return printJson(out);

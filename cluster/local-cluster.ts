@@ -15,8 +15,10 @@ import { generateKeyPairSync, randomBytes } from "node:crypto";
 import {
   closeSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -24,10 +26,11 @@ import {
 } from "node:fs";
 import { createServer } from "node:net";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
+import { createClientCa, type CertificateAuthority } from "./pki.js";
 import { requireBinary, type BinaryName } from "./toolchain.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
@@ -69,7 +72,12 @@ export interface UpOptions {
   timeoutMs?: number;
   /** Extra kube-apiserver flags (e.g. `--feature-gates=...`), appended last so they win. */
   apiserverArgs?: string[];
+  /** The operating system (tests inject another). @default process.platform */
+  platform?: NodeJS.Platform;
 }
+
+/** Most simulated nodes `up` creates. */
+export const MAX_NODES = 100;
 
 /** Thrown when the cluster cannot be started or is not in the expected state. */
 export class ClusterError extends Error {
@@ -102,6 +110,86 @@ export function defaultStateDir(): string {
   if (process.env.COCOONSET_CLUSTER_DIR) return process.env.COCOONSET_CLUSTER_DIR;
   const base = process.env.XDG_STATE_HOME || join(homedir(), ".local", "state");
   return join(base, "pulumi-cocoonset", "cluster");
+}
+
+/**
+ * The file `up` writes first into a state directory it uses. Only a folder that is empty
+ * or holds this file is ever reused or removed, so a mistyped `--state-dir ~` touches nothing.
+ */
+export const STATE_MARKER = ".cocoonset-cluster";
+
+/** What a state directory holds, as far as deleting or reusing it goes. */
+export type StateDirKind = "absent" | "empty" | "cluster" | "foreign" | "not-a-directory";
+
+/** Entries a cluster creates; a folder holding only these and a state file is one of ours. */
+const CLUSTER_ENTRIES = new Set([
+  STATE_MARKER,
+  "state.json",
+  "state.json.tmp",
+  "kubeconfig",
+  "logs",
+  "pki",
+  "etcd",
+  "kwok-home",
+]);
+
+/** Classifies `dir`: only `absent`, `empty` and `cluster` may be used or removed. */
+export function stateDirKind(dir: string): StateDirKind {
+  let st;
+  try {
+    st = lstatSync(dir);
+  } catch {
+    return "absent";
+  }
+  if (!st.isDirectory()) return "not-a-directory";
+  const entries = readdirSync(dir);
+  if (entries.length === 0) return "empty";
+  if (entries.includes(STATE_MARKER)) return "cluster";
+  // A cluster started before the marker existed: nothing but its own entries and a state file.
+  if (
+    entries.includes("state.json") &&
+    entries.every((e) => CLUSTER_ENTRIES.has(e)) &&
+    readState(dir)?.version === 1
+  )
+    return "cluster";
+  return "foreign";
+}
+
+/**
+ * Refuses a state directory that is not the cluster's own.
+ * @throws ClusterError naming the folder; nothing is touched
+ */
+export function assertOwnStateDir(dir: string): void {
+  const kind = stateDirKind(dir);
+  if (kind === "not-a-directory")
+    throw new ClusterError(
+      `[state-dir] ${dir} is not a directory: refusing to use it as the cluster's state directory; nothing was touched`,
+    );
+  if (kind === "foreign")
+    throw new ClusterError(
+      `[state-dir] ${dir} is not empty and has no ${STATE_MARKER} marker, so it is not a folder \`cocoonset cluster up\` created: refusing to use or remove it; nothing was touched (pick a new or empty folder)`,
+    );
+}
+
+/**
+ * Normalises a state directory: absolute, and not empty.
+ * @throws ClusterError for an empty path
+ */
+export function resolveStateDir(dir: string): string {
+  if (dir.trim() === "")
+    throw new ClusterError("[state-dir] must not be empty (it would mean the current folder)");
+  return resolve(dir);
+}
+
+/**
+ * The embedded cluster reads `/proc` to supervise its processes: Linux only.
+ * @throws ClusterError on any other platform, before anything starts
+ */
+export function assertSupportedPlatform(platform: NodeJS.Platform = process.platform): void {
+  if (platform !== "linux")
+    throw new ClusterError(
+      `the embedded cluster runs on Linux only (it supervises its processes through /proc); this is ${platform}. Use an existing cluster with --kubeconfig instead`,
+    );
 }
 
 function statePath(stateDir: string): string {
@@ -300,9 +388,18 @@ function readCa(stateDir: string): string {
  * default namespace exists and every simulated node is Ready.
  */
 export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { reused: boolean }> {
-  const stateDir = opts.stateDir ?? defaultStateDir();
+  assertSupportedPlatform(opts.platform);
+  const stateDir = resolveStateDir(opts.stateDir ?? defaultStateDir());
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
   const nodeCount = opts.nodes ?? 2;
+  if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > MAX_NODES)
+    throw new ClusterError(`[nodes] must be an integer from 1 to ${MAX_NODES}, got ${nodeCount}`);
+  for (const a of opts.apiserverArgs ?? [])
+    if (!/^--[a-z0-9]/.test(a))
+      throw new ClusterError(
+        `[apiserver-arg] "${a}" is not a kube-apiserver flag (write it as --name=value)`,
+      );
+  assertOwnStateDir(stateDir);
   const existing = readState(stateDir);
   if (existing) {
     const status = await clusterStatus(stateDir);
@@ -311,6 +408,11 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
     await stopComponents(existing.components);
   }
   rmSync(stateDir, { recursive: true, force: true });
+  mkdirSync(stateDir, { recursive: true });
+  writeFileSync(
+    join(stateDir, STATE_MARKER),
+    "This folder is the state of a cocoonset embedded cluster; `cocoonset cluster down` removes it.\n",
+  );
   for (const d of ["logs", "pki", "etcd", "kwok-home"])
     mkdirSync(join(stateDir, d), { recursive: true });
 
@@ -336,6 +438,10 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
     });
     writeFileSync(join(stateDir, "pki", "sa.pub"), publicKey);
     writeFileSync(join(stateDir, "pki", "sa.key"), privateKey, { mode: 0o600 });
+    // A client CA, so kubeconfigs with client certificates work too (see clientCa()).
+    const clientCa = createClientCa("cocoonset-local-client-ca");
+    writeFileSync(join(stateDir, "pki", "client-ca.crt"), clientCa.certPem);
+    writeFileSync(join(stateDir, "pki", "client-ca.key"), clientCa.keyPem, { mode: 0o600 });
 
     const [etcdClient, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
     progress("cluster: starting etcd");
@@ -368,6 +474,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       "--allow-privileged=true",
       "--authorization-mode=RBAC",
       `--token-auth-file=${join(stateDir, "pki", "tokens.csv")}`,
+      `--client-ca-file=${join(stateDir, "pki", "client-ca.crt")}`,
       "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
       `--service-account-key-file=${join(stateDir, "pki", "sa.pub")}`,
       `--service-account-signing-key-file=${join(stateDir, "pki", "sa.key")}`,
@@ -518,8 +625,27 @@ function writeState(stateDir: string, state: ClusterState): void {
   renameSync(`${p}.tmp`, p);
 }
 
-/** Stops every process the cluster started and removes its state directory. */
-export async function clusterDown(stateDir = defaultStateDir()): Promise<{ stopped: string[] }> {
+/**
+ * The cluster's client CA: a certificate it signs is accepted by the apiserver as the user
+ * in its CN, with its O entries as groups.
+ */
+export function clientCa(stateDir = defaultStateDir()): CertificateAuthority {
+  return {
+    certPem: readFileSync(join(stateDir, "pki", "client-ca.crt"), "utf8"),
+    keyPem: readFileSync(join(stateDir, "pki", "client-ca.key"), "utf8"),
+  };
+}
+
+/**
+ * Stops every process the cluster started and removes its state directory.
+ * @throws ClusterError when the folder is not a cluster's own (nothing is touched)
+ */
+export async function clusterDown(
+  dir: string = defaultStateDir(),
+): Promise<{ stopped: string[] }> {
+  const stateDir = resolveStateDir(dir);
+  if (stateDirKind(stateDir) === "absent") return { stopped: [] };
+  assertOwnStateDir(stateDir);
   const st = readState(stateDir);
   const stopped: string[] = [];
   if (st) {

@@ -15,6 +15,7 @@ import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index
 import type { KubeClient, KubeObject } from "../provider/kube/index.js";
 import { reapNamespace } from "../provider/release/index.js";
 import type { ControllerDeps } from "./manager.js";
+import { logWithFields } from "./logger.js";
 import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
 
 /** Options of {@link CocoonSetReconciler}. */
@@ -39,7 +40,7 @@ function hooksFor(ctx: ReconcileContext): EngineHooks {
       else if (name === PLAN_METRICS.subAgentDeadLetter) ctx.metrics.deadLetter(ns, n);
     },
     log(level, msg, fields) {
-      ctx.log[level](fields ?? {}, msg);
+      logWithFields(ctx.log, level, msg, fields);
     },
   };
 }
@@ -59,7 +60,7 @@ export class CocoonSetReconciler implements Reconciler {
       const released = await finalizeDeletion(this.client, cs, {
         timeoutMs: this.opts.releaseTimeoutMs,
         metrics: { releaseDeleted: (kind, n) => ctx.metrics.releaseDeleted(kind, n) },
-        log: (level, msg, fields) => ctx.log[level](fields ?? {}, msg),
+        log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
       });
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
       return {};
@@ -89,7 +90,7 @@ export function cocoonSetControllerDeps(
     reconciler: new CocoonSetReconciler(client, opts),
     reap: (namespace, ctx) =>
       reapNamespace(client, namespace, {
-        log: (level, msg, fields) => ctx.log[level](fields ?? {}, msg),
+        log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
         metrics: { reapDeleted: (kind, reason) => ctx.metrics.reapDeleted(kind, reason) },
       }),
   };

@@ -43,6 +43,8 @@ export interface CheckResult {
 export interface RunningServer {
   /** The port actually bound (useful with `:0`). */
   port: number;
+  /** The address actually bound, e.g. `127.0.0.1:43121` or `[::]:8080`. */
+  address: string;
   /** Stops accepting connections and closes idle ones. */
   close(): Promise<void>;
 }
@@ -69,8 +71,10 @@ async function listen(bind: BindAddress, routes: Record<string, Route>): Promise
       resolve();
     });
   });
+  const bound = server.address() as AddressInfo;
   return {
-    port: (server.address() as AddressInfo).port,
+    port: bound.port,
+    address: `${bound.family === "IPv6" ? `[${bound.address}]` : bound.address}:${bound.port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

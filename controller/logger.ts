@@ -38,3 +38,27 @@ export function reconcileLogger(
 ): Logger {
   return log.child({ reconcileId, namespace: key.namespace, name: key.name });
 }
+
+/** A level a structured log hook passes on. */
+export type HookLevel = "info" | "warn" | "debug" | "error";
+
+/**
+ * Writes one line with `fields`, leaving out the keys `log` already binds (pino would print
+ * them twice). A field that disagrees with the bound value goes under `detail` instead.
+ */
+export function logWithFields(
+  log: Logger,
+  level: HookLevel,
+  msg: string,
+  fields: Record<string, unknown> = {},
+): void {
+  const bound = log.bindings();
+  const own: Record<string, unknown> = {};
+  const detail: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields)) {
+    if (!(k in bound)) own[k] = v;
+    else if (bound[k] !== v) detail[k] = v;
+  }
+  if (Object.keys(detail).length) own.detail = { ...(own.detail as object | undefined), ...detail };
+  log[level](own, msg);
+}

@@ -239,6 +239,11 @@ export async function runController(
     const p = probeBind ? await startProbeServer(probeBind, { healthz, readyz }) : undefined;
     if (p) servers.push(p);
     runtime.onListening?.({ metrics: m?.port ?? 0, probes: p?.port ?? 0 });
+    // With `:0` the ports are chosen here: log what was bound so users and tests find them.
+    log.info(
+      { metricsAddress: m?.address ?? "disabled", healthProbeAddress: p?.address ?? "disabled" },
+      "serving metrics and probes",
+    );
   } catch (e) {
     await closeServers();
     process.off("SIGTERM", onTerm);

@@ -85,6 +85,15 @@ export const isForbidden = (e: unknown): boolean => KubeApiError.isInstance(e) &
 /** True for a 410 Gone (expired resourceVersion). */
 export const isGone = (e: unknown): boolean => KubeApiError.isInstance(e) && e.status === 410;
 
+/** Reason of the error a watch ends with when its stream sends a line that is not an event. */
+export const MALFORMED_WATCH_EVENT = "MalformedWatchEvent";
+/**
+ * True when a watch ended because of a garbled line: events may be lost, so the caller
+ * must list again before it watches on.
+ */
+export const isMalformedWatchEvent = (e: unknown): boolean =>
+  KubeApiError.isInstance(e) && e.reason === MALFORMED_WATCH_EVENT;
+
 /** Patch content types. */
 export const PatchType = {
   merge: "application/merge-patch+json",
@@ -478,7 +487,23 @@ export class KubeClient {
           const line = buf.slice(0, nl).trim();
           buf = buf.slice(nl + 1);
           if (!line || finished) continue;
-          const ev = JSON.parse(line) as WatchEvent<T>;
+          let ev: WatchEvent<T>;
+          try {
+            ev = JSON.parse(line) as WatchEvent<T>;
+            if (typeof ev !== "object" || ev === null || typeof ev.object !== "object")
+              throw new Error("not a watch event");
+          } catch {
+            // Events may have been lost with this line: the caller re-lists (as for a 410).
+            return finish(
+              new KubeApiError(
+                `watch ${collectionPath}: the stream sent a line that is not a watch event: ${JSON.stringify(line.slice(0, 120))}`,
+                0,
+                MALFORMED_WATCH_EVENT,
+                "GET",
+                path,
+              ),
+            );
+          }
           if (ev.type === "ERROR") {
             const st = ev.object as unknown as { code?: number; reason?: string; message?: string };
             return finish(

@@ -2,7 +2,7 @@
  * Waiting on the cluster with watches: list once, then watch from the list's
  * resourceVersion, re-listing when the watch expires. No sleep-polling.
  */
-import { isGone, type KubeClient, type KubeObject } from "./client.js";
+import { isGone, isMalformedWatchEvent, type KubeClient, type KubeObject } from "./client.js";
 
 /** Thrown when a wait runs out of time; `last` holds the objects seen last. */
 export class WaitTimeoutError<T extends KubeObject = KubeObject> extends Error {
@@ -77,7 +77,8 @@ export async function waitForList<T extends KubeObject = KubeObject>(
           );
         } catch (e) {
           if (abort.signal.aborted) break;
-          if (isGone(e)) expired = true;
+          // An expired watch, or a garbled line that may have cost events: list again.
+          if (isGone(e) || isMalformedWatchEvent(e)) expired = true;
           else throw e;
         }
       }

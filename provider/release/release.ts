@@ -48,6 +48,12 @@ export interface ReleaseOptions {
    * release is refused otherwise. @default false
    */
   expectAlivePod?: boolean;
+  /**
+   * Refuse (deleting nothing) when an owner of a kind this package can read (Pod,
+   * CocoonSet, Job) exists under its name with another uid: the uid is then most likely a
+   * typo. An owner that no longer exists is released as usual. @default false
+   */
+  refuseReplacedOwner?: boolean;
   /** Structured logs. */
   log?: ReleaseLog;
   /** Metrics. */
@@ -109,6 +115,7 @@ export async function release(
   const deadline = Date.now() + timeoutMs;
   const ns = namespace;
   if (opts.expectAlivePod && owner.kind === "Pod") await checkAlivePod(client, owner, ns);
+  else if (opts.refuseReplacedOwner) await checkNotReplaced(client, owner, ns);
 
   const tree = selectOwnedTree(owner.uid, await listNamespace(client, ns, log));
   log("info", "releasing owner tree", {
@@ -206,6 +213,27 @@ async function checkAlivePod(client: KubeClient, owner: ReleaseOwner, ns: string
   if (pod.metadata.uid !== owner.uid) {
     throw new ReleaseError(
       `pod ${ns}/${owner.name} has uid ${pod.metadata.uid ?? "(none)"}, not the given uid ${owner.uid}: the caller names another pod, so nothing was deleted`,
+    );
+  }
+}
+
+const OWNER_PATHS: Record<string, (ns: string, name: string) => string> = {
+  Pod: paths.pod,
+  CocoonSet: paths.cocoonSet,
+  Job: paths.job,
+};
+
+async function checkNotReplaced(
+  client: KubeClient,
+  owner: ReleaseOwner,
+  ns: string,
+): Promise<void> {
+  const path = OWNER_PATHS[owner.kind];
+  if (!path) return;
+  const live = await client.getOrUndefined(path(ns, owner.name));
+  if (live && live.metadata.uid !== owner.uid) {
+    throw new ReleaseError(
+      `${owner.kind} ${ns}/${owner.name} exists with uid ${live.metadata.uid ?? "(none)"}, not the given uid ${owner.uid}: check [owner.uid] (an owner that no longer exists is released by its uid); nothing was deleted`,
     );
   }
 }

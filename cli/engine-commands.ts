@@ -28,6 +28,16 @@ function required(flag: string, value: string | undefined, hint: string): string
   return value.trim();
 }
 
+/** `--namespace`, else the namespace of the kubeconfig's current context (as kubectl does). */
+function namespaceOf(flag: string | undefined, client: KubeClient, hint: string): string {
+  if (flag !== undefined) return required("--namespace", flag, hint);
+  const fromContext = client.contextNamespace;
+  if (fromContext) return fromContext;
+  throw new CliError(
+    `missing --namespace: ${hint} (the current context of ${client.source} names no namespace either)`,
+  );
+}
+
 function connect(kubeconfig: string | undefined): KubeClient {
   try {
     // A short per-request deadline: an unreachable cluster should fail in seconds, not a minute.
@@ -68,15 +78,21 @@ export function registerReleaseAndReap(program: Command): void {
     .description(
       "run one orphan-reaper pass in a namespace: delete expired or deadline-exceeded ephemeral Jobs, pods and prompt ConfigMaps",
     )
-    .option("--namespace <ns>", "namespace to reap (required)")
+    .option(
+      "--namespace <ns>",
+      "namespace to reap (default: the namespace of the kubeconfig's current context)",
+    )
     .option("--kubeconfig <path>", kubeconfigHelp)
     .option("--json", 'print {"jobs":n,"pods":n,"configMaps":n}')
     .action(
       action(async (opts: { namespace?: string; kubeconfig?: string; json?: boolean }) => {
-        const ns = required("--namespace", opts.namespace, "the namespace to reap");
-        const r = await withClient(opts.kubeconfig, (client) =>
-          reapNamespace(client, ns, { log: stderrLog }),
-        );
+        if (opts.namespace !== undefined)
+          required("--namespace", opts.namespace, "the namespace to reap");
+        let ns = "";
+        const r = await withClient(opts.kubeconfig, (client) => {
+          ns = namespaceOf(opts.namespace, client, "the namespace to reap");
+          return reapNamespace(client, ns, { log: stderrLog });
+        });
         const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
         if (opts.json) return printJson(out);
         process.stdout.write(
@@ -90,7 +106,10 @@ export function registerReleaseAndReap(program: Command): void {
     .description(
       "delete everything an owner owns in a namespace (Jobs, then pods, then ConfigMaps) and wait until it is gone",
     )
-    .option("--namespace <ns>", "namespace of the owner and its objects (required)")
+    .option(
+      "--namespace <ns>",
+      "namespace of the owner and its objects (default: the namespace of the kubeconfig's current context)",
+    )
     .option("--owner-kind <kind>", "kind of the owner, e.g. CocoonSet or Pod (required)")
     .option("--owner-name <name>", "name of the owner (required)")
     .option("--owner-uid <uid>", "uid of the owner: objects are selected by it (required)")
@@ -119,14 +138,17 @@ export function registerReleaseAndReap(program: Command): void {
             name: required("--owner-name", opts.ownerName, "the owner's name"),
             uid: required("--owner-uid", opts.ownerUid, uidHint),
           };
-          const ns = required("--namespace", opts.namespace, "the owner's namespace");
-          const r = await withClient(opts.kubeconfig, (client) =>
-            release(client, owner, ns, {
+          if (opts.namespace !== undefined)
+          required("--namespace", opts.namespace, "the namespace to reap");
+          let ns = "";
+          const r = await withClient(opts.kubeconfig, (client) => {
+            ns = namespaceOf(opts.namespace, client, "the owner's namespace");
+            return release(client, owner, ns, {
               timeoutMs: opts.timeout,
               log: stderrLog,
               refuseReplacedOwner: true,
-            }),
-          );
+            });
+          });
           const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
           if (opts.json) return printJson(out);
           process.stdout.write(

@@ -35,6 +35,8 @@ const kubeconfigHelp =
 /** The CocoonSet a file declares, checked before any request. */
 export interface PlanInputFile {
   namespace: string;
+  /** False when the file names no namespace ("default", or the kubeconfig context's). */
+  namespaceGiven: boolean;
   name: string;
   cocoonSet: CocoonSet;
 }
@@ -96,6 +98,7 @@ export function readCocoonSetFile(file: string): PlanInputFile {
   }
   return {
     namespace,
+    namespaceGiven: meta.namespace !== undefined,
     name: name as string,
     cocoonSet: {
       apiVersion: API_VERSION,
@@ -192,6 +195,12 @@ export function registerPlan(program: Command): void {
         } catch (e) {
           if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
           throw e;
+        }
+        // A file without metadata.namespace means the context's namespace, as with kubectl.
+        const ns = client.contextNamespace;
+        if (!input.namespaceGiven && ns) {
+          input.namespace = ns;
+          input.cocoonSet.metadata = { ...input.cocoonSet.metadata, namespace: ns };
         }
         try {
           const { cocoonSet, exists } = await plannedObject(client, input);

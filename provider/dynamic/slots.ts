@@ -11,7 +11,7 @@ import {
   type Pod,
 } from "../fleet/index.js";
 import { converge, deleteFleet, listFleetPods, readCocoonSet } from "../engine/index.js";
-import { KubeClient } from "../kube/index.js";
+import { KubeApiError, KubeClient, KubeConfigError } from "../kube/index.js";
 import {
   cocoonSetFrom,
   desiredSlots,
@@ -244,12 +244,14 @@ export async function update(
 }
 
 /** Deletes the CocoonSet and everything it owns, and returns once all of it is gone. */
-export async function remove(_id: string, props: SlotsOutputs): Promise<void> {
+export async function remove(id: string, props: SlotsOutputs): Promise<void> {
   const client = KubeClient.fromString(props.kubeconfig);
   try {
     await deleteFleet(client, props.namespace, props.name, {
       timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
     });
+  } catch (e) {
+    throw explainStoredKubeconfig(e, "destroy", id, client.server);
   } finally {
     client.close();
   }
@@ -275,7 +277,33 @@ export async function read(
       props: { ...props, slots: live.slots, pods: live.status },
       inputs: { ...inputs, slots: live.slots },
     };
+  } catch (e) {
+    throw explainStoredKubeconfig(e, "refresh", id, client.server);
   } finally {
     client.close();
   }
+}
+
+/**
+ * `destroy` and `refresh` use the kubeconfig stored by the last `pulumi up`. When it can no
+ * longer reach or authenticate to its cluster (the cluster moved, was recreated, or its
+ * credentials rotated), say so and how to get out; other errors pass through unchanged.
+ */
+export function explainStoredKubeconfig(
+  e: unknown,
+  operation: "destroy" | "refresh",
+  id: string,
+  server: string,
+): unknown {
+  let cause: string;
+  if (KubeApiError.isInstance(e) && e.status === 0) cause = "cannot reach it";
+  else if (KubeApiError.isInstance(e) && e.status === 401) cause = "it rejects the credentials";
+  else if (KubeConfigError.isInstance(e)) cause = "its credentials cannot be used";
+  else return e;
+  return new Error(
+    `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`, and ${cause} (${server}): ${(e as Error).message}. ` +
+      `If that cluster still holds the fleet under a new address or with new credentials, run \`pulumi up\` with the current kubeconfig first (it stores the new one), then \`pulumi ${operation}\` again. ` +
+      `If that cluster is gone (for example \`cocoonset cluster down\` then \`up\` starts a new, empty cluster), nothing of the fleet is left: remove the slots resource from the stack with \`pulumi state delete <its URN>\` (\`pulumi stack --show-urns\` lists them), then run \`pulumi ${operation}\` again.`,
+    { cause: e },
+  );
 }

@@ -196,7 +196,7 @@ export class KubeClient {
   readonly source: string;
   readonly counters: RequestCounters = { byVerb: {}, retries: 0 };
   private transport?: Transport;
-  private readonly agent: Agent | HttpAgent;
+  private agent: Agent | HttpAgent;
   private readonly timeoutMs: number;
   private readonly onRetry?: (info: RetryInfo) => void;
 
@@ -237,6 +237,12 @@ export class KubeClient {
     return this.config.getCurrentCluster()?.server ?? "";
   }
 
+  /** The namespace the kubeconfig's current context names, if any. */
+  get contextNamespace(): string | undefined {
+    const ns = this.config.getContextObject(this.config.getCurrentContext())?.namespace;
+    return ns?.trim() ? ns.trim() : undefined;
+  }
+
   /** Closes idle sockets so the process can exit. */
   close(): void {
     this.agent.destroy();
@@ -255,6 +261,12 @@ export class KubeClient {
       );
     }
     const server = new URL(this.server);
+    // `proxy-url`: client-node builds an agent that tunnels through the proxy (HTTP CONNECT,
+    // or SOCKS) with the same TLS settings; requests then go through it.
+    if (this.config.getCurrentCluster()?.proxyUrl && opts.agent && opts.agent !== this.agent) {
+      this.agent.destroy();
+      this.agent = opts.agent as Agent | HttpAgent;
+    }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) headers[k.toLowerCase()] = String(v);
     this.transport = {

@@ -1,11 +1,14 @@
 /** `cocoonset cluster up|down|status|env`: the embedded local cluster. */
 import type { Command } from "commander";
 import {
+  assertOwnStateDir,
+  assertSupportedPlatform,
   clusterDown,
   clusterStatus,
   clusterUp,
   defaultStateDir,
   readState,
+  resolveStateDir,
 } from "../cluster/local-cluster.js";
 import { ensureToolchain } from "../cluster/toolchain.js";
 import { action, CliError, parsePositiveInt, printJson } from "./common.js";
@@ -40,6 +43,9 @@ export function registerCluster(program: Command): void {
           json?: boolean;
           apiserverArg?: string[];
         }) => {
+          // Refuse a wrong OS or a folder that is not the cluster's before building anything.
+          assertSupportedPlatform();
+          assertOwnStateDir(resolveStateDir(opts.stateDir ?? defaultStateDir()));
           await ensureToolchain({
             only: [
               "etcd",

@@ -139,7 +139,7 @@ export function registerReleaseAndReap(program: Command): void {
             uid: required("--owner-uid", opts.ownerUid, uidHint),
           };
           if (opts.namespace !== undefined)
-          required("--namespace", opts.namespace, "the namespace to reap");
+            required("--namespace", opts.namespace, "the namespace to reap");
           let ns = "";
           const r = await withClient(opts.kubeconfig, (client) => {
             ns = namespaceOf(opts.namespace, client, "the owner's namespace");

@@ -640,9 +640,7 @@ export function clientCa(stateDir = defaultStateDir()): CertificateAuthority {
  * Stops every process the cluster started and removes its state directory.
  * @throws ClusterError when the folder is not a cluster's own (nothing is touched)
  */
-export async function clusterDown(
-  dir: string = defaultStateDir(),
-): Promise<{ stopped: string[] }> {
+export async function clusterDown(dir: string = defaultStateDir()): Promise<{ stopped: string[] }> {
   const stateDir = resolveStateDir(dir);
   if (stateDirKind(stateDir) === "absent") return { stopped: [] };
   assertOwnStateDir(stateDir);

@@ -6,7 +6,13 @@
  * The apiserver (`--client-ca-file`) takes a client certificate's CN as the user name and
  * its O entries as groups.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign } from "node:crypto";
+import {
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+} from "node:crypto";
 
 /** A CA as PEM text. */
 export interface CertificateAuthority {
@@ -53,7 +59,8 @@ function oid(dotted: string): Buffer {
   const out = [40 * parts[0] + parts[1]];
   for (const p of parts.slice(2)) {
     const chunk = [p & 0x7f];
-    for (let v = Math.floor(p / 128); v > 0; v = Math.floor(v / 128)) chunk.unshift(0x80 | (v & 0x7f));
+    for (let v = Math.floor(p / 128); v > 0; v = Math.floor(v / 128))
+      chunk.unshift(0x80 | (v & 0x7f));
     out.push(...chunk);
   }
   return tlv(0x06, Buffer.from(out));
@@ -78,10 +85,7 @@ const OID = {
 };
 
 function name(cn: string, orgs: string[] = []): Buffer {
-  return seq(
-    ...orgs.map((o) => set(seq(oid(OID.o), utf8(o)))),
-    set(seq(oid(OID.cn), utf8(cn))),
-  );
+  return seq(...orgs.map((o) => set(seq(oid(OID.o), utf8(o)))), set(seq(oid(OID.cn), utf8(cn))));
 }
 
 function extension(id: string, critical: boolean, value: Buffer): Buffer {

@@ -191,6 +191,8 @@ export function metricValue(text: string, name: string, labels: Record<string, s
 export class ControllerProcess {
   /** Parsed stdout lines, in order. */
   readonly lines: LogLine[] = [];
+  /** The same lines as written, unparsed (JSON.parse would hide a duplicated key). */
+  readonly rawLines: string[] = [];
   /** Everything written on stderr. */
   stderr = "";
   /** Resolves when the process has exited. */
@@ -223,6 +225,7 @@ export class ControllerProcess {
     this.partial = parts.pop() ?? "";
     for (const raw of parts) {
       if (!raw.trim()) continue;
+      this.rawLines.push(raw);
       let line: LogLine;
       try {
         line = JSON.parse(raw) as LogLine;

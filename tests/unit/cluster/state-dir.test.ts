@@ -110,7 +110,10 @@ describe("cluster state directory", () => {
     ] as [string[], NodeJS.ProcessEnv][]) {
       const r = run(args, env);
       assert.equal(r.status, 1, `${args.join(" ")}: ${r.stderr}`);
-      assert.match(r.stderr, /^cocoonset: \[state-dir\] .* not empty and has no \.cocoonset-cluster marker/);
+      assert.match(
+        r.stderr,
+        /^cocoonset: \[state-dir\] .* not empty and has no \.cocoonset-cluster marker/,
+      );
       assert.ok(r.stderr.includes(d), r.stderr);
       assert.deepEqual(readdirSync(d).sort(), ["notes.txt", "projects"], args.join(" "));
     }
@@ -145,7 +148,9 @@ describe("cluster up guards", () => {
       await assert.rejects(
         clusterUp({ stateDir: d, platform, progress: () => undefined }),
         (e: Error) =>
-          e.message.includes("Linux only") && e.message.includes(platform) && /\/proc/.test(e.message),
+          e.message.includes("Linux only") &&
+          e.message.includes(platform) &&
+          /\/proc/.test(e.message),
       );
     }
     assert.equal(existsSync(d), false, "no state directory was created");
@@ -153,7 +158,10 @@ describe("cluster up guards", () => {
 
   test("--nodes and --apiserver-arg are checked before anything starts", async (t) => {
     const d = join(scratch(t), "state");
-    await assert.rejects(clusterUp({ stateDir: d, nodes: 5000, platform: "linux" }), /\[nodes\] must be an integer from 1 to 100/);
+    await assert.rejects(
+      clusterUp({ stateDir: d, nodes: 5000, platform: "linux" }),
+      /\[nodes\] must be an integer from 1 to 100/,
+    );
     await assert.rejects(
       clusterUp({ stateDir: d, apiserverArgs: ["feature-gates=Foo=true"], platform: "linux" }),
       /\[apiserver-arg\] "feature-gates=Foo=true" is not a kube-apiserver flag/,

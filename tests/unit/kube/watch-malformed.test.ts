@@ -36,7 +36,9 @@ async function fakeApiserver(t: TestContext) {
       stats.lists++;
       // From the second list on, "b" exists: the event the garbled line stood for.
       if (stats.lists === 2) present.push(POD("b", "3"));
-      res.end(JSON.stringify({ metadata: { resourceVersion: String(stats.lists + 2) }, items: present }));
+      res.end(
+        JSON.stringify({ metadata: { resourceVersion: String(stats.lists + 2) }, items: present }),
+      );
       return;
     }
     stats.watches++;
@@ -55,7 +57,11 @@ async function fakeApiserver(t: TestContext) {
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [
-      { name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
+      {
+        name: "c",
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        skipTLSVerify: true,
+      },
     ],
     users: [{ name: "u" }],
     contexts: [{ name: "c", cluster: "c", user: "u" }],

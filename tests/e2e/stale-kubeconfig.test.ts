@@ -74,13 +74,13 @@ test("destroy with a stale stored kubeconfig explains itself, and `pulumi up` th
   const podsOfFleet = (items: { metadata: { deletionTimestamp?: string } }[]) =>
     items.filter((p) => !p.metadata.deletionTimestamp).length;
   try {
-    await (stack.workspace as LocalWorkspace).setEnvVar("KUBECONFIG", staleFile);
+    (stack.workspace as LocalWorkspace).envVars.KUBECONFIG = staleFile;
     const up = await stack.up();
     assert.equal(up.summary.result, "succeeded");
     await client.delete(`${paths.serviceAccounts(ns)}/${sa}`);
 
     // The stored kubeconfig is now rejected; the current one is the admin's.
-    await (stack.workspace as LocalWorkspace).setEnvVar("KUBECONFIG", testKubeconfig());
+    (stack.workspace as LocalWorkspace).envVars.KUBECONFIG = testKubeconfig();
     let message = "";
     await assert.rejects(stack.destroy(), (e: Error) => {
       message = e.message;
@@ -107,7 +107,7 @@ test("destroy with a stale stored kubeconfig explains itself, and `pulumi up` th
       description: "the fleet's pods to be gone",
     });
   } catch (e) {
-    await (stack.workspace as LocalWorkspace).setEnvVar("KUBECONFIG", testKubeconfig());
+    (stack.workspace as LocalWorkspace).envVars.KUBECONFIG = testKubeconfig();
     await stack.destroy().catch(() => undefined);
     throw e;
   }

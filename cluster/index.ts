@@ -3,3 +3,5 @@ export * from "./local-cluster.js";
 export * from "./toolchain.js";
 export { rawRequest } from "./http.js";
 export { pulumiEnv, toolchainPulumiCommand } from "./pulumi.js";
+export { createClientCa, issueClientCertificate } from "./pki.js";
+export type { CertificateAuthority, ClientCertificate } from "./pki.js";

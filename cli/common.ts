@@ -64,3 +64,17 @@ export function parsePositiveInt(text: string): number {
   }
   return parseInt(text, 10);
 }
+
+/** The longest delay a Node timer honours (a longer one fires at once). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Parses a timeout: a duration above zero that a timer can wait (under about 24 days). */
+export function parseTimeout(text: string): number {
+  const ms = parseDuration(text);
+  if (ms <= 0) throw new InvalidArgumentError(`"${text}" must be longer than 0`);
+  if (ms > MAX_TIMER_MS)
+    throw new InvalidArgumentError(
+      `"${text}" is too long (at most ${Math.floor(MAX_TIMER_MS / 3_600_000)}h)`,
+    );
+  return ms;
+}

@@ -8,7 +8,7 @@ import {
   ReleaseTimeoutError,
   type ReleaseLog,
 } from "../provider/release/index.js";
-import { action, CliError, parseDuration, printJson } from "./common.js";
+import { action, CliError, parseTimeout, printJson } from "./common.js";
 
 const kubeconfigHelp =
   "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
@@ -116,7 +116,7 @@ export function registerReleaseAndReap(program: Command): void {
     .option(
       "--timeout <duration>",
       "how long to wait until everything is gone",
-      parseDuration,
+      parseTimeout,
       60_000,
     )
     .option("--kubeconfig <path>", kubeconfigHelp)

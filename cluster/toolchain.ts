@@ -457,7 +457,13 @@ export interface EnsureOptions {
 export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located[]> {
   const pins = loadPins();
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
-  const wanted = new Set(opts.only ?? allBinaries(pins));
+  const known = allBinaries(pins);
+  const unknown = (opts.only ?? []).filter((n) => !known.includes(n));
+  if (unknown.length > 0)
+    throw new ToolchainError(
+      `[only] unknown binary ${unknown.map((n) => `"${n}"`).join(", ")}: choose from ${known.join(", ")}`,
+    );
+  const wanted = new Set(opts.only ?? known);
   const out = join(binDir(pins), "");
   mkdirSync(out, { recursive: true });
   const logs = join(cacheDir(pins), "logs");

@@ -3,7 +3,7 @@
  * pure resolver that merges them (flag wins over env, env over default) and validates every
  * value, naming the flag in the error.
  */
-import { parseDuration } from "../cli/common.js";
+import { MAX_TIMER_MS, parseDuration } from "../cli/common.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 
@@ -244,6 +244,8 @@ export function resolveControllerOptions(
       fail(ri.from, "must be a duration such as 30s, 5m or 1h", ri.value);
     }
     if (reapIntervalMs < 1000) fail(ri.from, "must be at least 1s", ri.value);
+    // A longer timer fires at once in Node: the reaper would run in a tight loop.
+    if (reapIntervalMs > MAX_TIMER_MS) fail(ri.from, "must be at most 596h", ri.value);
   }
 
   let logLevel: LogLevel = "info";

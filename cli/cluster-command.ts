@@ -95,7 +95,7 @@ export function registerCluster(program: Command): void {
     .option("--json", "print as JSON")
     .action(
       action(async (opts: { stateDir?: string; json?: boolean }) => {
-        const st = await clusterStatus(opts.stateDir ?? defaultStateDir());
+        const st = await clusterStatus(resolveStateDir(opts.stateDir ?? defaultStateDir()));
         if (!st.running || !st.healthy) process.exitCode = 1;
         if (opts.json) return printJson(st);
         if (st.components.length === 0)
@@ -114,11 +114,9 @@ export function registerCluster(program: Command): void {
     .option("--state-dir <dir>", stateDirHelp)
     .action(
       action(async (opts: { stateDir?: string }) => {
-        const st = readState(opts.stateDir ?? defaultStateDir());
-        if (!st)
-          throw new CliError(
-            `no cluster in ${opts.stateDir ?? defaultStateDir()}: run \`cocoonset cluster up\``,
-          );
+        const dir = resolveStateDir(opts.stateDir ?? defaultStateDir());
+        const st = readState(dir);
+        if (!st) throw new CliError(`no cluster in ${dir}: run \`cocoonset cluster up\``);
         process.stdout.write(`export KUBECONFIG=${st.kubeconfig}\n`);
       }),
     );

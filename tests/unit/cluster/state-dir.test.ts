@@ -127,7 +127,7 @@ describe("cluster state directory", () => {
   test("an empty --state-dir is refused, not taken as the current folder", (t) => {
     const cwd = scratch(t);
     writeFileSync(join(cwd, "keep.txt"), "");
-    for (const sub of ["up", "down"]) {
+    for (const sub of ["up", "down", "status", "env"]) {
       const r = spawnSync(process.execPath, [cli, "cluster", sub, "--state-dir", ""], {
         cwd,
         encoding: "utf8",

@@ -349,6 +349,15 @@ export class KubeClient {
         if (KubeApiError.isInstance(e) || KubeConfigError.isInstance(e)) throw e;
         if (opts.signal?.aborted) throw e;
         const cause = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+        // A certificate that does not verify will not verify on a retry either.
+        if (isTlsVerificationError(cause))
+          throw new KubeApiError(
+            `${verb} ${path}: the TLS certificate of ${this.server} does not verify (${cause}): ${(e as Error).message}`,
+            0,
+            "TLSVerificationFailed",
+            verb,
+            path,
+          );
         err = new KubeApiError(
           `${verb} ${path}: cannot reach the apiserver at ${this.server} (${cause})`,
           0,
@@ -542,6 +551,13 @@ export class KubeClient {
       signal?.addEventListener("abort", () => finish(), { once: true });
     });
   }
+}
+
+/** Node's codes for a server certificate that fails verification. */
+function isTlsVerificationError(code: string): boolean {
+  return /^(ERR_TLS_CERT_ALTNAME_INVALID|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_(GET_ISSUER_CERT|VERIFY_LEAF_SIGNATURE))/.test(
+    code,
+  );
 }
 
 function readBody(res: import("node:http").IncomingMessage): Promise<string> {

@@ -2,6 +2,7 @@
 // the validator are all derived from the objects below, so they cannot disagree.
 // The shape follows Kubernetes' structural-schema rules (apiextensions.k8s.io/v1).
 import { MAX_REPLICAS, MAX_TOOLBOXES } from "./constants.js";
+import { MAX_QUANTITY, QUANTITY_MAX_EXPONENT_DIGITS, QUANTITY_MAX_LENGTH } from "./quantity.js";
 
 /** A CEL rule the apiserver evaluates; {@link validateCocoonSetSpec} mirrors each one in JS. */
 export interface CelRule {
@@ -40,9 +41,24 @@ export interface SchemaNode {
 export const DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /** Kubernetes label value: empty, or alphanumeric at both ends with '-', '_', '.' inside. */
 export const LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
-/** Non-negative resource quantity such as `10Gi`, `500m`, `1.5` or `1e3`. */
-export const QUANTITY_PATTERN =
-  "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$";
+/**
+ * Non-negative resource quantity such as `10Gi`, `500m`, `1.5` or `1e3`: Kubernetes' own
+ * syntax, with an exponent of at most three digits (see provider/fleet/quantity.ts).
+ */
+export const QUANTITY_PATTERN = `^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,${QUANTITY_MAX_EXPONENT_DIGITS}})?$`;
+/** Largest quantity written as a JSON number: 2^53-1, the last integer a double holds exactly. */
+export const MAX_INTEGER_QUANTITY = Number.MAX_SAFE_INTEGER;
+/** The CEL rule bounding a quantity string's value (the pattern keeps `quantity()` cheap). */
+export const QUANTITY_BOUND_RULE =
+  `type(self) != string || !self.matches(r'${QUANTITY_PATTERN}') || ` +
+  `quantity(self).compareTo(quantity('${MAX_QUANTITY}')) <= 0`;
+/** Text with no whitespace (an image reference); empty passes unless minLength says otherwise. */
+export const NO_WHITESPACE_PATTERN = "^[^ \\t\\n\\v\\f\\r]*$";
+/**
+ * Longest CocoonSet name: it is the value of the pods' `cocoonset.cocoonstack.io/name` label,
+ * and label values have at most 63 characters.
+ */
+export const MAX_COCOONSET_NAME_LENGTH = 63;
 /** A name that parses as a (decimal) integer. */
 export const INTEGER_NAME_PATTERN = "^[0-9]+$";
 
@@ -82,7 +98,13 @@ const quantity = (description: string): SchemaNode => ({
   description,
   "x-kubernetes-int-or-string": true,
   anyOf: [{ type: "integer" }, { type: "string" }],
+  minimum: 0,
+  maximum: MAX_INTEGER_QUANTITY,
+  maxLength: QUANTITY_MAX_LENGTH,
   pattern: QUANTITY_PATTERN,
+  "x-kubernetes-validations": [
+    { rule: QUANTITY_BOUND_RULE, message: `must be at most ${MAX_QUANTITY} (2^63-1)` },
+  ],
 });
 
 /** Snapshot policy values. */
@@ -244,7 +266,7 @@ export const agentSpecSchema: SchemaNode = {
       maximum: MAX_REPLICAS,
       default: DEFAULT_REPLICAS,
     },
-    image: string("VM image of every agent.", { minLength: 1 }),
+    image: string("VM image of every agent.", { minLength: 1, pattern: NO_WHITESPACE_PATTERN }),
     mode: { ...agentModeSchema, default: DEFAULT_AGENT_MODE },
     envFrom: {
       type: "array",
@@ -278,7 +300,7 @@ export const toolboxSpecSchema: SchemaNode = {
         ],
       },
     ),
-    image: string("VM image of the toolbox."),
+    image: string("VM image of the toolbox.", { pattern: NO_WHITESPACE_PATTERN }),
     mode: { ...toolboxModeSchema, default: DEFAULT_TOOLBOX_MODE },
     staticIP: string("IP of the adopted VM (static mode)."),
     staticVMID: string("Id of the adopted VM (static mode)."),
@@ -454,6 +476,12 @@ export const cocoonSetSchema: SchemaNode = {
     spec: cocoonSetSpecSchema,
     status: cocoonSetStatusSchema,
   },
+  "x-kubernetes-validations": [
+    {
+      rule: `size(self.metadata.name) <= ${MAX_COCOONSET_NAME_LENGTH}`,
+      message: `metadata.name must be at most ${MAX_COCOONSET_NAME_LENGTH} characters (it is a label value on every pod)`,
+    },
+  ],
 };
 
 /** A schema node that gets a name in the generated TypeScript. */

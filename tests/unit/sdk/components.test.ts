@@ -267,7 +267,7 @@ describe("Operator arguments are refused before anything is registered", () => {
           }),
         (e: unknown) => {
           assert.ok(pulumi.RunError.isInstance(e), "a clean program error, no stack trace");
-          assert.match((e).message, message);
+          assert.match(e.message, message);
           return true;
         },
       );
@@ -416,7 +416,7 @@ describe("Fleet", () => {
       assert.throws(
         () =>
           new sdk.Fleet("refused", { namespace: "agents", kubeconfig: KUBECONFIG, spec, ...args }),
-        (e: unknown) => pulumi.RunError.isInstance(e) && message.test((e).message),
+        (e: unknown) => pulumi.RunError.isInstance(e) && message.test(e.message),
       );
       assert.equal(registered.length, before, "nothing registered");
     }

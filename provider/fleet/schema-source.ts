@@ -59,6 +59,15 @@ export const NO_WHITESPACE_PATTERN = "^[^ \\t\\n\\v\\f\\r]*$";
  * and label values have at most 63 characters.
  */
 export const MAX_COCOONSET_NAME_LENGTH = 63;
+/** DNS-1123 subdomain: the apiserver's rule for object names (ServiceAccounts, ConfigMaps...). */
+export const DNS_SUBDOMAIN_PATTERN =
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/** A DNS-1123 subdomain, or empty. */
+export const OPTIONAL_DNS_SUBDOMAIN_PATTERN = `^(${DNS_SUBDOMAIN_PATTERN.slice(1, -1)})?$`;
+/** Longest name of an object the pods refer to (a DNS-1123 subdomain). */
+export const MAX_OBJECT_NAME_LENGTH = 253;
+/** Longest free-text string in the spec (image references, network names, VM ids). */
+export const MAX_TEXT_LENGTH = 4096;
 /** A name that parses as a (decimal) integer. */
 export const INTEGER_NAME_PATTERN = "^[0-9]+$";
 
@@ -172,8 +181,12 @@ export const resourceClaimSchema: SchemaNode = {
   description: "A dynamic resource claim the container uses.",
   required: ["name"],
   properties: {
-    name: string("Name of an entry in the pod's resourceClaims."),
-    request: string("Request within the claim; empty means the whole claim."),
+    name: string("Name of an entry in the pod's resourceClaims.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
+    request: string("Request within the claim; empty means the whole claim.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
   },
 };
 
@@ -207,7 +220,10 @@ export const configMapEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "ConfigMap whose keys become environment variables.",
   properties: {
-    name: string("Name of the ConfigMap."),
+    name: string("Name of the ConfigMap.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: DNS_SUBDOMAIN_PATTERN,
+    }),
     optional: boolean("Whether the ConfigMap may be missing."),
   },
 };
@@ -217,7 +233,10 @@ export const secretEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "Secret whose keys become environment variables.",
   properties: {
-    name: string("Name of the Secret."),
+    name: string("Name of the Secret.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: DNS_SUBDOMAIN_PATTERN,
+    }),
     optional: boolean("Whether the Secret may be missing."),
   },
 };
@@ -228,7 +247,9 @@ export const envFromSourceSchema: SchemaNode = {
   description: "A source of environment variables (core/v1 EnvFromSource).",
   properties: {
     configMapRef: configMapEnvSourceSchema,
-    prefix: string("Prefix prepended to every variable name."),
+    prefix: string("Prefix prepended to every variable name.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
     secretRef: secretEnvSourceSchema,
   },
 };
@@ -238,7 +259,7 @@ export const vmOptionsProperties: Record<string, SchemaNode> = {
   os: { ...osSchema, default: DEFAULT_OS },
   backend: { ...backendSchema, default: DEFAULT_BACKEND },
   connType: connTypeSchema,
-  network: string("Cluster network the VM attaches to."),
+  network: string("Cluster network the VM attaches to.", { maxLength: MAX_OBJECT_NAME_LENGTH }),
   forcePull: boolean("Bypass the image cache and pull the image again."),
   noDirectIO: boolean("Use the host page cache instead of O_DIRECT on writable disks."),
   probePort: port("TCP port probed for readiness instead of ICMP; 0 keeps the default probe."),
@@ -266,7 +287,11 @@ export const agentSpecSchema: SchemaNode = {
       maximum: MAX_REPLICAS,
       default: DEFAULT_REPLICAS,
     },
-    image: string("VM image of every agent.", { minLength: 1, pattern: NO_WHITESPACE_PATTERN }),
+    image: string("VM image of every agent.", {
+      minLength: 1,
+      maxLength: MAX_TEXT_LENGTH,
+      pattern: NO_WHITESPACE_PATTERN,
+    }),
     mode: { ...agentModeSchema, default: DEFAULT_AGENT_MODE },
     envFrom: {
       type: "array",
@@ -274,7 +299,8 @@ export const agentSpecSchema: SchemaNode = {
       items: envFromSourceSchema,
     },
     serviceAccountName: string("Service account of the agent pods; empty means `default`.", {
-      maxLength: 253,
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: OPTIONAL_DNS_SUBDOMAIN_PATTERN,
     }),
     ...vmOptionsProperties,
   },
@@ -300,10 +326,15 @@ export const toolboxSpecSchema: SchemaNode = {
         ],
       },
     ),
-    image: string("VM image of the toolbox.", { pattern: NO_WHITESPACE_PATTERN }),
+    image: string("VM image of the toolbox.", {
+      maxLength: MAX_TEXT_LENGTH,
+      pattern: NO_WHITESPACE_PATTERN,
+    }),
     mode: { ...toolboxModeSchema, default: DEFAULT_TOOLBOX_MODE },
-    staticIP: string("IP of the adopted VM (static mode)."),
-    staticVMID: string("Id of the adopted VM (static mode)."),
+    staticIP: string("IP of the adopted VM (static mode).", { maxLength: MAX_OBJECT_NAME_LENGTH }),
+    staticVMID: string("Id of the adopted VM (static mode).", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
     vncPort: port("VNC port of the adopted VM (static mode); 0 means none."),
     ...vmOptionsProperties,
   },
@@ -321,9 +352,10 @@ export const cocoonSetSpecSchema: SchemaNode = {
       maxLength: 63,
       pattern: LABEL_VALUE_PATTERN,
     }),
-    nodeName: string("Node the main agent must land on (required node affinity).", {
-      maxLength: 253,
-    }),
+    nodeName: string(
+      "Node the main agent must land on (required node affinity on its kubernetes.io/hostname label).",
+      { maxLength: 63, pattern: LABEL_VALUE_PATTERN },
+    ),
     snapshotPolicy: { ...snapshotPolicySchema, default: DEFAULT_SNAPSHOT_POLICY },
     hibernatePolicy: { ...hibernatePolicySchema, default: DEFAULT_HIBERNATE_POLICY },
     snapshotCompatibilityClass: string(

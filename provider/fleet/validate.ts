@@ -8,7 +8,9 @@ import {
   INTEGER_NAME_PATTERN,
   LABEL_VALUE_PATTERN,
   MAX_COCOONSET_NAME_LENGTH,
+  DNS_SUBDOMAIN_PATTERN,
   NO_WHITESPACE_PATTERN,
+  OPTIONAL_DNS_SUBDOMAIN_PATTERN,
   QUANTITY_BOUND_RULE,
   QUANTITY_PATTERN,
   cocoonSetSpecSchema,
@@ -36,6 +38,10 @@ const PATTERN_RULES: Record<string, string> = {
   [QUANTITY_PATTERN]:
     "must be a quantity such as 10Gi, 512Mi, 500m or 2 (an exponent has at most 3 digits)",
   [NO_WHITESPACE_PATTERN]: "must not contain whitespace",
+  [DNS_SUBDOMAIN_PATTERN]:
+    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
+  [OPTIONAL_DNS_SUBDOMAIN_PATTERN]:
+    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
 };
 
 // The JS twin of QUANTITY_BOUND_RULE: ajv runs it wherever the schema carries that CEL rule.
@@ -240,6 +246,22 @@ function celFailures(input: unknown, previous?: CocoonSetSpec): ValidationFailur
 // Deeper than any field of the schema; deeper input is refused before anything recurses on it.
 const MAX_DEPTH = 32;
 
+function longestString(node: SchemaNode): number {
+  const children = [
+    ...Object.values(node.properties ?? {}),
+    ...(node.items ? [node.items] : []),
+    ...(node.additionalProperties ? [node.additionalProperties] : []),
+  ];
+  const own = node.enum ? Math.max(...node.enum.map((e) => e.length)) : (node.maxLength ?? 0);
+  return Math.max(own, ...children.map(longestString));
+}
+
+/**
+ * Every string field of the spec has a maxLength (or an enum); a longer string is refused
+ * before any pattern runs over it, so a megabyte of text costs no more than a short one.
+ */
+const MAX_STRING_LENGTH = longestString(cocoonSetSpecSchema);
+
 function childPath(path: string, key: string | number): string {
   if (typeof key === "number") return `${path}[${key}]`;
   return path ? `${path}.${key}` : key;
@@ -257,6 +279,13 @@ function plainCopy(
   failures: ValidationFailure[],
 ): unknown {
   const property = path || "spec";
+  if (typeof value === "string" && value.length > MAX_STRING_LENGTH) {
+    failures.push({
+      property,
+      reason: `must be at most ${MAX_STRING_LENGTH} characters (no field takes more; got ${value.length})`,
+    });
+    return undefined;
+  }
   if (value === null || ["string", "number", "boolean", "undefined"].includes(typeof value)) {
     return value;
   }
@@ -342,7 +371,7 @@ export function prefixedProperty(prefix: string, property: string): string {
   return property === "spec" ? prefix : `${prefix}.${property}`;
 }
 
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_SUBDOMAIN = new RegExp(DNS_SUBDOMAIN_PATTERN);
 const DNS_LABEL = new RegExp(DNS_LABEL_PATTERN);
 
 /**

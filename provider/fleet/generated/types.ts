@@ -27,7 +27,7 @@ export interface CocoonSetSpec {
    * @default "default"
    */
   nodePool?: string;
-  /** Node the main agent must land on (required node affinity). */
+  /** Node the main agent must land on (required node affinity on its kubernetes.io/hostname label). */
   nodeName?: string;
   /**
    * Which VMs get snapshots: every VM, only the main agent, or none.

@@ -27,6 +27,7 @@ export interface SchemaNode {
   minLength?: number;
   maxLength?: number;
   maxItems?: number;
+  maxProperties?: number;
   pattern?: string;
   format?: string;
   anyOf?: SchemaNode[];
@@ -190,6 +191,9 @@ export const resourceClaimSchema: SchemaNode = {
   },
 };
 
+/** Most resources a limits or requests map names (bounds the CRD's CEL cost per map). */
+export const MAX_RESOURCES = 16;
+
 /** Compute resources (core/v1 ResourceRequirements). */
 export const resourceRequirementsSchema: SchemaNode = {
   type: "object",
@@ -197,12 +201,14 @@ export const resourceRequirementsSchema: SchemaNode = {
   properties: {
     limits: {
       type: "object",
-      description: "Maximum amount of each resource.",
+      description: `Maximum amount of each resource (at most ${MAX_RESOURCES} resources).`,
+      maxProperties: MAX_RESOURCES,
       additionalProperties: quantity("A resource quantity."),
     },
     requests: {
       type: "object",
-      description: "Minimum amount of each resource; defaults to the limits when unset.",
+      description: `Minimum amount of each resource; defaults to the limits when unset (at most ${MAX_RESOURCES} resources).`,
+      maxProperties: MAX_RESOURCES,
       additionalProperties: quantity("A resource quantity."),
     },
     claims: {

@@ -172,6 +172,8 @@ function describe(error: ErrorObject): ValidationFailure {
       return { property, reason: `must be at most ${String(params.limit)} characters` };
     case "maxItems":
       return { property, reason: `must have at most ${String(params.limit)} items` };
+    case "maxProperties":
+      return { property, reason: `must have at most ${String(params.limit)} entries` };
     case "pattern":
       return {
         property,

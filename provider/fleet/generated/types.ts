@@ -116,9 +116,9 @@ export interface VMOptions {
 
 /** Compute resources of the pod's container (core/v1 ResourceRequirements). */
 export interface ResourceRequirements {
-  /** Maximum amount of each resource. */
+  /** Maximum amount of each resource (at most 16 resources). */
   limits?: Record<string, number | string>;
-  /** Minimum amount of each resource; defaults to the limits when unset. */
+  /** Minimum amount of each resource; defaults to the limits when unset (at most 16 resources). */
   requests?: Record<string, number | string>;
   /** Dynamic resource claims the container uses. */
   claims?: ResourceClaim[];

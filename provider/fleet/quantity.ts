@@ -1,8 +1,9 @@
 // Kubernetes resource quantities as exact rationals, so "1Gi" equals "1024Mi" and "1" equals
 // "1000m" without floating-point rounding.
 //
-// Bounds, the ones Kubernetes' resource.Quantity documents: no quantity is larger than
-// 2^63-1 in magnitude, and precision stops at 1n (a non-zero value finer than that rounds up
+// Bounds, the ones Kubernetes' resource.Quantity documents: no quantity reaches 2^63-1 in
+// magnitude (the apiserver silently caps a larger binary-suffixed one, `8Ei`, at 2^63-1, so
+// that value itself is refused too), and precision stops at 1n (a non-zero value finer than that rounds up
 // to the next nano-unit, away from zero, as the apiserver stores it). Kubernetes' parser reads
 // the exponent as a 64-bit integer and then truncates it to 32 bits, so `1e4294967296` reads as
 // 1 there; the schema therefore allows at most QUANTITY_MAX_EXPONENT_DIGITS exponent digits and
@@ -15,7 +16,7 @@ export interface Quantity {
   denominator: bigint;
 }
 
-/** Largest magnitude of a quantity, in base units: 2^63-1, as Kubernetes' Quantity. */
+/** Kubernetes' cap on a quantity, in base units: 2^63-1; accepted quantities stay below it. */
 export const MAX_QUANTITY = 2n ** 63n - 1n;
 /** Longest quantity string the schema accepts. */
 export const QUANTITY_MAX_LENGTH = 64;
@@ -89,7 +90,7 @@ export function readQuantity(input: string | number): QuantityReading {
       drop > mantissaDigits ? 1n : (mantissa + 10n ** BigInt(drop) - 1n) / 10n ** BigInt(drop);
     denominator = NANO;
   }
-  if (numerator > MAX_QUANTITY * denominator) return { ok: false, problem: "too-large" };
+  if (numerator >= MAX_QUANTITY * denominator) return { ok: false, problem: "too-large" };
   if (sign === "-") numerator = -numerator;
   return { ok: true, value: { numerator, denominator } };
 }

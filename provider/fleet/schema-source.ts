@@ -52,7 +52,7 @@ export const MAX_INTEGER_QUANTITY = Number.MAX_SAFE_INTEGER;
 /** The CEL rule bounding a quantity string's value (the pattern keeps `quantity()` cheap). */
 export const QUANTITY_BOUND_RULE =
   `type(self) != string || !self.matches(r'${QUANTITY_PATTERN}') || ` +
-  `quantity(self).compareTo(quantity('${MAX_QUANTITY}')) <= 0`;
+  `quantity(self).compareTo(quantity('${MAX_QUANTITY}')) < 0`;
 /** Text with no whitespace (an image reference); empty passes unless minLength says otherwise. */
 export const NO_WHITESPACE_PATTERN = "^[^ \\t\\n\\v\\f\\r]*$";
 /**
@@ -113,7 +113,7 @@ const quantity = (description: string): SchemaNode => ({
   maxLength: QUANTITY_MAX_LENGTH,
   pattern: QUANTITY_PATTERN,
   "x-kubernetes-validations": [
-    { rule: QUANTITY_BOUND_RULE, message: `must be at most ${MAX_QUANTITY} (2^63-1)` },
+    { rule: QUANTITY_BOUND_RULE, message: `must be less than ${MAX_QUANTITY} (2^63-1)` },
   ],
 });
 

@@ -46,7 +46,7 @@ const PATTERN_RULES: Record<string, string> = {
 
 // The JS twin of QUANTITY_BOUND_RULE: ajv runs it wherever the schema carries that CEL rule.
 const QUANTITY_BOUND_KEYWORD = "cocoonsetQuantityBound";
-const QUANTITY_BOUND_REASON = `must be at most ${MAX_QUANTITY} (2^63-1)`;
+const QUANTITY_BOUND_REASON = `must be less than ${MAX_QUANTITY} (2^63-1)`;
 const quantityPattern = new RegExp(QUANTITY_PATTERN);
 
 // Ports read better as a range; counts read better as one bound at a time.

@@ -84,7 +84,7 @@ void describe("bad input: check and the apiserver agree", () => {
       }
     }
     assert.deepEqual(disagreements, [], disagreements.join("\n"));
-    assert.ok(agreedAccepted > 20 && agreedRefused > 20, `${agreedAccepted} / ${agreedRefused}`);
+    assert.ok(agreedAccepted >= 10 && agreedRefused >= 10, `${agreedAccepted} / ${agreedRefused}`);
     t.diagnostic(`accepted by both: ${agreedAccepted}, refused by both: ${agreedRefused}`);
   });
 

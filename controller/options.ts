@@ -156,6 +156,51 @@ export class OptionsError extends Error {
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+// The value parsers below are shared with the Operator component (sdk/operator.ts), which
+// renders these flags into the controller Deployment: what one refuses the other refuses.
+// Each throws an Error whose message is the rule (the caller names the field).
+
+/** Largest `--concurrency` / `--fanout-concurrency`. */
+export const MAX_CONCURRENCY = 10_000;
+
+/** Parses a count flag (`--concurrency`, `--fanout-concurrency`): an integer 1..10000. */
+export function parseCountOption(text: string): number {
+  const t = text.trim();
+  if (!/^\d+$/.test(t) || parseInt(t, 10) < 1 || parseInt(t, 10) > MAX_CONCURRENCY)
+    throw new Error(`must be an integer between 1 and ${MAX_CONCURRENCY}`);
+  return parseInt(t, 10);
+}
+
+/** Parses one namespace name (`--namespace`, `--leader-election-namespace`). */
+export function parseNamespaceOption(text: string): string {
+  const ns = text.trim();
+  if (!DNS_LABEL.test(ns) || ns.length > 63)
+    throw new Error("must be namespace names (DNS-1123 labels)");
+  return ns;
+}
+
+/** Parses `--reap-interval`: a duration of at least 1s, in milliseconds. */
+export function parseReapIntervalOption(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new Error("must be a duration such as 30s, 5m or 1h");
+  }
+  if (ms < 1000) throw new Error("must be at least 1s");
+  // A longer timer fires at once in Node: the reaper would run in a tight loop.
+  if (ms > MAX_TIMER_MS) throw new Error("must be at most 596h");
+  return ms;
+}
+
+/** Parses `--log-level`. */
+export function parseLogLevelOption(text: string): LogLevel {
+  const v = text.trim().toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(v))
+    throw new Error(`must be one of ${LOG_LEVELS.join(", ")}`);
+  return v as LogLevel;
+}
+
 /**
  * Merges flags, environment and defaults, and validates the result.
  * @param flags what commander parsed (undefined = flag absent)
@@ -182,13 +227,18 @@ export function resolveControllerOptions(
     throw new OptionsError(`[${from}] ${rule} (got "${value}")`);
   };
 
+  /** Runs a shared parser, turning its rule into an error naming the flag. */
+  const parse = <T>(p: { value: string; from: string }, parser: (text: string) => T): T => {
+    try {
+      return parser(p.value);
+    } catch (e) {
+      return fail(p.from, (e as Error).message, p.value);
+    }
+  };
+
   const int = (key: keyof ControllerFlags, dflt: number): number => {
     const p = pick(key);
-    if (!p) return dflt;
-    const t = p.value.trim();
-    if (!/^\d+$/.test(t) || parseInt(t, 10) < 1 || parseInt(t, 10) > 10_000)
-      return fail(p.from, "must be an integer between 1 and 10000", p.value);
-    return parseInt(t, 10);
+    return p ? parse(p, parseCountOption) : dflt;
   };
 
   const bind = (key: keyof ControllerFlags, dflt: string): string => {
@@ -210,10 +260,7 @@ export function resolveControllerOptions(
       : undefined;
   if (nsFrom) {
     const all = nsFrom.values.flatMap((v) => v.split(",")).map((v) => v.trim());
-    for (const ns of all) {
-      if (!DNS_LABEL.test(ns) || ns.length > 63)
-        fail(nsFrom.from, "must be namespace names (DNS-1123 labels)", ns);
-    }
+    for (const ns of all) parse({ value: ns, from: nsFrom.from }, parseNamespaceOption);
     namespaces = [...new Set(all)];
   }
 
@@ -235,27 +282,11 @@ export function resolveControllerOptions(
       leaderElectionNamespace,
     );
 
-  let reapIntervalMs = 300_000;
   const ri = pick("reapInterval");
-  if (ri) {
-    try {
-      reapIntervalMs = parseDuration(ri.value);
-    } catch {
-      fail(ri.from, "must be a duration such as 30s, 5m or 1h", ri.value);
-    }
-    if (reapIntervalMs < 1000) fail(ri.from, "must be at least 1s", ri.value);
-    // A longer timer fires at once in Node: the reaper would run in a tight loop.
-    if (reapIntervalMs > MAX_TIMER_MS) fail(ri.from, "must be at most 596h", ri.value);
-  }
+  const reapIntervalMs = ri ? parse(ri, parseReapIntervalOption) : 300_000;
 
-  let logLevel: LogLevel = "info";
   const ll = pick("logLevel");
-  if (ll) {
-    const v = ll.value.trim().toLowerCase();
-    if (!(LOG_LEVELS as readonly string[]).includes(v))
-      fail(ll.from, `must be one of ${LOG_LEVELS.join(", ")}`, ll.value);
-    logLevel = v as LogLevel;
-  }
+  const logLevel: LogLevel = ll ? parse(ll, parseLogLevelOption) : "info";
 
   const kc = pick("kubeconfig");
   return {

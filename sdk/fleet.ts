@@ -4,15 +4,24 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { desiredSlots } from "../provider/dynamic/slot-view.js";
+import { slotsArgumentProblems } from "../provider/dynamic/slots.js";
 import {
   API_VERSION,
   KIND,
+  cocoonSetNameProblem,
   validateCocoonSetSpec,
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
 import { defaultKubeconfig } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { PROVIDER_VERSION, Slots } from "./slots.js";
+
+/** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
+export type DeepInput<T> = T extends (infer U)[]
+  ? pulumi.Input<DeepInput<U>[]>
+  : T extends object
+    ? pulumi.Input<{ [K in keyof T]: DeepInput<T[K]> }>
+    : pulumi.Input<T>;
 
 /** Arguments of {@link Fleet}. */
 export interface FleetArgs {
@@ -23,8 +32,11 @@ export interface FleetArgs {
    * @default the component name
    */
   name?: string;
-  /** The CocoonSet spec (SPEC section 1); validated by the slots resource's `check`. */
-  spec: CocoonSetSpec;
+  /**
+   * The CocoonSet spec; any field may be an Output (it is resolved before validation).
+   * Validated by the slots resource's `check`, so `pulumi preview` refuses a bad spec.
+   */
+  spec: DeepInput<CocoonSetSpec>;
   /**
    * The operator whose CRD and controller this fleet uses; omit when the controller is
    * managed elsewhere. The fleet is destroyed before it, while the controller still runs.
@@ -70,8 +82,19 @@ export class Fleet extends pulumi.ComponentResource {
   readonly slots: Slots;
 
   constructor(name: string, args: FleetArgs, opts: pulumi.ComponentResourceOptions = {}) {
-    super("cocoonset:index:Fleet", name, {}, opts);
     const csName = args.name ?? name;
+    // Refused here, before anything is registered: a name that breaks the pods' name label,
+    // numbers p-limit or the timers would choke on at create.
+    const problems = [
+      ...(cocoonSetNameProblem(csName) ? [`[name] ${cocoonSetNameProblem(csName)}`] : []),
+      ...slotsArgumentProblems(args).map((p) => p.reason),
+    ];
+    if (problems.length > 0) {
+      throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);
+    }
+    super("cocoonset:index:Fleet", name, {}, opts);
+    // Outputs anywhere in the spec resolve here; the resources take the same input.
+    const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
     const operatorDeps = args.operator ? [args.operator.crd, args.operator.deployment] : [];
 
     this.cocoonSet = new k8s.apiextensions.CustomResource(
@@ -80,7 +103,7 @@ export class Fleet extends pulumi.ComponentResource {
         apiVersion: API_VERSION,
         kind: KIND,
         metadata: { name: csName, namespace: args.namespace },
-        spec: args.spec,
+        spec,
       },
       { parent: this, dependsOn: operatorDeps },
     );
@@ -92,17 +115,18 @@ export class Fleet extends pulumi.ComponentResource {
         namespace: args.namespace,
         name: csName,
         uid: this.cocoonSet.metadata.uid,
-        spec: args.spec,
+        spec,
         // An invalid spec gets no slots here: the resource's check reports every failure.
         slots: pulumi
-          .output(args.namespace)
-          .apply((ns) =>
-            validateCocoonSetSpec(args.spec).ok ? desiredSlots(ns, csName, args.spec) : {},
-          ),
+          .all([args.namespace, spec])
+          .apply(([ns, s]) => (validateCocoonSetSpec(s).ok ? desiredSlots(ns, csName, s) : {})),
         providerVersion: PROVIDER_VERSION,
         fanOut: args.fanOut ?? 8,
         timeoutSeconds: args.timeoutSeconds ?? 300,
         releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? 120,
+        // A namespace given as text must exist already; one from a resource may be created
+        // in this very deploy, so preview cannot ask the cluster about it.
+        checkNamespace: typeof args.namespace === "string",
       },
       { parent: this, dependsOn: [this.cocoonSet] },
     );

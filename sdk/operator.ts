@@ -7,6 +7,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { defaultKubeconfig } from "./kubeconfig.js";
+import { assertOperatorArguments } from "./operator-args.js";
 import { OperatorGuard } from "./slots.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
@@ -97,6 +98,7 @@ export class Operator extends pulumi.ComponentResource {
   readonly deployment: k8s.apps.v1.Deployment;
 
   constructor(name: string, args: OperatorArgs = {}, opts: pulumi.ComponentResourceOptions = {}) {
+    assertOperatorArguments(name, args); // before anything, the component included, registers
     super("cocoonset:index:Operator", name, {}, opts);
     const ns = args.namespace ?? "cocoonset-system";
     const watch = args.watchNamespaces ?? [];
@@ -127,7 +129,17 @@ export class Operator extends pulumi.ComponentResource {
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const guard = new OperatorGuard(
       `${name}-guard`,
-      { kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()), owner },
+      {
+        kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()),
+        owner,
+        // Preview fails when a namespace the Operator needs but does not create is missing.
+        requiredNamespaces: [
+          ...(namespace ? [] : [{ field: "namespace", namespace: ns }]),
+          ...watch
+            .map((w, i) => ({ field: `watchNamespaces[${i}]`, namespace: w }))
+            .filter((r) => !(namespace && r.namespace === ns)),
+        ],
+      },
       child,
     );
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(

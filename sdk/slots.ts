@@ -47,6 +47,10 @@ export const slotsProvider: pulumi.dynamic.ResourceProvider = {
 
 /** The Operator's install guard provider (see provider/dynamic/operator-guard.ts). */
 export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
+  async check(olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.guardCheck(olds, news);
+  },
   async create(inputs) {
     const m = await import("pulumi-cocoonset/provider");
     return m.dynamic.guardCreate(inputs);
@@ -65,7 +69,11 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
 export class OperatorGuard extends pulumi.dynamic.Resource {
   constructor(
     name: string,
-    args: { kubeconfig: pulumi.Input<string>; owner: pulumi.Input<string> },
+    args: {
+      kubeconfig: pulumi.Input<string>;
+      owner: pulumi.Input<string>;
+      requiredNamespaces?: { field: string; namespace: string }[];
+    },
     opts: pulumi.CustomResourceOptions = {},
   ) {
     super(operatorGuardProvider, name, args, opts, "cocoonset", "OperatorGuard");

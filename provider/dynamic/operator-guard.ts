@@ -6,6 +6,7 @@
  */
 import { CRD_NAME } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
+import { missingNamespaceReason } from "./namespace-check.js";
 
 /** Annotation on the CRD naming the Operator that installed it. */
 export const INSTALLED_BY = "cocoonset.cocoonstack.io/installed-by";
@@ -16,6 +17,48 @@ export interface OperatorGuardInputs {
   kubeconfig: string;
   /** `<project>/<stack>/<component name>` of this Operator. */
   owner: string;
+  /**
+   * Namespaces the Operator puts objects in without creating them (its own namespace with
+   * `createNamespace: false`, the watched namespaces), by the argument that names each.
+   */
+  requiredNamespaces?: { field: string; namespace: string }[];
+}
+
+/** The placeholder Pulumi sends for values not known during preview. */
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/**
+ * Guard `check`, run by `pulumi preview`: every namespace the Operator needs but does not
+ * create must exist, else preview fails naming the argument, before anything is created.
+ */
+export async function guardCheck(
+  _olds: unknown,
+  news: Record<string, unknown>,
+): Promise<{ inputs: Record<string, unknown>; failures: { property: string; reason: string }[] }> {
+  const failures: { property: string; reason: string }[] = [];
+  const required = news.requiredNamespaces;
+  if (
+    typeof news.kubeconfig === "string" &&
+    news.kubeconfig !== UNKNOWN &&
+    Array.isArray(required)
+  ) {
+    for (const item of required as unknown[]) {
+      const { field, namespace } = (item ?? {}) as { field?: unknown; namespace?: unknown };
+      if (typeof field !== "string" || typeof namespace !== "string" || namespace === UNKNOWN) {
+        continue;
+      }
+      const missing = await missingNamespaceReason(
+        news.kubeconfig,
+        namespace,
+        field,
+        field === "namespace"
+          ? "create it first, or leave `createNamespace` on"
+          : "create it first (the Operator puts a Role in each watched namespace)",
+      );
+      if (missing) failures.push({ property: "", reason: missing });
+    }
+  }
+  return { inputs: news, failures };
 }
 
 /** Fails when the CRD carries another Operator's stamp; returns the stamp found, if any. */

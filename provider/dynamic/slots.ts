@@ -5,11 +5,17 @@
  * refresh always run the engine that is installed.
  */
 import {
+  cocoonSetNameProblem,
+  describeValue,
+  formatFailure,
+  namespaceNameProblem,
+  prefixedProperty,
   validateCocoonSetSpec,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
 } from "../fleet/index.js";
+import { missingNamespaceReason } from "./namespace-check.js";
 import { converge, deleteFleet, listFleetPods, readCocoonSet } from "../engine/index.js";
 import { KubeApiError, KubeClient, KubeConfigError } from "../kube/index.js";
 import {
@@ -43,6 +49,11 @@ export interface SlotsInputs {
   timeoutSeconds?: number;
   /** How long `destroy` waits for the fleet's tree to be gone. @default 120 */
   releaseTimeoutSeconds?: number;
+  /**
+   * Whether `check` asks the cluster that the namespace exists: true when the program named it
+   * as plain text, false when it comes from a resource (which may create it in the same deploy).
+   */
+  checkNamespace?: boolean;
 }
 
 /** Outputs: the inputs plus the live state of every slot. */
@@ -68,17 +79,68 @@ function containsUnknown(v: unknown): boolean {
   return false;
 }
 
-/** Validates the inputs with the CRD's own schema; failures name the field. */
-export function check(
+/** Largest `fanOut`: the controller's own bound on `--fanout-concurrency`. */
+export const MAX_FAN_OUT = 10_000;
+/** Longest wait `timeoutSeconds` and `releaseTimeoutSeconds` take (one day). */
+export const MAX_TIMEOUT_SECONDS = 86_400;
+
+/**
+ * What is wrong with the Fleet's numeric arguments (`fanOut`, `timeoutSeconds`,
+ * `releaseTimeoutSeconds`), one `[field] rule (got value)` line each. Shared by the Fleet
+ * component (which throws before registering anything) and `check`.
+ */
+export function slotsArgumentProblems(args: {
+  fanOut?: unknown;
+  timeoutSeconds?: unknown;
+  releaseTimeoutSeconds?: unknown;
+}): { property: string; reason: string }[] {
+  const out: { property: string; reason: string }[] = [];
+  const fanOut = args.fanOut;
+  if (
+    fanOut !== undefined &&
+    !isUnknown(fanOut) &&
+    !(Number.isInteger(fanOut) && (fanOut as number) >= 1 && (fanOut as number) <= MAX_FAN_OUT)
+  ) {
+    out.push({
+      property: "fanOut",
+      reason: `[fanOut] must be an integer between 1 and ${MAX_FAN_OUT} (got ${describeValue(fanOut)})`,
+    });
+  }
+  for (const field of ["timeoutSeconds", "releaseTimeoutSeconds"] as const) {
+    const v = args[field];
+    if (
+      v !== undefined &&
+      !isUnknown(v) &&
+      !(typeof v === "number" && v >= 1 && v <= MAX_TIMEOUT_SECONDS)
+    ) {
+      out.push({
+        property: field,
+        reason: `[${field}] must be a number of seconds between 1 and ${MAX_TIMEOUT_SECONDS} (got ${describeValue(v)})`,
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * Validates the inputs with the CRD's own schema; failures name the field. Top-level inputs
+ * are reported under their own key, so the engine prints the value given; a field inside the
+ * spec has no key of its own in the inputs, so its failure carries the field and the value in
+ * its reason (the engine would print `value {<nil>}` for a dotted key). When the namespace was
+ * given as plain text and the kubeconfig is known, one GET makes sure the namespace exists.
+ */
+export async function check(
   _olds: unknown,
   news: Record<string, unknown>,
-): { inputs: Record<string, unknown>; failures: CheckFailure[] } {
+): Promise<{ inputs: Record<string, unknown>; failures: CheckFailure[] }> {
   const failures: CheckFailure[] = [];
-  for (const field of ["namespace", "name"] as const) {
-    const v = news[field];
-    if (!isUnknown(v) && (typeof v !== "string" || v.trim() === "")) {
-      failures.push({ property: field, reason: `[${field}] must be a non-empty string` });
-    }
+  if (!isUnknown(news.namespace)) {
+    const problem = namespaceNameProblem(news.namespace);
+    if (problem) failures.push({ property: "namespace", reason: `[namespace] ${problem}` });
+  }
+  if (!isUnknown(news.name)) {
+    const problem = cocoonSetNameProblem(news.name);
+    if (problem) failures.push({ property: "name", reason: `[name] ${problem}` });
   }
   if (
     news.kubeconfig !== undefined &&
@@ -90,14 +152,29 @@ export function check(
       reason: "[kubeconfig] must be the text of a kubeconfig file",
     });
   }
+  failures.push(...slotsArgumentProblems(news));
   if (!containsUnknown(news.spec)) {
     const v = validateCocoonSetSpec(news.spec);
     if (!v.ok)
       for (const f of v.failures)
         failures.push({
-          property: `spec.${f.property}`,
-          reason: `[spec.${f.property}] ${f.reason}`,
+          property: "",
+          reason: formatFailure({ ...f, property: prefixedProperty("spec", f.property) }),
         });
+  }
+  if (
+    failures.length === 0 &&
+    news.checkNamespace === true &&
+    typeof news.kubeconfig === "string" &&
+    typeof news.namespace === "string"
+  ) {
+    const missing = await missingNamespaceReason(
+      news.kubeconfig,
+      news.namespace,
+      "namespace",
+      "create it first, or pass the `namespace` of the Fleet as a Namespace resource's name so the Fleet is created after it",
+    );
+    if (missing) failures.push({ property: "namespace", reason: missing });
   }
   return { inputs: news, failures };
 }

@@ -14,6 +14,7 @@ export {
   DEFAULT_REPLICAS,
   DEFAULT_SNAPSHOT_POLICY,
   DEFAULT_TOOLBOX_MODE,
+  MAX_COCOONSET_NAME_LENGTH,
   cocoonSetSchema,
   cocoonSetSpecSchema,
   cocoonSetStatusSchema,
@@ -22,12 +23,24 @@ export {
 } from "./schema-source.js";
 export { applySchemaDefaults, withDefaults, withSpecDefaults } from "./defaults.js";
 export {
+  cocoonSetNameProblem,
+  describeValue,
   formatFailure,
+  namespaceNameProblem,
+  prefixedProperty,
   validateCocoonSetSpec,
   type SpecValidation,
   type ValidationFailure,
 } from "./validate.js";
-export { isZeroQuantity, parseQuantity, quantitiesEqual, type Quantity } from "./quantity.js";
+export {
+  MAX_QUANTITY,
+  isZeroQuantity,
+  parseQuantity,
+  quantitiesEqual,
+  readQuantity,
+  type Quantity,
+  type QuantityReading,
+} from "./quantity.js";
 export {
   agentPodName,
   buildAgentPod,

@@ -2,6 +2,7 @@
 // the validator are all derived from the objects below, so they cannot disagree.
 // The shape follows Kubernetes' structural-schema rules (apiextensions.k8s.io/v1).
 import { MAX_REPLICAS, MAX_TOOLBOXES } from "./constants.js";
+import { MAX_QUANTITY, QUANTITY_MAX_EXPONENT_DIGITS, QUANTITY_MAX_LENGTH } from "./quantity.js";
 
 /** A CEL rule the apiserver evaluates; {@link validateCocoonSetSpec} mirrors each one in JS. */
 export interface CelRule {
@@ -26,6 +27,7 @@ export interface SchemaNode {
   minLength?: number;
   maxLength?: number;
   maxItems?: number;
+  maxProperties?: number;
   pattern?: string;
   format?: string;
   anyOf?: SchemaNode[];
@@ -40,9 +42,33 @@ export interface SchemaNode {
 export const DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /** Kubernetes label value: empty, or alphanumeric at both ends with '-', '_', '.' inside. */
 export const LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
-/** Non-negative resource quantity such as `10Gi`, `500m`, `1.5` or `1e3`. */
-export const QUANTITY_PATTERN =
-  "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$";
+/**
+ * Non-negative resource quantity such as `10Gi`, `500m`, `1.5` or `1e3`: Kubernetes' own
+ * syntax, with an exponent of at most three digits (see provider/fleet/quantity.ts).
+ */
+export const QUANTITY_PATTERN = `^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,${QUANTITY_MAX_EXPONENT_DIGITS}})?$`;
+/** Largest quantity written as a JSON number: 2^53-1, the last integer a double holds exactly. */
+export const MAX_INTEGER_QUANTITY = Number.MAX_SAFE_INTEGER;
+/** The CEL rule bounding a quantity string's value (the pattern keeps `quantity()` cheap). */
+export const QUANTITY_BOUND_RULE =
+  `type(self) != string || !self.matches(r'${QUANTITY_PATTERN}') || ` +
+  `quantity(self).compareTo(quantity('${MAX_QUANTITY}')) < 0`;
+/** Text with no whitespace (an image reference); empty passes unless minLength says otherwise. */
+export const NO_WHITESPACE_PATTERN = "^[^ \\t\\n\\v\\f\\r]*$";
+/**
+ * Longest CocoonSet name: it is the value of the pods' `cocoonset.cocoonstack.io/name` label,
+ * and label values have at most 63 characters.
+ */
+export const MAX_COCOONSET_NAME_LENGTH = 63;
+/** DNS-1123 subdomain: the apiserver's rule for object names (ServiceAccounts, ConfigMaps...). */
+export const DNS_SUBDOMAIN_PATTERN =
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/** A DNS-1123 subdomain, or empty. */
+export const OPTIONAL_DNS_SUBDOMAIN_PATTERN = `^(${DNS_SUBDOMAIN_PATTERN.slice(1, -1)})?$`;
+/** Longest name of an object the pods refer to (a DNS-1123 subdomain). */
+export const MAX_OBJECT_NAME_LENGTH = 253;
+/** Longest free-text string in the spec (image references, network names, VM ids). */
+export const MAX_TEXT_LENGTH = 4096;
 /** A name that parses as a (decimal) integer. */
 export const INTEGER_NAME_PATTERN = "^[0-9]+$";
 
@@ -82,7 +108,13 @@ const quantity = (description: string): SchemaNode => ({
   description,
   "x-kubernetes-int-or-string": true,
   anyOf: [{ type: "integer" }, { type: "string" }],
+  minimum: 0,
+  maximum: MAX_INTEGER_QUANTITY,
+  maxLength: QUANTITY_MAX_LENGTH,
   pattern: QUANTITY_PATTERN,
+  "x-kubernetes-validations": [
+    { rule: QUANTITY_BOUND_RULE, message: `must be less than ${MAX_QUANTITY} (2^63-1)` },
+  ],
 });
 
 /** Snapshot policy values. */
@@ -150,10 +182,17 @@ export const resourceClaimSchema: SchemaNode = {
   description: "A dynamic resource claim the container uses.",
   required: ["name"],
   properties: {
-    name: string("Name of an entry in the pod's resourceClaims."),
-    request: string("Request within the claim; empty means the whole claim."),
+    name: string("Name of an entry in the pod's resourceClaims.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
+    request: string("Request within the claim; empty means the whole claim.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
   },
 };
+
+/** Most resources a limits or requests map names (bounds the CRD's CEL cost per map). */
+export const MAX_RESOURCES = 16;
 
 /** Compute resources (core/v1 ResourceRequirements). */
 export const resourceRequirementsSchema: SchemaNode = {
@@ -162,12 +201,14 @@ export const resourceRequirementsSchema: SchemaNode = {
   properties: {
     limits: {
       type: "object",
-      description: "Maximum amount of each resource.",
+      description: `Maximum amount of each resource (at most ${MAX_RESOURCES} resources).`,
+      maxProperties: MAX_RESOURCES,
       additionalProperties: quantity("A resource quantity."),
     },
     requests: {
       type: "object",
-      description: "Minimum amount of each resource; defaults to the limits when unset.",
+      description: `Minimum amount of each resource; defaults to the limits when unset (at most ${MAX_RESOURCES} resources).`,
+      maxProperties: MAX_RESOURCES,
       additionalProperties: quantity("A resource quantity."),
     },
     claims: {
@@ -185,7 +226,10 @@ export const configMapEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "ConfigMap whose keys become environment variables.",
   properties: {
-    name: string("Name of the ConfigMap."),
+    name: string("Name of the ConfigMap.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: DNS_SUBDOMAIN_PATTERN,
+    }),
     optional: boolean("Whether the ConfigMap may be missing."),
   },
 };
@@ -195,7 +239,10 @@ export const secretEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "Secret whose keys become environment variables.",
   properties: {
-    name: string("Name of the Secret."),
+    name: string("Name of the Secret.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: DNS_SUBDOMAIN_PATTERN,
+    }),
     optional: boolean("Whether the Secret may be missing."),
   },
 };
@@ -206,7 +253,9 @@ export const envFromSourceSchema: SchemaNode = {
   description: "A source of environment variables (core/v1 EnvFromSource).",
   properties: {
     configMapRef: configMapEnvSourceSchema,
-    prefix: string("Prefix prepended to every variable name."),
+    prefix: string("Prefix prepended to every variable name.", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
     secretRef: secretEnvSourceSchema,
   },
 };
@@ -216,7 +265,7 @@ export const vmOptionsProperties: Record<string, SchemaNode> = {
   os: { ...osSchema, default: DEFAULT_OS },
   backend: { ...backendSchema, default: DEFAULT_BACKEND },
   connType: connTypeSchema,
-  network: string("Cluster network the VM attaches to."),
+  network: string("Cluster network the VM attaches to.", { maxLength: MAX_OBJECT_NAME_LENGTH }),
   forcePull: boolean("Bypass the image cache and pull the image again."),
   noDirectIO: boolean("Use the host page cache instead of O_DIRECT on writable disks."),
   probePort: port("TCP port probed for readiness instead of ICMP; 0 keeps the default probe."),
@@ -244,7 +293,11 @@ export const agentSpecSchema: SchemaNode = {
       maximum: MAX_REPLICAS,
       default: DEFAULT_REPLICAS,
     },
-    image: string("VM image of every agent.", { minLength: 1 }),
+    image: string("VM image of every agent.", {
+      minLength: 1,
+      maxLength: MAX_TEXT_LENGTH,
+      pattern: NO_WHITESPACE_PATTERN,
+    }),
     mode: { ...agentModeSchema, default: DEFAULT_AGENT_MODE },
     envFrom: {
       type: "array",
@@ -252,7 +305,8 @@ export const agentSpecSchema: SchemaNode = {
       items: envFromSourceSchema,
     },
     serviceAccountName: string("Service account of the agent pods; empty means `default`.", {
-      maxLength: 253,
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+      pattern: OPTIONAL_DNS_SUBDOMAIN_PATTERN,
     }),
     ...vmOptionsProperties,
   },
@@ -278,10 +332,15 @@ export const toolboxSpecSchema: SchemaNode = {
         ],
       },
     ),
-    image: string("VM image of the toolbox."),
+    image: string("VM image of the toolbox.", {
+      maxLength: MAX_TEXT_LENGTH,
+      pattern: NO_WHITESPACE_PATTERN,
+    }),
     mode: { ...toolboxModeSchema, default: DEFAULT_TOOLBOX_MODE },
-    staticIP: string("IP of the adopted VM (static mode)."),
-    staticVMID: string("Id of the adopted VM (static mode)."),
+    staticIP: string("IP of the adopted VM (static mode).", { maxLength: MAX_OBJECT_NAME_LENGTH }),
+    staticVMID: string("Id of the adopted VM (static mode).", {
+      maxLength: MAX_OBJECT_NAME_LENGTH,
+    }),
     vncPort: port("VNC port of the adopted VM (static mode); 0 means none."),
     ...vmOptionsProperties,
   },
@@ -299,9 +358,10 @@ export const cocoonSetSpecSchema: SchemaNode = {
       maxLength: 63,
       pattern: LABEL_VALUE_PATTERN,
     }),
-    nodeName: string("Node the main agent must land on (required node affinity).", {
-      maxLength: 253,
-    }),
+    nodeName: string(
+      "Node the main agent must land on (required node affinity on its kubernetes.io/hostname label).",
+      { maxLength: 63, pattern: LABEL_VALUE_PATTERN },
+    ),
     snapshotPolicy: { ...snapshotPolicySchema, default: DEFAULT_SNAPSHOT_POLICY },
     hibernatePolicy: { ...hibernatePolicySchema, default: DEFAULT_HIBERNATE_POLICY },
     snapshotCompatibilityClass: string(
@@ -454,6 +514,12 @@ export const cocoonSetSchema: SchemaNode = {
     spec: cocoonSetSpecSchema,
     status: cocoonSetStatusSchema,
   },
+  "x-kubernetes-validations": [
+    {
+      rule: `size(self.metadata.name) <= ${MAX_COCOONSET_NAME_LENGTH}`,
+      message: `metadata.name must be at most ${MAX_COCOONSET_NAME_LENGTH} characters (it is a label value on every pod)`,
+    },
+  ],
 };
 
 /** A schema node that gets a name in the generated TypeScript. */

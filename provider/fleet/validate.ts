@@ -2,10 +2,16 @@
 // which ajv cannot run. Failures name the field (`toolboxes[1].name`) and state the rule.
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import type { CocoonSetSpec, ToolboxSpec } from "./generated/types.js";
+import { MAX_QUANTITY, readQuantity } from "./quantity.js";
 import {
   DNS_LABEL_PATTERN,
   INTEGER_NAME_PATTERN,
   LABEL_VALUE_PATTERN,
+  MAX_COCOONSET_NAME_LENGTH,
+  DNS_SUBDOMAIN_PATTERN,
+  NO_WHITESPACE_PATTERN,
+  OPTIONAL_DNS_SUBDOMAIN_PATTERN,
+  QUANTITY_BOUND_RULE,
   QUANTITY_PATTERN,
   cocoonSetSpecSchema,
   type SchemaNode,
@@ -17,6 +23,8 @@ export interface ValidationFailure {
   property: string;
   /** The rule, e.g. `must be >= 0`. */
   reason: string;
+  /** The value given, when there is one (a missing field has none). */
+  value?: unknown;
 }
 
 /** Result of {@link validateCocoonSetSpec}. */
@@ -27,8 +35,19 @@ const PATTERN_RULES: Record<string, string> = {
   [DNS_LABEL_PATTERN]: "must be a DNS-1123 label (lowercase letters, digits and '-')",
   [LABEL_VALUE_PATTERN]:
     "must be a label value (letters, digits, '-', '_' or '.', starting and ending with a letter or digit)",
-  [QUANTITY_PATTERN]: "must be a quantity such as 10Gi, 512Mi, 500m or 2",
+  [QUANTITY_PATTERN]:
+    "must be a quantity such as 10Gi, 512Mi, 500m or 2 (an exponent has at most 3 digits)",
+  [NO_WHITESPACE_PATTERN]: "must not contain whitespace",
+  [DNS_SUBDOMAIN_PATTERN]:
+    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
+  [OPTIONAL_DNS_SUBDOMAIN_PATTERN]:
+    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
 };
+
+// The JS twin of QUANTITY_BOUND_RULE: ajv runs it wherever the schema carries that CEL rule.
+const QUANTITY_BOUND_KEYWORD = "cocoonsetQuantityBound";
+const QUANTITY_BOUND_REASON = `must be less than ${MAX_QUANTITY} (2^63-1)`;
+const quantityPattern = new RegExp(QUANTITY_PATTERN);
 
 // Ports read better as a range; counts read better as one bound at a time.
 const PORT_FIELDS = new Set(["probePort", "vncPort"]);
@@ -54,6 +73,9 @@ function closeObjects(node: SchemaNode): SchemaNode {
       (out as Record<string, unknown>).additionalProperties = false;
     }
   }
+  if (node["x-kubernetes-validations"]?.some((r) => r.rule === QUANTITY_BOUND_RULE)) {
+    (out as Record<string, unknown>)[QUANTITY_BOUND_KEYWORD] = true;
+  }
   if (node.items) out.items = closeObjects(node.items);
   if (node.additionalProperties) out.additionalProperties = closeObjects(node.additionalProperties);
   return out;
@@ -65,6 +87,12 @@ function specValidator(): ValidateFunction {
   if (!compiled) {
     const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strictTypes: false });
     ajv.addVocabulary(KUBERNETES_KEYWORDS);
+    ajv.addKeyword({
+      keyword: QUANTITY_BOUND_KEYWORD,
+      schemaType: "boolean",
+      validate: (_schema: boolean, data: unknown) =>
+        typeof data !== "string" || !quantityPattern.test(data) || readQuantity(data).ok,
+    });
     compiled = ajv.compile(closeObjects(cocoonSetSpecSchema));
   }
   return compiled;
@@ -109,8 +137,19 @@ function describe(error: ErrorObject): ValidationFailure {
       return { property, reason: "must be an integer or a string" };
     case "enum":
       return { property, reason: `must be one of: ${(schema.enum ?? []).join(", ")}` };
+    case QUANTITY_BOUND_KEYWORD:
+      return { property, reason: QUANTITY_BOUND_REASON };
     case "minimum":
     case "maximum":
+      if (schema["x-kubernetes-int-or-string"]) {
+        return {
+          property,
+          reason:
+            error.keyword === "minimum"
+              ? "must not be negative"
+              : `must be at most ${schema.maximum} as a number (write a larger quantity as a string, e.g. "10Gi")`,
+        };
+      }
       if (PORT_FIELDS.has(field)) {
         return { property, reason: `must be between ${schema.minimum} and ${schema.maximum}` };
       }
@@ -133,6 +172,8 @@ function describe(error: ErrorObject): ValidationFailure {
       return { property, reason: `must be at most ${String(params.limit)} characters` };
     case "maxItems":
       return { property, reason: `must have at most ${String(params.limit)} items` };
+    case "maxProperties":
+      return { property, reason: `must have at most ${String(params.limit)} entries` };
     case "pattern":
       return {
         property,
@@ -150,6 +191,9 @@ function schemaFailures(errors: readonly ErrorObject[]): ValidationFailure[] {
     // The branches of an int-or-string anyOf only restate the anyOf failure itself.
     if (error.schemaPath.includes("/anyOf/")) continue;
     const failure = describe(error);
+    if (error.keyword !== "required" && error.keyword !== "additionalProperties") {
+      failure.value = error.data;
+    }
     // One rule per field keeps messages short: the first (type before range, etc.) wins.
     if (seen.has(failure.property)) continue;
     seen.add(failure.property);
@@ -201,6 +245,105 @@ function celFailures(input: unknown, previous?: CocoonSetSpec): ValidationFailur
   return out;
 }
 
+// Deeper than any field of the schema; deeper input is refused before anything recurses on it.
+const MAX_DEPTH = 32;
+
+function longestString(node: SchemaNode): number {
+  const children = [
+    ...Object.values(node.properties ?? {}),
+    ...(node.items ? [node.items] : []),
+    ...(node.additionalProperties ? [node.additionalProperties] : []),
+  ];
+  const own = node.enum ? Math.max(...node.enum.map((e) => e.length)) : (node.maxLength ?? 0);
+  return Math.max(own, ...children.map(longestString));
+}
+
+/**
+ * Every string field of the spec has a maxLength (or an enum); a longer string is refused
+ * before any pattern runs over it, so a megabyte of text costs no more than a short one.
+ */
+const MAX_STRING_LENGTH = longestString(cocoonSetSpecSchema);
+
+function childPath(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  return path ? `${path}.${key}` : key;
+}
+
+/**
+ * A copy of the input made of plain data only (what JSON and YAML can hold), or failures naming
+ * each value that is not: a Pulumi Output, a function, a class instance, nesting deeper than any
+ * field. The validator never throws on what a program or a file hands it.
+ */
+function plainCopy(
+  value: unknown,
+  path: string,
+  depth: number,
+  failures: ValidationFailure[],
+): unknown {
+  const property = path || "spec";
+  if (typeof value === "string" && value.length > MAX_STRING_LENGTH) {
+    failures.push({
+      property,
+      reason: `must be at most ${MAX_STRING_LENGTH} characters (no field takes more; got ${value.length})`,
+    });
+    return undefined;
+  }
+  if (value === null || ["string", "number", "boolean", "undefined"].includes(typeof value)) {
+    return value;
+  }
+  if (typeof value !== "object") {
+    failures.push({ property, reason: `must be plain data, not a ${typeof value}` });
+    return undefined;
+  }
+  if (depth >= MAX_DEPTH) {
+    failures.push({ property, reason: `is nested more than ${MAX_DEPTH} levels deep` });
+    return undefined;
+  }
+  try {
+    if (Array.isArray(value)) {
+      return value.map((v, i) => plainCopy(v, childPath(path, i), depth + 1, failures));
+    }
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      const what = (value as { __pulumiOutput?: unknown }).__pulumiOutput
+        ? "a Pulumi Output (resolve it first: pulumi.output(spec).apply(...))"
+        : `a ${value.constructor?.name ?? "non-plain"} object`;
+      failures.push({ property, reason: `must be plain data, not ${what}` });
+      return undefined;
+    }
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      out[key] = plainCopy(
+        (value as Record<string, unknown>)[key],
+        childPath(path, key),
+        depth + 1,
+        failures,
+      );
+    }
+    return out;
+  } catch (e) {
+    failures.push({ property, reason: `cannot be read (${(e as Error).message})` });
+    return undefined;
+  }
+}
+
+/** A value as a short, printable text for an error message. */
+export function describeValue(value: unknown): string {
+  if (typeof value === "string" && value.length > 60) {
+    return `${JSON.stringify(value.slice(0, 60))}... (${value.length} characters)`;
+  }
+  let text: string;
+  try {
+    text =
+      typeof value === "number" || typeof value === "bigint" || value === undefined
+        ? String(value)
+        : (JSON.stringify(value) ?? typeof value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
 /**
  * Validates a CocoonSet spec against the CRD schema and its cross-field rules.
  * @param spec the candidate spec (not modified)
@@ -208,7 +351,9 @@ function celFailures(input: unknown, previous?: CocoonSetSpec): ValidationFailur
  * @returns the spec with defaults applied, or every failure found
  */
 export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): SpecValidation {
-  const candidate: unknown = structuredClone(spec);
+  const copyFailures: ValidationFailure[] = [];
+  const candidate: unknown = plainCopy(spec, "", 0, copyFailures);
+  if (copyFailures.length > 0) return { ok: false, failures: copyFailures };
   const validate = specValidator();
   const valid = validate(candidate);
   const failures = [...(valid ? [] : schemaFailures(validate.errors ?? []))];
@@ -220,7 +365,43 @@ export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): 
     : { ok: true, spec: candidate as CocoonSetSpec };
 }
 
-/** Formats a failure as `[field] rule`. */
+/**
+ * A failure's field as seen from an object that holds the spec under `prefix` (`spec`): the
+ * whole spec is `spec`, a field in it `spec.agent.image`.
+ */
+export function prefixedProperty(prefix: string, property: string): string {
+  return property === "spec" ? prefix : `${prefix}.${property}`;
+}
+
+const DNS_SUBDOMAIN = new RegExp(DNS_SUBDOMAIN_PATTERN);
+const DNS_LABEL = new RegExp(DNS_LABEL_PATTERN);
+
+/**
+ * What is wrong with a CocoonSet name, or undefined: a DNS-1123 subdomain (the apiserver's rule
+ * for object names) of at most 63 characters (it is a label value on every pod).
+ */
+export function cocoonSetNameProblem(name: unknown): string | undefined {
+  if (typeof name !== "string" || name === "") return "must be a non-empty string";
+  if (name.length > MAX_COCOONSET_NAME_LENGTH) {
+    return `must be at most ${MAX_COCOONSET_NAME_LENGTH} characters (it is a label value on every pod; got ${name.length})`;
+  }
+  if (!DNS_SUBDOMAIN.test(name)) {
+    return "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)";
+  }
+  return undefined;
+}
+
+/** What is wrong with a namespace name, or undefined: a DNS-1123 label of at most 63 characters. */
+export function namespaceNameProblem(name: unknown): string | undefined {
+  if (typeof name !== "string" || name === "") return "must be a non-empty string";
+  if (name.length > 63 || !DNS_LABEL.test(name)) {
+    return "must be a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-', starting and ending with a letter or digit)";
+  }
+  return undefined;
+}
+
+/** Formats a failure as `[field] rule`, and `(got value)` when a value was given. */
 export function formatFailure(failure: ValidationFailure): string {
-  return `[${failure.property}] ${failure.reason}`;
+  const got = "value" in failure ? ` (got ${describeValue(failure.value)})` : "";
+  return `[${failure.property}] ${failure.reason}${got}`;
 }

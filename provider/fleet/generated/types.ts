@@ -27,7 +27,7 @@ export interface CocoonSetSpec {
    * @default "default"
    */
   nodePool?: string;
-  /** Node the main agent must land on (required node affinity). */
+  /** Node the main agent must land on (required node affinity on its kubernetes.io/hostname label). */
   nodeName?: string;
   /**
    * Which VMs get snapshots: every VM, only the main agent, or none.
@@ -116,9 +116,9 @@ export interface VMOptions {
 
 /** Compute resources of the pod's container (core/v1 ResourceRequirements). */
 export interface ResourceRequirements {
-  /** Maximum amount of each resource. */
+  /** Maximum amount of each resource (at most 16 resources). */
   limits?: Record<string, number | string>;
-  /** Minimum amount of each resource; defaults to the limits when unset. */
+  /** Minimum amount of each resource; defaults to the limits when unset (at most 16 resources). */
   requests?: Record<string, number | string>;
   /** Dynamic resource claims the container uses. */
   claims?: ResourceClaim[];

@@ -218,6 +218,79 @@ describe("Operator", () => {
   });
 });
 
+describe("Operator arguments are refused before anything is registered", () => {
+  // Each value would otherwise reach the controller's flags and make the Deployment restart
+  // forever while `pulumi up` waits for it; the messages are the controller's own rules.
+  const table: [string, Record<string, unknown>, RegExp][] = [
+    [
+      "concurrency 2.5",
+      { concurrency: 2.5 },
+      /\[concurrency\] must be an integer between 1 and 10000 \(got 2\.5\)/,
+    ],
+    [
+      "concurrency NaN",
+      { concurrency: NaN },
+      /\[concurrency\] must be an integer between 1 and 10000 \(got NaN\)/,
+    ],
+    [
+      "fanoutConcurrency 0",
+      { fanoutConcurrency: 0 },
+      /\[fanoutConcurrency\] must be an integer between 1 and 10000/,
+    ],
+    [
+      "reapInterval 5 minutes",
+      { reapInterval: "5 minutes" },
+      /\[reapInterval\] must be a duration such as 30s, 5m or 1h/,
+    ],
+    ["reapInterval 10ms", { reapInterval: "10ms" }, /\[reapInterval\] must be at least 1s/],
+    ["logLevel loud", { logLevel: "loud" }, /\[logLevel\] must be one of /],
+    [
+      "watchNamespaces Bad_NS",
+      { watchNamespaces: ["ok", "Bad_NS"] },
+      /\[watchNamespaces\[1\]\] must be namespace names/,
+    ],
+    ["namespace Bad_NS", { namespace: "Bad_NS" }, /\[namespace\] must be a DNS-1123 label/],
+    [
+      "image blank",
+      { image: " " },
+      /\[image\] must be an image reference with no whitespace \(got " "\)/,
+    ],
+  ];
+  for (const [title, args, message] of table) {
+    it(title, () => {
+      const before = registered.length;
+      assert.throws(
+        () =>
+          new sdk.Operator(`bad-${title.replace(/\W+/g, "-")}`, {
+            ...args,
+            kubeconfig: KUBECONFIG,
+          }),
+        (e: unknown) => {
+          assert.ok(pulumi.RunError.isInstance(e), "a clean program error, no stack trace");
+          assert.match(e.message, message);
+          return true;
+        },
+      );
+      assert.equal(registered.length, before, "nothing registered");
+    });
+  }
+
+  it("hands the guard the namespaces it needs but does not create", async () => {
+    const op = new sdk.Operator("byo", {
+      namespace: "byo-system",
+      createNamespace: false,
+      watchNamespaces: ["team-a"],
+      kubeconfig: KUBECONFIG,
+    });
+    await settle(op.deploymentName);
+    const guard = one("byo", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "byo-guard");
+    assert.deepEqual(guard.inputs.requiredNamespaces, [
+      { field: "namespace", namespace: "byo-system" },
+      { field: "watchNamespaces[0]", namespace: "team-a" },
+    ]);
+  });
+});
+
 describe("Fleet", () => {
   it("registers its CocoonSet after the operator and a Slots resource keyed by slot and toolbox, with a secret kubeconfig", async () => {
     const op = new sdk.Operator("shared", { namespace: "shared-system", kubeconfig: KUBECONFIG });
@@ -304,6 +377,49 @@ describe("Fleet", () => {
       (provider as string).length < 4000,
       `provider is ${(provider as string).length} chars`,
     );
+  });
+
+  it("resolves Outputs anywhere in the spec instead of throwing DataCloneError", async () => {
+    const image = pulumi.output(Promise.resolve("agents/coder:2"));
+    const fleet = new sdk.Fleet("outputs", {
+      namespace: pulumi.output("agents"),
+      kubeconfig: KUBECONFIG,
+      spec: { agent: { replicas: pulumi.output(1), image } },
+    });
+    await settle(fleet.podNames);
+    const slots = one("outputs", "pulumi-nodejs:dynamic/cocoonset:Slots", "outputs-slots");
+    assert.deepEqual(slots.inputs.spec, { agent: { replicas: 1, image: "agents/coder:2" } });
+    assert.deepEqual(Object.keys(slots.inputs.slots as object).sort(), ["0", "1"]);
+    assert.equal(
+      slots.inputs.checkNamespace,
+      false,
+      "a namespace from an Output may be created by this deploy",
+    );
+    const cs = one(
+      "outputs",
+      "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet",
+      "outputs-cocoonset",
+    );
+    assert.deepEqual(cs.inputs.spec, { agent: { replicas: 1, image: "agents/coder:2" } });
+  });
+
+  it("refuses a name that breaks the pods' name label, and a fanOut p-limit cannot take", () => {
+    const spec = { agent: { image: "agents/coder:1" } };
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ name: "a".repeat(64) }, /\[name\] must be at most 63 characters/],
+      [{ fanOut: 2.5 }, /\[fanOut\] must be an integer between 1 and 10000 \(got 2\.5\)/],
+      [{ fanOut: NaN }, /\[fanOut\] must be an integer between 1 and 10000 \(got NaN\)/],
+      [{ timeoutSeconds: -1 }, /\[timeoutSeconds\] must be a number of seconds/],
+    ];
+    for (const [args, message] of cases) {
+      const before = registered.length;
+      assert.throws(
+        () =>
+          new sdk.Fleet("refused", { namespace: "agents", kubeconfig: KUBECONFIG, spec, ...args }),
+        (e: unknown) => pulumi.RunError.isInstance(e) && message.test(e.message),
+      );
+      assert.equal(registered.length, before, "nothing registered");
+    }
   });
 
   it("an invalid spec gets no desired slots (the resource's check reports it)", async () => {

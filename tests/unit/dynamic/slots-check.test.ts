@@ -1,0 +1,70 @@
+// The slots resource's `check` (what `pulumi preview` runs): every failure names its field,
+// top-level inputs under their own key (the engine prints the value given), spec fields in
+// the reason with the value (a dotted key would print `value {<nil>}`).
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { UNKNOWN, check } from "../../../provider/dynamic/slots.js";
+
+const good = {
+  kubeconfig: "apiVersion: v1\nkind: Config\n",
+  namespace: "agents",
+  name: "coder",
+  uid: UNKNOWN,
+  spec: { agent: { image: "agents/coder:1" } },
+  slots: {},
+  providerVersion: "test",
+};
+
+async function failures(change: Record<string, unknown>) {
+  return (await check({}, { ...good, ...change })).failures;
+}
+
+describe("slots check", () => {
+  it("passes good inputs", async () => {
+    assert.deepEqual(await failures({}), []);
+  });
+
+  it("a spec that is not an object is [spec], not [spec.spec]", async () => {
+    const [f] = await failures({ spec: "agents/coder:1" });
+    assert.equal(f.reason, '[spec] must be an object (got "agents/coder:1")');
+  });
+
+  it("a spec field failure carries the field and the value given, with no dotted key", async () => {
+    const [f] = await failures({ spec: { agent: { image: " " } } });
+    assert.deepEqual(f, {
+      property: "",
+      reason: '[spec.agent.image] must not contain whitespace (got " ")',
+    });
+  });
+
+  it("refuses CocoonSet names of 64 to 253 characters", async () => {
+    for (const name of ["a".repeat(64), "a".repeat(253)]) {
+      const [f] = await failures({ name });
+      assert.equal(f.property, "name");
+      assert.match(f.reason, /^\[name\] must be at most 63 characters/);
+    }
+  });
+
+  it("refuses a namespace that is not a DNS label", async () => {
+    const [f] = await failures({ namespace: "Bad_NS" });
+    assert.equal(f.property, "namespace");
+    assert.match(f.reason, /^\[namespace\] must be a DNS-1123 label/);
+  });
+
+  it("refuses a fanOut p-limit cannot take, and timeouts the timers cannot", async () => {
+    for (const fanOut of [2.5, NaN, 0, -1, Infinity, "8"]) {
+      const [f] = await failures({ fanOut });
+      assert.equal(f?.property, "fanOut", String(fanOut));
+      assert.match(f.reason, /^\[fanOut\] must be an integer between 1 and 10000 \(got /);
+    }
+    const [t] = await failures({ timeoutSeconds: 1e9 });
+    assert.match(t.reason, /^\[timeoutSeconds\] must be a number of seconds between 1 and 86400/);
+  });
+
+  it("skips what preview does not know yet", async () => {
+    assert.deepEqual(
+      await failures({ namespace: UNKNOWN, name: UNKNOWN, spec: { agent: { image: UNKNOWN } } }),
+      [],
+    );
+  });
+});

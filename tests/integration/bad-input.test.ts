@@ -19,7 +19,7 @@ import { fleetInputsArb } from "../support/bad-input.js";
 function hasNull(v: unknown): boolean {
   if (v === null) return true;
   if (Array.isArray(v)) return v.some(hasNull);
-  if (typeof v === "object") return Object.values(v as object).some(hasNull);
+  if (typeof v === "object") return Object.values(v).some(hasNull);
   return false;
 }
 

@@ -231,8 +231,8 @@ interface Pass {
   waits: number[];
   /** The history as it will be after the writes planned so far. */
   history: Map<number, RebuildEntry>;
-  /** The create log, pruned. */
-  createLog: SlotCreateLog;
+  /** The create log, pruned; slots whose pod this pass deletes itself are dropped. */
+  createLog: Map<number, SlotCreateRecord>;
 }
 
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
@@ -431,6 +431,13 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       createRecord: recreate.record,
       actions,
     });
+  }
+  // A pod the engine deletes itself (rebuild, drift, dead-letter reset) did not vanish: its
+  // slot's next create starts a fresh record.
+  for (const step of pass.steps) {
+    if (step.target.role === "sub-agent" && step.actions.some((a) => a.kind === "delete-pod")) {
+      pass.createLog.delete(step.target.slot);
+    }
   }
   pass.steps.push(...creates);
   for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {

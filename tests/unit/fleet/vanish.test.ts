@@ -199,6 +199,18 @@ describe("the planner with a create log", () => {
     assert.deepEqual(slotStep(p, 1)?.createRecord, { createdMs: NOW, vanished: 0 });
   });
 
+  it("a pod the engine deletes itself (a rebuild) drops the slot's record: no vanish counted", () => {
+    const cs = cocoonSet({}, { replicas: 3 });
+    const failedPod = subPod(cs, 2);
+    failedPod.status = { ...failedPod.status, phase: "Failed" };
+    const pods = [...without(all(cs), 2), failedPod];
+    const p = plan(pods, log([[2, { createdMs: NOW - 500, vanished: 2 }]]), NOW, cs);
+    assert.equal(slotStep(p, 2)?.decision, "rebuild");
+    assert.equal(p.createLog.has(2), false);
+    const next = plan(without(all(cs), 2), p.createLog, NOW + 10, cs);
+    assert.deepEqual(slotStep(next, 2)?.createRecord, { createdMs: NOW + 10, vanished: 0 });
+  });
+
   it("without a create log every missing slot is created at once, as before", () => {
     const p = planPass({ cocoonSet: fleet, pods: [main], nowMs: NOW });
     assert.deepEqual(

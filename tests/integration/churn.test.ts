@@ -28,6 +28,13 @@ import { countPodCreates } from "../support/pod-creates.js";
 /** Creates beyond one per deleted pod that the tests tolerate. */
 const CREATE_SLACK = 5;
 
+/**
+ * Bound for the controller's start-up (informers synced, workers running). The shared
+ * machine may be loaded by other processes; start-up time is not what these tests measure,
+ * so the bound is generous and no load is added before the controller is synced.
+ */
+const STARTUP_MS = 300_000;
+
 before(async () => {
   await ensureCrd(adminClient());
 });
@@ -53,7 +60,7 @@ async function deleteAndConverge(
   const client = adminClient();
   const ns = await controllerNamespace(c, prefix);
   const proc = await startController(c, { kubeconfig: testKubeconfig(), namespaces: [ns] });
-  await proc.synced();
+  await proc.synced(STARTUP_MS);
   const name = "churn";
   await createCocoonSet(ns, name, { replicas });
   const { pods } = await waitForConverged(ns, name, { replicas }, 240_000);
@@ -144,7 +151,7 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
     const client = adminClient();
     const ns = await controllerNamespace(c, "churn-vanish");
     const proc = await startController(c, { kubeconfig: testKubeconfig(), namespaces: [ns] });
-    await proc.synced();
+    await proc.synced(STARTUP_MS);
     await createCocoonSet(ns, "vn", { replicas: 2 });
     await waitForConverged(ns, "vn", { replicas: 2 });
 

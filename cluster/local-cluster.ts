@@ -35,6 +35,8 @@ import { requireBinary, type BinaryName } from "./toolchain.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+/** The line the pod finaliser process logs once it watches every pod; `up` waits for it. */
+export const POD_FINALISER_SYNCED = "pod-finaliser: synced";
 /** Pool label the engine's nodeSelector targets. */
 export const POOL_LABEL = "cocoonstack.io/pool";
 
@@ -92,6 +94,13 @@ export class ClusterError extends Error {
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+/** The compiled entry point of the pod finaliser process (next to this module in dist/). */
+function podFinaliserScript(): string {
+  const p = join(here, "pod-finaliser-main.js");
+  if (!existsSync(p)) throw new ClusterError(`pod-finaliser-main.js not found next to ${here}`);
+  return p;
+}
 
 function stagesFile(): string {
   for (const c of [here, join(here, "..", "..", "cluster")]) {
@@ -252,7 +261,16 @@ function startComponent(
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): ComponentRecord {
-  const path = requireBinary(binary);
+  return startProcess(stateDir, name, requireBinary(binary), args, env);
+}
+
+function startProcess(
+  stateDir: string,
+  name: string,
+  path: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ComponentRecord {
   const log = join(stateDir, "logs", `${name}.log`);
   const fd = openSync(log, "a");
   try {
@@ -529,6 +547,14 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
         { ...process.env, HOME: join(stateDir, "kwok-home") },
       ),
     );
+    // kwok's own delete is name-only (a stale one kills a recreated pod of the same name),
+    // so the final delete of a terminating pod is this process's, by uid.
+    const finaliser = startProcess(stateDir, "pod-finaliser", process.execPath, [
+      podFinaliserScript(),
+      "--kubeconfig",
+      kubeconfig,
+    ]);
+    started.push(finaliser);
     writeState(stateDir, {
       version: 1,
       stateDir,
@@ -539,6 +565,9 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       nodes: [],
       components: started,
     });
+    await waitFor("the pod finaliser to sync", finaliser, deadline, () =>
+      Promise.resolve(readFileSync(finaliser.log, "utf8").includes(POD_FINALISER_SYNCED)),
+    );
 
     const ca = readCa(stateDir);
     await waitFor("the default namespace", undefined, deadline, async () => {

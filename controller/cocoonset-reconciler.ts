@@ -9,6 +9,7 @@ import {
   PassError,
   readCocoonSet,
   runPass,
+  type CreateLogs,
   type EngineHooks,
 } from "../provider/engine/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
@@ -31,6 +32,8 @@ export interface CocoonSetReconcilerOptions {
 function hooksFor(ctx: ReconcileContext): EngineHooks {
   return {
     event(cs, type, reason, message) {
+      // Warnings also go to the log: an operator reading logs sees what needs attention.
+      if (type === "Warning") ctx.log.warn({ reason }, message);
       void ctx.events.event(cs as unknown as KubeObject, type, reason, message);
     },
     metric(name, cs) {
@@ -47,6 +50,9 @@ function hooksFor(ctx: ReconcileContext): EngineHooks {
 
 /** Reconciles one CocoonSet per call; level-based, safe to run again at any time. */
 export class CocoonSetReconciler implements Reconciler {
+  /** The engine's recent sub-agent creates, kept for this process's lifetime. */
+  private readonly createLogs: CreateLogs = new Map();
+
   constructor(
     private readonly client: KubeClient,
     private readonly opts: CocoonSetReconcilerOptions = {},
@@ -56,6 +62,7 @@ export class CocoonSetReconciler implements Reconciler {
     let cs: CocoonSet | undefined = await readCocoonSet(this.client, key.namespace, key.name);
     if (!cs) return {};
     if (cs.metadata.deletionTimestamp) {
+      this.createLogs.delete(cs.metadata.uid ?? "");
       if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return {};
       const released = await finalizeDeletion(this.client, cs, {
         timeoutMs: this.opts.releaseTimeoutMs,
@@ -70,6 +77,7 @@ export class CocoonSetReconciler implements Reconciler {
       fanOut: this.opts.fanOut,
       now: this.opts.now,
       hooks: hooksFor(ctx),
+      createLogs: this.createLogs,
     });
     if (result.errors.length > 0) {
       throw new PassError(

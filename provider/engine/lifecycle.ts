@@ -181,6 +181,8 @@ export async function converge(
 ): Promise<PassResult> {
   const deadline = Date.now() + (opts.timeoutMs ?? 300_000);
   const maxPasses = opts.maxPasses ?? 20;
+  // Remembered across the passes of this call, so a vanishing slot is backed off here too.
+  opts = { ...opts, createLogs: opts.createLogs ?? new Map() };
   let last: PassResult | undefined;
   for (let pass = 1; pass <= maxPasses; pass++) {
     const cs = await readCocoonSet(client, namespace, name);

@@ -18,6 +18,8 @@ import {
   type PlanAction,
   type PlanStep,
   type Pod,
+  type SlotCreateLog,
+  type SlotCreateRecord,
 } from "../fleet/index.js";
 import { isAlreadyExists, isConflict, PatchType, paths, type KubeClient } from "../kube/index.js";
 
@@ -33,8 +35,17 @@ export interface EngineHooks {
   progress?(done: number, total: number): void;
 }
 
+/**
+ * The engine's memory of its own recent sub-agent creates, by CocoonSet uid: what lets a
+ * pass back off a slot whose pod keeps vanishing right after creation (fleet/vanish.ts).
+ * It lives as long as the caller keeps it (the controller process, one `pulumi up`).
+ */
+export type CreateLogs = Map<string, SlotCreateLog>;
+
 /** Options of {@link runPass}. */
 export interface PassOptions {
+  /** Create logs to read and update; without it every missing slot is created at once. */
+  createLogs?: CreateLogs;
   /** Maximum sub-agent creates in flight. @default 8 */
   fanOut?: number;
   /** Clock. @default Date.now */
@@ -103,7 +114,13 @@ export async function planLive(
   opts: PassOptions = {},
 ): Promise<Plan> {
   const pods = await listFleetPods(client, cs);
-  return planPass({ cocoonSet: cs, pods, nowMs: (opts.now ?? Date.now)(), fanOut: opts.fanOut });
+  return planPass({
+    cocoonSet: cs,
+    pods,
+    nowMs: (opts.now ?? Date.now)(),
+    fanOut: opts.fanOut,
+    createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
+  });
 }
 
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
@@ -244,6 +261,8 @@ export async function runPass(
     );
   }
 
+  if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
+
   if (plan.status && result.errors.length === 0) {
     const status = { ...plan.status, observedGeneration: cs.metadata.generation };
     const updated = await client.patch<CocoonSet>(
@@ -263,6 +282,19 @@ export async function runPass(
     result.requeueAfterMs = STALLED_REQUEUE_MS;
   }
   return result;
+}
+
+/** Keeps the pruned create log plus a record for each create that went through. */
+function rememberCreates(logs: CreateLogs, plan: Plan, created: readonly string[]): void {
+  const next = new Map<number, SlotCreateRecord>(plan.createLog);
+  const done = new Set(created);
+  for (const step of plan.steps) {
+    if (step.createRecord && step.target.role === "sub-agent" && done.has(step.podName)) {
+      next.set(step.target.slot, step.createRecord);
+    }
+  }
+  if (next.size > 0) logs.set(plan.cocoonSet.uid, next);
+  else logs.delete(plan.cocoonSet.uid);
 }
 
 /** Reads a CocoonSet, or undefined when it does not exist. */

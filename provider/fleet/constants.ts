@@ -134,6 +134,7 @@ export const EVENT_REASONS = {
   subAgentDeadLetter: "SubAgentDeadLetter",
   mainAgentFailed: "MainAgentFailed",
   recoveredFromFailure: "RecoveredFromFailure",
+  subAgentPodVanishing: "SubAgentPodVanishing",
 } as const;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */

@@ -62,6 +62,18 @@ export {
 } from "./rebuild-history.js";
 export { backoffDelayMs, backoffRemainingMs } from "./backoff.js";
 export {
+  decideRecreate,
+  pruneCreateLog,
+  vanishDelayMs,
+  vanishingSlots,
+  VANISH_MAX_DELAY_MS,
+  VANISH_REPORT_AFTER,
+  VANISH_WINDOW_MS,
+  type RecreateDecision,
+  type SlotCreateLog,
+  type SlotCreateRecord,
+} from "./vanish.js";
+export {
   planPass,
   toolboxNameErrors,
   type AlreadyExistsPolicy,

@@ -25,6 +25,8 @@ function describeStep(step: PlanStep): string {
     "dead-letter": () => "dead-letter",
     "reset-dead-letter": () => `delete (leaves dead-letter; drift: ${drift})`,
     "wait-backoff": () => `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (backoff)`,
+    "wait-vanished": () =>
+      `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (its pod keeps vanishing after creation)`,
     "wait-main": () => "wait (not ready; sub-agents and toolboxes wait for it)",
     "main-failed": () => "failed (no automatic rebuild)",
     recovered: () => "recovered (Ready again)",

@@ -34,6 +34,15 @@ import {
   type RebuildHistory,
 } from "./rebuild-history.js";
 import { deriveStatus, statusEqual } from "./status.js";
+import {
+  decideRecreate,
+  pruneCreateLog,
+  VANISH_REPORT_AFTER,
+  VANISH_WINDOW_MS,
+  vanishingSlots,
+  type SlotCreateLog,
+  type SlotCreateRecord,
+} from "./vanish.js";
 import { INTEGER_NAME_PATTERN } from "./schema-source.js";
 
 /** What a plan step is about. */
@@ -62,6 +71,8 @@ export type Decision =
   | "reset-dead-letter"
   /** The sub-agent is terminal and still in backoff. */
   | "wait-backoff"
+  /** The sub-agent's pod keeps vanishing right after creation: wait before creating it again. */
+  | "wait-vanished"
   /** The main agent is not Ready yet; sub-agents and toolboxes wait for it. */
   | "wait-main"
   /** The main agent is terminal; it is not rebuilt automatically. */
@@ -102,8 +113,10 @@ export interface PlanStep {
   drift?: string[];
   /** Rebuild attempt number, 1..4 (rebuild). */
   attempt?: number;
-  /** Remaining backoff (wait-backoff). */
+  /** Remaining backoff (wait-backoff, wait-vanished). */
   waitMs?: number;
+  /** Sub-agent creates: what to remember in the create log once the create succeeded. */
+  createRecord?: SlotCreateRecord;
   /** Sub-agent creates: may run concurrently with the neighbouring concurrent steps. */
   concurrent?: boolean;
   /** Run in order; stop this step at the first failure. */
@@ -122,6 +135,11 @@ export interface Plan {
   errors: string[];
   /** Rebuild history after every write in this plan. */
   history: RebuildHistory;
+  /**
+   * The create log the pass starts from, pruned; the executor adds the `createRecord` of
+   * each create that succeeded and keeps the result for the next pass.
+   */
+  createLog: SlotCreateLog;
   /** 0: requeue at once; a number: requeue after that delay; undefined: wait for a change. */
   requeueAfterMs: number | undefined;
   /** Whether any step creates or deletes a pod. */
@@ -145,6 +163,8 @@ export interface PlanInput {
   nowMs: number;
   /** Rebuild history; read from the CocoonSet's annotation when omitted. */
   history?: RebuildHistory;
+  /** The engine's own recent sub-agent creates (see vanish.ts). @default empty */
+  createLog?: SlotCreateLog;
   /** Maximum sub-agent creates in flight. @default 8 */
   fanOut?: number;
 }
@@ -211,6 +231,8 @@ interface Pass {
   waits: number[];
   /** The history as it will be after the writes planned so far. */
   history: Map<number, RebuildEntry>;
+  /** The create log, pruned; slots whose pod this pass deletes itself are dropped. */
+  createLog: Map<number, SlotCreateRecord>;
 }
 
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
@@ -372,19 +394,50 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       triageSubAgent(pass, slot, pod);
       continue;
     }
+    const podName = agentPodName(pass.name, slot);
+    const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
+    if (recreate.waitMs > 0) {
+      pass.steps.push({
+        target: { role: "sub-agent", slot },
+        decision: "wait-vanished",
+        podName,
+        waitMs: recreate.waitMs,
+        actions: [],
+      });
+      pass.waits.push(recreate.waitMs);
+      continue;
+    }
+    const actions: PlanAction[] = [
+      {
+        kind: "create-pod",
+        pod: buildAgentPod(pass.cs, slot, placement),
+        onAlreadyExists: "success",
+      },
+    ];
+    const { vanished } = recreate.record;
+    if (vanished >= VANISH_REPORT_AFTER) {
+      actions.push({
+        kind: "event",
+        type: "Warning",
+        reason: EVENT_REASONS.subAgentPodVanishing,
+        message: `slot ${slot}: pod ${podName} vanished ${vanished} times in a row within ${VANISH_WINDOW_MS / 1000} s of its creation; recreating it with backoff`,
+      });
+    }
     creates.push({
       target: { role: "sub-agent", slot },
       decision: "create",
-      podName: agentPodName(pass.name, slot),
+      podName,
       concurrent: true,
-      actions: [
-        {
-          kind: "create-pod",
-          pod: buildAgentPod(pass.cs, slot, placement),
-          onAlreadyExists: "success",
-        },
-      ],
+      createRecord: recreate.record,
+      actions,
     });
+  }
+  // A pod the engine deletes itself (rebuild, drift, dead-letter reset) did not vanish: its
+  // slot's next create starts a fresh record.
+  for (const step of pass.steps) {
+    if (step.target.role === "sub-agent" && step.actions.some((a) => a.kind === "delete-pod")) {
+      pass.createLog.delete(step.target.slot);
+    }
   }
   pass.steps.push(...creates);
   for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
@@ -454,6 +507,7 @@ function finish(pass: Pass, writeStatus: boolean): Plan {
     steps,
     errors: pass.errors,
     history: pass.history,
+    createLog: pass.createLog,
     requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
     mutatesPods,
     fanOut: pass.input.fanOut ?? DEFAULT_FANOUT,
@@ -463,6 +517,7 @@ function finish(pass: Pass, writeStatus: boolean): Plan {
       cocoonSet: pass.cs,
       pods: pass.input.pods,
       nowMs: pass.input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
@@ -475,23 +530,32 @@ function finish(pass: Pass, writeStatus: boolean): Plan {
  */
 export function planPass(input: PlanInput): Plan {
   const cs = withDefaults(input.cocoonSet);
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const pods = classifyPods(cs, input.pods);
+  const pruned = pruneCreateLog(
+    input.createLog ?? new Map(),
+    pods.subAgents,
+    replicas,
+    input.nowMs,
+  );
   const pass: Pass = {
     cs,
     name: cs.metadata.name ?? "",
     namespace: namespaceOf(cs),
-    replicas: cs.spec.agent.replicas ?? 0,
+    replicas,
     input,
     steps: [],
     errors: [],
-    waits: [],
+    // A slot reported as vanishing is looked at again once its pod outlived the window.
+    waits: pruned.recheckMs === undefined ? [] : [pruned.recheckMs],
     history: new Map(input.history ?? readRebuildHistory(cs)),
+    createLog: pruned.log,
   };
   const nameErrors = toolboxNameErrors(cs.spec.toolboxes ?? []);
   if (nameErrors.length > 0) {
     pass.errors.push(...nameErrors);
     return finish(pass, false);
   }
-  const pods = classifyPods(cs, input.pods);
   const main = planMain(pass, pods.main);
   if (main) {
     planSubAgents(pass, pods.subAgents, main);

@@ -22,6 +22,11 @@ export interface StatusInput {
   pods: readonly Pod[];
   /** Current time in milliseconds since the epoch. */
   nowMs: number;
+  /**
+   * Sub-agent slots whose pods keep vanishing right after creation (see vanish.ts): they
+   * set the Degraded condition. Once Degraded was reported it stays listed, False, after.
+   */
+  vanishingSlots?: readonly number[];
 }
 
 /** metav1.Time has second precision; writing the same precision keeps round trips equal. */
@@ -161,6 +166,25 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
       input.nowMs,
     ),
   ];
+  const vanishing = input.vanishingSlots ?? [];
+  if (vanishing.length > 0 || previous?.some((c) => c.type === "Degraded")) {
+    conditions.push(
+      condition(
+        previous,
+        compact({
+          type: "Degraded",
+          status: vanishing.length > 0 ? "True" : "False",
+          reason: vanishing.length > 0 ? "PodsVanishing" : "PodsStable",
+          message:
+            vanishing.length > 0
+              ? `the pods of sub-agent slot(s) ${vanishing.join(", ")} vanish right after creation; they are recreated with backoff`
+              : "no pod vanished right after creation lately",
+          observedGeneration: generation,
+        }),
+        input.nowMs,
+      ),
+    );
+  }
 
   return compact<CocoonSetStatus>({
     observedGeneration: generation,

@@ -414,15 +414,22 @@ export class KubeClient {
   }
 
   /**
-   * DELETE an object; resolves true when the delete was accepted, false on 404.
+   * DELETE an object; resolves true when the delete was accepted, false on 404 (and on a
+   * failed `uid` precondition: the object of that uid is gone).
    * @param propagationPolicy Background, Foreground or Orphan
+   * @param gracePeriodSeconds 0 removes a pod at once (what a kubelet sends when it is done)
    */
   async delete(
     path: string,
-    opts: { propagationPolicy?: "Background" | "Foreground" | "Orphan"; uid?: string } = {},
+    opts: {
+      propagationPolicy?: "Background" | "Foreground" | "Orphan";
+      uid?: string;
+      gracePeriodSeconds?: number;
+    } = {},
   ): Promise<boolean> {
     const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
+    if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
     if (opts.uid) body.preconditions = { uid: opts.uid };
     try {
       await this.request("DELETE", path, { body });

@@ -10,6 +10,8 @@ export const paths = {
   namespaces: () => `/api/v1/namespaces`,
   namespace: (ns: string) => `/api/v1/namespaces/${enc(ns)}`,
   pods: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,
+  /** Pods of every namespace. */
+  allPods: () => `/api/v1/pods`,
   pod: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}`,
   podStatus: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}/status`,
   configMaps: (ns: string) => `/api/v1/namespaces/${enc(ns)}/configmaps`,

@@ -38,7 +38,14 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
   const state = readState(stateDir) as ClusterState;
   assert.deepEqual(
     state.components.map((c) => c.name),
-    ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"],
+    [
+      "etcd",
+      "kube-apiserver",
+      "kube-controller-manager",
+      "kube-scheduler",
+      "kwok",
+      "pod-finaliser",
+    ],
   );
   assert.ok(state.components.every(isAlive), "every component still runs");
   const client = new KubeClient({ kubeconfig: info.kubeconfig });

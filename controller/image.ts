@@ -14,3 +14,38 @@ export function defaultControllerImage(version: string): string {
 
 /** UID and GID the controller runs as in the image and in the Operator's Deployment. */
 export const CONTROLLER_UID = 65532;
+
+/** What the Operator configures on the controller's command line. */
+export interface DeploymentControllerArgs {
+  leaderElect: boolean;
+  concurrency: number;
+  fanoutConcurrency: number;
+  reapInterval: string;
+  logLevel: string;
+  /** Watched namespaces; empty means all. */
+  watchNamespaces: string[];
+}
+
+/** Container port of `/metrics` in the Operator's Deployment. */
+export const METRICS_PORT = 8080;
+/** Container port of `/healthz` and `/readyz` in the Operator's Deployment. */
+export const PROBE_PORT = 8081;
+
+/**
+ * The container `args` of the Operator's controller Deployment (the image's entry point
+ * takes `controller` first, like the `cocoonset` command). The image tests start the image
+ * with these arguments.
+ */
+export function deploymentControllerArgs(a: DeploymentControllerArgs): string[] {
+  return [
+    "controller",
+    `--leader-elect=${a.leaderElect}`,
+    `--concurrency=${a.concurrency}`,
+    `--fanout-concurrency=${a.fanoutConcurrency}`,
+    `--reap-interval=${a.reapInterval}`,
+    `--log-level=${a.logLevel}`,
+    `--metrics-bind-address=:${METRICS_PORT}`,
+    `--health-probe-bind-address=:${PROBE_PORT}`,
+    ...a.watchNamespaces.map((w) => `--namespace=${w}`),
+  ];
+}

@@ -72,7 +72,13 @@ export class Fleet extends pulumi.ComponentResource {
   constructor(name: string, args: FleetArgs, opts: pulumi.ComponentResourceOptions = {}) {
     super("cocoonset:index:Fleet", name, {}, opts);
     const csName = args.name ?? name;
-    const operatorDeps = args.operator ? [args.operator.crd, args.operator.deployment] : [];
+    const operatorDeps = args.operator
+      ? [
+          args.operator.crd,
+          args.operator.deployment,
+          ...(args.operator.rollout ? [args.operator.rollout] : []),
+        ]
+      : [];
 
     this.cocoonSet = new k8s.apiextensions.CustomResource(
       `${name}-cocoonset`,

@@ -17,6 +17,7 @@
  */
 import { get } from "node:http";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { ensureCrd } from "../provider/engine/index.js";
 import { LABELS, isReady } from "../provider/fleet/index.js";
 import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
@@ -46,9 +47,9 @@ import {
 } from "./support.js";
 import { delta, startWriteCounter, writes, type Counts } from "./write-counter.js";
 
-const NAMESPACES = 5;
-const SETS = 50;
-const REPLICAS = 10;
+export const NAMESPACES = 5;
+export const SETS = 50;
+export const REPLICAS = 10;
 const PODS_PER_SET = REPLICAS + 1;
 const SETTLE_MS = 10_000;
 const WINDOW_MS = 30_000;
@@ -59,7 +60,7 @@ const SIMULATE = "cocoonset.cocoonstack.io/simulate";
 const ALL_PODS = "/api/v1/pods";
 
 /** The figures of one controller. */
-interface SideFigures {
+export interface SideFigures {
   convergeMs: number;
   convergeWrites: number;
   convergeRequests: Counts;
@@ -80,7 +81,7 @@ const live = (p: KubeObject) => !p.metadata.deletionTimestamp;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls a probe endpoint until it answers 200 (process start-up only, not a measurement). */
-async function waitReady(child: Child, url: string, timeoutMs: number): Promise<void> {
+export async function waitReady(child: Child, url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let exited: string | undefined;
   void child.exited.then((code) => (exited = code));
@@ -160,12 +161,16 @@ async function failAndReplace(
   return { createdMs, readyMs };
 }
 
-/** Runs the workload against one controller process, already started by `start`. */
-async function measure(
+/**
+ * Runs the workload against one controller process, already started by `start` (also used
+ * by bench/image.ts for the controller in its container). `side` names the run in messages,
+ * namespaces and files.
+ */
+export async function measure(
   admin: KubeClient,
   kubeconfig: string,
   stateDir: string,
-  side: Side["name"],
+  side: string,
   start: (proxyKubeconfig: string) => Promise<Child>,
 ): Promise<SideFigures> {
   const prefix = `bench-${side}`;
@@ -455,4 +460,5 @@ async function main(): Promise<void> {
   process.stdout.write(`written: ${writeResults("controller", record)}\n`);
 }
 
-await main();
+// bench/image.ts imports the workload; only running this file measures.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -8,6 +8,7 @@ import { registerPlan } from "./plan-command.js";
 import { registerDemo } from "./demo-command.js";
 import { cocoonSetControllerDeps } from "../controller/cocoonset-reconciler.js";
 import { registerToolchain } from "./toolchain-command.js";
+import { registerImage } from "./image-command.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -32,6 +33,7 @@ registerCluster(program);
 registerReleaseAndReap(program);
 registerPlan(program);
 registerDemo(program);
+registerImage(program);
 registerController(program, async ({ client, options }) =>
   cocoonSetControllerDeps(client, { fanOut: options.fanoutConcurrency }),
 );

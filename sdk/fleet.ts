@@ -95,7 +95,13 @@ export class Fleet extends pulumi.ComponentResource {
     super("cocoonset:index:Fleet", name, {}, opts);
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
-    const operatorDeps = args.operator ? [args.operator.crd, args.operator.deployment] : [];
+    const operatorDeps = args.operator
+      ? [
+          args.operator.crd,
+          args.operator.deployment,
+          ...(args.operator.rollout ? [args.operator.rollout] : []),
+        ]
+      : [];
 
     this.cocoonSet = new k8s.apiextensions.CustomResource(
       `${name}-cocoonset`,

@@ -8,8 +8,15 @@ import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { defaultKubeconfig } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
-import { OperatorGuard } from "./slots.js";
+import { ControllerRollout, OperatorGuard } from "./slots.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
+import {
+  CONTROLLER_UID,
+  defaultControllerImage,
+  deploymentControllerArgs,
+  METRICS_PORT,
+  PROBE_PORT,
+} from "../controller/image.js";
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
 
 const crd = crdJson as unknown as {
@@ -35,10 +42,21 @@ export interface OperatorArgs {
   /** @default true */
   createNamespace?: boolean;
   /**
-   * Controller image.
-   * @default `pulumi-cocoonset/controller:<package version>`
+   * Controller image: build it with `cocoonset image build --tag REGISTRY/...` and push it
+   * where the cluster can pull from (README, "Deploying to a real cluster").
+   * @default `pulumi-cocoonset/controller:<package version>` (the default tag of `cocoonset image build`)
    */
   image?: pulumi.Input<string>;
+  /** `imagePullPolicy` of the controller container (Kubernetes' default when unset). */
+  imagePullPolicy?: pulumi.Input<"Always" | "IfNotPresent" | "Never">;
+  /** Names of Secrets (in the controller's namespace) holding registry credentials. */
+  imagePullSecrets?: pulumi.Input<string>[];
+  /** `nodeSelector` of the controller pod. */
+  nodeSelector?: pulumi.Input<Record<string, pulumi.Input<string>>>;
+  /** `tolerations` of the controller pod. */
+  tolerations?: pulumi.Input<pulumi.Input<k8s.types.input.core.v1.Toleration>[]>;
+  /** `priorityClassName` of the controller pod. */
+  priorityClassName?: pulumi.Input<string>;
   /**
    * Controller replicas; more than one needs leader election.
    * @default 1
@@ -71,10 +89,16 @@ export interface OperatorArgs {
   kubeconfig?: pulumi.Input<string>;
   /**
    * Do not wait for the controller Deployment to become available (for clusters with no
-   * nodes that can run it).
+   * nodes that can run it). When waiting, `pulumi up` fails at once, naming the image, when
+   * the cluster cannot pull it.
    * @default false
    */
   skipAwait?: boolean;
+  /**
+   * How long `pulumi up` waits for the controller Deployment to roll out.
+   * @default 600
+   */
+  rolloutTimeoutSeconds?: number;
 }
 
 /**
@@ -96,6 +120,8 @@ export class Operator extends pulumi.ComponentResource {
   readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
   /** The controller Deployment (Fleets depend on it, so they are destroyed first). */
   readonly deployment: k8s.apps.v1.Deployment;
+  /** The rollout check of the controller Deployment (absent with `skipAwait`). */
+  readonly rollout?: ControllerRollout;
 
   constructor(name: string, args: OperatorArgs = {}, opts: pulumi.ComponentResourceOptions = {}) {
     assertOperatorArguments(name, args); // before anything, the component included, registers
@@ -214,17 +240,15 @@ export class Operator extends pulumi.ComponentResource {
       }
     }
 
-    const cliArgs = [
-      "controller",
-      `--leader-elect=${leaderElect}`,
-      `--concurrency=${args.concurrency ?? 4}`,
-      `--fanout-concurrency=${args.fanoutConcurrency ?? 8}`,
-      `--reap-interval=${args.reapInterval ?? "5m"}`,
-      `--log-level=${args.logLevel ?? "info"}`,
-      "--metrics-bind-address=:8080",
-      "--health-probe-bind-address=:8081",
-      ...watch.map((w) => `--namespace=${w}`),
-    ];
+    const cliArgs = deploymentControllerArgs({
+      leaderElect,
+      concurrency: args.concurrency ?? 4,
+      fanoutConcurrency: args.fanoutConcurrency ?? 8,
+      reapInterval: args.reapInterval ?? "5m",
+      logLevel: args.logLevel ?? "info",
+      watchNamespaces: watch,
+    });
+    const image = args.image ?? defaultControllerImage(pkg.version);
     this.deployment = new k8s.apps.v1.Deployment(
       `${name}-controller`,
       {
@@ -232,7 +256,9 @@ export class Operator extends pulumi.ComponentResource {
           name: `${name}-controller`,
           namespace: ns,
           labels,
-          annotations: args.skipAwait ? { "pulumi.com/skipAwait": "true" } : undefined,
+          // The rollout check below waits instead of the provider's generic await, so an
+          // image the cluster cannot pull fails `up` at once with a message that says so.
+          annotations: { "pulumi.com/skipAwait": "true" },
         },
         spec: {
           replicas,
@@ -241,15 +267,20 @@ export class Operator extends pulumi.ComponentResource {
             metadata: { labels },
             spec: {
               serviceAccountName: sa.metadata.name,
+              imagePullSecrets: args.imagePullSecrets?.map((name) => ({ name })),
+              nodeSelector: args.nodeSelector,
+              tolerations: args.tolerations,
+              priorityClassName: args.priorityClassName,
               securityContext: {
                 runAsNonRoot: true,
-                runAsUser: 65532,
+                runAsUser: CONTROLLER_UID,
                 seccompProfile: { type: "RuntimeDefault" },
               },
               containers: [
                 {
                   name: "controller",
-                  image: args.image ?? `pulumi-cocoonset/controller:${pkg.version}`,
+                  image,
+                  imagePullPolicy: args.imagePullPolicy,
                   args: cliArgs,
                   env: [
                     {
@@ -259,8 +290,8 @@ export class Operator extends pulumi.ComponentResource {
                     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
                   ],
                   ports: [
-                    { name: "metrics", containerPort: 8080 },
-                    { name: "probes", containerPort: 8081 },
+                    { name: "metrics", containerPort: METRICS_PORT },
+                    { name: "probes", containerPort: PROBE_PORT },
                   ],
                   livenessProbe: {
                     httpGet: { path: "/healthz", port: "probes" },
@@ -287,6 +318,21 @@ export class Operator extends pulumi.ComponentResource {
       },
       { ...inNs, dependsOn: [...(namespace ? [namespace] : []), this.crd, ...rbac] },
     );
+
+    if (!args.skipAwait) {
+      this.rollout = new ControllerRollout(
+        `${name}-rollout`,
+        {
+          kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()),
+          namespace: ns,
+          deployment: this.deployment.metadata.name,
+          image,
+          generation: this.deployment.metadata.generation,
+          timeoutSeconds: args.rolloutTimeoutSeconds ?? 600,
+        },
+        { ...child, dependsOn: [this.deployment] },
+      );
+    }
 
     this.namespace = pulumi.output(ns);
     this.crdName = this.crd.metadata.name;

@@ -7,7 +7,12 @@
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
 import type { CocoonSetSpec } from "../provider/fleet/index.js";
-import type { OperatorGuardInputs, SlotMap, SlotsInputs } from "../provider/dynamic/index.js";
+import type {
+  ControllerRolloutInputs,
+  OperatorGuardInputs,
+  SlotMap,
+  SlotsInputs,
+} from "../provider/dynamic/index.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -77,6 +82,36 @@ export class OperatorGuard extends pulumi.dynamic.Resource {
     opts: pulumi.CustomResourceOptions = {},
   ) {
     super(operatorGuardProvider, name, args, opts, "cocoonset", "OperatorGuard");
+  }
+}
+
+/** The Operator's rollout check provider (see provider/dynamic/controller-rollout.ts). */
+export const controllerRolloutProvider: pulumi.dynamic.ResourceProvider = {
+  async create(inputs) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.rolloutCreate(inputs);
+  },
+  async update(id, olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.rolloutUpdate(id, olds, news);
+  },
+  async diff(_id, olds: ControllerRolloutInputs, news: ControllerRolloutInputs) {
+    const keys = ["kubeconfig", "namespace", "deployment", "image", "generation"] as const;
+    return { changes: keys.some((k) => olds[k] !== news[k]) };
+  },
+};
+
+/**
+ * Waits for the controller Deployment to roll out; fails with a message naming the image
+ * when the cluster cannot pull it.
+ */
+export class ControllerRollout extends pulumi.dynamic.Resource {
+  constructor(
+    name: string,
+    args: { [K in keyof ControllerRolloutInputs]: pulumi.Input<ControllerRolloutInputs[K]> },
+    opts: pulumi.CustomResourceOptions = {},
+  ) {
+    super(controllerRolloutProvider, name, args, opts, "cocoonset", "ControllerRollout");
   }
 }
 

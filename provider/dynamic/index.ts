@@ -2,3 +2,4 @@
 export * from "./slot-view.js";
 export * from "./slots.js";
 export * from "./operator-guard.js";
+export * from "./controller-rollout.js";

@@ -6,7 +6,15 @@ import * as pulumi from "@pulumi/pulumi";
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../../../controller/rbac.js";
+import {
+  CONTROLLER_UID,
+  defaultControllerImage,
+  deploymentControllerArgs,
+} from "../../../controller/image.js";
 import crdJson from "../../../provider/fleet/generated/crd.json" with { type: "json" };
+import pkgJson from "../../../package.json" with { type: "json" };
+
+const pkgVersion = pkgJson.version;
 
 /** What the mock monitor saw of one resource. */
 interface Registered {
@@ -84,6 +92,7 @@ describe("Operator", () => {
   it("registers the namespace, CRD, ServiceAccount, ClusterRole, binding and controller Deployment as its children", async () => {
     const op = new sdk.Operator("ops", { namespace: "ops-system", kubeconfig: KUBECONFIG });
     await settle(op.deploymentName);
+    await settle(op.rollout!.urn);
     withParents();
     const kids = childrenOf("ops");
     assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
@@ -93,6 +102,7 @@ describe("Operator", () => {
       "kubernetes:core/v1:ServiceAccount ops-sa",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole ops-role",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding ops-binding",
+      "pulumi-nodejs:dynamic/cocoonset:ControllerRollout ops-rollout",
       "pulumi-nodejs:dynamic/cocoonset:OperatorGuard ops-guard",
     ]);
     for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Operator", k.name);
@@ -203,6 +213,118 @@ describe("Operator", () => {
     assert.deepEqual(
       args.filter((a) => a.startsWith("--namespace=")),
       ["--namespace=team-a", "--namespace=team-b"],
+    );
+  });
+
+  it("deploys the default image `cocoonset image build` tags, with the image's UID and the args the image tests use", async () => {
+    const op = new sdk.Operator("dflt", { kubeconfig: KUBECONFIG });
+    await settle(op.deploymentName);
+    await settle(op.rollout!.urn);
+    const deployment = one("dflt", "kubernetes:apps/v1:Deployment", "dflt-controller");
+    const pod = (
+      deployment.inputs.spec as {
+        template: {
+          spec: {
+            securityContext: { runAsUser: number };
+            containers: { image: string; args: string[]; imagePullPolicy?: string }[];
+          };
+        };
+      }
+    ).template.spec;
+    assert.equal(pod.containers[0].image, defaultControllerImage(pkgVersion));
+    assert.equal(pod.containers[0].image, `pulumi-cocoonset/controller:${pkgVersion}`);
+    assert.equal(pod.containers[0].imagePullPolicy, undefined);
+    assert.equal(pod.securityContext.runAsUser, CONTROLLER_UID);
+    assert.deepEqual(
+      pod.containers[0].args,
+      deploymentControllerArgs({
+        leaderElect: true,
+        concurrency: 4,
+        fanoutConcurrency: 8,
+        reapInterval: "5m",
+        logLevel: "info",
+        watchNamespaces: [],
+      }),
+    );
+    assert.deepEqual((deployment.inputs.metadata as { annotations: unknown }).annotations, {
+      "pulumi.com/skipAwait": "true",
+    });
+    const rollout = one(
+      "dflt",
+      "pulumi-nodejs:dynamic/cocoonset:ControllerRollout",
+      "dflt-rollout",
+    );
+    assert.deepEqual(
+      [rollout.inputs.namespace, rollout.inputs.deployment, rollout.inputs.image],
+      ["cocoonset-system", "dflt-controller", `pulumi-cocoonset/controller:${pkgVersion}`],
+    );
+    assert.equal(rollout.inputs.timeoutSeconds, 600);
+    assert.equal(
+      (rollout.inputs.kubeconfig as { value: string }).value,
+      KUBECONFIG,
+      "the rollout check gets the kubeconfig, as a secret",
+    );
+  });
+
+  it("passes image, pull policy, pull secrets, resources, node selector, tolerations and priority class to the pod", async () => {
+    const op = new sdk.Operator("real", {
+      kubeconfig: KUBECONFIG,
+      image: "registry.example.com/team/pulumi-cocoonset/controller:0.1.0",
+      imagePullPolicy: "Always",
+      imagePullSecrets: ["regcred", "mirror"],
+      resources: { requests: { cpu: "50m", memory: "96Mi" }, limits: { memory: "256Mi" } },
+      nodeSelector: { "kubernetes.io/os": "linux", pool: "system" },
+      tolerations: [
+        { key: "virtual-kubelet.io/provider", operator: "Exists", effect: "NoSchedule" },
+      ],
+      priorityClassName: "system-cluster-critical",
+      rolloutTimeoutSeconds: 120,
+    });
+    await settle(op.deploymentName);
+    await settle(op.rollout!.urn);
+    const deployment = one("real", "kubernetes:apps/v1:Deployment", "real-controller");
+    const pod = (
+      deployment.inputs.spec as {
+        template: {
+          spec: {
+            imagePullSecrets: { name: string }[];
+            nodeSelector: Record<string, string>;
+            tolerations: unknown[];
+            priorityClassName: string;
+            containers: { image: string; imagePullPolicy: string; resources: unknown }[];
+          };
+        };
+      }
+    ).template.spec;
+    const c = pod.containers[0];
+    assert.equal(c.image, "registry.example.com/team/pulumi-cocoonset/controller:0.1.0");
+    assert.equal(c.imagePullPolicy, "Always");
+    assert.deepEqual(c.resources, {
+      requests: { cpu: "50m", memory: "96Mi" },
+      limits: { memory: "256Mi" },
+    });
+    assert.deepEqual(pod.imagePullSecrets, [{ name: "regcred" }, { name: "mirror" }]);
+    assert.deepEqual(pod.nodeSelector, { "kubernetes.io/os": "linux", pool: "system" });
+    assert.deepEqual(pod.tolerations, [
+      { key: "virtual-kubelet.io/provider", operator: "Exists", effect: "NoSchedule" },
+    ]);
+    assert.equal(pod.priorityClassName, "system-cluster-critical");
+    const rollout = one(
+      "real",
+      "pulumi-nodejs:dynamic/cocoonset:ControllerRollout",
+      "real-rollout",
+    );
+    assert.equal(rollout.inputs.image, c.image);
+    assert.equal(rollout.inputs.timeoutSeconds, 120);
+  });
+
+  it("with skipAwait registers no rollout check", async () => {
+    const op = new sdk.Operator("nowait", { kubeconfig: KUBECONFIG, skipAwait: true });
+    await settle(op.deploymentName);
+    assert.equal(op.rollout, undefined);
+    assert.equal(
+      childrenOf("nowait").filter((k) => k.type.endsWith(":ControllerRollout")).length,
+      0,
     );
   });
 
@@ -336,8 +458,8 @@ describe("Fleet", () => {
     assert.ok(csOpts?.parent === fleet, "the CocoonSet's parent is the Fleet");
     assert.deepEqual(
       csOpts.dependsOn,
-      [op.crd, op.deployment],
-      "the CocoonSet waits for the CRD and the controller, and is destroyed before them",
+      [op.crd, op.deployment, op.rollout],
+      "the CocoonSet waits for the CRD and the controller's rollout, and is destroyed before them",
     );
 
     const slots = one("coder", "pulumi-nodejs:dynamic/cocoonset:Slots", "coder-slots");

@@ -1,0 +1,65 @@
+/** `cocoonset image build|stage`: the controller image, built without a Docker daemon. */
+import type { Command } from "commander";
+import { buildImage, ImageError, stageRootfs } from "../cluster/image.js";
+import { action, CliError, printJson } from "./common.js";
+
+const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
+
+/** Runs `fn`, turning an {@link ImageError} into a user-facing error. */
+function userErrors<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof ImageError) throw new CliError(e.message);
+    throw e;
+  }
+}
+
+/** Registers the image commands. */
+export function registerImage(program: Command): void {
+  const image = program
+    .command("image")
+    .description("the controller image (controller/Dockerfile), built with buildah");
+  image
+    .command("build")
+    .description(
+      "build the controller image with buildah, reproducibly (created time $SOURCE_DATE_EPOCH, else the commit time of HEAD), and print its size and digest",
+    )
+    .option("--tag <ref>", "image reference (default: pulumi-cocoonset/controller:<version>)")
+    .option("--json", "print the result as JSON")
+    .action(
+      action(async (opts: { tag?: string; json?: boolean }) => {
+        const log = opts.json ? undefined : (l: string) => process.stdout.write(`${l}\n`);
+        const r = userErrors(() => buildImage({ tag: opts.tag, log }));
+        if (opts.json) return printJson(r);
+        process.stdout.write(
+          [
+            `image    ${r.tag}`,
+            `id       ${r.id}`,
+            `digest   ${r.digest}`,
+            `size     ${mib(r.size)} (${mib(r.compressedSize)} compressed)`,
+            `files    ${r.files}`,
+            `node     ${r.nodeVersion}`,
+            `created  ${r.created}`,
+            `revision ${r.labels["org.opencontainers.image.revision"] ?? ""}`,
+          ].join("\n") + "\n",
+        );
+      }),
+    );
+  image
+    .command("stage")
+    .description(
+      "write the image's file tree into a folder (the step controller/Dockerfile's build stage runs)",
+    )
+    .requiredOption("--out <dir>", "empty or missing folder")
+    .option("--json", "print what was written as JSON")
+    .action(
+      action(async (opts: { out: string; json?: boolean }) => {
+        const r = userErrors(() => stageRootfs({ out: opts.out }));
+        if (opts.json) return printJson(r);
+        process.stdout.write(
+          `staged ${r.files.length} entries, ${mib(r.bytes)}, Node ${r.nodeVersion}, packages: ${r.packages.join(" ")}\n`,
+        );
+      }),
+    );
+}

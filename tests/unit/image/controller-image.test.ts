@@ -1,0 +1,194 @@
+/**
+ * The controller image's recipe, without building it: the entry point's import graph (no
+ * Pulumi SDK, only production packages, checked statically and by loading it), the parsers
+ * the stager uses, and controller/Dockerfile against the constants the build and the Operator
+ * share.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import {
+  CONTROLLER_ENTRY,
+  IMAGE_APP_DIR,
+  IMAGE_NODE_PATH,
+  PACKAGE_ROOT,
+  importGraph,
+  importSpecifiers,
+  packageName,
+  parseLdd,
+  runtimePackages,
+  skippedPackageFile,
+} from "../../../cluster/image.js";
+import {
+  CONTROLLER_IMAGE_REPOSITORY,
+  CONTROLLER_UID,
+  METRICS_PORT,
+  PROBE_PORT,
+  defaultControllerImage,
+} from "../../../controller/image.js";
+
+const pkg = JSON.parse(readFileSync(join(PACKAGE_ROOT, "package.json"), "utf8")) as {
+  version: string;
+  license: string;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+const dockerfile = readFileSync(join(PACKAGE_ROOT, "controller", "Dockerfile"), "utf8");
+
+describe("the controller entry point's import graph", () => {
+  it("reaches no Pulumi SDK, no TypeScript and only production dependencies", () => {
+    const graph = importGraph(join(PACKAGE_ROOT, CONTROLLER_ENTRY));
+    assert.deepEqual(
+      graph.packages.filter((p) => p.startsWith("@pulumi/") || p === "typescript"),
+      [],
+    );
+    for (const p of graph.packages)
+      assert.ok(p in pkg.dependencies, `${p} is a production dependency of the package`);
+    const folders = new Set(graph.files.map((f) => f.slice(PACKAGE_ROOT.length + 1).split("/")[1]));
+    assert.deepEqual([...folders].sort(), ["cli", "controller", "provider"]);
+    const packages = runtimePackages(graph.packages, PACKAGE_ROOT).map((d) =>
+      d.slice(d.lastIndexOf("node_modules/") + "node_modules/".length),
+    );
+    assert.ok(packages.includes("@kubernetes/client-node"));
+    for (const p of packages) {
+      assert.ok(!p.startsWith("@pulumi/") && !p.startsWith("@types/"), p);
+      assert.ok(!(p in pkg.devDependencies), `${p} is a dev dependency`);
+    }
+  });
+
+  it("the walker sees the Pulumi SDK where it is imported: the full CLI reaches it", () => {
+    const graph = importGraph(join(PACKAGE_ROOT, "dist", "cli", "main.js"));
+    assert.ok(graph.packages.includes("@pulumi/pulumi"), graph.packages.join(" "));
+  });
+
+  it("loading it (controller --help) loads no module of @pulumi, typescript or the cluster code", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
+    try {
+      const hooks = join(dir, "hooks.mjs");
+      writeFileSync(
+        hooks,
+        'import { registerHooks } from "node:module";\n' +
+          "registerHooks({ load(url, context, next) {\n" +
+          '  if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n");\n' +
+          "  return next(url, context);\n} });\n",
+      );
+      const r = spawnSync(
+        process.execPath,
+        ["--import", hooks, join(PACKAGE_ROOT, CONTROLLER_ENTRY), "controller", "--help"],
+        { encoding: "utf8" },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /--leader-elect/);
+      const loaded = r.stderr
+        .split("\n")
+        .filter((l) => l.startsWith("LOADED "))
+        .map((l) => l.slice(7));
+      assert.ok(loaded.length > 50, `${loaded.length} modules loaded`);
+      const bad = loaded.filter((u) =>
+        /\/node_modules\/(@pulumi\/|typescript\/)|\/dist\/(cluster|sdk|bench|tests)\//.test(u),
+      );
+      assert.deepEqual(bad, []);
+      // The same hook sees the SDK when the full CLI loads: the check can fail.
+      const full = spawnSync(
+        process.execPath,
+        ["--import", hooks, join(PACKAGE_ROOT, "dist", "cli", "main.js"), "--help"],
+        { encoding: "utf8" },
+      );
+      assert.match(full.stderr, /LOADED file:.*\/node_modules\/@pulumi\/pulumi\//);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("stager helpers", () => {
+  it("importSpecifiers finds static imports, re-exports, side-effect and literal dynamic imports", () => {
+    const src = [
+      'import { a } from "./a.js";',
+      'import * as b from "@scope/b/sub";',
+      'export * from "./c.js";',
+      'export { d } from "d";',
+      'import "./side.js";',
+      'const m = await import("pino");',
+      'import data from "./x.json" with { type: "json" };',
+      'const s = "import x from nowhere";',
+    ].join("\n");
+    assert.deepEqual(importSpecifiers(src).sort(), [
+      "./a.js",
+      "./c.js",
+      "./side.js",
+      "./x.json",
+      "@scope/b/sub",
+      "d",
+      "pino",
+    ]);
+    assert.equal(packageName("@scope/b/sub"), "@scope/b");
+    assert.equal(packageName("pino/file"), "pino");
+  });
+
+  it("parseLdd keeps the libraries and the loader, not the vDSO", () => {
+    const out = [
+      "\tlinux-vdso.so.1 (0x00007ffd)",
+      "\tlibdl.so.2 => /lib/x86_64-linux-gnu/libdl.so.2 (0x00007f)",
+      "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)",
+      "\t/lib64/ld-linux-x86-64.so.2 (0x00007f)",
+    ].join("\n");
+    assert.deepEqual(parseLdd(out), [
+      "/lib/x86_64-linux-gnu/libc.so.6",
+      "/lib/x86_64-linux-gnu/libdl.so.2",
+      "/lib64/ld-linux-x86-64.so.2",
+    ]);
+  });
+
+  it("skippedPackageFile drops declarations, maps and docs but keeps code and licences", () => {
+    for (const f of ["index.d.ts", "x.d.mts", "a.js.map", "README.md", "src.ts", "CHANGELOG.md"])
+      assert.equal(skippedPackageFile(f), true, f);
+    for (const f of ["index.js", "x.mjs", "x.cjs", "LICENSE", "LICENSE.md", "package.json"])
+      assert.equal(skippedPackageFile(f), false, f);
+  });
+});
+
+describe("controller/Dockerfile", () => {
+  const finalStage = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
+
+  it("builds from scratch with the tree `image stage` writes", () => {
+    assert.match(dockerfile, /^RUN node dist\/cli\/main\.js image stage --out \/rootfs$/m);
+    assert.match(finalStage, /^FROM scratch$/m);
+    assert.match(finalStage, /^COPY --from=build \/rootfs \/$/m);
+    assert.equal((finalStage.match(/^(RUN|COPY|ADD) /gm) ?? []).length, 1, "one COPY, no RUN");
+  });
+
+  it("runs the entry point as the Operator's UID, with the Operator's ports and labels from package.json", () => {
+    assert.match(
+      finalStage,
+      new RegExp(
+        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "${IMAGE_APP_DIR}/${CONTROLLER_ENTRY}"\\]$`,
+        "m",
+      ),
+    );
+    assert.match(finalStage, /^CMD \["controller"\]$/m);
+    assert.match(finalStage, new RegExp(`^USER ${CONTROLLER_UID}:${CONTROLLER_UID}$`, "m"));
+    assert.match(finalStage, new RegExp(`^EXPOSE ${METRICS_PORT} ${PROBE_PORT}$`, "m"));
+    assert.match(
+      finalStage,
+      new RegExp(`^ARG VERSION=${pkg.version.replaceAll(".", "\\.")}$`, "m"),
+    );
+    assert.match(
+      finalStage,
+      new RegExp(`org\\.opencontainers\\.image\\.licenses="${pkg.license}"`),
+    );
+    for (const label of ["version", "revision", "source", "licenses"])
+      assert.match(finalStage, new RegExp(`org\\.opencontainers\\.image\\.${label}=`), label);
+  });
+
+  it("names the Operator's default image", () => {
+    assert.equal(
+      defaultControllerImage(pkg.version),
+      `${CONTROLLER_IMAGE_REPOSITORY}:${pkg.version}`,
+    );
+    assert.ok(dockerfile.includes(`-t ${CONTROLLER_IMAGE_REPOSITORY}:<package version>`));
+  });
+});

@@ -12,9 +12,15 @@ import {
   deploymentControllerArgs,
 } from "../../../controller/image.js";
 import crdJson from "../../../provider/fleet/generated/crd.json" with { type: "json" };
-import pkgJson from "../../../package.json" with { type: "json" };
+import { readFileSync } from "node:fs";
 
-const pkgVersion = pkgJson.version;
+// Read, not imported: a JSON import would make tsc emit dist/package.json, which then passes
+// for the repository root.
+const pkgVersion = (
+  JSON.parse(readFileSync(new URL("../../../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  }
+).version;
 
 /** What the mock monitor saw of one resource. */
 interface Registered {

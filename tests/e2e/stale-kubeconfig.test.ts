@@ -94,7 +94,11 @@ test("destroy with a stale stored kubeconfig explains itself, and `pulumi up` th
     const stillThere = await client.list(paths.pods(ns), {
       labelSelector: `${LABELS.name}=${name}`,
     });
-    assert.equal(podsOfFleet(stillThere.items), 3, "nothing was released by the failed destroy (main + 2)");
+    assert.equal(
+      podsOfFleet(stillThere.items),
+      3,
+      "nothing was released by the failed destroy (main + 2)",
+    );
 
     // The recipe: `pulumi up` with the current kubeconfig stores it; destroy then works.
     const again = await stack.up();

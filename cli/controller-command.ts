@@ -1,4 +1,4 @@
-/** `cocoonset controller`: the long-running reconcile process (SPEC section 6). */
+/** `cocoonset controller`: the long-running reconcile process (README, "The controller"). */
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import {

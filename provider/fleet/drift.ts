@@ -1,4 +1,4 @@
-// Drift detection (SPEC section 3): rebuild the desired VM description and compare it field
+// Drift detection: rebuild the desired VM description and compare it field
 // by field with what the pod carries. No hash, so an operator-built pod and an engine-built
 // pod with the same meaning compare equal, and the result names what differs.
 //

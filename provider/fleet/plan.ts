@@ -1,4 +1,4 @@
-// The slot plan of one pass (SPEC section 3). planPass is pure: given the CocoonSet, its pods,
+// The slot plan of one pass. planPass is pure: given the CocoonSet, its pods,
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
 import {

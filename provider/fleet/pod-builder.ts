@@ -1,4 +1,4 @@
-// Builds the pods of a CocoonSet (SPEC section 2). A pod only carries a VM description: the
+// Builds the pods of a CocoonSet. A pod only carries a VM description: the
 // virtual kubelet reads the annotations and runs the VM; the container image is a placeholder.
 import {
   AGENT_CONTAINER,

@@ -1,5 +1,5 @@
 /**
- * Pure decisions of the orphan reaper (SPEC section 5): given one object and the time, say
+ * Pure decisions of the orphan reaper: given one object and the time, say
  * why it should be deleted, or nothing to keep it. No I/O.
  */
 import type { KubeObject } from "../kube/index.js";

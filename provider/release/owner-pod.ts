@@ -1,5 +1,5 @@
 /**
- * Worker ownership (SPEC section 4, `ownerPod`): what a worker pod's children carry, and the
+ * Worker ownership (`ownerPod`): what a worker pod's children carry, and the
  * release a worker runs when it boots.
  */
 import type { KubeClient, OwnerReference } from "../kube/index.js";

@@ -1,5 +1,5 @@
 /**
- * The orphan reaper (SPEC section 5): one pass over a namespace deletes expired ephemeral
+ * The orphan reaper: one pass over a namespace deletes expired ephemeral
  * Jobs, pods and prompt ConfigMaps. Decisions are pure (see decisions.ts); this file lists
  * and deletes.
  */

@@ -1,5 +1,5 @@
 /**
- * Owner release (SPEC section 4): delete what an owner owns, in a safe order, and wait with
+ * Owner release: delete what an owner owns, in a safe order, and wait with
  * watches until all of it is gone. Selection is pure ({@link selectOwnedTree}); this file
  * only lists, deletes and waits.
  */

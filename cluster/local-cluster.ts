@@ -498,6 +498,9 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       `--service-account-signing-key-file=${join(stateDir, "pki", "sa.key")}`,
       // No kubelet mounts tokens, and no node-lifecycle controller lifts the not-ready taint.
       "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+      // As hardened clusters do: setting blockOwnerDeletion on an owner needs the right to
+      // update its finalizers, so RBAC tests see that rule at work.
+      "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
       "--enable-priority-and-fairness=false",
       "--profiling=false",
       ...(opts.apiserverArgs ?? []),

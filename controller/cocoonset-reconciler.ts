@@ -68,6 +68,8 @@ export class CocoonSetReconciler implements Reconciler {
         timeoutMs: this.opts.releaseTimeoutMs,
         metrics: { releaseDeleted: (kind, n) => ctx.metrics.releaseDeleted(kind, n) },
         log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
+        // The controller's RBAC grants nothing on claims: the garbage collector takes them.
+        pvcs: false,
       });
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
       return {};

@@ -18,6 +18,8 @@ export const CONTROLLER_UID = 65532;
 /** What the Operator configures on the controller's command line. */
 export interface DeploymentControllerArgs {
   leaderElect: boolean;
+  /** Where the leader Lease lives (the Operator's namespace, where its Lease Role is). */
+  leaderElectionNamespace?: string;
   concurrency: number;
   fanoutConcurrency: number;
   reapInterval: string;
@@ -40,6 +42,9 @@ export function deploymentControllerArgs(a: DeploymentControllerArgs): string[] 
   return [
     "controller",
     `--leader-elect=${a.leaderElect}`,
+    ...(a.leaderElect && a.leaderElectionNamespace
+      ? [`--leader-election-namespace=${a.leaderElectionNamespace}`]
+      : []),
     `--concurrency=${a.concurrency}`,
     `--fanout-concurrency=${a.fanoutConcurrency}`,
     `--reap-interval=${a.reapInterval}`,

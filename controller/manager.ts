@@ -136,8 +136,11 @@ export function cocoonSetChangeMatters(oldCs: KubeObject, newCs: KubeObject): bo
   );
 }
 
-/** Whether the CocoonSet API is installed and served, and if not, why. */
-export async function checkCrd(client: KubeClient): Promise<CheckResult> {
+/**
+ * Whether the CocoonSet API is installed and served, and if not, why. Reads the CRD object
+ * (its Established condition) when allowed, else API discovery.
+ */
+export async function checkCrd(client: KubeClient, log?: Logger): Promise<CheckResult> {
   try {
     const crd = await client.getOrUndefined<KubeObject>(paths.crd(COCOONSET_CRD_NAME));
     if (!crd) return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not installed` };
@@ -149,6 +152,7 @@ export async function checkCrd(client: KubeClient): Promise<CheckResult> {
     return { ok: true, reason: `CRD ${COCOONSET_CRD_NAME} is established` };
   } catch (e) {
     if (!isForbidden(e)) throw e;
+    log?.debug({ err: (e as Error).message }, "cannot read the CRD object; asking API discovery");
   }
   // No access to the CRD object (namespaced Role): API discovery is open to every user.
   try {
@@ -264,7 +268,7 @@ export async function runController(
   // The CRD may be installed after the controller (same Pulumi program): wait, don't crash.
   for (let attempt = 0; !stop.signal.aborted; attempt++) {
     try {
-      crd = await checkCrd(client);
+      crd = await checkCrd(client, log);
     } catch (e) {
       crd = {
         ok: false,

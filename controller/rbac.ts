@@ -1,10 +1,22 @@
 /**
  * The least RBAC the controller needs (controller runtime, engine, owner release and the
- * orphan reaper), as plain objects the SDK installs.
+ * orphan reaper), as plain objects the SDK installs. Every verb here is one the controller
+ * process sends (or, for `cocoonsets/finalizers`, one the apiserver checks when a pod it
+ * creates blocks its CocoonSet's deletion); the integration tests run the controller under
+ * exactly these rules and take each verb away in turn to show it is needed.
+ *
+ * - A ClusterRole ({@link controllerClusterRole}) for a controller that watches every
+ *   namespace, plus a Role for its Lease in its own namespace ({@link controllerLeaseRole}):
+ *   Leases are never granted cluster-wide.
+ * - A Role per watched namespace ({@link controllerRole}) otherwise.
+ *
+ * Not granted: PersistentVolumeClaims. The controller's owner release leaves a pod's claims
+ * to the garbage collector (they carry the pod as owner), so it never lists or deletes them.
  *
  * @see https://kubernetes.io/docs/reference/access-authn-authz/rbac/
  */
 import type { KubeObject } from "../provider/kube/index.js";
+import { DEFAULT_LEASE_NAME } from "./leader-election.js";
 
 /** One RBAC rule. */
 export interface PolicyRule {
@@ -17,18 +29,32 @@ export interface PolicyRule {
 /** Name of the CRD the controller checks for at start-up. */
 export const COCOONSET_CRD_NAME = "cocoonsets.cocoonset.cocoonstack.io";
 
-/** Rules for objects inside the watched namespaces. */
+/**
+ * Rules for objects inside the watched namespaces, each verb with the code that sends it:
+ * - cocoonsets: get (each reconcile reads its CocoonSet), list and watch (informer), patch
+ *   (finalizer add/remove, rebuild history);
+ * - cocoonsets/status: patch (the pass's status write);
+ * - cocoonsets/finalizers: update (pods the engine creates set `blockOwnerDeletion` on their
+ *   CocoonSet; an apiserver with the OwnerReferencesPermissionEnforcement admission plugin
+ *   allows that only to who may update the owner's finalizers);
+ * - pods: get (a toolbox create that meets an existing pod checks its owner), list and watch
+ *   (informer, pass, release, reaper), create (fan-out), delete (rebuild, scale-down,
+ *   release, reaper), patch (dead-letter mark);
+ * - jobs and configmaps: list and watch (release waits until they are gone; the reaper
+ *   lists), delete (release, reaper);
+ * - events.k8s.io events: create (the event recorder only creates).
+ */
 export function namespacedRules(): PolicyRule[] {
   return [
     {
       apiGroups: ["cocoonset.cocoonstack.io"],
       resources: ["cocoonsets"],
-      verbs: ["get", "list", "watch", "update", "patch"],
+      verbs: ["get", "list", "watch", "patch"],
     },
     {
       apiGroups: ["cocoonset.cocoonstack.io"],
       resources: ["cocoonsets/status"],
-      verbs: ["get", "update", "patch"],
+      verbs: ["patch"],
     },
     {
       apiGroups: ["cocoonset.cocoonstack.io"],
@@ -42,22 +68,23 @@ export function namespacedRules(): PolicyRule[] {
     },
     { apiGroups: ["batch"], resources: ["jobs"], verbs: ["list", "watch", "delete"] },
     { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "delete"] },
-    {
-      apiGroups: [""],
-      resources: ["persistentvolumeclaims"],
-      verbs: ["list", "watch", "delete"],
-    },
-    { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+    { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create"] },
   ];
 }
 
-/** Rules for the leader Lease (in the leader-election namespace). */
+/**
+ * Rules for the leader Lease, for a Role in the leader-election namespace only: create
+ * (a Lease cannot be limited by name at creation), get and update of the controller's own
+ * Lease.
+ */
 export function leaderElectionRules(): PolicyRule[] {
   return [
+    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
     {
       apiGroups: ["coordination.k8s.io"],
       resources: ["leases"],
-      verbs: ["get", "create", "update"],
+      verbs: ["get", "update"],
+      resourceNames: [DEFAULT_LEASE_NAME],
     },
   ];
 }
@@ -74,9 +101,12 @@ export function crdRules(): PolicyRule[] {
   ];
 }
 
-/** Every rule of the controller, for a ClusterRole (all-namespaces deployments). */
+/**
+ * Every cluster-wide rule of a controller that watches all namespaces, for a ClusterRole.
+ * The Lease rules are not among them: they go in {@link controllerLeaseRole}.
+ */
 export function controllerRules(): PolicyRule[] {
-  return [...namespacedRules(), ...leaderElectionRules(), ...crdRules()];
+  return [...namespacedRules(), ...crdRules()];
 }
 
 /** A ClusterRole with {@link controllerRules}. */
@@ -86,6 +116,16 @@ export function controllerClusterRole(name: string): KubeObject {
     kind: "ClusterRole",
     metadata: { name },
     rules: controllerRules(),
+  };
+}
+
+/** A Role with {@link leaderElectionRules} in the controller's own (leader-election) namespace. */
+export function controllerLeaseRole(name: string, namespace: string): KubeObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "Role",
+    metadata: { name, namespace },
+    rules: leaderElectionRules(),
   };
 }
 

@@ -210,6 +210,33 @@ export class Operator extends pulumi.ComponentResource {
           child,
         ),
       );
+      // Leases only in the controller's own namespace, where its leader election runs.
+      if (leaderElect) {
+        const leaseRole = new k8s.rbac.v1.Role(
+          `${name}-lease-role`,
+          {
+            metadata: { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels },
+            rules: leaderElectionRules(),
+          },
+          inNs,
+        );
+        rbac.push(
+          leaseRole,
+          new k8s.rbac.v1.RoleBinding(
+            `${name}-lease-binding`,
+            {
+              metadata: { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels },
+              roleRef: {
+                apiGroup: "rbac.authorization.k8s.io",
+                kind: "Role",
+                name: leaseRole.metadata.name,
+              },
+              subjects: [subject],
+            },
+            inNs,
+          ),
+        );
+      }
     } else {
       for (const w of [...new Set([...watch, ...(leaderElect ? [ns] : [])])]) {
         const rules = [
@@ -242,6 +269,8 @@ export class Operator extends pulumi.ComponentResource {
 
     const cliArgs = deploymentControllerArgs({
       leaderElect,
+      // The Lease Role is in this namespace: the controller elects its leader there.
+      leaderElectionNamespace: ns,
       concurrency: args.concurrency ?? 4,
       fanoutConcurrency: args.fanoutConcurrency ?? 8,
       reapInterval: args.reapInterval ?? "5m",

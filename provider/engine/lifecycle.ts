@@ -21,7 +21,12 @@ import {
   waitForObject,
   type KubeClient,
 } from "../kube/index.js";
-import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
+import {
+  release,
+  type ReleaseMetrics,
+  type ReleaseOptions,
+  type ReleaseResult,
+} from "../release/index.js";
 import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
@@ -89,6 +94,8 @@ export interface FinalizeOptions {
   timeoutMs?: number;
   metrics?: ReleaseMetrics;
   log?: (level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>) => void;
+  /** Release the tree's PersistentVolumeClaims too (see {@link ReleaseOptions}). @default true */
+  pvcs?: boolean;
 }
 
 /**
@@ -104,7 +111,12 @@ export async function finalizeDeletion(
     client,
     { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
     cs.metadata.namespace ?? "default",
-    { timeoutMs: opts.timeoutMs ?? 120_000, metrics: opts.metrics, log: opts.log },
+    {
+      timeoutMs: opts.timeoutMs ?? 120_000,
+      metrics: opts.metrics,
+      log: opts.log,
+      pvcs: opts.pvcs,
+    },
   );
   await removeFinalizer(client, cs);
   return released;

@@ -64,7 +64,10 @@ export async function reapNamespace(
       (l) => l.items,
       (e: unknown) => {
         if (!isForbidden(e)) throw e;
-        log("warn", "not allowed to list Jobs: reaping without them", { namespace: ns });
+        log("warn", "not allowed to list Jobs: reaping without them", {
+          namespace: ns,
+          error: (e as Error).message,
+        });
         return [];
       },
     ),

@@ -60,6 +60,12 @@ export interface ReleaseOptions {
   metrics?: ReleaseMetrics;
   /** Deletes in flight at once. @default 16 */
   concurrency?: number;
+  /**
+   * Also list and delete the tree's PersistentVolumeClaims. The controller turns this off
+   * (its RBAC grants nothing on claims): a claim owned by a released pod is then left to the
+   * garbage collector. @default true
+   */
+  pvcs?: boolean;
 }
 
 /** Objects of the owner's tree released, by kind (deleted here or already gone). */
@@ -117,7 +123,7 @@ export async function release(
   if (opts.expectAlivePod && owner.kind === "Pod") await checkAlivePod(client, owner, ns);
   else if (opts.refuseReplacedOwner) await checkNotReplaced(client, owner, ns);
 
-  const tree = selectOwnedTree(owner.uid, await listNamespace(client, ns, log));
+  const tree = selectOwnedTree(owner.uid, await listNamespace(client, ns, log, opts.pvcs ?? true));
   log("info", "releasing owner tree", {
     namespace: ns,
     owner: `${owner.kind}/${owner.name}`,
@@ -242,19 +248,23 @@ async function listNamespace(
   client: KubeClient,
   ns: string,
   log: ReleaseLog,
+  withPvcs: boolean,
 ): Promise<ListedObjects> {
   const [jobs, pods, configMaps, pvcs] = await Promise.all([
     client.list(paths.jobs(ns)).then(
       (l) => l.items,
       (e: unknown) => {
         if (!isForbidden(e)) throw e;
-        log("warn", "not allowed to list Jobs: releasing without them", { namespace: ns });
+        log("warn", "not allowed to list Jobs: releasing without them", {
+          namespace: ns,
+          error: (e as Error).message,
+        });
         return [];
       },
     ),
     client.list(paths.pods(ns)).then((l) => l.items),
     client.list(paths.configMaps(ns)).then((l) => l.items),
-    client.list(paths.pvcs(ns)).then(
+    (withPvcs ? client.list(paths.pvcs(ns)) : Promise.resolve({ items: [] })).then(
       (l) => l.items,
       (e: unknown) => {
         if (!isForbidden(e)) throw e;

@@ -7,7 +7,16 @@ import {
   ownerKeyOfPod,
   podChangeMatters,
 } from "../../../controller/manager.js";
-import { controllerRole, controllerRules } from "../../../controller/rbac.js";
+import {
+  controllerClusterRole,
+  controllerLeaseRole,
+  controllerRole,
+  controllerRules,
+  leaderElectionRules,
+  namespacedRules,
+  type PolicyRule,
+} from "../../../controller/rbac.js";
+import { DEFAULT_LEASE_NAME } from "../../../controller/leader-election.js";
 import { formatKey, parseKey } from "../../../controller/types.js";
 import type { KubeObject } from "../../../provider/kube/index.js";
 
@@ -120,19 +129,60 @@ describe("small helpers", () => {
     assert.deepEqual(parseKey("a/b"), { namespace: "a", name: "b" });
   });
 
-  test("RBAC grants the least verbs, and a Role leaves out cluster-scoped rules", () => {
+  test("RBAC grants only the verbs the controller sends; Leases only by the Lease Role, by name", () => {
     const rules = controllerRules();
-    const find = (group: string, resource: string) =>
-      rules.find((r) => r.apiGroups.includes(group) && r.resources.includes(resource))?.verbs;
-    assert.deepEqual(find("", "pods"), ["get", "list", "watch", "create", "delete", "patch"]);
-    assert.deepEqual(find("batch", "jobs"), ["list", "watch", "delete"]);
-    assert.deepEqual(find("coordination.k8s.io", "leases"), ["get", "create", "update"]);
-    assert.deepEqual(find("apiextensions.k8s.io", "customresourcedefinitions"), ["get"]);
+    const verbsOf = (rs: PolicyRule[], group: string, resource: string) =>
+      rs
+        .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
+        .flatMap((r) => r.verbs);
+    const cs = "cocoonset.cocoonstack.io";
+    assert.deepEqual(verbsOf(rules, cs, "cocoonsets"), ["get", "list", "watch", "patch"]);
+    assert.deepEqual(verbsOf(rules, cs, "cocoonsets/status"), ["patch"]);
+    assert.deepEqual(verbsOf(rules, cs, "cocoonsets/finalizers"), ["update"]);
+    assert.deepEqual(verbsOf(rules, "", "pods"), [
+      "get",
+      "list",
+      "watch",
+      "create",
+      "delete",
+      "patch",
+    ]);
+    assert.deepEqual(verbsOf(rules, "batch", "jobs"), ["list", "watch", "delete"]);
+    assert.deepEqual(verbsOf(rules, "", "configmaps"), ["list", "watch", "delete"]);
+    assert.deepEqual(verbsOf(rules, "events.k8s.io", "events"), ["create"]);
+    assert.deepEqual(verbsOf(rules, "", "persistentvolumeclaims"), [], "no claims");
+    assert.deepEqual(verbsOf(rules, "coordination.k8s.io", "leases"), [], "no Lease cluster-wide");
+    assert.deepEqual(verbsOf(rules, "apiextensions.k8s.io", "customresourcedefinitions"), ["get"]);
+    assert.deepEqual(
+      rules.find((r) => r.resources.includes("customresourcedefinitions"))?.resourceNames,
+      ["cocoonsets.cocoonset.cocoonstack.io"],
+    );
+    assert.equal(rules.length, 8, "no other rule");
     assert.ok(!rules.some((r) => r.verbs.includes("*") || r.resources.includes("*")));
+
+    // The Lease: create (not limitable by name), get and update of the controller's own Lease.
+    const lease = controllerLeaseRole("c", "cocoonset-system");
+    assert.equal(lease.kind, "Role");
+    assert.equal(lease.metadata.namespace, "cocoonset-system");
+    assert.deepEqual(lease.rules, [
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+      {
+        apiGroups: ["coordination.k8s.io"],
+        resources: ["leases"],
+        verbs: ["get", "update"],
+        resourceNames: [DEFAULT_LEASE_NAME],
+      },
+    ]);
+    assert.deepEqual(controllerClusterRole("c").rules, rules);
+
     const role = controllerRole("c", "team", { leaderElection: false });
     const roleRules = role.rules as typeof rules;
     assert.equal(role.kind, "Role");
     assert.ok(!roleRules.some((r) => r.apiGroups.includes("apiextensions.k8s.io")));
     assert.ok(!roleRules.some((r) => r.apiGroups.includes("coordination.k8s.io")));
+    assert.deepEqual(controllerRole("c", "team", { leaderElection: true }).rules, [
+      ...namespacedRules(),
+      ...leaderElectionRules(),
+    ]);
   });
 });

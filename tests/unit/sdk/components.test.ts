@@ -108,6 +108,8 @@ describe("Operator", () => {
       "kubernetes:core/v1:ServiceAccount ops-sa",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole ops-role",
       "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding ops-binding",
+      "kubernetes:rbac.authorization.k8s.io/v1:Role ops-lease-role",
+      "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding ops-lease-binding",
       "pulumi-nodejs:dynamic/cocoonset:ControllerRollout ops-rollout",
       "pulumi-nodejs:dynamic/cocoonset:OperatorGuard ops-guard",
     ]);
@@ -151,6 +153,28 @@ describe("Operator", () => {
     assert.deepEqual(binding.inputs.subjects, [
       { kind: "ServiceAccount", name: "ops-controller", namespace: "ops-system" },
     ]);
+    assert.ok(
+      !(role.inputs.rules as { resources: string[] }[]).some((r) => r.resources.includes("leases")),
+      "the ClusterRole grants nothing on Leases",
+    );
+    // Leases: a Role in the controller's own namespace only, the one it elects in.
+    const leaseRole = one("ops", "kubernetes:rbac.authorization.k8s.io/v1:Role", "ops-lease-role");
+    assert.equal((leaseRole.inputs.metadata as { namespace: string }).namespace, "ops-system");
+    assert.deepEqual(leaseRole.inputs.rules, leaderElectionRules());
+    const leaseBinding = one(
+      "ops",
+      "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+      "ops-lease-binding",
+    );
+    assert.equal((leaseBinding.inputs.metadata as { namespace: string }).namespace, "ops-system");
+    assert.deepEqual(leaseBinding.inputs.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Role",
+      name: "ops-cocoonset-controller-lease",
+    });
+    assert.deepEqual(leaseBinding.inputs.subjects, [
+      { kind: "ServiceAccount", name: "ops-controller", namespace: "ops-system" },
+    ]);
 
     const deployment = one("ops", "kubernetes:apps/v1:Deployment", "ops-controller");
     const spec = deployment.inputs.spec as {
@@ -177,6 +201,10 @@ describe("Operator", () => {
     assert.equal(pod.serviceAccountName, "ops-controller");
     assert.equal(container.args[0], "controller");
     assert.ok(container.args.includes("--leader-elect=true"), container.args.join(" "));
+    assert.ok(
+      container.args.includes("--leader-election-namespace=ops-system"),
+      "the controller elects in the namespace of its Lease Role",
+    );
     assert.ok(container.args.includes("--health-probe-bind-address=:8081"));
     assert.equal(container.livenessProbe.httpGet.path, "/healthz");
     assert.equal(container.readinessProbe.httpGet.path, "/readyz");
@@ -245,6 +273,7 @@ describe("Operator", () => {
       pod.containers[0].args,
       deploymentControllerArgs({
         leaderElect: true,
+        leaderElectionNamespace: "cocoonset-system",
         concurrency: 4,
         fanoutConcurrency: 8,
         reapInterval: "5m",
@@ -332,6 +361,24 @@ describe("Operator", () => {
       childrenOf("nowait").filter((k) => k.type.endsWith(":ControllerRollout")).length,
       0,
     );
+  });
+
+  it("without leader election grants no Lease Role and passes no Lease namespace", async () => {
+    const op = new sdk.Operator("solo", {
+      kubeconfig: KUBECONFIG,
+      namespace: "solo-system",
+      leaderElect: false,
+    });
+    await settle(op.deploymentName);
+    const kids = childrenOf("solo");
+    assert.equal(kids.filter((k) => k.type.endsWith(":Role")).length, 0);
+    assert.equal(kids.filter((k) => k.type.endsWith(":RoleBinding")).length, 0);
+    const deployment = one("solo", "kubernetes:apps/v1:Deployment", "solo-controller");
+    const args = (
+      deployment.inputs.spec as { template: { spec: { containers: { args: string[] }[] } } }
+    ).template.spec.containers[0].args;
+    assert.ok(args.includes("--leader-elect=false"));
+    assert.ok(!args.some((a) => a.startsWith("--leader-election-namespace")), args.join(" "));
   });
 
   it("refuses two replicas without leader election, naming both fields", () => {

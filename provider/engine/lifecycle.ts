@@ -21,12 +21,7 @@ import {
   waitForObject,
   type KubeClient,
 } from "../kube/index.js";
-import {
-  release,
-  type ReleaseMetrics,
-  type ReleaseOptions,
-  type ReleaseResult,
-} from "../release/index.js";
+import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
@@ -94,7 +89,7 @@ export interface FinalizeOptions {
   timeoutMs?: number;
   metrics?: ReleaseMetrics;
   log?: (level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>) => void;
-  /** Release the tree's PersistentVolumeClaims too (see {@link ReleaseOptions}). @default true */
+  /** Release the tree's PersistentVolumeClaims too (the release option of that name). @default true */
   pvcs?: boolean;
 }
 

@@ -268,7 +268,10 @@ async function listNamespace(
       (l) => l.items,
       (e: unknown) => {
         if (!isForbidden(e)) throw e;
-        log("debug", "not allowed to list PVCs: skipping them", { namespace: ns });
+        log("debug", "not allowed to list PVCs: skipping them", {
+          namespace: ns,
+          error: (e as Error).message,
+        });
         return [];
       },
     ),

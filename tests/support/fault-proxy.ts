@@ -25,6 +25,28 @@ export interface FaultProxyOptions {
   rate?: number;
   /** Seed of the fault choice, for a reproducible sequence. @default random */
   seed?: number;
+  /**
+   * Names the group a request counts in for concurrency (`stats.peak`), or undefined to not
+   * count it. A request is in flight from its arrival until its answer is sent.
+   */
+  track?: (method: string, path: string) => string | undefined;
+  /**
+   * Holds each tracked request until this many of its group are in flight (or no other one
+   * arrived for 1 s), so a client that could send more at once would show it in the peak.
+   */
+  holdUntil?: number;
+  /** Keep every non-watch request, body included, in `stats.log`. @default false */
+  record?: boolean;
+}
+
+/** A request the proxy saw (with `record`). */
+export interface RecordedRequest {
+  method: string;
+  /** The path without the query. */
+  path: string;
+  query: URLSearchParams;
+  /** The JSON body, if any. */
+  body?: unknown;
 }
 
 /** A running proxy. */
@@ -33,8 +55,18 @@ export interface FaultProxy {
   url: string;
   /** A kubeconfig (YAML text) pointing at the proxy, with no credentials. */
   kubeconfig: string;
-  /** Requests forwarded, and faults injected by kind. */
-  stats: { requests: number; watches: number; faults: Record<Fault, number> };
+  /** Requests forwarded, faults injected by kind, tracked concurrency and recorded requests. */
+  stats: {
+    requests: number;
+    watches: number;
+    faults: Record<Fault, number>;
+    /** Tracked requests in flight now, by group. */
+    inFlight: Record<string, number>;
+    /** The most tracked requests ever in flight at once, by group. */
+    peak: Record<string, number>;
+    /** Non-watch requests in arrival order (with `record`). */
+    log: RecordedRequest[];
+  };
   /** Stops listening and closes open connections. */
   close(): Promise<void>;
 }
@@ -75,9 +107,46 @@ export async function startFaultProxy(
     requests: 0,
     watches: 0,
     faults: { "429": 0, "503": 0, "drop-before": 0, "drop-after": 0 },
+    inFlight: {},
+    peak: {},
+    log: [],
   };
 
-  const forward = (req: IncomingMessage, res: ServerResponse, dropAnswer: boolean): void => {
+  // Held tracked requests by group, released together (see holdUntil).
+  const held: Record<string, (() => void)[]> = {};
+  const idle: Record<string, NodeJS.Timeout> = {};
+  const releaseHeld = (group: string) => {
+    clearTimeout(idle[group]);
+    for (const go of (held[group] ?? []).splice(0)) go();
+  };
+  /** Counts a tracked request in flight until its answer is sent; resolves when it may go on. */
+  const admit = (group: string, res: ServerResponse): Promise<void> => {
+    stats.inFlight[group] = (stats.inFlight[group] ?? 0) + 1;
+    stats.peak[group] = Math.max(stats.peak[group] ?? 0, stats.inFlight[group]);
+    res.once("close", () => stats.inFlight[group]--);
+    if (!opts.holdUntil) return Promise.resolve();
+    const wait = new Promise<void>((resolve) => (held[group] ??= []).push(resolve));
+    if (stats.inFlight[group] >= opts.holdUntil) releaseHeld(group);
+    else {
+      clearTimeout(idle[group]);
+      idle[group] = setTimeout(() => releaseHeld(group), 1000);
+    }
+    return wait;
+  };
+  const readBody = (req: IncomingMessage): Promise<Buffer> =>
+    new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => resolve(Buffer.concat(chunks)));
+      req.on("error", reject);
+    });
+
+  const forward = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    dropAnswer: boolean,
+    body?: Buffer,
+  ): void => {
     const headers = { ...req.headers, host: upstream.host, authorization: `Bearer ${token}` };
     const up = httpsRequest(
       {
@@ -102,7 +171,27 @@ export async function startFaultProxy(
     up.on("error", () => req.socket.destroy());
     // A client that goes away (a finished watch) ends the upstream request too.
     res.on("close", () => up.destroy());
-    req.pipe(up);
+    if (body) up.end(body);
+    else req.pipe(up);
+  };
+
+  /** Reads the body, records and tracks the request, then forwards it. */
+  const observed = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const body = await readBody(req);
+    const url = new URL(req.url ?? "/", "http://proxy");
+    const method = req.method ?? "GET";
+    if (opts.record) {
+      let parsed: unknown;
+      try {
+        parsed = body.length ? JSON.parse(body.toString("utf8")) : undefined;
+      } catch {
+        parsed = body.toString("utf8");
+      }
+      stats.log.push({ method, path: url.pathname, query: url.searchParams, body: parsed });
+    }
+    const group = opts.track?.(method, url.pathname);
+    if (group !== undefined) await admit(group, res);
+    forward(req, res, false, body);
   };
 
   const server = createServer((req, res) => {
@@ -113,7 +202,8 @@ export async function startFaultProxy(
     }
     stats.requests++;
     if (random() >= rate) {
-      forward(req, res, false);
+      if (opts.record || opts.track) observed(req, res).catch(() => req.socket.destroy());
+      else forward(req, res, false);
       return;
     }
     const fault = FAULTS[Math.floor(random() * FAULTS.length)];
@@ -165,6 +255,7 @@ export async function startFaultProxy(
     stats,
     close: () =>
       new Promise<void>((resolve) => {
+        for (const group of Object.keys(held)) releaseHeld(group);
         server.closeAllConnections();
         server.close(() => resolve());
       }),

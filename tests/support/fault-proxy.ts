@@ -6,6 +6,10 @@
  * a connection dropped before the request is forwarded, or a connection dropped after the
  * apiserver answered (the change happened, the client never hears of it). The proxy adds the
  * admin credentials itself, so its kubeconfig carries none.
+ *
+ * It also observes what clients send: how many requests of a group are in flight at once
+ * (`track`, optionally holding them until N are, `holdUntil`), and every request in arrival
+ * order with its body (`record`).
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";

@@ -390,12 +390,18 @@ describe(
           },
         );
       }
-      for (const kind of ["job", "pod", "configmap"])
+      for (const [kind, name] of [
+        ["job", "old-job"],
+        ["pod", "old-pod"],
+        ["configmap", "old-prompt"],
+      ])
         assert.equal(
-          await proc.metric("cocoonset_reap_deleted_total", { kind, reason: "Expired" }),
+          proc.logs((l) => l.msg === `reaped ${kind}` && l.namespace === ns && l.name === name)
+            .length,
           1,
-          `one ${kind} reaped`,
+          `the controller's reaper reaped ${kind} ${name} once`,
         );
+      assert.ok((await proc.metric("cocoonset_reap_deleted_total", { reason: "Expired" })) >= 3);
 
       // Deletion releases what a worker in an agent pod left, then removes the finalizer.
       const agent = await admin.get<KubeObject>(paths.pod(ns, "life-1"));

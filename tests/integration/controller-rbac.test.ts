@@ -395,11 +395,9 @@ describe(
         ["pod", "old-pod"],
         ["configmap", "old-prompt"],
       ])
-        assert.equal(
-          proc.logs((l) => l.msg === `reaped ${kind}` && l.namespace === ns && l.name === name)
-            .length,
-          1,
-          `the controller's reaper reaped ${kind} ${name} once`,
+        await proc.waitForLog(
+          `the reaper's log of ${kind} ${name}`,
+          (l) => l.msg === `reaped ${kind}` && l.namespace === ns && l.name === name,
         );
       assert.ok((await proc.metric("cocoonset_reap_deleted_total", { reason: "Expired" })) >= 3);
 
@@ -602,17 +600,21 @@ describe(
         }
 
         const proc = await start(c, rbac, `without ${key}`);
+        const began = Date.now();
+        let failure: Error | undefined;
         try {
           await scenarios[key](scope.ns, proc);
           const line = await proc.waitForLog(`the denial of ${key}`, (l) =>
             denialOf(g.verb, resource).test(textOf(l)),
           );
-          proven.push(`${key}: ${line.msg}`);
-        } finally {
-          const exit = await proc.stop();
-          assert.deepEqual(exit, { code: 0, signal: null }, proc.tail());
-          await scope.drop();
+          proven.push(`${key}: "${line.msg}" after ${Date.now() - began} ms`);
+        } catch (e) {
+          failure = e instanceof Error ? e : new Error(String(e));
         }
+        const exit = await proc.stop();
+        await scope.drop();
+        if (failure) throw failure;
+        assert.deepEqual(exit, { code: 0, signal: null }, proc.tail());
       }
       t.diagnostic(proven.join("\n"));
       assert.equal(proven.length, granted.length);

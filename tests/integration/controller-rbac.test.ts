@@ -56,6 +56,8 @@ before(async () => {
 });
 
 const SA = "cocoonset-controller";
+/** How long a controller process may take to start and sync on a loaded machine. */
+const STARTUP_MS = 240_000;
 const EXPIRES = "cocoonset.cocoonstack.io/expires-at";
 const MANAGED = { "app.kubernetes.io/managed-by": "cocoonset" };
 const PROMPT = { ...MANAGED, "app.kubernetes.io/component": "prompt-data" };
@@ -321,7 +323,7 @@ describe(
       const admin = adminClient();
       const rbac = await installRbac(c);
       const proc = await start(c, rbac, "cluster-role");
-      await proc.synced();
+      await proc.synced(STARTUP_MS);
       const lease = await admin.get<{ spec?: { holderIdentity?: string } }>(
         paths.lease(rbac.sysNs, DEFAULT_LEASE_NAME),
       );
@@ -449,7 +451,7 @@ describe(
       const afterSync =
         (run: Run): Run =>
         async (ns, proc) => {
-          await proc.synced();
+          await proc.synced(STARTUP_MS);
           await run(ns, proc);
         };
       const newFleet: Run = afterSync(async (ns) => {
@@ -604,8 +606,10 @@ describe(
         let failure: Error | undefined;
         try {
           await scenarios[key](scope.ns, proc);
-          const line = await proc.waitForLog(`the denial of ${key}`, (l) =>
-            denialOf(g.verb, resource).test(textOf(l)),
+          const line = await proc.waitForLog(
+            `the denial of ${key}`,
+            (l) => denialOf(g.verb, resource).test(textOf(l)),
+            { timeoutMs: STARTUP_MS },
           );
           proven.push(`${key}: "${line.msg}" after ${Date.now() - began} ms`);
         } catch (e) {

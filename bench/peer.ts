@@ -1,7 +1,13 @@
 /**
- * The Go peer of the controller benchmark, `github.com/cocoonstack/cocoon-operator`: built
- * once with `go install` into the toolchain cache folder (next to the toolchain builds) and
- * reused. Its CRDs are copied from the module's `config/crd/bases/` at build time.
+ * The Go peer of the controller benchmark and of the differential tests,
+ * `github.com/cocoonstack/cocoon-operator`: built once into the toolchain cache folder (next
+ * to the toolchain builds) and reused, with its CRDs copied next to it at build time.
+ *
+ * Two ways to build it, tried in order:
+ * 1. `go install` of the module from the Go module proxy;
+ * 2. a folder of source archives with a `build-cocoon-operator OUT --crds DIR` script (for a
+ *    proxy that refuses the module): `$COCOONSET_PEERS_DIR`, else `../shared/peers` next to
+ *    the repository root. The archives are read where they are, never copied here.
  */
 import { spawn, spawnSync } from "node:child_process";
 import {
@@ -14,7 +20,8 @@ import {
   rmSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import { cacheDir } from "../cluster/index.js";
 import {
@@ -41,6 +48,20 @@ export type Peer =
 function missing(reason: string): Peer {
   return { ok: false, reason: reason.replace(/\bhttps?:\/\/[^/\s]+/g, "$GOPROXY") };
 }
+
+/** The repository root (this file runs from dist/bench). */
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * The folder of the peer's source archives and build script: `$COCOONSET_PEERS_DIR`, else
+ * `../shared/peers` relative to the repository root.
+ */
+export function peersDir(): string {
+  return resolve(process.env.COCOONSET_PEERS_DIR || join(repoRoot, "..", "shared", "peers"));
+}
+
+/** The build script in {@link peersDir}. */
+export const PEER_BUILD_SCRIPT = "build-cocoon-operator";
 
 /** Where the peer lives: `<toolchain cache root>/peer/cocoon-operator-<version>/`. */
 export function peerDir(): string {
@@ -74,26 +95,24 @@ function mainPackage(moduleDir: string): string | undefined {
   return undefined;
 }
 
-/** Runs `go install` with its output relayed as progress; resolves with the exit status. */
-function goInstall(
-  pkg: string,
-  gobin: string,
+/** Runs a command with its output relayed as progress; resolves with the exit status. */
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  label: string,
   progress: (l: string) => void,
 ): Promise<{ code: number; tail: string }> {
   return new Promise((resolve) => {
     const tail: string[] = [];
-    const child = spawn("go", ["install", "-v", "-trimpath", `${pkg}@${PEER_VERSION}`], {
-      env: goEnv({ GOBIN: gobin }),
-      cwd: tmpdir(),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let built = 0;
+    const child = spawn(command, args, { env, cwd: tmpdir(), stdio: ["ignore", "pipe", "pipe"] });
+    let lines = 0;
     const onData = (chunk: Buffer) => {
       for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) {
         tail.push(line);
         if (tail.length > 20) tail.shift();
-        built++;
-        if (built % 50 === 0) progress(`peer: go install: ${built} packages so far (${line})`);
+        lines++;
+        if (lines % 50 === 0) progress(`peer: ${label}: ${lines} lines so far (${line})`);
       }
     };
     child.stdout.on("data", onData);
@@ -103,22 +122,14 @@ function goInstall(
   });
 }
 
-/**
- * Finds or builds the peer. Never throws: a peer that cannot be had comes back with the
- * exact reason, and the benchmark runs without it.
- */
-export async function ensurePeer(progress: (l: string) => void): Promise<Peer> {
-  const dir = peerDir();
-  const binary = join(dir, "bin", "cocoon-operator");
-  const crdDir = join(dir, "crd");
-  if (existsSync(binary) && crdFilesIn(crdDir).length > 0) {
-    progress(`peer: reusing ${binary}`);
-    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: true };
-  }
-  const go = spawnSync("go", ["version"], { env: goEnv(), encoding: "utf8" });
-  if (go.status !== 0) return missing(`go is not usable: ${go.error?.message ?? go.stderr.trim()}`);
-  progress(`peer: ${go.stdout.trim()}; downloading ${PEER_MODULE}@${PEER_VERSION}`);
-
+/** Way 1: `go install` from the module proxy. Undefined on success, else the reason. */
+async function buildWithGoInstall(
+  dir: string,
+  binary: string,
+  crdDir: string,
+  progress: (l: string) => void,
+): Promise<string | undefined> {
+  progress(`peer: downloading ${PEER_MODULE}@${PEER_VERSION}`);
   // Run outside any module so the download is not tied to the project's files.
   const scratch = mkdtempSync(join(tmpdir(), "cocoonset-peer-"));
   try {
@@ -134,27 +145,85 @@ export async function ensurePeer(progress: (l: string) => void): Promise<Peer> {
       info = { Error: (dl.stderr || dl.stdout).trim() };
     }
     if (info.Error || !info.Dir)
-      return missing(`go mod download failed: ${info.Error ?? "no module folder"}`);
+      return `go mod download failed: ${info.Error ?? "no module folder"}`;
     const pkg = mainPackage(info.Dir);
-    if (!pkg) return missing(`no main package found in ${info.Dir}`);
+    if (!pkg) return `no main package found in ${info.Dir}`;
     const crdSource = join(info.Dir, "config", "crd", "bases");
     const crds = crdFilesIn(crdSource);
-    if (crds.length === 0) return missing(`no CRD files in ${crdSource}`);
+    if (crds.length === 0) return `no CRD files in ${crdSource}`;
 
     progress(`peer: go install ${pkg}@${PEER_VERSION} into ${join(dir, "bin")} (slow when cold)`);
     mkdirSync(join(dir, "bin"), { recursive: true });
-    const t0 = Date.now();
-    const built = await goInstall(pkg, join(dir, "bin"), progress);
-    if (built.code !== 0) return missing(`go install exited ${built.code}:\n${built.tail}`);
+    const built = await run(
+      "go",
+      ["install", "-v", "-trimpath", `${pkg}@${PEER_VERSION}`],
+      goEnv({ GOBIN: join(dir, "bin") }),
+      "go install",
+      progress,
+    );
+    if (built.code !== 0) return `go install exited ${built.code}:\n${built.tail}`;
     const name = pkg.split("/").pop()!;
     if (join(dir, "bin", name) !== binary) copyFileSync(join(dir, "bin", name), binary);
     mkdirSync(crdDir, { recursive: true });
     for (const f of crds) copyFileSync(f, join(crdDir, f.split("/").pop()!));
-    progress(`peer: built in ${Math.round((Date.now() - t0) / 1000)} s`);
-    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: false };
+    return undefined;
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** Way 2: the source archives and their build script. Undefined on success, else the reason. */
+async function buildFromArchives(
+  binary: string,
+  crdDir: string,
+  progress: (l: string) => void,
+): Promise<string | undefined> {
+  const script = join(peersDir(), PEER_BUILD_SCRIPT);
+  if (!existsSync(script))
+    return `no ${PEER_BUILD_SCRIPT} in ${peersDir()} (set COCOONSET_PEERS_DIR to the folder of the peer's source archives)`;
+  progress(`peer: building from the archives with ${script} (about 5 minutes when cold)`);
+  mkdirSync(dirname(binary), { recursive: true });
+  const built = await run(
+    "bash",
+    [script, binary, "--crds", crdDir],
+    goEnv(),
+    PEER_BUILD_SCRIPT,
+    progress,
+  );
+  if (built.code !== 0) return `${PEER_BUILD_SCRIPT} exited ${built.code}:\n${built.tail}`;
+  if (!existsSync(binary)) return `${PEER_BUILD_SCRIPT} succeeded but wrote no ${binary}`;
+  if (crdFilesIn(crdDir).length === 0) return `${PEER_BUILD_SCRIPT} copied no CRDs to ${crdDir}`;
+  return undefined;
+}
+
+/**
+ * Finds or builds the peer: the cached build, else `go install`, else the source archives.
+ * Never throws: a peer that cannot be had comes back with the reasons of every way tried.
+ */
+export async function ensurePeer(progress: (l: string) => void): Promise<Peer> {
+  const dir = peerDir();
+  const binary = join(dir, "bin", "cocoon-operator");
+  const crdDir = join(dir, "crd");
+  if (existsSync(binary) && crdFilesIn(crdDir).length > 0) {
+    progress(`peer: reusing ${binary}`);
+    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: true };
+  }
+  const go = spawnSync("go", ["version"], { env: goEnv(), encoding: "utf8" });
+  if (go.status !== 0) return missing(`go is not usable: ${go.error?.message ?? go.stderr.trim()}`);
+  progress(`peer: ${go.stdout.trim()}`);
+  const t0 = Date.now();
+  const viaInstall = await buildWithGoInstall(dir, binary, crdDir, progress);
+  if (viaInstall === undefined) {
+    progress(`peer: built with go install in ${Math.round((Date.now() - t0) / 1000)} s`);
+    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: false };
+  }
+  progress(`peer: go install did not work: ${viaInstall.split("\n")[0]}`);
+  const viaArchives = await buildFromArchives(binary, crdDir, progress);
+  if (viaArchives === undefined) {
+    progress(`peer: built from the archives in ${Math.round((Date.now() - t0) / 1000)} s`);
+    return { ok: true, binary, crdFiles: crdFilesIn(crdDir), reused: false };
+  }
+  return missing(`${viaInstall}\nand from the archives: ${viaArchives}`);
 }
 
 /** The peer's `--help` text (stdout and stderr), to see which flags it takes. */

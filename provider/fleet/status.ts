@@ -40,6 +40,20 @@ function compact<T extends object>(value: T): T {
   ) as T;
 }
 
+/**
+ * The connection protocol of a toolbox: the spec's, else VNC when it has a VNC port, else
+ * inferred from its OS (android: adb, windows: rdp, others: ssh), as cocoon-operator reports.
+ */
+export function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
+  if (override) return override as ConnType;
+  if (hasVNCPort) return "vnc";
+  if (os === "android") return "adb";
+  if (os === "windows") return "rdp";
+  return "ssh";
+}
+
+// The IP reported is the VM's, from the annotation the virtual kubelet writes (as
+// cocoon-operator reports it); the pod's own status.podIP is not read.
 function agentEntry(slot: number, pod: Pod): AgentStatus {
   const a = pod.metadata?.annotations ?? {};
   return compact<AgentStatus>({
@@ -48,7 +62,7 @@ function agentEntry(slot: number, pod: Pod): AgentStatus {
     podName: pod.metadata?.name,
     vmName: a[ANNOTATIONS.vmName],
     vmID: a[ANNOTATIONS.vmID],
-    ip: pod.status?.podIP || a[ANNOTATIONS.vmIP],
+    ip: a[ANNOTATIONS.vmIP],
     phase: pod.status?.phase,
     forkedFrom: a[ANNOTATIONS.forkFrom],
   });
@@ -62,9 +76,9 @@ function toolboxEntry(name: string, pod: Pod): ToolboxStatus {
     podName: pod.metadata?.name,
     vmName: a[ANNOTATIONS.vmName],
     vmID: a[ANNOTATIONS.vmID],
-    ip: pod.status?.podIP || a[ANNOTATIONS.vmIP],
+    ip: a[ANNOTATIONS.vmIP],
     phase: pod.status?.phase,
-    connType: a[ANNOTATIONS.connType] as ConnType | undefined,
+    connType: connectionType(a[ANNOTATIONS.os], vncPort > 0, a[ANNOTATIONS.connType]),
     vncPort: vncPort > 0 ? vncPort : undefined,
   });
 }

@@ -26,7 +26,12 @@ const status = (pods: Pod[], on: CocoonSet = cs, nowMs = NOW): CocoonSetStatus =
 describe("deriveStatus", () => {
   it("describes a converged fleet: counts, members, Running, conditions", () => {
     const pods = convergedPods(cs).map((p) =>
-      p.metadata?.name === "demo-1" ? withAnnotations(p, { "vm.cocoonstack.io/id": "vm-17" }) : p,
+      p.metadata?.name === "demo-1"
+        ? withAnnotations(p, {
+            "vm.cocoonstack.io/id": "vm-17",
+            "vm.cocoonstack.io/ip": "10.2.0.17",
+          })
+        : p,
     );
     assert.deepEqual(status(pods), {
       observedGeneration: 3,
@@ -41,7 +46,6 @@ describe("deriveStatus", () => {
           role: "main",
           podName: "demo-0",
           vmName: "vk-team-demo-0",
-          ip: "10.1.0.7",
           phase: "Running",
         },
         {
@@ -50,7 +54,7 @@ describe("deriveStatus", () => {
           podName: "demo-1",
           vmName: "vk-team-demo-1",
           vmID: "vm-17",
-          ip: "10.1.0.7",
+          ip: "10.2.0.17",
           phase: "Running",
           forkedFrom: "vk-team-demo-0",
         },
@@ -59,7 +63,6 @@ describe("deriveStatus", () => {
           role: "sub-agent",
           podName: "demo-2",
           vmName: "vk-team-demo-2",
-          ip: "10.1.0.7",
           phase: "Running",
           forkedFrom: "vk-team-demo-0",
         },
@@ -69,15 +72,15 @@ describe("deriveStatus", () => {
           name: "db",
           podName: "demo-db",
           vmName: "vk-team-demo-db",
-          ip: "10.1.0.7",
           phase: "Running",
+          connType: "ssh",
         },
         {
           name: "web",
           podName: "demo-web",
           vmName: "vk-team-demo-web",
-          ip: "10.1.0.7",
           phase: "Running",
+          connType: "ssh",
         },
       ],
       conditions: [
@@ -201,11 +204,51 @@ describe("deriveStatus", () => {
       podName: "demo-desk",
       vmName: "vk-team-demo-desk",
       vmID: "vm-3",
-      ip: "10.1.0.7",
       phase: "Running",
       connType: "vnc",
       vncPort: 5900,
     });
+  });
+});
+
+describe("deriveStatus: the fields cocoon-operator fills the same way", () => {
+  it("reports a member's IP from the VM annotation and never the pod IP", () => {
+    const pods = convergedPods(cs).map((p) =>
+      p.metadata?.name === "demo-2"
+        ? withAnnotations(p, { "vm.cocoonstack.io/ip": "10.9.0.2" })
+        : p,
+    );
+    const s = status(pods);
+    assert.deepEqual(
+      s.agents?.map((a) => a.ip),
+      [undefined, undefined, "10.9.0.2"],
+    );
+    assert.deepEqual(
+      s.toolboxes?.map((t) => t.ip),
+      [undefined, undefined],
+    );
+  });
+
+  it("infers a toolbox's connection type: spec, else vnc with a VNC port, else by OS", () => {
+    const boxes = [
+      toolbox("a", { os: "windows" }),
+      toolbox("b", { os: "windows", connType: "vnc" }),
+      toolbox("c", { os: "android" }),
+      toolbox("d", { os: "linux" }),
+      toolbox("e", { mode: "static", staticVMID: "vm-1", vncPort: 5901, os: "windows" }),
+    ];
+    const on = cocoonSet({ toolboxes: boxes });
+    const s = status([mainPod(on), ...boxes.map((b) => toolboxPod(on, b))], on);
+    assert.deepEqual(
+      s.toolboxes?.map((t) => [t.name, t.connType]),
+      [
+        ["a", "rdp"],
+        ["b", "vnc"],
+        ["c", "adb"],
+        ["d", "ssh"],
+        ["e", "vnc"],
+      ],
+    );
   });
 });
 

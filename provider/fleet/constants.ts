@@ -132,7 +132,10 @@ export const MAX_TOOLBOXES = 64;
 export const EVENT_REASONS = {
   subAgentRebuilding: "SubAgentRebuilding",
   subAgentDeadLetter: "SubAgentDeadLetter",
+  /** The main agent's pod is in phase Failed. */
   mainAgentFailed: "MainAgentFailed",
+  /** The main agent's VM reported lifecycle state `failed` (checked before the phase). */
+  podLifecycleFailed: "PodLifecycleFailed",
   recoveredFromFailure: "RecoveredFromFailure",
   subAgentPodVanishing: "SubAgentPodVanishing",
 } as const;

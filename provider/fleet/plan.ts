@@ -26,7 +26,7 @@ import {
   toolboxPodName,
   vmNameFor,
 } from "./pod-builder.js";
-import { isControlledBy, isReady, isTerminal } from "./pod-state.js";
+import { isControlledBy, isLifecycleFailed, isReady, isTerminal } from "./pod-state.js";
 import {
   readRebuildHistory,
   serializeRebuildHistory,
@@ -256,9 +256,11 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   }
   if (replaceIfDrifted(pass, target, podName, main, agentDrift(pass.cs, 0, main))) return undefined;
   if (isTerminal(main)) {
+    // The VM's own report wins over the pod phase, in reason as in detail.
+    const byLifecycle = isLifecycleFailed(main);
     const detail =
       main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
-      (main.status?.phase === "Failed" ? "phase Failed" : "lifecycle state failed");
+      (byLifecycle ? "lifecycle state failed" : "phase Failed");
     pass.steps.push({
       target,
       decision: "main-failed",
@@ -267,7 +269,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
         {
           kind: "event",
           type: "Warning",
-          reason: EVENT_REASONS.mainAgentFailed,
+          reason: byLifecycle ? EVENT_REASONS.podLifecycleFailed : EVENT_REASONS.mainAgentFailed,
           message: `main agent pod ${podName} failed (${detail}); it is not rebuilt automatically`,
         },
       ],

@@ -2,10 +2,15 @@
 import { ANNOTATIONS } from "./constants.js";
 import type { Pod } from "./kube-types.js";
 
+/** Whether the VM's lifecycle state (reported by the virtual kubelet) is `failed`. */
+export function isLifecycleFailed(pod: Pod): boolean {
+  const lifecycle = pod.metadata?.annotations?.[ANNOTATIONS.lifecycleState] ?? "";
+  return lifecycle.toLowerCase() === "failed";
+}
+
 /** Whether the pod is terminal: phase `Failed`, or the VM's lifecycle state is `failed`. */
 export function isTerminal(pod: Pod): boolean {
-  const lifecycle = pod.metadata?.annotations?.[ANNOTATIONS.lifecycleState] ?? "";
-  return pod.status?.phase === "Failed" || lifecycle.toLowerCase() === "failed";
+  return pod.status?.phase === "Failed" || isLifecycleFailed(pod);
 }
 
 /** Whether the pod's `Ready` condition is `True`. */

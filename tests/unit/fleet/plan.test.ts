@@ -94,16 +94,20 @@ describe("main agent", () => {
     assert.equal(p.status?.phase, "Failed");
   });
 
-  it("a main agent failed by its lifecycle state quotes the lifecycle message", () => {
+  it("a main agent failed by its lifecycle state: reason PodLifecycleFailed, the lifecycle message", () => {
     const main = withAnnotations(mainPod(fleet), {
       "vm.cocoonstack.io/lifecycle-state": "failed",
       "vm.cocoonstack.io/lifecycle-state-message": "disk full",
     });
     const [action] = plan(fleet, [main]).steps[0].actions;
+    assert.equal(action.kind === "event" && action.reason, "PodLifecycleFailed");
     assert.equal(
       action.kind === "event" && action.message,
       "main agent pod demo-0 failed (disk full); it is not rebuilt automatically",
     );
+    // The lifecycle report wins over the phase, as in cocoon-operator.
+    const [both] = plan(fleet, [failed(main)]).steps[0].actions;
+    assert.equal(both.kind === "event" && both.reason, "PodLifecycleFailed");
   });
 
   it("a terminal main agent that also drifted is replaced, since it no longer matches", () => {

@@ -21,7 +21,14 @@ import {
   type SlotCreateLog,
   type SlotCreateRecord,
 } from "../fleet/index.js";
-import { isAlreadyExists, isConflict, PatchType, paths, type KubeClient } from "../kube/index.js";
+import {
+  isAlreadyExists,
+  isConflict,
+  isNotFound,
+  PatchType,
+  paths,
+  type KubeClient,
+} from "../kube/index.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -237,9 +244,32 @@ export async function runPass(
     }
   };
 
+  const limit = pLimit(Math.max(1, plan.fanOut));
+  // Generation stamps first (uid precondition: a pod replaced meanwhile is left alone).
+  await Promise.all(
+    plan.generationStamps.map((stamp) =>
+      limit(async () => {
+        try {
+          await client.patch(
+            paths.pod(ns, stamp.name),
+            {
+              metadata: {
+                uid: stamp.uid,
+                annotations: { [ANNOTATIONS.generation]: stamp.generation },
+              },
+            },
+            PatchType.merge,
+          );
+        } catch (e) {
+          if (isNotFound(e) || isConflict(e)) return;
+          result.errors.push(`${stamp.name} (generation stamp): ${(e as Error).message}`);
+        }
+      }),
+    ),
+  );
+
   // Sequential steps in order; each run of consecutive concurrent steps goes through one
   // bounded pool (the fan-out).
-  const limit = pLimit(Math.max(1, plan.fanOut));
   for (let i = 0; i < plan.steps.length;) {
     const step = plan.steps[i];
     if (!step.concurrent) {

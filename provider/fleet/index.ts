@@ -78,6 +78,7 @@ export {
   toolboxNameErrors,
   type AlreadyExistsPolicy,
   type Decision,
+  type GenerationStamp,
   type Plan,
   type PlanAction,
   type PlanInput,

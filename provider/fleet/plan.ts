@@ -13,7 +13,7 @@ import {
   ROLES,
 } from "./constants.js";
 import { backoffRemainingMs } from "./backoff.js";
-import { classifyPods } from "./classify.js";
+import { classifyPods, isOwnedPod } from "./classify.js";
 import { withDefaults } from "./defaults.js";
 import { agentDrift, toolboxDrift } from "./drift.js";
 import type { CocoonSet, CocoonSetStatus, ToolboxSpec } from "./generated/types.js";
@@ -26,7 +26,13 @@ import {
   toolboxPodName,
   vmNameFor,
 } from "./pod-builder.js";
-import { isControlledBy, isLifecycleFailed, isReady, isTerminal } from "./pod-state.js";
+import {
+  isControlledBy,
+  isLifecycleFailed,
+  isReady,
+  isTerminal,
+  isTerminating,
+} from "./pod-state.js";
 import {
   readRebuildHistory,
   serializeRebuildHistory,
@@ -148,6 +154,20 @@ export interface Plan {
   status?: CocoonSetStatus;
   /** Maximum sub-agent creates in flight. */
   fanOut: number;
+  /**
+   * Pods the plan keeps whose `cocoonset.cocoonstack.io/generation` annotation is not the
+   * CocoonSet's generation: the executor stamps them before the steps, so the virtual
+   * kubelet can echo the generation each pod was last reconciled at (as cocoon-operator does).
+   */
+  generationStamps: GenerationStamp[];
+}
+
+/** One pod whose generation annotation is to be brought up to date. */
+export interface GenerationStamp {
+  name: string;
+  uid: string;
+  /** The CocoonSet's generation, as annotation text. */
+  generation: string;
 }
 
 /** Inputs of {@link planPass}. */
@@ -497,6 +517,26 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
   }
 }
 
+/** Live pods of this CocoonSet, not deleted by the plan, whose generation annotation lags. */
+function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationStamp[] {
+  const generation = pass.cs.metadata.generation;
+  if (generation === undefined) return [];
+  const deleted = new Set(
+    steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === "delete-pod" ? [a.uid] : []))),
+  );
+  const want = String(generation);
+  return pass.input.pods
+    .filter(
+      (p) =>
+        isOwnedPod(pass.cs, p) &&
+        !isTerminating(p) &&
+        !deleted.has(p.metadata?.uid ?? "") &&
+        p.metadata?.annotations?.[ANNOTATIONS.generation] !== want,
+    )
+    .map((p) => ({ name: p.metadata?.name ?? "", uid: p.metadata?.uid ?? "", generation: want }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
 function finish(pass: Pass, writeStatus: boolean): Plan {
   const mutatesPods = pass.steps.some((s) =>
     s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
@@ -513,6 +553,7 @@ function finish(pass: Pass, writeStatus: boolean): Plan {
     requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
     mutatesPods,
     fanOut: pass.input.fanOut ?? DEFAULT_FANOUT,
+    generationStamps: generationStamps(pass, steps),
   };
   if (writeStatus && !mutatesPods) {
     const status = deriveStatus({

@@ -520,3 +520,36 @@ describe("result of one pass", () => {
     assert.deepEqual(p.steps, []);
   });
 });
+
+describe("generation stamps", () => {
+  const older: CocoonSet = { ...fleet, metadata: { ...fleet.metadata, generation: 2 } };
+
+  it("stamps every kept pod whose generation annotation lags the CocoonSet's", () => {
+    const pods = [mainPod(older), subPod(older, 1), subPod(fleet, 2)];
+    assert.deepEqual(plan(fleet, pods).generationStamps, [
+      { name: "demo-0", uid: "pod-uid-demo-0", generation: "3" },
+      { name: "demo-1", uid: "pod-uid-demo-1", generation: "3" },
+    ]);
+  });
+
+  it("leaves alone pods the plan deletes, terminating pods and pods of other owners", () => {
+    const drifted = {
+      ...older,
+      spec: { ...older.spec, agent: { ...older.spec.agent, image: "old" } },
+    };
+    const terminating = subPod(older, 1);
+    terminating.metadata = { ...terminating.metadata, deletionTimestamp: "2025-06-01T11:00:00Z" };
+    const foreign = subPod(older, 2);
+    foreign.metadata = {
+      ...foreign.metadata,
+      ownerReferences: [{ ...foreign.metadata!.ownerReferences![0], uid: "someone-else" }],
+    };
+    const p = plan(fleet, [mainPod(drifted), terminating, foreign]);
+    assert.equal(p.steps[0]?.decision, "delete-drifted");
+    assert.deepEqual(p.generationStamps, []);
+  });
+
+  it("stamps nothing once every pod carries the current generation", () => {
+    assert.deepEqual(plan(fleet, [mainPod(fleet), subPod(fleet, 1)]).generationStamps, []);
+  });
+});

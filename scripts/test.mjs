@@ -1,13 +1,15 @@
-// The project's test command: build, lint, unit tests, then integration and e2e tests
-// against one embedded cluster started for the run (and stopped after it, pass or fail).
-// `node scripts/test.mjs unit|integration|e2e` runs only that tier.
+// The project's test command: build, lint, unit tests, then integration, differential and
+// e2e tests against one embedded cluster started for the run (and stopped after it, pass or
+// fail). `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
+// The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
+// cannot be built the tier is skipped with the reason printed.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const only = process.argv[2];
-const tiers = only ? [only] : ["unit", "integration", "e2e"];
+const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
 const cli = join("dist", "cli", "main.js");
 
 function step(title, cmd, args, env = {}) {
@@ -79,6 +81,25 @@ if (needsCluster) {
 let failed = false;
 try {
   for (const tier of tiers) {
+    if (tier === "differential") {
+      process.stdout.write("\n== the peer for the differential tier\n");
+      const peer = spawnSync(process.execPath, [join("dist", "bench", "ensure-peer.js")], {
+        stdio: ["ignore", "pipe", "inherit"],
+        encoding: "utf8",
+      });
+      if (peer.status === 2) {
+        process.stdout.write(
+          `== differential tests SKIPPED: the peer cannot be built:\n${peer.stdout}`,
+        );
+        continue;
+      }
+      if (peer.status !== 0) {
+        process.stdout.write(`== the peer: FAILED (exit ${peer.status})\n${peer.stdout ?? ""}`);
+        failed = true;
+        break;
+      }
+      process.stdout.write(`== the peer: ${peer.stdout}`);
+    }
     const files = testFiles(join("dist", "tests", tier));
     if (files.length === 0) {
       process.stdout.write(`no ${tier} tests found\n`);

@@ -1,0 +1,170 @@
+/**
+ * The differential tier: the same CocoonSet stories reconciled first by the Go peer
+ * `cocoon-operator` v0.3.3 and then, after a full cleanup, by the project's controller, on
+ * the same embedded cluster, never both at once. Their normalised snapshots must be equal
+ * at every checkpoint, apart from the deliberate differences listed in ./snapshot.ts.
+ *
+ * The peer is built by bench/peer.ts (`go install`, else the source archives in
+ * `$COCOONSET_PEERS_DIR` or `../shared/peers`); `scripts/test.mjs` runs this tier only
+ * when it can be built and prints why otherwise.
+ *
+ * The peer needs its own CRDs (CocoonSet and CocoonHibernation); the CocoonSet CRD has the
+ * same name as the project's, so the peer's is installed for the peer's run and the
+ * project's is restored after it (also when the run fails), with no CocoonSet left.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { applyCrds, deleteCrd, ensurePeer, readCrds } from "../../bench/peer.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import { CRD_NAME, type CocoonSet } from "../../provider/fleet/index.js";
+import { paths, waitForList } from "../../provider/kube/index.js";
+import { adminClient, suffix, testKubeconfig } from "../support/cluster.js";
+import { Cleanup, startController } from "../support/controller-process.js";
+import { startPeer } from "../support/peer-process.js";
+import { SCENARIOS, runScenarios, type Checkpoints } from "./scenarios.js";
+
+const log = (line: string) => process.stdout.write(`# differential: ${line}\n`);
+const run = suffix();
+const namespace = (side: string, i: number) => `diff-${side}-${i}-${run}`;
+const results: Record<"peer" | "ours", { checkpoints: Checkpoints; error?: string }[]> = {
+  peer: [],
+  ours: [],
+};
+const client = adminClient();
+
+/** Every namespace of this run. */
+const allNamespaces = (side: string) => SCENARIOS.map((_, i) => namespace(side, i));
+
+/** Deletes every CocoonSet in `namespaces` (the controller still runs) and waits until gone. */
+async function deleteAll(namespaces: string[]): Promise<void> {
+  for (const ns of namespaces) {
+    const left = (await client.list<CocoonSet>(paths.cocoonSets(ns))).items;
+    for (const cs of left) await client.delete(paths.cocoonSet(ns, cs.metadata.name ?? ""));
+  }
+  await waitForList(
+    client,
+    paths.cocoonSets(),
+    (items) => !items.some((cs) => namespaces.includes(cs.metadata.namespace ?? "")),
+    { timeoutMs: 120_000, description: "the scenario CocoonSets to be gone" },
+  );
+}
+
+async function createNamespaces(side: string): Promise<void> {
+  for (const ns of allNamespaces(side))
+    await client.create(paths.namespaces(), {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: ns },
+    });
+}
+
+describe(
+  "differential: cocoon-operator v0.3.3 and the project's controller",
+  { timeout: 1_800_000 },
+  () => {
+    let binary = "";
+    let crdFiles: string[] = [];
+
+    before(async () => {
+      const peer = await ensurePeer(log);
+      assert.ok(
+        peer.ok,
+        `the peer is built (scripts/test.mjs skips this tier otherwise): ${peer.ok ? "" : peer.reason}`,
+      );
+      binary = peer.binary;
+      crdFiles = peer.crdFiles;
+      await ensureCrd(client);
+    // The peer watches every namespace: nothing of another tier may be left for it to touch.
+      await waitForList(client, paths.cocoonSets(), (items) => items.length === 0, {
+        timeoutMs: 120_000,
+        description: "no CocoonSet in the cluster before the peer starts",
+      });
+    });
+
+    after(async () => {
+      for (const side of ["peer", "ours"])
+        for (const ns of allNamespaces(side))
+          if (!process.env.COCOONSET_KEEP_NAMESPACES)
+            await client.delete(paths.namespace(ns)).catch(() => undefined);
+    });
+
+    test("the peer reconciles every scenario", async () => {
+      const crds = readCrds(crdFiles);
+      await createNamespaces("peer");
+      await applyCrds(client, crds);
+      let peer: Awaited<ReturnType<typeof startPeer>> | undefined;
+      try {
+        peer = await startPeer(binary, testKubeconfig());
+        const p = peer;
+        results.peer = await runScenarios(
+          client,
+          "peer",
+          (i) => namespace("peer", i),
+          () => p.metricsText(),
+          log,
+        );
+        await deleteAll(allNamespaces("peer"));
+      } finally {
+        if (peer) log(`peer stopped (${await peer.stop()})`);
+        for (const crd of crds)
+          if (crd.metadata.name !== CRD_NAME) await deleteCrd(client, crd.metadata.name ?? "");
+        await ensureCrd(client);
+      }
+      const failed = results.peer.flatMap((r, i) =>
+        r.error ? [`${SCENARIOS[i].name}: ${r.error}`] : [],
+      );
+      assert.deepEqual(
+        failed,
+        [],
+        "the peer completes every scenario (else the scenario is wrong)",
+      );
+    });
+
+    test("the project's controller reconciles every scenario", async (t) => {
+      const c = new Cleanup(t);
+      await ensureCrd(client);
+      await createNamespaces("ours");
+      const proc = await startController(c, {
+        kubeconfig: testKubeconfig(),
+        namespaces: allNamespaces("ours"),
+        label: "differential",
+      });
+      await proc.synced();
+      results.ours = await runScenarios(
+        client,
+        "ours",
+        (i) => namespace("ours", i),
+        () => proc.metricsText(),
+        log,
+      );
+      await deleteAll(allNamespaces("ours"));
+    });
+
+    for (const [i, scenario] of SCENARIOS.entries()) {
+      test(`same result: ${scenario.name}`, () => {
+        const peer = results.peer[i];
+        const ours = results.ours[i];
+        assert.ok(peer && ours, "both controllers ran the scenario");
+        assert.equal(peer.error, undefined, `the peer completed it: ${peer.error}`);
+        const labels = peer.checkpoints.map(([l]) => l);
+        for (const [label, want] of peer.checkpoints) {
+          const got = ours.checkpoints.find(([l]) => l === label)?.[1];
+          assert.ok(
+            got,
+            `checkpoint "${label}" reached by the project's controller (it stopped with: ${ours.error ?? "no error"})`,
+          );
+          assert.deepEqual(
+            got,
+            want,
+            `checkpoint "${label}": the project's controller (actual) against the peer (expected)`,
+          );
+        }
+        assert.equal(ours.error, undefined, `the project's controller completed it: ${ours.error}`);
+        assert.deepEqual(
+          ours.checkpoints.map(([l]) => l),
+          labels,
+        );
+      });
+    }
+  },
+);

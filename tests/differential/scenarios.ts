@@ -1,0 +1,400 @@
+/**
+ * The scenarios of the differential tier. Each one drives one CocoonSet through a story
+ * (create, scale, fail, edit, delete) and takes a snapshot at named checkpoints, waiting on
+ * watches for a state both controllers must reach. The same code runs against the peer
+ * and against the project's controller; only the namespace differs.
+ */
+import {
+  ANNOTATIONS,
+  LABELS,
+  parseRebuildHistory,
+  type CocoonSet,
+  type CocoonSetSpec,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import {
+  PatchType,
+  paths,
+  waitForList,
+  waitForObject,
+  type KubeClient,
+} from "../../provider/kube/index.js";
+import { isReady } from "../support/cluster.js";
+import { IMAGE, SIMULATE, cocoonSet } from "../support/controller-fleet.js";
+import { takeSnapshot, type Side, type Snapshot } from "./snapshot.js";
+
+/** What a scenario gets to work with. */
+export interface ScenarioContext {
+  client: KubeClient;
+  side: Side;
+  ns: string;
+  /** Takes and stores a snapshot of the CocoonSet under `label`. */
+  checkpoint: (label: string, name: string) => Promise<void>;
+}
+
+/** A scenario: a name and its story. */
+export interface Scenario {
+  name: string;
+  run(ctx: ScenarioContext): Promise<void>;
+}
+
+/** Checkpoints of one scenario run, in order. */
+export type Checkpoints = [label: string, snapshot: Snapshot][];
+
+const IMAGE_2 = "ghcr.io/cocoonstack/agent:2";
+const TIMEOUT_MS = 90_000;
+
+const live = (p: Pod) => !p.metadata?.deletionTimestamp;
+const nameOf = (p: Pod) => p.metadata?.name ?? "";
+
+interface Want {
+  replicas: number;
+  toolboxes?: string[];
+  image?: string;
+}
+
+/**
+ * Waits (watches) until the CocoonSet's pods are exactly the wanted members, all Ready,
+ * with the wanted image, and its status says Running at the current generation with those
+ * counts.
+ */
+async function converged(client: KubeClient, ns: string, name: string, want: Want) {
+  const image = want.image ?? IMAGE;
+  const expected = [
+    ...Array.from({ length: want.replicas + 1 }, (_, i) => `${name}-${i}`),
+    ...(want.toolboxes ?? []).map((t) => `${name}-${t}`),
+  ].sort();
+  const podsOk = (items: Pod[]) => {
+    const pods = items.filter(live);
+    if (items.length !== pods.length) return false;
+    const names = pods.map(nameOf).sort();
+    if (JSON.stringify(names) !== JSON.stringify(expected)) return false;
+    return pods.every(
+      (p) =>
+        isReady(p as never) &&
+        (p.metadata?.labels?.[LABELS.role] === "toolbox" ||
+          p.metadata?.annotations?.[ANNOTATIONS.image] === image),
+    );
+  };
+  const statusOk = (cs: CocoonSet | undefined) => {
+    const s = cs?.status;
+    const agents = 1 + want.replicas;
+    const tbs = want.toolboxes?.length ?? 0;
+    return (
+      !!cs &&
+      !!s &&
+      s.observedGeneration === cs.metadata.generation &&
+      // Not the phase: the peer can leave a stale phase next to current counts and
+      // conditions (its status merge patch is computed against its cache); the snapshot
+      // compares the phase instead of waiting for it.
+      (s.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True") &&
+      s.readyAgents === agents &&
+      s.desiredAgents === agents &&
+      (s.readyToolboxes ?? 0) === tbs &&
+      (s.desiredToolboxes ?? 0) === tbs &&
+      (s.agents?.length ?? 0) === agents &&
+      (s.agents ?? []).every((a) => a.phase === "Running")
+    );
+  };
+  // Pods first, then the status written after them; then both once more on fresh reads.
+  for (let round = 0; ; round++) {
+    await waitForList(client, paths.pods(ns), podsOk, {
+      labelSelector: `${LABELS.name}=${name}`,
+      timeoutMs: TIMEOUT_MS,
+      description: `the pods of ${ns}/${name} to be ${expected.join(", ")}, Ready, image ${image}`,
+    });
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      name,
+      (o) => statusOk(o as CocoonSet | undefined),
+      {
+        timeoutMs: TIMEOUT_MS,
+        description: `${ns}/${name} status Running with ${1 + want.replicas} agents`,
+      },
+    );
+    const pods = (
+      await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` })
+    ).items;
+    const cs = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name));
+    if (podsOk(pods) && statusOk(cs)) return;
+    if (round > 5) throw new Error(`${ns}/${name} does not stay converged`);
+  }
+}
+
+async function create(client: KubeClient, ns: string, name: string, spec: Partial<CocoonSetSpec>) {
+  await client.create(
+    paths.cocoonSets(ns),
+    cocoonSet(ns, name, { ...spec, agent: { image: IMAGE, replicas: 0, ...spec.agent } }),
+  );
+}
+
+async function patchSpec(client: KubeClient, ns: string, name: string, spec: object) {
+  await client.patch(paths.cocoonSet(ns, name), { spec }, PatchType.merge);
+}
+
+async function annotatePod(
+  client: KubeClient,
+  ns: string,
+  pod: Pod,
+  annotations: Record<string, string | null>,
+) {
+  await client.patch(
+    paths.pod(ns, nameOf(pod)),
+    { metadata: { uid: pod.metadata?.uid, annotations } },
+    PatchType.merge,
+  );
+}
+
+/** Waits until the CocoonSet's status phase is `phase` (and returns the CocoonSet). */
+async function phaseIs(client: KubeClient, ns: string, name: string, phase: string) {
+  return (await waitForObject(
+    client,
+    paths.cocoonSets(ns),
+    name,
+    (o) => (o as CocoonSet | undefined)?.status?.phase === phase,
+    { timeoutMs: TIMEOUT_MS, description: `${ns}/${name} phase ${phase}` },
+  )) as unknown as CocoonSet;
+}
+
+/** Waits until a live pod named `pod` with a uid other than `oldUid` is Ready. */
+async function replaced(client: KubeClient, ns: string, pod: string, oldUid: string) {
+  const items = await waitForList(
+    client,
+    paths.pods(ns),
+    (ps) =>
+      ps.some((p) => nameOf(p) === pod && live(p) && p.metadata?.uid !== oldUid && isReady(p)),
+    {
+      fieldSelector: `metadata.name=${pod}`,
+      timeoutMs: TIMEOUT_MS,
+      description: `a Ready replacement of ${ns}/${pod}`,
+    },
+  );
+  return items.find((p) => live(p) && p.metadata?.uid !== oldUid) as Pod;
+}
+
+/** Waits until the rebuild history of the CocoonSet has `count` for `slot`. */
+async function historyCount(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  slot: number,
+  count: number,
+) {
+  await waitForObject(
+    client,
+    paths.cocoonSets(ns),
+    name,
+    (cs) =>
+      parseRebuildHistory(cs?.metadata.annotations?.[ANNOTATIONS.rebuildHistory]).get(slot)
+        ?.count === count,
+    {
+      timeoutMs: TIMEOUT_MS,
+      description: `${ns}/${name} rebuild history slot ${slot} count ${count}`,
+    },
+  );
+}
+
+const getPod = (client: KubeClient, ns: string, name: string) =>
+  client.get<Pod>(paths.pod(ns, name));
+
+/** The scenarios, in the order they run. */
+export const SCENARIOS: readonly Scenario[] = [
+  {
+    name: "create with replicas 3, then scale 3 → 6 → 2",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "fleet", { agent: { image: IMAGE, replicas: 3 } });
+      await converged(client, ns, "fleet", { replicas: 3 });
+      await checkpoint("created with 3", "fleet");
+      await patchSpec(client, ns, "fleet", { agent: { replicas: 6 } });
+      await converged(client, ns, "fleet", { replicas: 6 });
+      await checkpoint("scaled to 6", "fleet");
+      await patchSpec(client, ns, "fleet", { agent: { replicas: 2 } });
+      await converged(client, ns, "fleet", { replicas: 2 });
+      await checkpoint("scaled to 2", "fleet");
+    },
+  },
+  {
+    name: "toolboxes: run and clone modes, windows with rdp",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "tools", {
+        agent: { image: IMAGE, replicas: 1 },
+        toolboxes: [
+          { name: "shell", mode: "run", image: "ghcr.io/cocoonstack/shell:1" },
+          {
+            name: "browser",
+            mode: "clone",
+            image: "ghcr.io/cocoonstack/browser:1",
+            storage: "10Gi",
+          },
+          {
+            name: "desktop",
+            mode: "run",
+            image: "ghcr.io/cocoonstack/win11:1",
+            os: "windows",
+            connType: "rdp",
+          },
+          { name: "winauto", mode: "clone", image: "ghcr.io/cocoonstack/win11:1", os: "windows" },
+        ],
+      });
+      await converged(client, ns, "tools", {
+        replicas: 1,
+        toolboxes: ["shell", "browser", "desktop", "winauto"],
+      });
+      await checkpoint("converged", "tools");
+      await patchSpec(client, ns, "tools", {
+        toolboxes: [
+          { name: "shell", mode: "run", image: "ghcr.io/cocoonstack/shell:2" },
+          {
+            name: "desktop",
+            mode: "run",
+            image: "ghcr.io/cocoonstack/win11:1",
+            os: "windows",
+            connType: "rdp",
+          },
+        ],
+      });
+      await converged(client, ns, "tools", { replicas: 1, toolboxes: ["shell", "desktop"] });
+      await checkpoint("one toolbox changed, two removed", "tools");
+    },
+  },
+  {
+    name: "image change (drift)",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "drift", {
+        agent: { image: IMAGE, replicas: 2, resources: { limits: { cpu: "2", memory: "4Gi" } } },
+      });
+      await converged(client, ns, "drift", { replicas: 2 });
+      await checkpoint("converged", "drift");
+      await patchSpec(client, ns, "drift", { agent: { image: IMAGE_2 } });
+      await converged(client, ns, "drift", { replicas: 2, image: IMAGE_2 });
+      await checkpoint("image changed", "drift");
+    },
+  },
+  {
+    name: "a sub-agent rebuilt after 0/1/5/30 s, dead-lettered, revived by a spec edit",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "rebuild", { agent: { image: IMAGE, replicas: 2 } });
+      await converged(client, ns, "rebuild", { replicas: 2 });
+      let pod = await getPod(client, ns, "rebuild-2");
+      for (let attempt = 1; attempt <= 4; attempt++) {
+        await annotatePod(client, ns, pod, { [SIMULATE]: "failed" });
+        await historyCount(client, ns, "rebuild", 2, attempt);
+        pod = await replaced(client, ns, "rebuild-2", pod.metadata?.uid ?? "");
+        await converged(client, ns, "rebuild", { replicas: 2 });
+        await checkpoint(`rebuilt ${attempt} time(s)`, "rebuild");
+      }
+      await annotatePod(client, ns, pod, { [SIMULATE]: "failed" });
+      await waitForObject(
+        client,
+        paths.pods(ns),
+        "rebuild-2",
+        (p) => p?.metadata?.annotations?.[ANNOTATIONS.deadLetter] === "true",
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/rebuild-2 in dead-letter` },
+      );
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "rebuild",
+        (o) => {
+          const s = (o as CocoonSet | undefined)?.status;
+          return (
+            s?.readyAgents === 2 &&
+            (s.agents ?? []).some((a) => a.slot === 2 && a.phase === "Failed")
+          );
+        },
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/rebuild status showing slot 2 Failed` },
+      );
+      await checkpoint("dead-letter", "rebuild");
+      await patchSpec(client, ns, "rebuild", { agent: { image: IMAGE_2 } });
+      await converged(client, ns, "rebuild", { replicas: 2, image: IMAGE_2 });
+      await checkpoint("revived by a spec edit", "rebuild");
+    },
+  },
+  {
+    name: "the main agent fails (lifecycle state) and recovers",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "lifecycle", { agent: { image: IMAGE, replicas: 2 } });
+      await converged(client, ns, "lifecycle", { replicas: 2 });
+      const main = await getPod(client, ns, "lifecycle-0");
+      await annotatePod(client, ns, main, {
+        [ANNOTATIONS.lifecycleState]: "failed",
+        [ANNOTATIONS.lifecycleStateMessage]: "guest kernel panic",
+      });
+      await phaseIs(client, ns, "lifecycle", "Failed");
+      await checkpoint("main failed", "lifecycle");
+      await annotatePod(client, ns, main, {
+        [ANNOTATIONS.lifecycleState]: "ready",
+        [ANNOTATIONS.lifecycleStateMessage]: null,
+      });
+      await converged(client, ns, "lifecycle", { replicas: 2 });
+      await checkpoint("recovered", "lifecycle");
+    },
+  },
+  {
+    name: "the main agent pod fails (phase Failed) and is replaced by hand",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "mainpod", { agent: { image: IMAGE, replicas: 2 } });
+      await converged(client, ns, "mainpod", { replicas: 2 });
+      const main = await getPod(client, ns, "mainpod-0");
+      await annotatePod(client, ns, main, { [SIMULATE]: "failed" });
+      await phaseIs(client, ns, "mainpod", "Failed");
+      await checkpoint("main failed", "mainpod");
+      await client.delete(paths.pod(ns, "mainpod-0"), { uid: main.metadata?.uid ?? "" });
+      await replaced(client, ns, "mainpod-0", main.metadata?.uid ?? "");
+      await converged(client, ns, "mainpod", { replicas: 2 });
+      await checkpoint("recovered", "mainpod");
+    },
+  },
+  {
+    name: "deletion with the finalizer",
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "gone", { agent: { image: IMAGE, replicas: 2 } });
+      await converged(client, ns, "gone", { replicas: 2 });
+      await checkpoint("converged", "gone");
+      await client.delete(paths.cocoonSet(ns, "gone"));
+      await waitForObject(client, paths.cocoonSets(ns), "gone", (o) => o === undefined, {
+        timeoutMs: TIMEOUT_MS,
+        description: `${ns}/gone to be deleted`,
+      });
+      await waitForList(client, paths.pods(ns), (ps) => ps.length === 0, {
+        labelSelector: `${LABELS.name}=gone`,
+        timeoutMs: TIMEOUT_MS,
+        description: `the pods of ${ns}/gone to be gone`,
+      });
+      await checkpoint("deleted", "gone");
+    },
+  },
+];
+
+/** Runs every scenario in its own namespace; a failing scenario keeps what it checkpointed. */
+export async function runScenarios(
+  client: KubeClient,
+  side: Side,
+  namespaceOf: (scenario: number) => string,
+  metricsText: () => Promise<string>,
+  progress: (line: string) => void,
+): Promise<{ checkpoints: Checkpoints; error?: string }[]> {
+  const out: { checkpoints: Checkpoints; error?: string }[] = [];
+  for (const [i, scenario] of SCENARIOS.entries()) {
+    const ns = namespaceOf(i);
+    const checkpoints: Checkpoints = [];
+    const t0 = Date.now();
+    try {
+      await scenario.run({
+        client,
+        side,
+        ns,
+        checkpoint: async (label, name) => {
+          checkpoints.push([label, await takeSnapshot(client, side, ns, name, metricsText)]);
+        },
+      });
+      out.push({ checkpoints });
+      progress(`${side}: ${scenario.name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    } catch (e) {
+      out.push({ checkpoints, error: (e as Error).message });
+      progress(`${side}: ${scenario.name}: FAILED: ${(e as Error).message}`);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,254 @@
+/**
+ * Normalised snapshots of what a controller left in the cluster for one CocoonSet, so the
+ * Go peer `cocoon-operator` and the project's controller can be compared field by field.
+ *
+ * A snapshot keeps only what both controllers promise: per pod its name, labels, the
+ * `cocoonstack.io` annotations, owner reference, container, scheduling fields and its node
+ * relative to the main agent's; for the CocoonSet its status (phase, counts, condition
+ * types/statuses/reasons, agents and toolboxes lists), its own annotations, labels and
+ * finalizers; the event reasons emitted for it; and the rebuild and dead-letter counters.
+ * Names that embed the namespace are rewritten to `<ns>`, times to `<time>`.
+ *
+ * The differences the project makes on purpose are in {@link DELIBERATE}, each with its
+ * reason; they are folded away on both sides before comparing. README's "Differences from
+ * cocoon-operator" section lists the same entries (a unit test keeps the two in step).
+ */
+import {
+  ANNOTATIONS,
+  KIND,
+  LABELS,
+  PLACEHOLDER_IMAGE,
+  type CocoonSet,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { paths, type KubeClient } from "../../provider/kube/index.js";
+import { metricValue } from "../support/controller-process.js";
+
+/** Which controller produced a snapshot. */
+export type Side = "peer" | "ours";
+
+/** One pod, normalised. */
+export interface PodView {
+  name: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  owner: {
+    apiVersion?: string;
+    kind?: string;
+    name?: string;
+    controller?: boolean;
+    blockOwnerDeletion?: boolean;
+  }[];
+  container: { name?: string; image?: string; resources?: unknown };
+  nodeSelector: Record<string, string>;
+  tolerations: unknown[];
+  affinity?: unknown;
+  terminationGracePeriodSeconds?: number;
+  /** `main's node`, `other node`, or `unbound` (agents); `bound` or `unbound` (toolboxes). */
+  node: string;
+  phase?: string;
+}
+
+/** What one controller left for one CocoonSet at one checkpoint. */
+export interface Snapshot {
+  exists: boolean;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  finalizers: string[];
+  status: Record<string, unknown>;
+  pods: PodView[];
+  eventReasons: string[];
+  metrics: { rebuilds: number; deadLetters: number };
+}
+
+/** A difference the project makes on purpose, and how the comparison folds it away. */
+export interface Deliberate {
+  /** One line for the README. */
+  what: string;
+  /** Why. */
+  reason: string;
+  /** Rewrites a snapshot of either side so the difference disappears. */
+  fold(s: Snapshot, side: Side): void;
+}
+
+/** The peer's placeholder container image (never pulled by a virtual kubelet). */
+export const PEER_PLACEHOLDER_IMAGE = "ghcr.io/cocoonstack/placeholder:latest";
+
+/**
+ * Every deliberate difference from cocoon-operator v0.3.3. Anything else a differential
+ * test finds is a bug in the project.
+ */
+export const DELIBERATE: readonly Deliberate[] = [
+  {
+    what: "Pods carry the extra label `app.kubernetes.io/managed-by: cocoonset`.",
+    reason:
+      "the orphan reaper and `cocoonset release` select what the project created by it; the peer has no reaper",
+    fold: (s) => {
+      for (const p of s.pods) delete p.labels[LABELS.managedBy];
+    },
+  },
+  {
+    what: `The pod container's placeholder image is \`${PLACEHOLDER_IMAGE}\` instead of \`${PEER_PLACEHOLDER_IMAGE}\`.`,
+    reason:
+      "a virtual kubelet never pulls it; on a real kubelet by mistake, a `.invalid` registry fails at once instead of pulling from a third-party registry",
+    fold: (s) => {
+      for (const p of s.pods)
+        if (p.container.image === PLACEHOLDER_IMAGE || p.container.image === PEER_PLACEHOLDER_IMAGE)
+          p.container.image = "<placeholder>";
+    },
+  },
+];
+
+const NS = "<ns>";
+
+function replaceNs<T>(value: T, ns: string): T {
+  return JSON.parse(JSON.stringify(value).split(ns).join(NS)) as T;
+}
+
+const TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** The rebuild history with its times replaced by `<time>` (keys and counts kept). */
+function historyShape(raw: string): string {
+  try {
+    return JSON.stringify(JSON.parse(raw), (_k, v: unknown) =>
+      typeof v === "string" && TIME.test(v) ? "<time>" : v,
+    );
+  } catch {
+    return `unparsable: ${raw}`;
+  }
+}
+
+const ownAnnotation = (k: string) =>
+  k.startsWith("cocoonset.cocoonstack.io/") || k.startsWith("vm.cocoonstack.io/");
+
+function pick(record: Record<string, string> | undefined, keep: (k: string) => boolean) {
+  return Object.fromEntries(
+    Object.entries(record ?? {})
+      .filter(([k]) => keep(k))
+      .sort(([a], [b]) => (a < b ? -1 : 1)),
+  );
+}
+
+function podView(pod: Pod, mainNode: string | undefined): PodView {
+  const md = pod.metadata ?? {};
+  const spec = pod.spec ?? { containers: [] };
+  const c = spec.containers?.[0] ?? {};
+  const role = md.labels?.[LABELS.role];
+  const nodeName = spec.nodeName;
+  const node =
+    role === "toolbox"
+      ? nodeName
+        ? "bound"
+        : "unbound"
+      : !nodeName
+        ? "unbound"
+        : nodeName === mainNode
+          ? "main's node"
+          : "other node";
+  return {
+    name: md.name ?? "",
+    labels: pick(md.labels, () => true),
+    annotations: pick(md.annotations, ownAnnotation),
+    owner: (md.ownerReferences ?? []).map((r) => ({
+      apiVersion: r.apiVersion,
+      kind: r.kind,
+      name: r.name,
+      controller: r.controller,
+      blockOwnerDeletion: r.blockOwnerDeletion,
+    })),
+    container: { name: c.name, image: c.image, resources: c.resources ?? {} },
+    nodeSelector: pick(spec.nodeSelector, () => true),
+    tolerations: spec.tolerations ?? [],
+    affinity: spec.affinity,
+    terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds,
+    node,
+    phase: pod.status?.phase,
+  };
+}
+
+function statusView(cs: CocoonSet): Record<string, unknown> {
+  const s = (cs.status ?? {}) as Record<string, unknown>;
+  const conditions = ((s.conditions as Record<string, unknown>[] | undefined) ?? [])
+    .map((c) => ({ type: c.type, status: c.status, reason: c.reason }))
+    .sort((a, b) => String(a.type).localeCompare(String(b.type)));
+  const strip = (list: unknown) =>
+    ((list as Record<string, unknown>[] | undefined) ?? []).map((e) =>
+      Object.fromEntries(Object.entries(e).filter(([, v]) => v !== "" && v !== 0 && v !== null)),
+    );
+  return {
+    phase: s.phase,
+    observedGenerationIsCurrent: s.observedGeneration === cs.metadata.generation,
+    readyAgents: s.readyAgents ?? 0,
+    desiredAgents: s.desiredAgents ?? 0,
+    readyToolboxes: s.readyToolboxes ?? 0,
+    desiredToolboxes: s.desiredToolboxes ?? 0,
+    conditions,
+    agents: strip(s.agents),
+    toolboxes: strip(s.toolboxes),
+  };
+}
+
+interface EventLike {
+  reason?: string;
+  regarding?: { kind?: string; name?: string };
+}
+
+/** Metric names of the two counters per side. */
+const COUNTERS: Record<Side, { rebuilds: string; deadLetters: string }> = {
+  peer: {
+    rebuilds: "cocoon_operator_subagent_rebuild_total",
+    deadLetters: "cocoon_operator_subagent_dead_letter_total",
+  },
+  ours: {
+    rebuilds: "cocoonset_subagent_rebuild_total",
+    deadLetters: "cocoonset_subagent_dead_letter_total",
+  },
+};
+
+/** Reads and normalises what `side` left for the CocoonSet `ns/name`. */
+export async function takeSnapshot(
+  client: KubeClient,
+  side: Side,
+  ns: string,
+  name: string,
+  metricsText: () => Promise<string>,
+): Promise<Snapshot> {
+  const cs = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name));
+  const pods = (
+    await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` })
+  ).items
+    .filter((p) => !p.metadata?.deletionTimestamp)
+    .sort((a, b) => (a.metadata?.name ?? "").localeCompare(b.metadata?.name ?? "", "en"));
+  const main = pods.find((p) => p.metadata?.labels?.[LABELS.role] === "main");
+  const events = (await client.list<EventLike & { metadata: object }>(paths.events(ns))).items;
+  const reasons = [
+    ...new Set(
+      events
+        .filter((e) => e.regarding?.kind === KIND && e.regarding?.name === name)
+        .map((e) => e.reason ?? ""),
+    ),
+  ].sort();
+  const text = await metricsText();
+  const labels = { namespace: ns, cocoonset: name };
+  const annotations = pick(cs?.metadata.annotations, (k) =>
+    k.startsWith("cocoonset.cocoonstack.io/"),
+  );
+  if (annotations[ANNOTATIONS.rebuildHistory] !== undefined)
+    annotations[ANNOTATIONS.rebuildHistory] = historyShape(annotations[ANNOTATIONS.rebuildHistory]);
+  const snap: Snapshot = {
+    exists: cs !== undefined,
+    labels: pick(cs?.metadata.labels, () => true),
+    annotations,
+    finalizers: [...(cs?.metadata.finalizers ?? [])].sort(),
+    status: cs ? statusView(cs) : {},
+    pods: pods.map((p) => podView(p, main?.spec?.nodeName)),
+    eventReasons: reasons,
+    metrics: {
+      rebuilds: metricValue(text, COUNTERS[side].rebuilds, labels),
+      deadLetters: metricValue(text, COUNTERS[side].deadLetters, labels),
+    },
+  };
+  const out = replaceNs(snap, ns);
+  for (const d of DELIBERATE) d.fold(out, side);
+  return out;
+}

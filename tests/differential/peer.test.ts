@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { applyCrds, deleteCrd, ensurePeer, readCrds } from "../../bench/peer.js";
 import { ensureCrd } from "../../provider/engine/index.js";
-import { CRD_NAME, type CocoonSet } from "../../provider/fleet/index.js";
+import { type CocoonSet } from "../../provider/fleet/index.js";
 import { paths, waitForList } from "../../provider/kube/index.js";
 import { adminClient, suffix, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, startController } from "../support/controller-process.js";
@@ -74,7 +74,7 @@ describe(
       binary = peer.binary;
       crdFiles = peer.crdFiles;
       await ensureCrd(client);
-    // The peer watches every namespace: nothing of another tier may be left for it to touch.
+      // The peer watches every namespace: nothing of another tier may be left for it to touch.
       await waitForList(client, paths.cocoonSets(), (items) => items.length === 0, {
         timeoutMs: 120_000,
         description: "no CocoonSet in the cluster before the peer starts",
@@ -106,8 +106,10 @@ describe(
         await deleteAll(allNamespaces("peer"));
       } finally {
         if (peer) log(`peer stopped (${await peer.stop()})`);
-        for (const crd of crds)
-          if (crd.metadata.name !== CRD_NAME) await deleteCrd(client, crd.metadata.name ?? "");
+        // Deleted and created again rather than replaced: the peer's CRD lists its plural as a
+        // short name too, and the apiserver then refuses the project's names on a replace
+        // (NamesAccepted False, ShortNamesConflict). No CocoonSet is left at this point.
+        for (const crd of crds) await deleteCrd(client, crd.metadata.name ?? "");
         await ensureCrd(client);
       }
       const failed = results.peer.flatMap((r, i) =>

@@ -97,6 +97,24 @@ export const DELIBERATE: readonly Deliberate[] = [
           p.container.image = "<placeholder>";
     },
   },
+  {
+    what: "While the phase is `Failed`, condition `Ready` is `False` (reason `AgentsNotReady`) even when every pod still reports Ready; the peer keeps `True` (`AllAgentsReady`) next to phase `Failed`.",
+    reason:
+      "a failed main agent (for example a lifecycle state `failed` while its pod still reports Ready) leaves the fleet unusable, and `kubectl wait --for=condition=Ready` must not succeed on it; the peer derives the condition from the pod counts only",
+    fold: (s) => {
+      if (s.status.phase !== "Failed") return;
+      const conditions = s.status.conditions as {
+        type?: string;
+        status?: string;
+        reason?: string;
+      }[];
+      for (const c of conditions)
+        if (c.type === "Ready") {
+          c.status = "False";
+          c.reason = "AgentsNotReady";
+        }
+    },
+  },
 ];
 
 const NS = "<ns>";
@@ -129,7 +147,19 @@ function pick(record: Record<string, string> | undefined, keep: (k: string) => b
   );
 }
 
-function podView(pod: Pod, mainNode: string | undefined): PodView {
+/**
+ * The pod's generation annotation relative to the CocoonSet's generation: `<generation>` when
+ * it is the current one, `<generation-N>` when N behind. The absolute numbers differ between
+ * the two controllers: the peer's first update (the finalizer) writes its defaulted spec back
+ * and so bumps the generation once more than the project's controller does.
+ */
+function relativeGeneration(raw: string, current: number | undefined): string {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || current === undefined) return `unparsable: ${raw}`;
+  return n === current ? "<generation>" : `<generation-${current - n}>`;
+}
+
+function podView(pod: Pod, mainNode: string | undefined, generation?: number): PodView {
   const md = pod.metadata ?? {};
   const spec = pod.spec ?? { containers: [] };
   const c = spec.containers?.[0] ?? {};
@@ -148,7 +178,17 @@ function podView(pod: Pod, mainNode: string | undefined): PodView {
   return {
     name: md.name ?? "",
     labels: pick(md.labels, () => true),
-    annotations: pick(md.annotations, ownAnnotation),
+    annotations: {
+      ...pick(md.annotations, ownAnnotation),
+      ...(md.annotations?.[ANNOTATIONS.generation] !== undefined
+        ? {
+            [ANNOTATIONS.generation]: relativeGeneration(
+              md.annotations[ANNOTATIONS.generation],
+              generation,
+            ),
+          }
+        : {}),
+    },
     owner: (md.ownerReferences ?? []).map((r) => ({
       apiVersion: r.apiVersion,
       kind: r.kind,
@@ -241,7 +281,7 @@ export async function takeSnapshot(
     annotations,
     finalizers: [...(cs?.metadata.finalizers ?? [])].sort(),
     status: cs ? statusView(cs) : {},
-    pods: pods.map((p) => podView(p, main?.spec?.nodeName)),
+    pods: pods.map((p) => podView(p, main?.spec?.nodeName, cs?.metadata.generation)),
     eventReasons: reasons,
     metrics: {
       rebuilds: metricValue(text, COUNTERS[side].rebuilds, labels),

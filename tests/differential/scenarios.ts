@@ -43,6 +43,9 @@ export type Checkpoints = [label: string, snapshot: Snapshot][];
 
 const IMAGE_2 = "ghcr.io/cocoonstack/agent:2";
 const TIMEOUT_MS = 90_000;
+const NUDGE_MS = 15_000;
+/** A test-only pod annotation whose change makes either controller reconcile again. */
+const NUDGE = "differential.test/nudge";
 
 const live = (p: Pod) => !p.metadata?.deletionTimestamp;
 const nameOf = (p: Pod) => p.metadata?.name ?? "";
@@ -103,16 +106,32 @@ async function converged(client: KubeClient, ns: string, name: string, want: Wan
       timeoutMs: TIMEOUT_MS,
       description: `the pods of ${ns}/${name} to be ${expected.join(", ")}, Ready, image ${image}`,
     });
-    await waitForObject(
-      client,
-      paths.cocoonSets(ns),
-      name,
-      (o) => statusOk(o as CocoonSet | undefined),
-      {
-        timeoutMs: TIMEOUT_MS,
-        description: `${ns}/${name} status Running with ${1 + want.replicas} agents`,
-      },
-    );
+    // The peer can also leave its status one reconcile behind the pods (its merge patch is
+    // computed against a stale cache) and only reconciles again on a pod change: if the
+    // status does not follow, a test-only annotation on the main agent asks for another
+    // reconcile (it is outside what the snapshots compare).
+    for (let nudge = 0; ; nudge++) {
+      try {
+        await waitForObject(
+          client,
+          paths.cocoonSets(ns),
+          name,
+          (o) => statusOk(o as CocoonSet | undefined),
+          {
+            timeoutMs: NUDGE_MS,
+            description: `${ns}/${name} status Running with ${1 + want.replicas} agents`,
+          },
+        );
+        break;
+      } catch (e) {
+        if (nudge * NUDGE_MS >= TIMEOUT_MS) throw e;
+        await client.patch(
+          paths.pod(ns, `${name}-0`),
+          { metadata: { annotations: { [NUDGE]: String(nudge + 1) } } },
+          PatchType.merge,
+        );
+      }
+    }
     const pods = (
       await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` })
     ).items;

@@ -98,6 +98,15 @@ export const DELIBERATE: readonly Deliberate[] = [
     },
   },
   {
+    what: "After a main agent pod that failed (event `MainAgentFailed`) is replaced, `RecoveredFromFailure` is always emitted once the replacement is Ready; the peer emits it only when the replacement is Ready before it first writes phase `Pending`.",
+    reason:
+      "the phase stays `Failed` until the replacement is Ready, so the recovery is announced every time instead of depending on a race",
+    fold: (s) => {
+      if (s.eventReasons.includes("MainAgentFailed"))
+        s.eventReasons = s.eventReasons.filter((r) => r !== "RecoveredFromFailure");
+    },
+  },
+  {
     what: "While the phase is `Failed`, condition `Ready` is `False` (reason `AgentsNotReady`) even when every pod still reports Ready; the peer keeps `True` (`AllAgentsReady`) next to phase `Failed`.",
     reason:
       "a failed main agent (for example a lifecycle state `failed` while its pod still reports Ready) leaves the fleet unusable, and `kubectl wait --for=condition=Ready` must not succeed on it; the peer derives the condition from the pod counts only",

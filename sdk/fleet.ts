@@ -12,7 +12,7 @@ import {
   validateCocoonSetSpec,
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
-import { defaultKubeconfig } from "./kubeconfig.js";
+import { kubeconfigOf } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { PROVIDER_VERSION, Slots } from "./slots.js";
 
@@ -43,8 +43,13 @@ export interface FleetArgs {
    */
   operator?: Operator;
   /**
-   * Kubeconfig text the slots resource uses (kept as a secret).
-   * @default the file named by `$KUBECONFIG`, else `~/.kube/config`
+   * Kubeconfig text the slots resource uses (kept as a secret). Leave it out: the slots
+   * resource then uses the kubeconfig of the Kubernetes provider the Fleet is given (its
+   * `provider`/`providers` option, or its parent's), so it reaches the same cluster as the
+   * CocoonSet. Either way it checks that the CocoonSet it acts on is the one this Fleet
+   * created (same uid), and fails otherwise.
+   * @default the provider's `kubeconfig` (and `context`); with the default provider, the
+   * stack's `kubernetes:kubeconfig` config, else `$KUBECONFIG`, else `~/.kube/config`
    */
   kubeconfig?: pulumi.Input<string>;
   /**
@@ -99,6 +104,7 @@ export class Fleet extends pulumi.ComponentResource {
       ? [
           args.operator.crd,
           args.operator.deployment,
+          args.operator.crdGuard,
           ...(args.operator.rollout ? [args.operator.rollout] : []),
         ]
       : [];
@@ -117,7 +123,8 @@ export class Fleet extends pulumi.ComponentResource {
     this.slots = new Slots(
       `${name}-slots`,
       {
-        kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()),
+        kubeconfig:
+          args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig),
         namespace: args.namespace,
         name: csName,
         uid: this.cocoonSet.metadata.uid,

@@ -6,9 +6,9 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
-import { defaultKubeconfig } from "./kubeconfig.js";
+import { kubeconfigOf } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
-import { ControllerRollout, OperatorGuard } from "./slots.js";
+import { ControllerRollout, CRD_GUARD_VERSION, CrdGuard, OperatorGuard } from "./slots.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import {
   CONTROLLER_UID,
@@ -83,10 +83,26 @@ export interface OperatorArgs {
   /** @default "info" */
   logLevel?: string;
   /**
-   * Kubeconfig text the install guard uses to look for another Operator (kept as a secret).
-   * @default the file named by `$KUBECONFIG`, else `~/.kube/config`
+   * Kubeconfig text the Operator's guards use (kept as a secret). Leave it out: they then use
+   * the kubeconfig of the Kubernetes provider the Operator is given, so they reach the same
+   * cluster as its CRD.
+   * @default the provider's `kubeconfig` (and `context`); with the default provider, the
+   * stack's `kubernetes:kubeconfig` config, else `$KUBECONFIG`, else `~/.kube/config`
    */
   kubeconfig?: pulumi.Input<string>;
+  /**
+   * Keep the CocoonSet CRD (and so every CocoonSet in the cluster) when the Operator is
+   * destroyed. Without it, destroying the Operator while any CocoonSet is left fails with a
+   * message naming them, and changes nothing.
+   * @default false
+   */
+  retainCrdOnDelete?: boolean;
+  /**
+   * Adopt a CocoonSet CRD that exists and that no Operator installed (applied by hand or by
+   * another tool): the CRD's name, `cocoonsets.cocoonset.cocoonstack.io`. Without it, `up`
+   * refuses such a CRD. An Operator with `adoptCrd` never deletes the CRD: destroy keeps it.
+   */
+  adoptCrd?: string;
   /**
    * Do not wait for the controller Deployment to become available (for clusters with no
    * nodes that can run it). When waiting, `pulumi up` fails at once, naming the image, when
@@ -105,7 +121,9 @@ export interface OperatorArgs {
  * The CocoonSet CRD and its controller. Install it once per cluster: the CRD carries the
  * installing Operator's `<project>/<stack>/<name>`, and an install guard makes `pulumi up`
  * of a second Operator fail with a message naming the first (a CRD with no stamp, applied
- * by hand, is adopted). Destroying the Operator deletes the CRD and with it every CocoonSet.
+ * by hand, is adopted only when named in `adoptCrd`). Destroying the Operator deletes the
+ * CRD, and fails instead while any CocoonSet is left; `retainCrdOnDelete` (and `adoptCrd`)
+ * keep the CRD.
  */
 export class Operator extends pulumi.ComponentResource {
   /** Namespace the controller runs in. */
@@ -122,6 +140,11 @@ export class Operator extends pulumi.ComponentResource {
   readonly deployment: k8s.apps.v1.Deployment;
   /** The rollout check of the controller Deployment (absent with `skipAwait`). */
   readonly rollout?: ControllerRollout;
+  /**
+   * Deleted before the CRD and the controller: fails the destroy while CocoonSets are left
+   * (Fleets depend on it, so theirs are gone by then).
+   */
+  readonly crdGuard: CrdGuard;
 
   constructor(name: string, args: OperatorArgs = {}, opts: pulumi.ComponentResourceOptions = {}) {
     assertOperatorArguments(name, args); // before anything, the component included, registers
@@ -138,6 +161,16 @@ export class Operator extends pulumi.ComponentResource {
         "[leaderElect] must be true when [replicas] > 1: two controllers would fight",
       );
     }
+    if (args.adoptCrd !== undefined && args.adoptCrd !== crd.metadata.name) {
+      throw new Error(
+        `[adoptCrd] must be the name of the CocoonSet CRD, "${crd.metadata.name}", got ${JSON.stringify(args.adoptCrd)}`,
+      );
+    }
+    const retain = args.adoptCrd
+      ? "adopted: this Operator did not install it"
+      : args.retainCrdOnDelete
+        ? "retainCrdOnDelete"
+        : "";
     const child = { parent: this };
     const labels = { ...MANAGED_BY, "app.kubernetes.io/name": `${name}-controller` };
 
@@ -153,11 +186,14 @@ export class Operator extends pulumi.ComponentResource {
 
     // One Operator per cluster: the guard fails `up` when another one stamped the CRD.
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
+    const kubeconfig =
+      args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig);
     const guard = new OperatorGuard(
       `${name}-guard`,
       {
-        kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()),
+        kubeconfig,
         owner,
+        ...(args.adoptCrd ? { adoptCrd: args.adoptCrd } : {}),
         // Preview fails when a namespace the Operator needs but does not create is missing.
         requiredNamespaces: [
           ...(namespace ? [] : [{ field: "namespace", namespace: ns }]),
@@ -178,7 +214,7 @@ export class Operator extends pulumi.ComponentResource {
         },
         spec: crd.spec,
       },
-      { ...child, dependsOn: [guard] },
+      { ...child, dependsOn: [guard], ...(retain ? { retainOnDelete: true } : {}) },
     );
 
     const sa = new k8s.core.v1.ServiceAccount(
@@ -352,7 +388,7 @@ export class Operator extends pulumi.ComponentResource {
       this.rollout = new ControllerRollout(
         `${name}-rollout`,
         {
-          kubeconfig: pulumi.secret(args.kubeconfig ?? defaultKubeconfig()),
+          kubeconfig,
           namespace: ns,
           deployment: this.deployment.metadata.name,
           image,
@@ -362,6 +398,13 @@ export class Operator extends pulumi.ComponentResource {
         { ...child, dependsOn: [this.deployment] },
       );
     }
+
+    // Depends on everything above, so its delete (the check) runs before any of it goes.
+    this.crdGuard = new CrdGuard(
+      `${name}-crd-guard`,
+      { kubeconfig, owner, retain, providerVersion: CRD_GUARD_VERSION },
+      { ...child, dependsOn: [this.crd, this.deployment, ...rbac] },
+    );
 
     this.namespace = pulumi.output(ns);
     this.crdName = this.crd.metadata.name;

@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import type { CocoonSetSpec } from "../provider/fleet/index.js";
 import type {
   ControllerRolloutInputs,
+  CrdGuardInputs,
   OperatorGuardInputs,
   SlotMap,
   SlotsInputs,
@@ -66,7 +67,33 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
   },
   async diff(_id, olds: OperatorGuardInputs, news: OperatorGuardInputs) {
     // Re-check on every deploy: another stack may have installed an Operator since.
-    return { changes: olds.owner !== news.owner || olds.kubeconfig !== news.kubeconfig };
+    return {
+      changes:
+        olds.owner !== news.owner ||
+        olds.kubeconfig !== news.kubeconfig ||
+        olds.adoptCrd !== news.adoptCrd,
+    };
+  },
+};
+
+/** Version of the CRD guard's stored code: a new one rewrites it on the next update. */
+export const CRD_GUARD_VERSION = `${pkg.version}+crd-guard.1`;
+
+/** The Operator's CRD guard provider (see provider/dynamic/operator-guard.ts). */
+export const crdGuardProvider: pulumi.dynamic.ResourceProvider = {
+  async create(inputs: CrdGuardInputs) {
+    return { id: inputs.owner, outs: inputs };
+  },
+  async update(_id, _olds, news: CrdGuardInputs) {
+    return { outs: news };
+  },
+  async diff(_id, olds: CrdGuardInputs, news: CrdGuardInputs) {
+    const keys = ["owner", "kubeconfig", "retain", "providerVersion"] as const;
+    return { changes: keys.some((k) => olds[k] !== news[k]) };
+  },
+  async delete(_id, props: CrdGuardInputs) {
+    const m = await import("pulumi-cocoonset/provider");
+    await m.dynamic.crdGuardDelete(props);
   },
 };
 
@@ -74,11 +101,7 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
 export class OperatorGuard extends pulumi.dynamic.Resource {
   constructor(
     name: string,
-    args: {
-      kubeconfig: pulumi.Input<string>;
-      owner: pulumi.Input<string>;
-      requiredNamespaces?: { field: string; namespace: string }[];
-    },
+    args: { [K in keyof OperatorGuardInputs]: pulumi.Input<OperatorGuardInputs[K]> },
     opts: pulumi.CustomResourceOptions = {},
   ) {
     super(operatorGuardProvider, name, args, opts, "cocoonset", "OperatorGuard");
@@ -112,6 +135,21 @@ export class ControllerRollout extends pulumi.dynamic.Resource {
     opts: pulumi.CustomResourceOptions = {},
   ) {
     super(controllerRolloutProvider, name, args, opts, "cocoonset", "ControllerRollout");
+  }
+}
+
+/**
+ * Deleted before the Operator's CRD and controller: refuses the destroy while CocoonSets are
+ * left (deleting the CRD would delete them and hang on their finalizers), or, when the CRD
+ * is kept, says so.
+ */
+export class CrdGuard extends pulumi.dynamic.Resource {
+  constructor(
+    name: string,
+    args: { [K in keyof CrdGuardInputs]: pulumi.Input<CrdGuardInputs[K]> },
+    opts: pulumi.CustomResourceOptions = {},
+  ) {
+    super(crdGuardProvider, name, args, opts, "cocoonset", "CrdGuard");
   }
 }
 

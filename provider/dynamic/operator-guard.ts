@@ -1,8 +1,14 @@
 /**
- * The install guard of the Operator component: one Operator per cluster. Before the CRD is
- * applied, it reads the CocoonSet CRD; when another Operator's stamp is on it, `pulumi up`
- * fails with a message saying which one, instead of two stacks silently fighting over the
- * CRD and the controller.
+ * The guards of the Operator component.
+ *
+ * - The install guard: one Operator per cluster. Before the CRD is applied, it reads the
+ *   CocoonSet CRD; when another Operator's stamp is on it, `pulumi up` fails with a message
+ *   saying which one, instead of two stacks silently fighting over the CRD and the
+ *   controller. A CRD with no stamp (applied by hand) holds CocoonSets no stack of this
+ *   user may manage: it is adopted only when the Operator names it in `adoptCrd`.
+ * - The CRD guard: deleted before the CRD and the controller. Deleting the CRD deletes every
+ *   CocoonSet in the cluster, and with no controller left their finalizers would hold the
+ *   destroy forever: it refuses while any CocoonSet is left, unless the CRD is kept.
  */
 import { CRD_NAME } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
@@ -17,6 +23,8 @@ export interface OperatorGuardInputs {
   kubeconfig: string;
   /** `<project>/<stack>/<component name>` of this Operator. */
   owner: string;
+  /** The CRD's name when the Operator may adopt a CRD it did not install. */
+  adoptCrd?: string;
   /**
    * Namespaces the Operator puts objects in without creating them (its own namespace with
    * `createNamespace: false`, the watched namespaces), by the argument that names each.
@@ -71,7 +79,12 @@ export async function assertSingleOperator(
     const other = crd?.metadata.annotations?.[INSTALLED_BY];
     if (other && other !== inputs.owner) {
       throw new Error(
-        `[Operator] the CocoonSet CRD ${CRD_NAME} is already installed by the Operator ${other}; a cluster takes one Operator: pass that one to your Fleets, or omit \`operator\` when the controller is managed elsewhere`,
+        `[Operator] the CocoonSet CRD ${CRD_NAME} is already installed by the Operator ${other}; a cluster takes one Operator: pass that one to your Fleets, or omit \`operator\` when the controller is managed elsewhere (if that Operator's stack is gone and kept the CRD, remove the annotation with \`kubectl annotate crd ${CRD_NAME} ${INSTALLED_BY}-\` and adopt it with \`adoptCrd\`)`,
+      );
+    }
+    if (crd && !other && inputs.adoptCrd !== CRD_NAME) {
+      throw new Error(
+        `[adoptCrd] the CocoonSet CRD ${CRD_NAME} exists and no Operator installed it (it was applied by hand or by another tool), so it may hold CocoonSets that no stack of yours manages; to have this Operator adopt it, set \`adoptCrd: "${CRD_NAME}"\` on the Operator: an adopted CRD is kept when the Operator is destroyed`,
       );
     }
     return other;
@@ -96,4 +109,54 @@ export async function guardUpdate(
 ): Promise<{ outs: OperatorGuardInputs }> {
   await assertSingleOperator(news);
   return { outs: news };
+}
+
+/** Inputs of the CRD guard resource. */
+export interface CrdGuardInputs {
+  /** Kubeconfig YAML (a secret input). */
+  kubeconfig: string;
+  /** `<project>/<stack>/<component name>` of the Operator. */
+  owner: string;
+  /** Why the CRD is kept on destroy (`retainCrdOnDelete` or `adoptCrd`); empty when it is deleted. */
+  retain: string;
+  /** Version of the stored provider code. */
+  providerVersion: string;
+}
+
+/** Names of CocoonSets (`ns/name`) that hold up a CRD deletion, the first ten. */
+function named(items: KubeObject[]): string {
+  const names = items.map((o) => `${o.metadata.namespace}/${o.metadata.name}`).sort();
+  return names.length > 10
+    ? `${names.slice(0, 10).join(", ")} and ${names.length - 10} more`
+    : names.join(", ");
+}
+
+/**
+ * CRD guard `delete`: runs before the CRD and the controller are deleted. When the CRD is
+ * kept, says so (with what is left); otherwise fails while any CocoonSet exists, naming them.
+ */
+export async function crdGuardDelete(props: CrdGuardInputs): Promise<void> {
+  const client = KubeClient.fromString(props.kubeconfig, { requestTimeoutMs: 30_000 });
+  try {
+    const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+    if (!crd) return;
+    const left = (await client.list(paths.cocoonSets())).items;
+    if (props.retain) {
+      console.log(
+        `cocoonset: keeping the CocoonSet CRD ${CRD_NAME} (${props.retain})` +
+          (left.length > 0
+            ? `; ${left.length} CocoonSet(s) are left in the cluster: ${named(left)}`
+            : "; no CocoonSet is left") +
+          `; delete it with \`kubectl delete crd ${CRD_NAME}\` once no CocoonSet is left`,
+      );
+      return;
+    }
+    if (left.length > 0) {
+      throw new Error(
+        `[Operator] refusing to delete the CocoonSet CRD ${CRD_NAME}: ${left.length} CocoonSet(s) are left in the cluster (${named(left)}); deleting the CRD deletes them, and with no controller left to release them their finalizers would hold the destroy forever. Destroy the stacks that own them first, or set \`retainCrdOnDelete: true\` on the Operator and run \`pulumi up\` to keep the CRD when the Operator is destroyed`,
+      );
+    }
+  } finally {
+    client.close();
+  }
 }

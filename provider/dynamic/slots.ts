@@ -275,10 +275,45 @@ export class SlotsInitError extends Error {
   }
 }
 
+/** How to point the slots resource at the CocoonSet's cluster, for error messages. */
+const KUBECONFIG_HINT =
+  "give the Fleet the Kubernetes provider its CocoonSet uses (the `provider` option: the slots resource then takes that provider's kubeconfig), or pass the same kubeconfig text as the Fleet's `kubeconfig` argument";
+
+/**
+ * Reads the CocoonSet the slots act on and checks it is the one the Fleet's CocoonSet
+ * resource created (same uid): a kubeconfig that reaches another cluster than the Kubernetes
+ * provider must not converge, or release, a same-named CocoonSet there. A missing CocoonSet
+ * is an error unless `missingOk` (destroy: already gone).
+ */
+export async function verifiedCocoonSet(
+  client: KubeClient,
+  p: Pick<SlotsInputs, "namespace" | "name" | "uid">,
+  opts: { missingOk: boolean; action: string },
+): Promise<CocoonSet | undefined> {
+  const cs = await readCocoonSet(client, p.namespace, p.name);
+  if (!p.uid || isUnknown(p.uid)) return cs;
+  if (!cs) {
+    if (opts.missingOk) return undefined;
+    throw new Error(
+      `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} (uid ${p.uid}) that this Fleet created is not in the cluster the slots resource's kubeconfig reaches (${client.server}), so that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider; ${KUBECONFIG_HINT}`,
+    );
+  }
+  if (cs.metadata.uid !== p.uid) {
+    throw new Error(
+      `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} in the cluster the slots resource's kubeconfig reaches (${client.server}) has uid ${cs.metadata.uid}, not ${p.uid}, the one this Fleet created; nothing was changed. Either that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider (${KUBECONFIG_HINT}), or the CocoonSet was deleted and recreated outside Pulumi (then \`pulumi up --refresh\` takes the new one over)`,
+    );
+  }
+  return cs;
+}
+
 async function apply(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutputs }> {
   const id = `${inputs.namespace}/${inputs.name}`;
   const client = KubeClient.fromString(inputs.kubeconfig);
   try {
+    await verifiedCocoonSet(client, inputs, {
+      missingOk: false,
+      action: "create or update the slots",
+    });
     const total = Object.keys(inputs.slots).length;
     let lastReport = 0;
     const result = await converge(client, inputs.namespace, inputs.name, {
@@ -324,6 +359,11 @@ export async function update(
 export async function remove(id: string, props: SlotsOutputs): Promise<void> {
   const client = KubeClient.fromString(props.kubeconfig);
   try {
+    const cs = await verifiedCocoonSet(client, props, {
+      missingOk: true,
+      action: "release the fleet",
+    });
+    if (!cs) return;
     await deleteFleet(client, props.namespace, props.name, {
       timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
     });
@@ -341,9 +381,18 @@ export async function read(
 ): Promise<{ id: string; props: SlotsOutputs; inputs: SlotsInputs }> {
   const client = KubeClient.fromString(props.kubeconfig);
   try {
+    const found = await readCocoonSet(client, props.namespace, props.name);
+    // Another uid: not this Fleet's CocoonSet (another cluster, or recreated by hand). Its pods
+    // are not this fleet's: read the slots of the uid the state knows.
+    if (found && props.uid && found.metadata.uid !== props.uid) {
+      process.stderr.write(
+        `cocoonset: the CocoonSet ${props.namespace}/${props.name} at ${client.server} has uid ${found.metadata.uid}, not ${props.uid}, the one this Fleet created; its pods are not counted as this fleet's\n`,
+      );
+    }
     const cs =
-      (await readCocoonSet(client, props.namespace, props.name)) ??
-      cocoonSetFrom(props.namespace, props.name, props.spec, props.uid);
+      found && (!props.uid || found.metadata.uid === props.uid)
+        ? found
+        : cocoonSetFrom(props.namespace, props.name, props.spec, props.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, desiredSlots(props.namespace, props.name, props.spec));
     const inputs: SlotsInputs = { ...props };

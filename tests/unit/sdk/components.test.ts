@@ -99,6 +99,7 @@ describe("Operator", () => {
     const op = new sdk.Operator("ops", { namespace: "ops-system", kubeconfig: KUBECONFIG });
     await settle(op.deploymentName);
     await settle(op.rollout!.urn);
+    await settle(op.crdGuard.urn);
     withParents();
     const kids = childrenOf("ops");
     assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
@@ -111,6 +112,7 @@ describe("Operator", () => {
       "kubernetes:rbac.authorization.k8s.io/v1:Role ops-lease-role",
       "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding ops-lease-binding",
       "pulumi-nodejs:dynamic/cocoonset:ControllerRollout ops-rollout",
+      "pulumi-nodejs:dynamic/cocoonset:CrdGuard ops-crd-guard",
       "pulumi-nodejs:dynamic/cocoonset:OperatorGuard ops-guard",
     ]);
     for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Operator", k.name);
@@ -511,8 +513,8 @@ describe("Fleet", () => {
     assert.ok(csOpts?.parent === fleet, "the CocoonSet's parent is the Fleet");
     assert.deepEqual(
       csOpts.dependsOn,
-      [op.crd, op.deployment, op.rollout],
-      "the CocoonSet waits for the CRD and the controller's rollout, and is destroyed before them",
+      [op.crd, op.deployment, op.crdGuard, op.rollout],
+      "the CocoonSet waits for the CRD and the controller's rollout, and is destroyed before them and before the CRD guard checks what is left",
     );
 
     const slots = one("coder", "pulumi-nodejs:dynamic/cocoonset:Slots", "coder-slots");
@@ -607,5 +609,151 @@ describe("Fleet", () => {
     const slots = one("broken", "pulumi-nodejs:dynamic/cocoonset:Slots", "broken-slots");
     assert.deepEqual(slots.inputs.slots, {});
     assert.deepEqual(slots.inputs.spec, { agent: { replicas: -1, image: "" } });
+  });
+});
+
+const SLOTS = "pulumi-nodejs:dynamic/cocoonset:Slots";
+
+/** The value of a secret as the mock monitor receives it; fails when it is not a secret. */
+function secretValue(v: unknown): unknown {
+  const sig = "4dabf18193072939515e22adb298388d";
+  assert.ok(v && typeof v === "object" && sig in v, "a secret");
+  return (v as unknown as { value: unknown }).value;
+}
+
+/** A kubeconfig with two contexts, as a cluster resource's output would give it. */
+const TWO_CONTEXTS = [
+  "apiVersion: v1",
+  "kind: Config",
+  "clusters:",
+  "  - name: a",
+  "    cluster: { server: https://a.example:6443 }",
+  "  - name: b",
+  "    cluster: { server: https://b.example:6443 }",
+  "users:",
+  "  - name: u",
+  "    user: { token: t }",
+  "contexts:",
+  "  - name: a",
+  "    context: { cluster: a, user: u }",
+  "  - name: b",
+  "    context: { cluster: b, user: u }",
+  "current-context: a",
+  "",
+].join("\n");
+
+describe("one kubeconfig, given once", () => {
+  it("a Fleet and an Operator given a Kubernetes provider take its kubeconfig (and context) for their dynamic resources, as secrets", async () => {
+    const k8s = await import("@pulumi/kubernetes");
+    const saved = process.env.KUBECONFIG;
+    // Nothing to fall back on: the kubeconfig can only come from the provider.
+    process.env.KUBECONFIG = "/nonexistent/kubeconfig";
+    try {
+      const provider = new k8s.Provider("target", { kubeconfig: TWO_CONTEXTS });
+      const op = new sdk.Operator("viaprov", { namespace: "viaprov-system" }, { provider });
+      const fleet = new sdk.Fleet(
+        "viaprov-fleet",
+        { namespace: "agents", operator: op, spec: { agent: { replicas: 1, image: "a:1" } } },
+        { provider },
+      );
+      await settle(fleet.podNames);
+      const slots = one("viaprov-fleet", SLOTS, "viaprov-fleet-slots");
+      assert.equal(secretValue(slots.inputs.kubeconfig), TWO_CONTEXTS);
+      await settle(op.crdGuard.urn);
+      const guard = one(
+        "viaprov",
+        "pulumi-nodejs:dynamic/cocoonset:OperatorGuard",
+        "viaprov-guard",
+      );
+      assert.equal(secretValue(guard.inputs.kubeconfig), TWO_CONTEXTS);
+      const crdGuard = one(
+        "viaprov",
+        "pulumi-nodejs:dynamic/cocoonset:CrdGuard",
+        "viaprov-crd-guard",
+      );
+      assert.equal(secretValue(crdGuard.inputs.kubeconfig), TWO_CONTEXTS);
+      assert.equal(crdGuard.inputs.retain, "", "by default the CRD is not kept");
+
+      // The provider's `context` picks the cluster: the slots resource must use the same one.
+      const other = new k8s.Provider("target-b", { kubeconfig: TWO_CONTEXTS, context: "b" });
+      const fleetB = new sdk.Fleet(
+        "viactx",
+        { namespace: "agents", spec: { agent: { replicas: 1, image: "a:1" } } },
+        { provider: other },
+      );
+      await settle(fleetB.podNames);
+      const text = secretValue(one("viactx", SLOTS, "viactx-slots").inputs.kubeconfig) as string;
+      assert.match(text, /current-context: b/);
+      assert.match(text, /b\.example/);
+    } finally {
+      if (saved === undefined) delete process.env.KUBECONFIG;
+      else process.env.KUBECONFIG = saved;
+    }
+  });
+
+  it("an explicit kubeconfig argument still wins over the provider's", async () => {
+    const k8s = await import("@pulumi/kubernetes");
+    const provider = new k8s.Provider("explicit-target", { kubeconfig: TWO_CONTEXTS });
+    const fleet = new sdk.Fleet(
+      "explicit",
+      {
+        namespace: "agents",
+        kubeconfig: KUBECONFIG,
+        spec: { agent: { replicas: 1, image: "a:1" } },
+      },
+      { provider },
+    );
+    await settle(fleet.podNames);
+    assert.equal(
+      secretValue(one("explicit", SLOTS, "explicit-slots").inputs.kubeconfig),
+      KUBECONFIG,
+    );
+  });
+});
+
+describe("the Operator's CRD on destroy", () => {
+  it("retainCrdOnDelete and adoptCrd keep the CRD (retainOnDelete) and tell the CRD guard why; adoptCrd must name the CRD", async () => {
+    const crdOpts = new Map<string, pulumi.ResourceOptions>();
+    const record: pulumi.ResourceTransformation = (args) => {
+      if (args.name.endsWith("-crd")) crdOpts.set(args.name, args.opts);
+      return undefined;
+    };
+    const plain = new sdk.Operator(
+      "plain",
+      { kubeconfig: KUBECONFIG },
+      { transformations: [record] },
+    );
+    const kept = new sdk.Operator(
+      "kept",
+      { kubeconfig: KUBECONFIG, retainCrdOnDelete: true },
+      { transformations: [record] },
+    );
+    const adopting = new sdk.Operator(
+      "adopting",
+      { kubeconfig: KUBECONFIG, adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" },
+      { transformations: [record] },
+    );
+    for (const op of [plain, kept, adopting]) await settle(op.crdGuard.urn);
+    assert.equal(crdOpts.get("plain-crd")?.retainOnDelete, undefined);
+    assert.equal(crdOpts.get("kept-crd")?.retainOnDelete, true);
+    assert.equal(crdOpts.get("adopting-crd")?.retainOnDelete, true);
+    assert.equal(
+      one("kept", "pulumi-nodejs:dynamic/cocoonset:CrdGuard", "kept-crd-guard").inputs.retain,
+      "retainCrdOnDelete",
+    );
+    assert.match(
+      one("adopting", "pulumi-nodejs:dynamic/cocoonset:CrdGuard", "adopting-crd-guard").inputs
+        .retain as string,
+      /adopted/,
+    );
+    assert.equal(
+      one("adopting", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "adopting-guard").inputs
+        .adoptCrd,
+      "cocoonsets.cocoonset.cocoonstack.io",
+    );
+    assert.throws(
+      () => new sdk.Operator("typo", { kubeconfig: KUBECONFIG, adoptCrd: "cocoonsets" }),
+      /\[adoptCrd\] must be the name of the CocoonSet CRD, "cocoonsets\.cocoonset\.cocoonstack\.io"/,
+    );
   });
 });

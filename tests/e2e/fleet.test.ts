@@ -13,6 +13,7 @@ import { ANNOTATIONS, CRD_NAME, LABELS } from "../../provider/fleet/index.js";
 import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
 import { ownerReferenceForPod } from "../../provider/release/index.js";
 import { adminClient, isReady, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
+import { removeCrd } from "../support/crd.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "fleet");
@@ -118,6 +119,7 @@ function noChanges(changes: Record<string, number>): string[] {
 
 test("an Operator and a 10-slot fleet come up, scale 10→15→12 and change image with per-slot diffs, keep no secret in state, and destroy to nothing", async (t) => {
   const client = adminClient();
+  await removeCrd(); // the Operator installs it (it adopts one only when told to)
   const ns = await withNamespace(t, "e2e-fleet");
   const opName = `op-${suffix()}`;
   const opNs = `${opName}-system`;

@@ -8,6 +8,7 @@ import { test } from "node:test";
 import { CRD_NAME, LABELS } from "../../provider/fleet/index.js";
 import { paths, type KubeObject } from "../../provider/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
+import { removeCrd } from "../support/crd.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const example = join(repoRoot, "examples", "shared-operator");
@@ -15,6 +16,7 @@ const fleetProgram = join(repoRoot, "tests", "e2e", "programs", "fleet");
 
 test("the shared-operator example brings up two fleets on one operator and destroys them all", async (t) => {
   const client = adminClient();
+  await removeCrd(); // the Operator installs it (it adopts one only when told to)
   const id = suffix();
   const [opNs, nsA, nsB] = [`shared-${id}-system`, `shared-${id}-a`, `shared-${id}-b`];
   const { stack } = await programStack(t, example, {

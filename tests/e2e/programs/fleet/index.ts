@@ -3,35 +3,54 @@
  *
  * Config: `namespace` (required, must exist), `name` [fleet], `replicas` [10], `image`
  * [agents/coder:1], `toolboxes` (JSON array of toolbox specs) [[]], `withOperator` [false],
- * `operatorName` [cocoonset], `operatorNamespace` [cocoonset-system].
+ * `operatorName` [cocoonset], `operatorNamespace` [cocoonset-system], `retainCrdOnDelete`
+ * [false], `adoptCrd` [none], `fanOut` [8], `providerKubeconfig` (secret; when set, the
+ * Operator and the Fleet go through a Kubernetes provider built from it, and nothing else
+ * is told the kubeconfig).
  */
+import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { Fleet, Operator, type ToolboxSpec } from "pulumi-cocoonset";
 
 const config = new pulumi.Config();
 const namespace = config.require("namespace");
 const withOperator = config.getBoolean("withOperator") ?? false;
-
-const operator = withOperator
-  ? new Operator(config.get("operatorName") ?? "cocoonset", {
-      namespace: config.get("operatorNamespace") ?? "cocoonset-system",
-    })
+const providerKubeconfig = config.getSecret("providerKubeconfig");
+const provider = providerKubeconfig
+  ? new k8s.Provider("target", { kubeconfig: providerKubeconfig })
   : undefined;
 
-const fleet = new Fleet(config.get("name") ?? "fleet", {
-  namespace,
-  operator,
-  // Short timeouts: the embedded cluster answers in seconds, and a hung test should fail.
-  timeoutSeconds: 120,
-  releaseTimeoutSeconds: 60,
-  spec: {
-    agent: {
-      replicas: config.getNumber("replicas") ?? 10,
-      image: config.get("image") ?? "agents/coder:1",
+const operator = withOperator
+  ? new Operator(
+      config.get("operatorName") ?? "cocoonset",
+      {
+        namespace: config.get("operatorNamespace") ?? "cocoonset-system",
+        retainCrdOnDelete: config.getBoolean("retainCrdOnDelete"),
+        adoptCrd: config.get("adoptCrd"),
+      },
+      { provider },
+    )
+  : undefined;
+
+const fleet = new Fleet(
+  config.get("name") ?? "fleet",
+  {
+    namespace,
+    operator,
+    // Short timeouts: the embedded cluster answers in seconds, and a hung test should fail.
+    timeoutSeconds: 120,
+    releaseTimeoutSeconds: 60,
+    fanOut: config.getNumber("fanOut"),
+    spec: {
+      agent: {
+        replicas: config.getNumber("replicas") ?? 10,
+        image: config.get("image") ?? "agents/coder:1",
+      },
+      toolboxes: config.getObject<ToolboxSpec[]>("toolboxes") ?? [],
     },
-    toolboxes: config.getObject<ToolboxSpec[]>("toolboxes") ?? [],
   },
-});
+  { provider },
+);
 
 export const cocoonSet = fleet.cocoonSetName;
 export const cocoonSetUid = fleet.cocoonSetUid;

@@ -1,0 +1,36 @@
+/**
+ * Test support for Operator tests: the CocoonSet CRD as a test needs to find it. Tests run
+ * one at a time against the shared cluster, and earlier ones leave an unstamped CRD (and
+ * sometimes CocoonSets) behind; an Operator test starts from a cluster with no CRD.
+ */
+import { CRD_NAME, FINALIZER } from "../../provider/fleet/index.js";
+import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { adminClient } from "./cluster.js";
+
+/**
+ * Deletes the CocoonSet CRD and waits until it is gone. CocoonSets left by earlier tests
+ * lose this project's finalizer first (no controller runs to release them), so the CRD's
+ * deletion cannot hang on them.
+ */
+export async function removeCrd(): Promise<void> {
+  const client = adminClient();
+  const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+  if (!crd) return;
+  for (const cs of (await client.list(paths.cocoonSets())).items) {
+    if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) continue;
+    await client.patch(paths.cocoonSet(cs.metadata.namespace ?? "", cs.metadata.name ?? ""), {
+      metadata: { finalizers: null },
+    });
+  }
+  if (!crd.metadata.deletionTimestamp) await client.delete(paths.crd(CRD_NAME));
+  await waitForObject(client, paths.crds(), CRD_NAME, (o) => o === undefined, {
+    timeoutMs: 60_000,
+    description: `CRD ${CRD_NAME} to be gone`,
+  });
+}
+
+/** The Operator stamp on the CRD, or undefined (no stamp, or no CRD). */
+export async function crdStamp(): Promise<string | undefined> {
+  const crd = await adminClient().getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+  return crd?.metadata.annotations?.["cocoonset.cocoonstack.io/installed-by"];
+}

@@ -1,0 +1,104 @@
+/**
+ * The Operator's guards (what its dynamic resources run in `up` and `destroy`) against the
+ * embedded cluster: the install guard adopts a CRD it did not install only when told to by
+ * name, and never one another Operator installed; the CRD guard refuses to let the CRD go
+ * while CocoonSets are left, naming them, unless the CRD is kept.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { ensureCrd } from "../../provider/engine/index.js";
+import {
+  assertSingleOperator,
+  crdGuardDelete,
+  INSTALLED_BY,
+} from "../../provider/dynamic/index.js";
+import { API_VERSION, CRD_NAME, KIND } from "../../provider/fleet/index.js";
+import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
+import { removeCrd } from "../support/crd.js";
+
+const kubeconfig = () => readFileSync(testKubeconfig(), "utf8");
+
+test("the install guard refuses a CRD no Operator installed unless adoptCrd names it, and one another Operator installed in any case", async (t) => {
+  const client = adminClient();
+  await removeCrd();
+  t.after(removeCrd);
+  const owner = "proj/dev/cocoonset";
+
+  assert.equal(await assertSingleOperator({ kubeconfig: kubeconfig(), owner }), undefined);
+
+  await ensureCrd(client); // applied by hand: no stamp
+  await assert.rejects(
+    assertSingleOperator({ kubeconfig: kubeconfig(), owner }),
+    new RegExp(
+      `^Error: \\[adoptCrd\\] the CocoonSet CRD ${CRD_NAME.replace(/\./g, "\\.")} exists and no Operator installed it`,
+    ),
+  );
+  await assert.rejects(
+    assertSingleOperator({ kubeconfig: kubeconfig(), owner, adoptCrd: "cocoonsets" }),
+    /\[adoptCrd\]/,
+    "only the CRD's exact name opts in",
+  );
+  assert.equal(
+    await assertSingleOperator({ kubeconfig: kubeconfig(), owner, adoptCrd: CRD_NAME }),
+    undefined,
+  );
+
+  await client.patch(paths.crd(CRD_NAME), {
+    metadata: { annotations: { [INSTALLED_BY]: "other/prod/cocoonset" } },
+  });
+  assert.equal(
+    await assertSingleOperator({ kubeconfig: kubeconfig(), owner: "other/prod/cocoonset" }),
+    "other/prod/cocoonset",
+    "its own stamp passes",
+  );
+  await assert.rejects(
+    assertSingleOperator({ kubeconfig: kubeconfig(), owner, adoptCrd: CRD_NAME }),
+    /already installed by the Operator other\/prod\/cocoonset.*kubectl annotate crd/,
+  );
+});
+
+test("the CRD guard refuses to let the CRD go while CocoonSets are left, naming them; a kept CRD is reported with what is left", async (t) => {
+  const client = adminClient();
+  await removeCrd();
+  t.after(removeCrd);
+  const owner = "proj/dev/cocoonset";
+  const props = { kubeconfig: kubeconfig(), owner, providerVersion: "test" };
+
+  await crdGuardDelete({ ...props, retain: "" }); // no CRD: nothing to guard
+
+  await ensureCrd(client);
+  const ns = await withNamespace(t, "crd-guard");
+  for (const name of ["b-fleet", "a-fleet"]) {
+    await client.create(paths.cocoonSets(ns), {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { name, namespace: ns },
+      spec: { agent: { replicas: 0, image: "agents/coder:1" } },
+    });
+  }
+  await assert.rejects(
+    crdGuardDelete({ ...props, retain: "" }),
+    new RegExp(
+      `^Error: \\[Operator\\] refusing to delete the CocoonSet CRD \\S+: 2 CocoonSet\\(s\\) are left in the cluster \\(${ns}/a-fleet, ${ns}/b-fleet\\).*\`retainCrdOnDelete: true\``,
+    ),
+  );
+  const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));
+  assert.equal(crd.metadata.deletionTimestamp, undefined, "the guard deletes nothing");
+
+  const logged: string[] = [];
+  t.mock.method(console, "log", (line: string) => void logged.push(line));
+  await crdGuardDelete({ ...props, retain: "retainCrdOnDelete" });
+  t.mock.restoreAll();
+  assert.equal(logged.length, 1);
+  assert.match(
+    logged[0],
+    new RegExp(
+      `^cocoonset: keeping the CocoonSet CRD \\S+ \\(retainCrdOnDelete\\); 2 CocoonSet\\(s\\) are left in the cluster: ${ns}/a-fleet, ${ns}/b-fleet; delete it with \`kubectl delete crd \\S+\` once no CocoonSet is left$`,
+    ),
+  );
+
+  for (const name of ["a-fleet", "b-fleet"]) await client.delete(paths.cocoonSet(ns, name));
+  await crdGuardDelete({ ...props, retain: "" }); // nothing left: the CRD may go
+});

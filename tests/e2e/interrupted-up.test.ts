@@ -78,8 +78,12 @@ test("a pulumi up killed mid fan-out recovers with the README's steps: exactly t
       `the kill landed mid fan-out (${atKill.length} of ${REPLICAS + 1} pods)`,
     );
 
-    // What the user meets: the stack is locked, and the slots' create is pending.
-    const locked = await pulumiCli(["preview", "--non-interactive", "--stack", stack.name], env);
+    // What the user meets: the stack is locked (`preview` takes no lock; `up` does), and the
+    // slots' create is pending.
+    const locked = await pulumiCli(
+      ["up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name],
+      env,
+    );
     assert.notEqual(locked.code, 0);
     assert.match(locked.output, /the stack is currently locked by 1 lock\(s\).*`pulumi cancel`/s);
 

@@ -45,7 +45,9 @@ test("a Fleet given a Kubernetes provider takes its kubeconfig, and its slots ne
     assert.equal(up.summary.result, "succeeded");
     assert.deepEqual(await podNames(ns), ["fleet-0", "fleet-1", "fleet-2"]);
 
-    // Another CocoonSet of the same name (another uid) in place of the Fleet's.
+    // Another CocoonSet of the same name (another uid) in place of the Fleet's, recreated
+    // outside Pulumi from the same spec (a different spec written by another field manager
+    // would stop `up --refresh` below at a server-side apply conflict).
     const ours = await client.get<KubeObject>(paths.cocoonSet(ns, "fleet"));
     await client.patch(paths.cocoonSet(ns, "fleet"), { metadata: { finalizers: null } });
     await client.delete(paths.cocoonSet(ns, "fleet"));
@@ -57,7 +59,7 @@ test("a Fleet given a Kubernetes provider takes its kubeconfig, and its slots ne
       apiVersion: API_VERSION,
       kind: KIND,
       metadata: { name: "fleet", namespace: ns },
-      spec: { agent: { replicas: 0, image: "agents/other:1" } },
+      spec: ours.spec,
     });
 
     await assert.rejects(

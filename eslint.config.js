@@ -3,7 +3,11 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "**/*.mjs", "eslint.config.js"] },
+  {
+    // templates/ holds `pulumi new` projects with their own package.json and tsconfig; the
+    // template e2e test installs and runs them.
+    ignores: ["dist/**", "node_modules/**", "templates/**", "**/*.mjs", "eslint.config.js"],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

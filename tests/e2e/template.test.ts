@@ -1,0 +1,101 @@
+/**
+ * The `cocoonset-typescript` template as a user meets it: `pulumi new <template> --yes` into
+ * an empty folder (the language host installs the dependencies with npm), then `pulumi up`
+ * and `pulumi destroy` on the embedded cluster, nothing done by hand in between. The
+ * template depends on `pulumi-cocoonset` by version, as on the published package; a local
+ * registry serves this repository packed under that name (see tests/support/npm-registry.ts).
+ */
+import assert from "node:assert/strict";
+import { lstatSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { LABELS } from "../../provider/fleet/index.js";
+import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { adminClient, isReady, suffix } from "../support/cluster.js";
+import { localRegistry } from "../support/npm-registry.js";
+import {
+  pulumiCli,
+  repoRoot,
+  scratchBackend,
+  scratchProject,
+  type CliResult,
+} from "../support/pulumi.js";
+
+const template = join(repoRoot, "templates", "cocoonset-typescript");
+
+function ok(r: CliResult, what: string): void {
+  assert.equal(r.code, 0, `${what} failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on the embedded cluster", async (t) => {
+  const client = adminClient();
+  const ns = `tmpl-${suffix()}`;
+  const env = { ...scratchBackend(t), npm_config_registry: await localRegistry(t) };
+  const dir = scratchProject(t, {}, { linkModules: false });
+  const cli = (args: string[]) => pulumiCli([...args, "--non-interactive"], { cwd: dir, env });
+
+  const created = await cli([
+    "new",
+    template,
+    "--yes",
+    "--name",
+    "fleet-from-template",
+    "--stack",
+    "dev",
+    "--config",
+    `namespace=${ns}`,
+    "--config",
+    "replicas=2",
+  ]);
+  ok(created, "pulumi new");
+  // npm installed the packed package from the registry, not a link to this checkout.
+  const installed = join(dir, "node_modules", "pulumi-cocoonset");
+  assert.equal(lstatSync(installed).isSymbolicLink(), false);
+  const pkg = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as {
+    version: string;
+  };
+  assert.equal(pkg.version, "0.1.0");
+  const project = readFileSync(join(dir, "Pulumi.yaml"), "utf8");
+  assert.match(project, /^name: fleet-from-template$/m);
+  const stackConfig = readFileSync(join(dir, "Pulumi.dev.yaml"), "utf8");
+  assert.match(stackConfig, /fleet-from-template:image: agents\/coder:1/, "the prompt's default");
+
+  try {
+    ok(await cli(["up", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi up");
+    const pods = await waitForList(
+      client,
+      paths.pods(ns),
+      (items) => items.filter(isReady).length === 3,
+      {
+        labelSelector: `${LABELS.name}=agents`,
+        timeoutMs: 60_000,
+        description: `the main agent and 2 sub-agents in ${ns}`,
+      },
+    );
+    assert.deepEqual(pods.map((p: KubeObject) => p.metadata.name).sort(), [
+      "agents-0",
+      "agents-1",
+      "agents-2",
+    ]);
+    const outputs = await cli(["stack", "output", "--json", "--stack", "dev"]);
+    ok(outputs, "pulumi stack output");
+    assert.deepEqual((JSON.parse(outputs.stdout) as { pods: string[] }).pods.sort(), [
+      "agents-0",
+      "agents-1",
+      "agents-2",
+    ]);
+  } finally {
+    ok(await cli(["destroy", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi destroy");
+  }
+  const left = await client.list(paths.pods(ns), { labelSelector: `${LABELS.name}=agents` });
+  assert.deepEqual(
+    left.items.filter((p) => !p.metadata.deletionTimestamp),
+    [],
+  );
+  const namespace = await client.getOrUndefined<KubeObject>(paths.namespace(ns));
+  assert.ok(
+    namespace === undefined || namespace.metadata.deletionTimestamp,
+    "the stack's namespace is deleted",
+  );
+  ok(await cli(["stack", "rm", "dev", "--yes", "--force"]), "pulumi stack rm");
+});

@@ -76,7 +76,7 @@ export interface CliResult {
 }
 
 /**
- * Runs the toolchain's `pulumi` with the test's environment. `detached` puts it in a
+ * Runs the toolchain's `pulumi` (first on the PATH of `env`, see {@link scratchBackend}). `detached` puts it in a
  * process group of its own, as a terminal does for a foreground job (so a test can send
  * the group a Ctrl-C); `onSpawn` sees the process.
  */
@@ -89,7 +89,6 @@ export async function pulumiCli(
     onSpawn?: (child: ChildProcess) => void;
   },
 ): Promise<CliResult> {
-  await toolchainPulumiCommand();
   const child = spawn("pulumi", args, {
     cwd: opts.cwd,
     env: { ...process.env, ...opts.env },

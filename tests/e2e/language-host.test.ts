@@ -21,7 +21,8 @@ const ESM = JSON.stringify({ name: "langhost-e2e", private: true, type: "module"
 
 /** A Pulumi.yaml with the given runtime options and `main`. */
 function pulumiYaml(options: Record<string, string | boolean>, main?: string): string {
-  const lines = ["name: langhost-e2e", "runtime:", "  name: nodejs", "  options:"];
+  const lines = ["name: langhost-e2e", "runtime:", "  name: nodejs"];
+  if (Object.keys(options).length > 0) lines.push("  options:");
   for (const [k, v] of Object.entries(options)) lines.push(`    ${k}: ${JSON.stringify(v)}`);
   if (main) lines.push(`main: ${main}`);
   return lines.join("\n") + "\n";

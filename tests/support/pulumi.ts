@@ -4,7 +4,7 @@
  */
 import { LocalWorkspace, type Stack } from "@pulumi/pulumi/automation/index.js";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { TestContext } from "node:test";
@@ -35,7 +35,8 @@ export async function programStack(
   await stack.setAllConfig(config);
   t.after(async () => {
     try {
-      await stack.workspace.removeStack(stack.name, { force: true });
+      // A scratch project may be gone already; its stack lives in the scratch backend below.
+      if (existsSync(programDir)) await stack.workspace.removeStack(stack.name, { force: true });
     } finally {
       rmSync(scratch, { recursive: true, force: true });
     }

@@ -3,20 +3,27 @@
  * caller (demo, e2e tests, benchmarks) needs, and an Automation API command for it.
  */
 import { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
-import { dirname } from "node:path";
-import { requireBinary, toolchainPath } from "./toolchain.js";
+import { delimiter, dirname, join } from "node:path";
+import { requireBinary, toolchainPath, writeLanguageHostShim } from "./toolchain.js";
 
 /**
  * Environment of a pulumi run: the toolchain first on PATH, a local file backend, an empty
  * passphrase, no update checks and no plugin downloads.
+ *
+ * The toolchain is shared by every checkout on the machine, and its language host shim
+ * falls back to the checkout that built it. So a shim for this checkout is written into
+ * `home`/bin and put ahead of it on PATH: a program with no pulumi-cocoonset of its own
+ * (an e2e scratch project, a repository example) runs under this checkout's host.
  */
 export function pulumiEnv(
   home: string,
   backend: string,
   kubeconfig: string,
 ): Record<string, string> {
+  const hostDir = join(home, "bin");
+  writeLanguageHostShim(hostDir);
   return {
-    PATH: toolchainPath(),
+    PATH: [hostDir, toolchainPath()].join(delimiter),
     PULUMI_HOME: home,
     PULUMI_BACKEND_URL: `file://${backend}`,
     PULUMI_CONFIG_PASSPHRASE: "",

@@ -38,7 +38,7 @@ export class BenchWorkspace {
     const backend = join(scratch, "backend");
     mkdirSync(backend, { recursive: true });
     const env = pulumiEnv(join(scratch, "home"), backend, kubeconfig);
-    const pulumiCommand = await toolchainPulumiCommand();
+    const pulumiCommand = await toolchainPulumiCommand(join(scratch, "home"));
     return new BenchWorkspace(programDir, env, scratch, pulumiCommand);
   }
 

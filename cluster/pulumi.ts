@@ -3,6 +3,7 @@
  * caller (demo, e2e tests, benchmarks) needs, and an Automation API command for it.
  */
 import { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
+import { existsSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { requireBinary, toolchainPath, writeLanguageHostShim } from "./toolchain.js";
 
@@ -13,7 +14,8 @@ import { requireBinary, toolchainPath, writeLanguageHostShim } from "./toolchain
  * The toolchain is shared by every checkout on the machine, and its language host shim
  * falls back to the checkout that built it. So a shim for this checkout is written into
  * `home`/bin and put ahead of it on PATH: a program with no pulumi-cocoonset of its own
- * (an e2e scratch project, a repository example) runs under this checkout's host.
+ * (an e2e scratch project, a repository example) runs under this checkout's host. A link
+ * to the toolchain's `pulumi` sits next to it, for {@link toolchainPulumiCommand}.
  */
 export function pulumiEnv(
   home: string,
@@ -22,6 +24,8 @@ export function pulumiEnv(
 ): Record<string, string> {
   const hostDir = join(home, "bin");
   writeLanguageHostShim(hostDir);
+  const cli = join(hostDir, "pulumi");
+  if (!existsSync(cli)) symlinkSync(requireBinary("pulumi"), cli);
   return {
     PATH: [hostDir, toolchainPath()].join(delimiter),
     PULUMI_HOME: home,
@@ -37,11 +41,15 @@ export function pulumiEnv(
 /**
  * The Automation API's handle on the toolchain's `pulumi`. The CLI is spawned with
  * process.env merged with a stack's envVars, so the toolchain PATH is set here too.
+ *
+ * The Automation API puts the `bin` folder of its root first on PATH. With the `home` given
+ * to {@link pulumiEnv}, that root is `home`, whose `bin` holds the link to `pulumi` and this
+ * checkout's language host shim; without it, the toolchain's own folder.
  */
-export async function toolchainPulumiCommand(): Promise<PulumiCommand> {
+export async function toolchainPulumiCommand(home?: string): Promise<PulumiCommand> {
   process.env.PATH = toolchainPath();
   return PulumiCommand.get({
-    root: dirname(dirname(requireBinary("pulumi"))),
+    root: home ?? dirname(dirname(requireBinary("pulumi"))),
     skipVersionCheck: true,
   });
 }

@@ -26,7 +26,7 @@ export async function programStack(
   const backend = join(scratch, "backend");
   const home = join(scratch, "home");
   const env = pulumiEnv(home, backend, testKubeconfig());
-  const pulumiCommand = await toolchainPulumiCommand();
+  const pulumiCommand = await toolchainPulumiCommand(home);
   mkdirSync(backend, { recursive: true });
   const stack = await LocalWorkspace.createOrSelectStack(
     { stackName: `e2e-${suffix()}`, workDir: programDir },

@@ -79,11 +79,9 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
     ]);
     const outputs = await cli(["stack", "output", "--json", "--stack", "dev"]);
     ok(outputs, "pulumi stack output");
-    assert.deepEqual((JSON.parse(outputs.stdout) as { pods: string[] }).pods.sort(), [
-      "agents-0",
-      "agents-1",
-      "agents-2",
-    ]);
+    // `pods` is the fleet's podNames: the pod name of each slot, by slot.
+    const byslot = (JSON.parse(outputs.stdout) as { pods: Record<string, string> }).pods;
+    assert.deepEqual(Object.values(byslot).sort(), ["agents-0", "agents-1", "agents-2"]);
   } finally {
     ok(await cli(["destroy", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi destroy");
   }

@@ -20,7 +20,7 @@
  * - SIGINT/SIGTERM to the host and the `Cancel` call interrupt the running program (then
  *   kill it after 5 s) and shut the server down.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { delimiter, extname, isAbsolute, join, resolve } from "node:path";
@@ -289,6 +289,31 @@ export function typeScriptHint(stderr: string): string | undefined {
   return undefined;
 }
 
+/**
+ * What Node's type stripping says of a `.ts` entry point, as the runner would have shown it
+ * (`[ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX]: ...`), or "" when it strips cleanly or is not
+ * TypeScript. The runner reports its errors to the engine, not on stderr, so after a failed
+ * run the host asks again in a short child of its own.
+ */
+export function strippingProblem(programDirectory: string, entryPoint: string): string {
+  let entry = resolve(programDirectory, entryPoint || ".");
+  if (existsSync(entry) && statSync(entry).isDirectory()) entry = join(entry, "index.ts");
+  if (!/^\.[mc]?ts$/.test(extname(entry)) || !existsSync(entry)) return "";
+  const check = spawnSync(
+    process.execPath,
+    [
+      "--no-warnings",
+      "-e",
+      `const { stripTypeScriptTypes } = require("node:module");
+try { stripTypeScriptTypes(require("node:fs").readFileSync(process.argv[1], "utf8")); }
+catch (e) { if (e.code) console.log("[" + e.code + "]: " + e.message); }`,
+      entry,
+    ],
+    { encoding: "utf8", timeout: 30_000 },
+  );
+  return check.stdout ?? "";
+}
+
 /** Why a program cannot start, before anything is spawned; undefined when it can. */
 export function startupProblem(
   programDirectory: string,
@@ -468,6 +493,9 @@ export function main(argv: string[] = process.argv.slice(2)): void {
       forget(child);
       if (answered) return;
       answered = true;
+      if (code === EXIT_ERROR_SHOWN && opts.typescript) {
+        tail += strippingProblem(programDirectory, entryPoint);
+      }
       answer(explainExit(code, signal, tail));
     });
   };

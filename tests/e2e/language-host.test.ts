@@ -257,7 +257,8 @@ test("`pulumi install` runs the package manager of runtime.options.packagemanage
   assert.equal(pkg.name, "local-lib");
   assert.ok(existsSync(join(ok, "package-lock.json")), "npm wrote its lock file");
 
-  const broken = project({ "local-lib": `file:${join(lib, "missing")}` });
+  // npm links a missing folder without complaint, but fails on a missing tarball.
+  const broken = project({ "local-lib": `file:${join(lib, "missing.tgz")}` });
   const failed = await pulumiCli(["install"], { cwd: broken, env });
   assert.notEqual(failed.code, 0);
   assert.match(

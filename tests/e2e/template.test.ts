@@ -20,6 +20,7 @@ import {
   scratchProject,
   type CliResult,
 } from "../support/pulumi.js";
+import { removeCrd } from "../support/crd.js";
 
 const template = join(repoRoot, "templates", "cocoonset-typescript");
 
@@ -60,6 +61,7 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
   const stackConfig = readFileSync(join(dir, "Pulumi.dev.yaml"), "utf8");
   assert.match(stackConfig, /fleet-from-template:image: agents\/coder:1/, "the prompt's default");
 
+  await removeCrd(); // the template's Operator installs it (it adopts one only when told to)
   try {
     ok(await cli(["up", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi up");
     const pods = await waitForList(

@@ -17,6 +17,7 @@
  * CocoonSet or a managed pod (from the informer caches) rather than listing namespaces, so
  * it needs no cluster-wide namespace access; ephemeral Jobs or ConfigMaps in a namespace
  * with neither are reaped once such an object appears there or when `--namespace` names it.
+ * Behaviour: docs/behaviour.md §6.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";

@@ -3,6 +3,7 @@
  * The serialized provider object (sdk/slots.ts) holds no state: each of its methods imports
  * this package by name and calls the function of the same name here, so destroy and
  * refresh always run the engine that is installed.
+ * Behaviour: docs/behaviour.md §7.3.
  */
 import {
   cocoonSetNameProblem,

@@ -2,6 +2,7 @@
  * The CocoonSet lifecycle around passes: the finalizer, deletion (owner release), and
  * `converge` — passes repeated until nothing is left to do now, waiting for the main agent
  * to be Ready in between (what `pulumi up` runs).
+ * Behaviour: docs/behaviour.md §3.13.
  */
 import {
   FINALIZER,

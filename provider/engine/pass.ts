@@ -7,6 +7,7 @@
  * rebuild's history write always lands before its delete; sub-agent creates run at most
  * `fanOut` at a time and one failure does not stop the others; the first error is reported
  * after every step settled.
+ * Behaviour: docs/behaviour.md §3.
  */
 import pLimit from "p-limit";
 import {

@@ -1,4 +1,5 @@
 // Rebuild backoff: the wait before rebuild number count+1, measured from the last delete.
+// Behaviour: docs/behaviour.md §3.6.
 import { BACKOFF_SCHEDULE_SECONDS } from "./constants.js";
 import type { RebuildEntry } from "./rebuild-history.js";
 

@@ -1,5 +1,6 @@
 // Sorts the pods listed for a CocoonSet into main agent, sub-agents by slot and toolboxes by
 // name, keeping only pods this CocoonSet controls that are not already being deleted.
+// Behaviour: docs/behaviour.md §3.1.
 import { LABELS, ROLES } from "./constants.js";
 import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";

@@ -4,6 +4,7 @@
 //
 // Not compared, on purpose: nodeName, affinity, tolerations, labels and replicas. A
 // sub-agent's fork-from and every pod's VM name are taken from the pod itself.
+// Behaviour: docs/behaviour.md §3.3.
 import { ANNOTATIONS, ANNOTATION_TRUE, NODE_LABELS } from "./constants.js";
 import type { CocoonSet, EnvFromSource, ToolboxSpec, VMOptions } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";

@@ -1,6 +1,7 @@
 // The slot plan of one pass. planPass is pure: given the CocoonSet, its pods,
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
+// Behaviour: docs/behaviour.md §3.
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -319,7 +320,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   return main;
 }
 
-/** Triage of an existing sub-agent, in SPEC order: dead-letter, terminal, drifted. */
+/** Triage of an existing sub-agent (docs/behaviour.md §3.6): dead-letter, terminal, drifted. */
 function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
   const target: PlanTarget = { role: "sub-agent", slot };
   const podName = pod.metadata?.name ?? agentPodName(pass.name, slot);

@@ -1,5 +1,6 @@
 // Builds the pods of a CocoonSet. A pod only carries a VM description: the
 // virtual kubelet reads the annotations and runs the VM; the container image is a placeholder.
+// Behaviour: docs/behaviour.md §2.
 import {
   AGENT_CONTAINER,
   ANNOTATIONS,

@@ -1,6 +1,7 @@
 // The rebuild history codec. The history lives on the CocoonSet as the annotation
 // cocoonset.cocoonstack.io/rebuild-history so a slot's rebuild count survives the pod delete:
 //   {"3": {"count": 2, "lastDeleted": "2025-01-01T10:00:00.000Z"}}
+// Behaviour: docs/behaviour.md §3.7.
 import { ANNOTATIONS } from "./constants.js";
 import type { CocoonSet } from "./generated/types.js";
 

@@ -1,6 +1,7 @@
 // The one schema of the CocoonSet resource. The CRD (YAML and JSON), the TypeScript types and
 // the validator are all derived from the objects below, so they cannot disagree.
 // The shape follows Kubernetes' structural-schema rules (apiextensions.k8s.io/v1).
+// Behaviour: docs/behaviour.md §1.
 import { MAX_REPLICAS, MAX_TOOLBOXES } from "./constants.js";
 import { MAX_QUANTITY, QUANTITY_MAX_EXPONENT_DIGITS, QUANTITY_MAX_LENGTH } from "./quantity.js";
 

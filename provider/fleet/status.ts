@@ -1,5 +1,6 @@
 // Status derivation: counts, per-member entries, phase and the Ready/Progressing conditions,
 // computed from the live pods. Time is injected so transitions are testable.
+// Behaviour: docs/behaviour.md §3.12.
 import { ANNOTATIONS, ROLES } from "./constants.js";
 import { classifyPods, type ClassifiedPods } from "./classify.js";
 import type {

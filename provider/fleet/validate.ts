@@ -1,5 +1,6 @@
 // Validates a CocoonSet spec with the CRD's own schema (ajv) plus JS twins of its CEL rules,
 // which ajv cannot run. Failures name the field (`toolboxes[1].name`) and state the rule.
+// Behaviour: docs/behaviour.md §10.
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import type { CocoonSetSpec, ToolboxSpec } from "./generated/types.js";
 import { MAX_QUANTITY, readQuantity } from "./quantity.js";

@@ -6,6 +6,7 @@
 // The engine remembers its own creates in a create log (per CocoonSet, in memory of the
 // process that runs the passes: the controller, or one `pulumi up`). The planner reads the
 // log and the time and says when a slot may be created again; it stays pure.
+// Behaviour: docs/behaviour.md §3.10.
 import type { Pod } from "./kube-types.js";
 
 /** What the engine remembers of the last create of one sub-agent slot. */

@@ -1,6 +1,7 @@
 /**
  * Worker ownership (`ownerPod`): what a worker pod's children carry, and the
  * release a worker runs when it boots.
+ * Behaviour: docs/behaviour.md §4.6.
  */
 import type { KubeClient, OwnerReference } from "../kube/index.js";
 import { ReleaseError } from "./errors.js";

@@ -2,6 +2,7 @@
  * The orphan reaper: one pass over a namespace deletes expired ephemeral
  * Jobs, pods and prompt ConfigMaps. Decisions are pure (see decisions.ts); this file lists
  * and deletes.
+ * Behaviour: docs/behaviour.md §5.
  */
 import { isForbidden, paths, type KubeClient, type KubeObject } from "../kube/index.js";
 import {

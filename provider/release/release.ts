@@ -2,6 +2,7 @@
  * Owner release: delete what an owner owns, in a safe order, and wait with
  * watches until all of it is gone. Selection is pure ({@link selectOwnedTree}); this file
  * only lists, deletes and waits.
+ * Behaviour: docs/behaviour.md §4.
  */
 import pLimit from "p-limit";
 import {

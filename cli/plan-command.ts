@@ -5,20 +5,15 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import { listFleetPods } from "../provider/engine/index.js";
+import { previewPlan } from "../provider/engine/index.js";
 import {
   API_VERSION,
   KIND,
-  applyPlanToPods,
   formatFailure,
-  planPass,
   planToJSON,
   renderPlan,
-  toolboxPodName,
   validateCocoonSetSpec,
   type CocoonSet,
-  type Plan,
-  type Pod,
 } from "../provider/fleet/index.js";
 import {
   KubeApiError,
@@ -136,46 +131,6 @@ async function plannedObject(
   };
 }
 
-/**
- * The live pods the engine would see: its labelled pods, plus any pod already holding a
- * toolbox's name, so that a name conflict shows in the plan rather than only on apply.
- */
-async function livePods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
-  const pods = await listFleetPods(client, cs);
-  const ns = cs.metadata.namespace ?? "default";
-  const names = new Set(pods.map((p) => p.metadata?.name));
-  for (const tb of cs.spec.toolboxes ?? []) {
-    const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
-    if (names.has(podName)) continue;
-    const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
-    if (squatter) pods.push(squatter);
-  }
-  return pods;
-}
-
-/**
- * The plan of a CocoonSet not created yet. The engine creates the main agent first and the
- * rest once it is Ready; showing only the main agent would hide what the file asks for, so
- * this plans the pass after a (simulated) Ready main agent too and shows both.
- */
-function planNew(cs: CocoonSet, nowMs: number): Plan {
-  const planned: CocoonSet = {
-    ...cs,
-    metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
-  };
-  const first = planPass({ cocoonSet: planned, pods: [], nowMs });
-  const after = applyPlanToPods([], first, { nowMs });
-  const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
-  return {
-    ...next,
-    steps: [...first.steps, ...next.steps],
-    errors: [...first.errors, ...next.errors],
-    requeueAfterMs: first.requeueAfterMs,
-    mutatesPods: true,
-    status: undefined,
-  };
-}
-
 /** Registers `plan`. */
 export function registerPlan(program: Command): void {
   program
@@ -204,10 +159,8 @@ export function registerPlan(program: Command): void {
         }
         try {
           const { cocoonSet, exists } = await plannedObject(client, input);
-          // A CocoonSet not created yet owns nothing: every member would be created.
-          const plan = exists
-            ? planPass({ cocoonSet, pods: await livePods(client, cocoonSet), nowMs: Date.now() })
-            : planNew(cocoonSet, Date.now());
+          // The engine's own reading of the cluster, as a pass would read it.
+          const plan = await previewPlan(client, cocoonSet, { exists });
           if (opts.json) printJson(planToJSON(plan));
           else process.stdout.write(renderPlan(plan) + "\n");
         } catch (e) {

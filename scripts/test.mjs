@@ -44,7 +44,7 @@ must(step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
 if (!only) {
   must(
     step("generated files are fresh", process.execPath, [
-      join("dist", "provider", "fleet", "generate.js"),
+      join("dist", "scripts", "generate-schema.js"),
       "--check",
     ]),
   );

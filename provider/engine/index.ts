@@ -2,3 +2,5 @@
 export * from "./pass.js";
 export * from "./lifecycle.js";
 export * from "./crd.js";
+export * from "./preview.js";
+export * from "./simulate.js";

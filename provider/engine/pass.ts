@@ -14,6 +14,7 @@ import {
   ANNOTATIONS,
   LABELS,
   planPass,
+  toolboxPodName,
   type CocoonSet,
   type Plan,
   type PlanAction,
@@ -115,13 +116,32 @@ export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<
   return list.items;
 }
 
+/**
+ * What a pass reads of the cluster: the CocoonSet's labelled pods, plus any pod that holds a
+ * declared toolbox's name without the label, so that the plan sees the name conflict before
+ * it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
+ * cannot disagree on their input.
+ */
+export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+  const pods = await listFleetPods(client, cs);
+  const ns = cs.metadata.namespace ?? "default";
+  const names = new Set(pods.map((p) => p.metadata?.name));
+  for (const tb of cs.spec.toolboxes ?? []) {
+    const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
+    if (names.has(podName)) continue;
+    const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
+    if (squatter) pods.push(squatter);
+  }
+  return pods;
+}
+
 /** Plans a pass against the live cluster without changing anything. */
 export async function planLive(
   client: KubeClient,
   cs: CocoonSet,
   opts: PassOptions = {},
 ): Promise<Plan> {
-  const pods = await listFleetPods(client, cs);
+  const pods = await readFleetPods(client, cs);
   return planPass({
     cocoonSet: cs,
     pods,

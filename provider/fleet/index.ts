@@ -99,9 +99,3 @@ export {
   statusEqual,
   type StatusInput,
 } from "./status.js";
-export {
-  applyPlanToPods,
-  type SimulatedEvent,
-  type SimulationOptions,
-  type SimulationResult,
-} from "./simulate.js";

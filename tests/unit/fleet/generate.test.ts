@@ -7,11 +7,11 @@ import {
   renderCrdYaml,
   repositoryRoot,
   staleGeneratedFiles,
-} from "../../../provider/fleet/generate.js";
+} from "../../../scripts/generate-schema.js";
 import { cocoonSetCrd } from "../../../provider/fleet/index.js";
 
 describe("generated files", () => {
-  it("are up to date with the schema source (run generate.js when this fails)", async () => {
+  it("are up to date with the schema source (run dist/scripts/generate-schema.js when this fails)", async () => {
     assert.deepEqual(await staleGeneratedFiles(repositoryRoot()), []);
   });
 

@@ -9,7 +9,6 @@ import fc from "fast-check";
 import {
   ANNOTATIONS,
   MAX_REBUILD_ATTEMPTS,
-  applyPlanToPods,
   buildAgentPod,
   isOwnedPod,
   isTerminal,
@@ -19,6 +18,7 @@ import {
   type Plan,
   type Pod,
 } from "../../../provider/fleet/index.js";
+import { applyPlanToPods } from "../../../provider/engine/simulate.js";
 import {
   NOW,
   cocoonSet,

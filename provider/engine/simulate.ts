@@ -1,7 +1,7 @@
-// A pure stand-in for the executor and the cluster: applies a plan to a list of pods. Used by
-// the property tests (fixpoint, ownership, attempt limit) and handy to show what a plan does.
-import type { Pod } from "./kube-types.js";
-import type { Plan, PlanAction, PlanStep } from "./plan.js";
+// A pure stand-in for the executor and the cluster: applies a plan to a list of pods. The
+// preview uses it to plan a new fleet past its main agent; the property tests use it to run
+// passes to a fixpoint. Not part of the planning core: the core decides, this plays it out.
+import type { Plan, PlanAction, PlanStep, Pod } from "../fleet/index.js";
 
 /** How {@link applyPlanToPods} behaves. */
 export interface SimulationOptions {

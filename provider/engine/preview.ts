@@ -1,0 +1,46 @@
+/**
+ * The engine's preview: the plan a pass would carry out now, read from the cluster the way
+ * the pass reads it (`readFleetPods`), without changing anything. `cocoonset plan` prints it.
+ * Behaviour: docs/behaviour.md §3 and §8.
+ */
+import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
+import type { KubeClient } from "../kube/index.js";
+import { readFleetPods } from "./pass.js";
+import { applyPlanToPods } from "./simulate.js";
+
+/**
+ * The plan of a CocoonSet not created yet. A pass creates the main agent first and the rest
+ * once it is Ready; showing only the main agent would hide what the spec asks for, so this
+ * also plans the pass after a (simulated) Ready main agent and shows both.
+ */
+export function planNewFleet(cs: CocoonSet, nowMs: number): Plan {
+  const planned: CocoonSet = {
+    ...cs,
+    metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
+  };
+  const first = planPass({ cocoonSet: planned, pods: [], nowMs });
+  const after = applyPlanToPods([], first, { nowMs });
+  const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
+  return {
+    ...next,
+    steps: [...first.steps, ...next.steps],
+    errors: [...first.errors, ...next.errors],
+    requeueAfterMs: first.requeueAfterMs,
+    mutatesPods: true,
+    status: undefined,
+  };
+}
+
+/**
+ * What a pass would do now for `cs`: against its live pods when it exists (`exists`), else
+ * the plan of a new fleet (it owns nothing yet, so every member would be created).
+ */
+export async function previewPlan(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: { exists: boolean; nowMs?: number },
+): Promise<Plan> {
+  const nowMs = opts.nowMs ?? Date.now();
+  if (!opts.exists) return planNewFleet(cs, nowMs);
+  return planPass({ cocoonSet: cs, pods: await readFleetPods(client, cs), nowMs });
+}

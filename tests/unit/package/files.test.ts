@@ -1,0 +1,76 @@
+/**
+ * What `npm pack` ships: the code users run (the components, the provider, the controller, the
+ * CLI, the cluster) and nothing of the tests, benchmarks, examples or build scripts, and every
+ * relative import of a shipped file resolves to another shipped file.
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join, normalize } from "node:path";
+import { describe, it } from "node:test";
+import { repositoryRoot } from "../../../scripts/generate-schema.js";
+
+const root = repositoryRoot();
+
+/** The file list of `npm pack`, without running the package's build scripts. */
+function packedFiles(): string[] {
+  const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+    cwd: root,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const [pack] = JSON.parse(out) as { files: { path: string }[] }[];
+  return pack.files.map((f) => f.path).sort();
+}
+
+/** Relative module specifiers of a compiled ES module (static and dynamic imports). */
+function relativeImports(source: string): string[] {
+  const specs: string[] = [];
+  const patterns = [/\bfrom\s+"(\.{1,2}\/[^"]+)"/g, /\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g];
+  for (const re of patterns) for (const m of source.matchAll(re)) specs.push(m[1]);
+  return specs;
+}
+
+describe("the published package", () => {
+  const files = packedFiles();
+  const packed = new Set(files);
+
+  it("ships no tests, benchmarks, examples or build scripts", () => {
+    const extra = files.filter((f) =>
+      /^dist\/(tests|bench|examples|scripts)\/|^(tests|bench|examples|scripts|docs)\//.test(f),
+    );
+    assert.deepEqual(extra, []);
+    assert.ok(files.length < 400, `${files.length} files packed`);
+  });
+
+  it("ships the command, every export target and the cluster's data files", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      exports: Record<string, string>;
+      bin: Record<string, string>;
+    };
+    const needed = [
+      ...Object.values(pkg.exports).map((p) => normalize(p)),
+      ...Object.values(pkg.bin).map((p) => normalize(p)),
+      "dist/cli/main.js",
+      "dist/controller/main.js",
+      "cluster/toolchain.json",
+      "cluster/kwok-stages.yaml",
+    ];
+    assert.deepEqual(
+      needed.filter((p) => !packed.has(p)),
+      [],
+    );
+  });
+
+  it("has every relative import of a shipped module inside the package", () => {
+    const missing: string[] = [];
+    for (const file of files.filter((f) => f.endsWith(".js"))) {
+      const source = readFileSync(join(root, file), "utf8");
+      for (const spec of relativeImports(source)) {
+        const target = normalize(join(dirname(file), spec));
+        if (!packed.has(target)) missing.push(`${file} imports ${spec}`);
+      }
+    }
+    assert.deepEqual(missing, []);
+  });
+});

@@ -1,5 +1,9 @@
 /** Helpers shared by the CLI commands: error reporting and JSON output. */
 import { InvalidArgumentError } from "commander";
+import { MAX_TIMER_MS, parseDuration as parseDurationMs } from "../controller/duration.js";
+import { BrandedError } from "../provider/kube/branded-error.js";
+
+export { MAX_TIMER_MS };
 
 /** Prints one JSON document on stdout. */
 export function printJson(value: unknown): void {
@@ -7,17 +11,12 @@ export function printJson(value: unknown): void {
 }
 
 /** A user-facing failure: printed to stderr without a stack, exit code 1 (or `code`). */
-export class CliError extends Error {
-  readonly isCliError = true;
+export class CliError extends BrandedError {
   constructor(
     message: string,
     readonly code = 1,
   ) {
     super(message);
-    this.name = "CliError";
-  }
-  static isInstance(e: unknown): e is CliError {
-    return typeof e === "object" && e !== null && (e as CliError).isCliError === true;
   }
 }
 
@@ -40,21 +39,11 @@ export function action<A extends unknown[]>(
 
 /** Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` (a bare number means seconds). */
 export function parseDuration(text: string): number {
-  const t = text.trim();
-  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(parseFloat(t) * 1000);
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
-  let total = 0;
-  let consumed = 0;
-  for (const m of t.matchAll(re)) {
-    if (m.index !== consumed) break;
-    consumed += m[0].length;
-    const n = parseFloat(m[1]);
-    total += n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms" | "s" | "m" | "h"];
+  try {
+    return parseDurationMs(text);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
   }
-  if (consumed === 0 || consumed !== t.length) {
-    throw new InvalidArgumentError(`"${text}" is not a duration (examples: 500ms, 30s, 5m, 1h)`);
-  }
-  return Math.round(total);
 }
 
 /** Parses a positive integer option value. */
@@ -64,9 +53,6 @@ export function parsePositiveInt(text: string): number {
   }
   return parseInt(text, 10);
 }
-
-/** The longest delay a Node timer honours (a longer one fires at once). */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Parses a timeout: a duration above zero that a timer can wait (under about 24 days). */
 export function parseTimeout(text: string): number {

@@ -10,7 +10,7 @@ function userErrors<T>(fn: () => T): T {
   try {
     return fn();
   } catch (e) {
-    if (e instanceof ImageError) throw new CliError(e.message);
+    if (ImageError.isInstance(e)) throw new CliError(e.message);
     throw e;
   }
 }

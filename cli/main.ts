@@ -6,7 +6,7 @@ import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "./controller-command.js";
 import { registerPlan } from "./plan-command.js";
 import { registerDemo } from "./demo-command.js";
-import { cocoonSetControllerDeps } from "../controller/cocoonset-reconciler.js";
+import { cocoonSetControllerDeps } from "../controller/cocoonset-controller.js";
 import { registerToolchain } from "./toolchain-command.js";
 import { registerImage } from "./image-command.js";
 

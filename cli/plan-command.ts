@@ -9,7 +9,9 @@ import { previewPlan } from "../provider/engine/index.js";
 import {
   API_VERSION,
   KIND,
+  cocoonSetNameProblem,
   formatFailure,
+  namespaceNameProblem,
   planToJSON,
   renderPlan,
   validateCocoonSetSpec,
@@ -35,8 +37,6 @@ export interface PlanInputFile {
   name: string;
   cocoonSet: CocoonSet;
 }
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 /**
  * Reads and checks one CocoonSet manifest: YAML syntax, kind, metadata.name and the spec
@@ -73,15 +73,13 @@ export function readCocoonSetFile(file: string): PlanInputFile {
   const meta = (obj.metadata ?? {}) as ObjectMeta;
   const name = meta.name;
   if (typeof name !== "string" || name === "") failures.push("[metadata.name] is required");
-  else if (name.length > 253 || !DNS_SUBDOMAIN.test(name)) {
-    failures.push(
-      "[metadata.name] must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')",
-    );
+  else {
+    const problem = cocoonSetNameProblem(name);
+    if (problem) failures.push(`[metadata.name] ${problem}`);
   }
   const namespace = meta.namespace ?? "default";
-  if (typeof namespace !== "string" || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) {
-    failures.push("[metadata.namespace] must be a DNS-1123 label");
-  }
+  const nsProblem = namespaceNameProblem(namespace);
+  if (nsProblem) failures.push(`[metadata.namespace] ${nsProblem}`);
   const checked = validateCocoonSetSpec(obj.spec);
   if (obj.spec === undefined) failures.push("[spec] is required");
   else if (!checked.ok)

@@ -34,6 +34,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, posix, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultControllerImage } from "../controller/image.js";
+import { BrandedError } from "../provider/kube/branded-error.js";
 
 /** The package root (holds package.json, dist/, controller/Dockerfile). */
 export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -46,11 +47,9 @@ export const IMAGE_APP_DIR = "/app";
 export const CONTROLLER_ENTRY = "dist/controller/main.js";
 
 /** Thrown for a missing tool or a failed step; the message says which and why. */
-export class ImageError extends Error {
-  readonly isImageError = true;
+export class ImageError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "ImageError";
   }
 }
 

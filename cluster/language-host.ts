@@ -26,6 +26,7 @@ import { createRequire } from "node:module";
 import { delimiter, extname, isAbsolute, join, resolve } from "node:path";
 import type * as grpcTypes from "@grpc/grpc-js";
 import type * as langTypes from "@pulumi/pulumi/proto/language_pb.js";
+import { BrandedError } from "../provider/kube/branded-error.js";
 
 /** The package managers `InstallDependencies` can run. */
 export type PackageManager = "npm" | "yarn" | "pnpm" | "bun";
@@ -45,10 +46,9 @@ export interface NodeRuntimeOptions {
 }
 
 /** A bad `runtime.options` value; the message names the option. */
-export class RuntimeOptionsError extends Error {
+export class RuntimeOptionsError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "RuntimeOptionsError";
   }
 }
 
@@ -93,7 +93,7 @@ export function parseRuntimeOptions(raw: Record<string, unknown> = {}): NodeRunt
     try {
       opts.nodeargs = splitArgs(str("nodeargs"));
     } catch (e) {
-      if (e instanceof RuntimeOptionsError) throw e;
+      if (RuntimeOptionsError.isInstance(e)) throw e;
       throw new RuntimeOptionsError(`[runtime.options.nodeargs] ${(e as Error).message}`);
     }
   }

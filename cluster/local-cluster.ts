@@ -32,6 +32,8 @@ import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
 import { createClientCa, type CertificateAuthority } from "./pki.js";
 import { requireBinary, type BinaryName } from "./toolchain.js";
+import { BrandedError } from "../provider/kube/branded-error.js";
+import { sleep } from "../provider/kube/sleep.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
@@ -82,14 +84,9 @@ export interface UpOptions {
 export const MAX_NODES = 100;
 
 /** Thrown when the cluster cannot be started or is not in the expected state. */
-export class ClusterError extends Error {
-  readonly isClusterError = true;
+export class ClusterError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "ClusterError";
-  }
-  static isInstance(e: unknown): e is ClusterError {
-    return typeof e === "object" && e !== null && (e as ClusterError).isClusterError === true;
   }
 }
 
@@ -311,7 +308,7 @@ async function waitFor(
       const where = component ? `; last lines of ${component.log}:\n${tail(component.log)}` : "";
       throw new ClusterError(`timed out waiting for ${what}${where}`);
     }
-    await new Promise((r) => setTimeout(r, delay));
+    await sleep(delay);
     delay = Math.min(delay * 2, 1000);
   }
 }
@@ -349,7 +346,7 @@ async function stopComponents(components: ComponentRecord[]): Promise<void> {
       }
     }
     const deadline = Date.now() + 10_000;
-    while (isAlive(c) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (isAlive(c) && Date.now() < deadline) await sleep(50);
     if (isAlive(c)) {
       try {
         process.kill(-c.pid, "SIGKILL");

@@ -24,6 +24,7 @@ import {
 import { homedir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { BrandedError } from "../provider/kube/branded-error.js";
 
 /** One wrapper module and the binaries built from it. */
 export interface ToolGroup {
@@ -69,14 +70,9 @@ export type BinaryName =
 const SHIMS: BinaryName[] = ["pulumi-resource-pulumi-nodejs", "pulumi-language-nodejs"];
 
 /** Thrown when a binary cannot be found or built; names module, version and step. */
-export class ToolchainError extends Error {
-  readonly isToolchainError = true;
+export class ToolchainError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "ToolchainError";
-  }
-  static isInstance(e: unknown): e is ToolchainError {
-    return typeof e === "object" && e !== null && (e as ToolchainError).isToolchainError === true;
   }
 }
 

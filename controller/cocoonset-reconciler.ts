@@ -14,10 +14,15 @@ import {
 } from "../provider/engine/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
 import type { KubeClient, KubeObject } from "../provider/kube/index.js";
-import { reapNamespace } from "../provider/release/index.js";
-import type { ControllerDeps } from "./manager.js";
 import { logWithFields } from "./logger.js";
-import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+import {
+  DONE,
+  requeueAfter,
+  type ObjectKey,
+  type ReconcileContext,
+  type Reconciler,
+  type ReconcileResult,
+} from "./types.js";
 
 /** Options of {@link CocoonSetReconciler}. */
 export interface CocoonSetReconcilerOptions {
@@ -58,12 +63,12 @@ export class CocoonSetReconciler implements Reconciler {
     private readonly opts: CocoonSetReconcilerOptions = {},
   ) {}
 
-  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<{ requeueAfterMs?: number }> {
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult> {
     let cs: CocoonSet | undefined = await readCocoonSet(this.client, key.namespace, key.name);
-    if (!cs) return {};
+    if (!cs) return DONE;
     if (cs.metadata.deletionTimestamp) {
       this.createLogs.delete(cs.metadata.uid ?? "");
-      if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return {};
+      if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return DONE;
       const released = await finalizeDeletion(this.client, cs, {
         timeoutMs: this.opts.releaseTimeoutMs,
         metrics: { releaseDeleted: (kind, n) => ctx.metrics.releaseDeleted(kind, n) },
@@ -72,7 +77,7 @@ export class CocoonSetReconciler implements Reconciler {
         pvcs: false,
       });
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
-      return {};
+      return DONE;
     }
     cs = await ensureFinalizer(this.client, cs);
     const result = await runPass(this.client, cs, {
@@ -80,6 +85,8 @@ export class CocoonSetReconciler implements Reconciler {
       now: this.opts.now,
       hooks: hooksFor(ctx),
       createLogs: this.createLogs,
+      // Shutdown: once the grace period is over, the pass stops starting new actions.
+      signal: ctx.signal,
     });
     if (result.errors.length > 0) {
       throw new PassError(
@@ -87,21 +94,6 @@ export class CocoonSetReconciler implements Reconciler {
         result,
       );
     }
-    return result.requeueAfterMs === undefined ? {} : { requeueAfterMs: result.requeueAfterMs };
+    return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
   }
-}
-
-/** The controller's dependencies: the CocoonSet reconciler and the orphan reaper. */
-export function cocoonSetControllerDeps(
-  client: KubeClient,
-  opts: CocoonSetReconcilerOptions = {},
-): ControllerDeps {
-  return {
-    reconciler: new CocoonSetReconciler(client, opts),
-    reap: (namespace, ctx) =>
-      reapNamespace(client, namespace, {
-        log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
-        metrics: { reapDeleted: (kind, reason) => ctx.metrics.reapDeleted(kind, reason) },
-      }),
-  };
 }

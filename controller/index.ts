@@ -1,4 +1,4 @@
-/** The controller runtime: work queue, informers, leader election, metrics, events, health. */
+/** The controller: a generic runtime (work queue, informers, leader election, metrics, events, health) and the CocoonSet controller it runs. */
 export * from "./types.js";
 export * from "./work-queue.js";
 export * from "./informer.js";
@@ -9,4 +9,6 @@ export * from "./logger.js";
 export * from "./health.js";
 export * from "./options.js";
 export * from "./rbac.js";
-export * from "./manager.js";
+export * from "./runtime.js";
+export * from "./cocoonset-controller.js";
+export * from "./cocoonset-reconciler.js";

@@ -16,7 +16,7 @@
  */
 import type { Logger } from "pino";
 import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
-import { sleep } from "./sleep.js";
+import { sleep } from "../provider/kube/sleep.js";
 
 /** Callbacks of an {@link Informer}. */
 export interface InformerHandlers<T extends KubeObject = KubeObject> {

@@ -26,7 +26,7 @@ import {
   type KubeObject,
 } from "../provider/kube/index.js";
 import { microTime } from "./events.js";
-import { sleep } from "./sleep.js";
+import { sleep } from "../provider/kube/sleep.js";
 
 /** The spec of a Lease. */
 export interface LeaseSpec {

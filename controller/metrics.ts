@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { ControllerMetrics } from "./types.js";
 
 /** Outcome of one reconcile, the `result` label. */
-export type ReconcileResult = "success" | "error" | "requeue";
+export type ReconcileOutcome = "success" | "error" | "requeue";
 
 /** Names of every metric the controller exports. */
 export const METRIC_NAMES = {
@@ -124,7 +124,7 @@ export class Metrics implements ControllerMetrics {
   }
 
   /** Records one finished reconcile and how long it took. */
-  reconciled(result: ReconcileResult, seconds: number): void {
+  reconciled(result: ReconcileOutcome, seconds: number): void {
     this.reconciles.inc({ result });
     if (result === "error") this.reconcileErrors.inc();
     this.duration.observe({ result }, seconds);

@@ -3,9 +3,11 @@
  * pure resolver that merges them (flag wins over env, env over default) and validates every
  * value, naming the flag in the error.
  */
-import { MAX_TIMER_MS, parseDuration } from "../cli/common.js";
+import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
+import { BrandedError } from "../provider/kube/branded-error.js";
+import { namespaceNameProblem } from "../provider/fleet/validate.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
@@ -143,18 +145,13 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
 ];
 
 /** A bad option value; the message names the flag (and the env var when it came from there). */
-export class OptionsError extends Error {
-  readonly isOptionsError = true;
+export class OptionsError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "OptionsError";
-  }
-  static isInstance(e: unknown): e is OptionsError {
-    return typeof e === "object" && e !== null && (e as OptionsError).isOptionsError === true;
   }
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const isNamespaceName = (ns: string) => namespaceNameProblem(ns) === undefined;
 
 // The value parsers below are shared with the Operator component (sdk/operator.ts), which
 // renders these flags into the controller Deployment: what one refuses the other refuses.
@@ -174,8 +171,7 @@ export function parseCountOption(text: string): number {
 /** Parses one namespace name (`--namespace`, `--leader-election-namespace`). */
 export function parseNamespaceOption(text: string): string {
   const ns = text.trim();
-  if (!DNS_LABEL.test(ns) || ns.length > 63)
-    throw new Error("must be namespace names (DNS-1123 labels)");
+  if (!isNamespaceName(ns)) throw new Error("must be namespace names (DNS-1123 labels)");
   return ns;
 }
 
@@ -275,7 +271,7 @@ export function resolveControllerOptions(
 
   const len = pick("leaderElectionNamespace");
   const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
-  if (!DNS_LABEL.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)
+  if (!isNamespaceName(leaderElectionNamespace))
     fail(
       len?.from ?? "--leader-election-namespace",
       "must be a namespace name",

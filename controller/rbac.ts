@@ -17,6 +17,7 @@
  */
 import type { KubeObject } from "../provider/kube/index.js";
 import { DEFAULT_LEASE_NAME } from "./leader-election.js";
+import { CRD_NAME, GROUP } from "../provider/fleet/constants.js";
 
 /** One RBAC rule. */
 export interface PolicyRule {
@@ -27,7 +28,7 @@ export interface PolicyRule {
 }
 
 /** Name of the CRD the controller checks for at start-up. */
-export const COCOONSET_CRD_NAME = "cocoonsets.cocoonset.cocoonstack.io";
+export const COCOONSET_CRD_NAME = CRD_NAME;
 
 /**
  * Rules for objects inside the watched namespaces, each verb with the code that sends it:
@@ -47,17 +48,17 @@ export const COCOONSET_CRD_NAME = "cocoonsets.cocoonset.cocoonstack.io";
 export function namespacedRules(): PolicyRule[] {
   return [
     {
-      apiGroups: ["cocoonset.cocoonstack.io"],
+      apiGroups: [GROUP],
       resources: ["cocoonsets"],
       verbs: ["get", "list", "watch", "patch"],
     },
     {
-      apiGroups: ["cocoonset.cocoonstack.io"],
+      apiGroups: [GROUP],
       resources: ["cocoonsets/status"],
       verbs: ["patch"],
     },
     {
-      apiGroups: ["cocoonset.cocoonstack.io"],
+      apiGroups: [GROUP],
       resources: ["cocoonsets/finalizers"],
       verbs: ["update"],
     },

@@ -8,7 +8,7 @@ import type { KubeObject } from "../provider/kube/index.js";
 
 export type { Logger } from "pino";
 
-/** The identity of a CocoonSet in the work queue. */
+/** The identity of an object in the work queue. */
 export interface ObjectKey {
   namespace: string;
   name: string;
@@ -64,13 +64,29 @@ export interface ReconcileContext {
 }
 
 /**
+ * What a reconcile asks of the queue: done (`{}`: nothing until the next event or resync),
+ * or requeue after `requeueAfterMs` (0: at once). Either way the key's failure history is
+ * forgotten. See {@link DONE} and {@link requeueAfter}.
+ */
+export interface ReconcileResult {
+  requeueAfterMs?: number;
+}
+
+/** The result of a reconcile with nothing left to wait for. */
+export const DONE: ReconcileResult = Object.freeze({});
+
+/** The result of a reconcile that must run again after `ms` (0: at once). */
+export function requeueAfter(ms: number): ReconcileResult {
+  return { requeueAfterMs: ms };
+}
+
+/**
  * The reconcile logic. Level-based: it receives a key, reads the current state and converges.
- * A thrown error means a rate-limited requeue; a result with `requeueAfterMs` means forget
- * the failure history, then requeue after that delay. Return a result or throw, not both.
+ * A thrown error goes to the controller's error policy (by default a rate-limited requeue).
+ * Return a result or throw, not both.
  */
 export interface Reconciler {
-  /** Converges one CocoonSet. */
-  reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<{ requeueAfterMs?: number }>;
+  reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult>;
 }
 
 /** Formats a key as `namespace/name`. */

@@ -18,6 +18,7 @@ import {
   PROBE_PORT,
 } from "../controller/image.js";
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
+import { LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../provider/fleet/constants.js";
 
 const crd = crdJson as unknown as {
   metadata: { name: string };
@@ -28,7 +29,7 @@ const pkg = require("../../package.json") as { version: string };
 
 /** Label every object of the operator carries. */
 const MANAGED_BY = {
-  "app.kubernetes.io/managed-by": "cocoonset",
+  [LABELS.managedBy]: MANAGED_BY_VALUE,
   "app.kubernetes.io/part-of": "cocoonset",
 };
 

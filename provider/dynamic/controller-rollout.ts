@@ -4,6 +4,7 @@
  * cannot start its container (a generic await timeout after minutes says neither).
  */
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
+import { sleep } from "../kube/sleep.js";
 
 /** Inputs of the rollout check resource. */
 export interface ControllerRolloutInputs {
@@ -122,21 +123,6 @@ export function rolloutVerdict(
   return { state: "done" };
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(t);
-        resolve();
-      },
-      { once: true },
-    );
-  });
-}
-
 /**
  * Waits until the controller Deployment has rolled out (checking every `intervalMs`);
  * throws the verdict's message when it failed, or a message listing what the pods wait on
@@ -171,7 +157,7 @@ export async function awaitControllerRollout(
           `the controller Deployment ${inputs.namespace}/${inputs.deployment} did not roll out within ${inputs.timeoutSeconds ?? 600}s: ${last}`,
         );
       }
-      await pause(opts.intervalMs ?? 2000, opts.signal);
+      await sleep(opts.intervalMs ?? 2000, opts.signal);
     }
   } finally {
     client.close();

@@ -5,6 +5,9 @@
  */
 import {
   ANNOTATIONS,
+  API_VERSION,
+  isReady,
+  KIND,
   LABELS,
   NODE_LABELS,
   agentDrift,
@@ -91,8 +94,8 @@ export function cocoonSetFrom(
   uid = "",
 ): CocoonSet {
   return withDefaults({
-    apiVersion: "cocoonset.cocoonstack.io/v1",
-    kind: "CocoonSet",
+    apiVersion: API_VERSION,
+    kind: KIND,
     metadata: { name, namespace, uid },
     spec,
   });
@@ -131,8 +134,7 @@ export function liveSlots(
   const status: Record<string, SlotStatus> = {};
   const record = (key: string, pod: Pod, drifted: boolean) => {
     slots[key] = drifted ? slotView(pod) : desired[key];
-    const ready =
-      pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+    const ready = isReady(pod);
     status[key] = {
       pod: pod.metadata?.name ?? "",
       uid: pod.metadata?.uid ?? "",

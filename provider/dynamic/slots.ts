@@ -26,6 +26,7 @@ import {
   type SlotMap,
   type SlotStatus,
 } from "./slot-view.js";
+import { BrandedError } from "../kube/branded-error.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -265,14 +266,13 @@ async function observe(
  * A partial failure: Pulumi records the resource as created but failed to initialise (with
  * these outputs) instead of losing it, and the next `up` converges it.
  */
-export class SlotsInitError extends Error {
+export class SlotsInitError extends BrandedError {
   constructor(
     readonly id: string,
     readonly properties: SlotsOutputs,
     readonly reasons: string[],
   ) {
     super(`${reasons.length} slot operation(s) failed: ${reasons.join("; ")}`);
-    this.name = "SlotsInitError";
   }
 }
 

@@ -19,6 +19,7 @@ import {
   type KubeClient,
   type KubeObject,
 } from "../kube/index.js";
+import { sleep } from "../kube/sleep.js";
 
 /** Options of {@link ensureCrd}. */
 export interface EnsureCrdOptions {
@@ -66,8 +67,6 @@ function isEstablished(crd: KubeObject | undefined): boolean {
     status?.conditions?.some((c) => c.type === type && c.status === "True") ?? false;
   return ok("Established") && ok("NamesAccepted") && status?.acceptedNames?.plural === PLURAL;
 }
-
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Creates or updates the CocoonSet CRD from the generated manifest and waits (watch) until
@@ -135,6 +134,6 @@ async function waitUntilServed(client: KubeClient, deadline: number): Promise<vo
     } catch (e) {
       if (!isNotFound(e) || Date.now() + delay > deadline) throw e;
     }
-    await pause(delay);
+    await sleep(delay);
   }
 }

@@ -24,6 +24,7 @@ import {
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
+import { BrandedError } from "../kube/branded-error.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
 export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
@@ -152,18 +153,9 @@ export async function deleteFleet(
 }
 
 /** Thrown when the main agent does not become Ready in time, or fails. */
-export class MainAgentNotReadyError extends Error {
-  readonly isMainAgentNotReadyError = true;
+export class MainAgentNotReadyError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "MainAgentNotReadyError";
-  }
-  static isInstance(e: unknown): e is MainAgentNotReadyError {
-    return (
-      typeof e === "object" &&
-      e !== null &&
-      (e as MainAgentNotReadyError).isMainAgentNotReadyError === true
-    );
   }
 }
 

@@ -31,6 +31,7 @@ import {
   paths,
   type KubeClient,
 } from "../kube/index.js";
+import { BrandedError } from "../kube/branded-error.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -62,7 +63,16 @@ export interface PassOptions {
   hooks?: EngineHooks;
   /** Plan only: perform nothing. */
   dryRun?: boolean;
+  /**
+   * Stops the pass: once aborted, no further action starts (those in flight finish), no status
+   * is written, and the result carries an error saying so. The controller aborts it when it
+   * shuts down and the grace period for in-flight work has run out.
+   */
+  signal?: AbortSignal;
 }
+
+/** The error a pass reports when its signal stopped it. */
+export const PASS_ABORTED = "stopped before the end of the pass: the caller aborted it";
 
 /** What one pass did. */
 export interface PassResult {
@@ -85,17 +95,12 @@ export interface PassResult {
 }
 
 /** Thrown when a pass could not do everything; carries what it did. */
-export class PassError extends Error {
-  readonly isPassError = true;
+export class PassError extends BrandedError {
   constructor(
     message: string,
     readonly result: PassResult,
   ) {
     super(message);
-    this.name = "PassError";
-  }
-  static isInstance(e: unknown): e is PassError {
-    return typeof e === "object" && e !== null && (e as PassError).isPassError === true;
   }
 }
 
@@ -244,8 +249,10 @@ export async function runPass(
     }
   };
 
+  const aborted = () => opts.signal?.aborted === true;
   const runStep = async (step: PlanStep): Promise<void> => {
     for (const action of step.actions) {
+      if (aborted()) return;
       try {
         await perform(step, action);
       } catch (e) {
@@ -270,6 +277,7 @@ export async function runPass(
   await Promise.all(
     plan.generationStamps.map((stamp) =>
       limit(async () => {
+        if (aborted()) return;
         try {
           await client.patch(
             paths.pod(ns, stamp.name),
@@ -313,6 +321,10 @@ export async function runPass(
   }
 
   if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
+  if (aborted()) {
+    result.errors.push(PASS_ABORTED);
+    return result;
+  }
 
   if (plan.status && result.errors.length === 0) {
     const status = { ...plan.status, observedGeneration: cs.metadata.generation };

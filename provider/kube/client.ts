@@ -17,6 +17,8 @@ import { Agent, request, type RequestOptions } from "node:https";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { BrandedError } from "./branded-error.js";
+import { sleep } from "./sleep.js";
 
 export type { OwnerReference };
 
@@ -54,8 +56,7 @@ export interface WatchEvent<T = KubeObject> {
 }
 
 /** An error answered by the apiserver (or the transport), with the HTTP status. */
-export class KubeApiError extends Error {
-  readonly isKubeApiError = true;
+export class KubeApiError extends BrandedError {
   constructor(
     message: string,
     readonly status: number,
@@ -65,10 +66,6 @@ export class KubeApiError extends Error {
     readonly retryAfterMs?: number,
   ) {
     super(message);
-    this.name = "KubeApiError";
-  }
-  static isInstance(e: unknown): e is KubeApiError {
-    return typeof e === "object" && e !== null && (e as KubeApiError).isKubeApiError === true;
   }
 }
 
@@ -125,14 +122,9 @@ export interface KubeClientOptions {
 }
 
 /** Thrown when no usable kubeconfig is found; says where it looked. */
-export class KubeConfigError extends Error {
-  readonly isKubeConfigError = true;
+export class KubeConfigError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "KubeConfigError";
-  }
-  static isInstance(e: unknown): e is KubeConfigError {
-    return typeof e === "object" && e !== null && (e as KubeConfigError).isKubeConfigError === true;
   }
 }
 
@@ -181,8 +173,6 @@ interface Transport {
   headers: Record<string, string>;
   loadedAt: number;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Counts of requests by verb, for benchmarks (steady-state writes). */
 export interface RequestCounters {

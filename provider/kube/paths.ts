@@ -2,8 +2,10 @@
 
 const enc = encodeURIComponent;
 
-/** Group/version of CocoonSets. */
-export const COCOONSET_API = "cocoonset.cocoonstack.io/v1";
+import { API_VERSION, PLURAL } from "../fleet/constants.js";
+
+/** Group/version of CocoonSets (the one definition is in provider/fleet/constants.ts). */
+export const COCOONSET_API = API_VERSION;
 
 /** Paths for namespaced core and group resources. */
 export const paths = {
@@ -46,10 +48,10 @@ export const paths = {
   /** CocoonSets in one namespace, or in all namespaces when `ns` is undefined. */
   cocoonSets: (ns?: string) =>
     ns === undefined
-      ? `/apis/${COCOONSET_API}/cocoonsets`
-      : `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonsets`,
+      ? `/apis/${COCOONSET_API}/${PLURAL}`
+      : `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/${PLURAL}`,
   cocoonSet: (ns: string, name: string) =>
-    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonsets/${enc(name)}`,
+    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/${PLURAL}/${enc(name)}`,
   cocoonSetStatus: (ns: string, name: string) =>
-    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonsets/${enc(name)}/status`,
+    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/${PLURAL}/${enc(name)}/status`,
 } as const;

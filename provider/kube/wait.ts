@@ -3,21 +3,15 @@
  * resourceVersion, re-listing when the watch expires. No sleep-polling.
  */
 import { isGone, isMalformedWatchEvent, type KubeClient, type KubeObject } from "./client.js";
+import { BrandedError } from "./branded-error.js";
 
 /** Thrown when a wait runs out of time; `last` holds the objects seen last. */
-export class WaitTimeoutError<T extends KubeObject = KubeObject> extends Error {
-  readonly isWaitTimeoutError = true;
+export class WaitTimeoutError<T extends KubeObject = KubeObject> extends BrandedError {
   constructor(
     message: string,
     readonly last: T[],
   ) {
     super(message);
-    this.name = "WaitTimeoutError";
-  }
-  static isInstance(e: unknown): e is WaitTimeoutError {
-    return (
-      typeof e === "object" && e !== null && (e as WaitTimeoutError).isWaitTimeoutError === true
-    );
   }
 }
 

@@ -2,12 +2,13 @@
  * Pure decisions of the orphan reaper: given one object and the time, say
  * why it should be deleted, or nothing to keep it. No I/O.
  */
+import { LABELS, MANAGED_BY } from "../fleet/constants.js";
 import type { KubeObject } from "../kube/index.js";
 
 /** Label every ephemeral object the engine makes carries. */
-export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export const MANAGED_BY_LABEL = LABELS.managedBy;
 /** Value of {@link MANAGED_BY_LABEL} for the project's objects. */
-export const MANAGED_BY_VALUE = "cocoonset";
+export const MANAGED_BY_VALUE = MANAGED_BY;
 /** Component label of prompt ConfigMaps. */
 export const COMPONENT_LABEL = "app.kubernetes.io/component";
 /** Value of {@link COMPONENT_LABEL} that marks a prompt ConfigMap. */

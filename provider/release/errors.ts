@@ -1,15 +1,10 @@
 /** Errors of owner release: branded so `isInstance` works across duplicate package copies. */
+import { BrandedError } from "../kube/branded-error.js";
 
 /** A release refused before any mutation: bad input, or an owner that is not who it claims. */
-export class ReleaseError extends Error {
-  readonly isReleaseError = true;
+export class ReleaseError extends BrandedError {
   constructor(message: string) {
     super(message);
-    this.name = "ReleaseError";
-  }
-  /** True for a {@link ReleaseError}, even from another copy of the package. */
-  static isInstance(e: unknown): e is ReleaseError {
-    return typeof e === "object" && e !== null && (e as ReleaseError).isReleaseError === true;
   }
 }
 
@@ -23,21 +18,11 @@ export interface RemainingObject {
 }
 
 /** A release whose objects were not all gone within the timeout; `remaining` names them. */
-export class ReleaseTimeoutError extends Error {
-  readonly isReleaseTimeoutError = true;
+export class ReleaseTimeoutError extends BrandedError {
   constructor(
     message: string,
     readonly remaining: RemainingObject[],
   ) {
     super(message);
-    this.name = "ReleaseTimeoutError";
-  }
-  /** True for a {@link ReleaseTimeoutError}, even from another copy of the package. */
-  static isInstance(e: unknown): e is ReleaseTimeoutError {
-    return (
-      typeof e === "object" &&
-      e !== null &&
-      (e as ReleaseTimeoutError).isReleaseTimeoutError === true
-    );
   }
 }

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { pino } from "pino";
 import { KubeEventRecorder, REPORTING_CONTROLLER } from "../../controller/events.js";
-import { runController } from "../../controller/manager.js";
+import { runController } from "../../controller/cocoonset-controller.js";
 import { Metrics } from "../../controller/metrics.js";
 import type { ControllerOptions } from "../../controller/options.js";
 import type { ObjectKey, ReconcileContext } from "../../controller/types.js";

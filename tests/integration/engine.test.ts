@@ -16,6 +16,7 @@ import {
   deleteFleet,
   ensureCrd,
   ensureFinalizer,
+  PASS_ABORTED,
   runPass,
   type EngineHooks,
   type PassOptions,
@@ -194,6 +195,36 @@ before(async () => {
 });
 
 after(() => adminClient().close());
+
+void describe("engine: a pass stopped by its signal", () => {
+  void test("an aborted signal starts no action and writes no status; an abort mid fan-out stops the rest", async (t) => {
+    const ns = await withNamespace(t, "engine-abort");
+    const client = engineClient(t);
+    await createCocoonSet(ns, "halt", { agent: { image: IMAGE, replicas: 6 } });
+    const stopped = new AbortController();
+    stopped.abort();
+    const none = await pass(client, ns, "halt", { signal: stopped.signal });
+    assert.deepEqual(none.created, []);
+    assert.deepEqual(none.errors, [PASS_ABORTED]);
+    assert.equal(none.statusWritten, false);
+    assert.deepEqual(await fleetPods(ns, "halt"), [], "no pod was created");
+    assert.equal((await read(ns, "halt")).status, undefined, "no status was written");
+
+    // The main agent, then the fan-out, aborted after its first create: one at a time, so
+    // every create after the abort is one that did not start.
+    assert.deepEqual((await pass(client, ns, "halt")).errors, []);
+    await waitFleet(ns, "halt", ["halt-0"]);
+    const midway = new AbortController();
+    const cut = await pass(client, ns, "halt", {
+      fanOut: 1,
+      signal: midway.signal,
+      hooks: { log: (_l, msg) => msg === "created pod" && midway.abort() },
+    });
+    assert.equal(cut.created.length, 1, cut.created.join(", "));
+    assert.ok(cut.errors.includes(PASS_ABORTED), cut.errors.join("; "));
+    assert.deepEqual(podNames(await fleetPods(ns, "halt")), ["halt-0", cut.created[0]].sort());
+  });
+});
 
 void describe("engine: fan-out, steady state, status, scale-down and drift", () => {
   void test("replicas 20: main first, then slots 1..20 with the exact SPEC section 2 metadata, then passes that write nothing", async (t) => {

@@ -6,7 +6,7 @@ import {
   cocoonSetChangeMatters,
   ownerKeyOfPod,
   podChangeMatters,
-} from "../../../controller/manager.js";
+} from "../../../controller/cocoonset-controller.js";
 import {
   controllerClusterRole,
   controllerLeaseRole,

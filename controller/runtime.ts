@@ -1,34 +1,25 @@
 /**
- * The controller process: probes and metrics servers, the CRD check, leader election, and
+ * The controller runtime: probes and metrics servers, a readiness gate, leader election, and
  * while leading, a session of informers → work queue → workers plus the periodic resync and
- * the orphan reaper.
+ * periodic tasks. It knows nothing of CocoonSets: what to watch, how objects map to keys and
+ * what a reconcile does come from a {@link ControllerDefinition} (see
+ * `cocoonset-controller.ts` for the one this project runs).
  *
  * Guarantees:
  * - level-based: informer events only enqueue `namespace/name` keys; a key is never
- *   reconciled twice at once; errors requeue with per-key backoff;
- * - a missing CRD never crashes the process: /readyz stays 503 with the reason and the
- *   check is retried with backoff;
- * - with leader election, a standby runs no informer, worker or reaper; a leader that loses
+ *   reconciled twice at once; errors requeue with per-key backoff (or as the definition's
+ *   error policy says);
+ * - a failing readiness gate never crashes the process: /readyz stays 503 with the reason and
+ *   the gate is retried with backoff;
+ * - with leader election, a standby runs no informer, worker or task; a leader that loses
  *   its Lease stops its session before it may lead again;
  * - on SIGTERM/SIGINT: no new work, in-flight reconciles finish (their signal aborts after
  *   the grace period), the Lease is released, servers close, and the promise resolves.
- *
- * Caveats: when every namespace is watched, the reaper visits the namespaces that hold a
- * CocoonSet or a managed pod (from the informer caches) rather than listing namespaces, so
- * it needs no cluster-wide namespace access; ephemeral Jobs or ConfigMaps in a namespace
- * with neither are reaped once such an object appears there or when `--namespace` names it.
  * Behaviour: docs/behaviour.md §6.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import {
-  COCOONSET_API,
-  isForbidden,
-  isNotFound,
-  KubeClient,
-  paths,
-  type KubeObject,
-} from "../provider/kube/index.js";
+import { KubeClient, type KubeObject } from "../provider/kube/index.js";
 import { KubeEventRecorder } from "./events.js";
 import {
   parseBindAddress,
@@ -41,28 +32,75 @@ import { defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
 import { Metrics } from "./metrics.js";
 import type { ControllerOptions } from "./options.js";
-import { COCOONSET_CRD_NAME } from "./rbac.js";
 import {
   formatKey,
   parseKey,
   type ObjectKey,
   type ReconcileContext,
   type Reconciler,
+  type ReconcileResult,
 } from "./types.js";
 import { WorkQueue } from "./work-queue.js";
-import { sleep } from "./sleep.js";
+import { sleep } from "../provider/kube/sleep.js";
 
-/** Label selector of the pods the controller watches. */
-export const MANAGED_POD_SELECTOR = "app.kubernetes.io/managed-by=cocoonset";
-/** Label naming a pod's CocoonSet (fallback when no controller ownerReference). */
-export const COCOONSET_NAME_LABEL = "cocoonset.cocoonstack.io/name";
-
-/** What the controller runs: the reconcile logic and, optionally, one reaper pass. */
-export interface ControllerDeps {
-  reconciler: Reconciler;
-  /** One orphan reaper pass over a namespace. Receives a context for logs and metrics. */
-  reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
+/** One watched kind: where to list it, and which keys its changes enqueue. */
+export interface Watch {
+  /** Collection path in one namespace, or in all of them (`undefined`). */
+  path(namespace: string | undefined): string;
+  labelSelector?: string;
+  /** The key to reconcile when an object of this kind changes (none: ignore it). */
+  keyOf(obj: KubeObject): ObjectKey | undefined;
+  /** Whether an update needs a reconcile. @default every update does */
+  updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
 }
+
+/** Work run every `intervalMs` per namespace while leading (the first run at once). */
+export interface PeriodicTask {
+  /** Names the task in logs (`<name> pass done`). */
+  name: string;
+  intervalMs: number;
+  run(namespace: string, ctx: ReconcileContext): Promise<unknown>;
+}
+
+/** What to do with a reconcile that threw. */
+export type ErrorAction = "backoff" | ReconcileResult;
+
+/**
+ * A controller: the kind it reconciles, the kinds it owns, its reconcile function and its
+ * error policy. The runtime does the rest.
+ */
+export interface ControllerDefinition {
+  /** The reconciled kind: its objects are their own keys, and they are resynced periodically. */
+  primary: Watch;
+  /** Owned kinds: their changes enqueue their owner's key. */
+  owns: Watch[];
+  reconciler: Reconciler;
+  /**
+   * Readiness gate, checked before any informer starts and retried with backoff until it
+   * passes (for example: the CRD is installed). @default always ready
+   */
+  ready?(client: KubeClient, log: Logger): Promise<CheckResult>;
+  /** What the gate reports before its first check. @default "starting" */
+  readyPending?: string;
+  /** The warning logged while the gate fails. @default "not ready" */
+  notReadyMessage?: string;
+  /** What a thrown reconcile error leads to. @default "backoff" (per-key rate-limited requeue) */
+  errorPolicy?(error: unknown, key: ObjectKey): ErrorAction;
+  tasks?: PeriodicTask[];
+}
+
+/** The options the runtime reads (the flags of `cocoonset controller` hold more). */
+export type RuntimeOptions = Pick<
+  ControllerOptions,
+  | "kubeconfig"
+  | "namespaces"
+  | "concurrency"
+  | "metricsBindAddress"
+  | "healthProbeBindAddress"
+  | "leaderElect"
+  | "leaderElectionNamespace"
+  | "logLevel"
+>;
 
 /** Process-level knobs and injections (tests, the CLI). */
 export interface ControllerRuntime {
@@ -86,88 +124,7 @@ export interface ControllerRuntime {
   onListening?: (ports: { metrics: number; probes: number }) => void;
 }
 
-/** The CocoonSet key a pod belongs to: its controller ownerReference, else its name label. */
-export function ownerKeyOfPod(pod: KubeObject): ObjectKey | undefined {
-  const ns = pod.metadata.namespace;
-  if (!ns) return undefined;
-  const ref = pod.metadata.ownerReferences?.find(
-    (r) => r.controller === true && r.kind === "CocoonSet",
-  );
-  if (ref) return { namespace: ns, name: ref.name };
-  const byLabel = pod.metadata.labels?.[COCOONSET_NAME_LABEL];
-  return byLabel ? { namespace: ns, name: byLabel } : undefined;
-}
-
-interface PodLike {
-  status?: { phase?: string; conditions?: { type: string; status: string }[] };
-}
-
-function podReady(p: KubeObject): boolean {
-  return (
-    (p as PodLike).status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ??
-    false
-  );
-}
-
-function sameMap(a?: Record<string, string>, b?: Record<string, string>): boolean {
-  const ka = Object.keys(a ?? {});
-  if (ka.length !== Object.keys(b ?? {}).length) return false;
-  return ka.every((k) => a?.[k] === b?.[k]);
-}
-
-/** True when a pod update matters to its CocoonSet: phase, Ready, deletion, labels or annotations. */
-export function podChangeMatters(oldPod: KubeObject, newPod: KubeObject): boolean {
-  return (
-    (oldPod as PodLike).status?.phase !== (newPod as PodLike).status?.phase ||
-    podReady(oldPod) !== podReady(newPod) ||
-    oldPod.metadata.deletionTimestamp !== newPod.metadata.deletionTimestamp ||
-    !sameMap(oldPod.metadata.labels, newPod.metadata.labels) ||
-    !sameMap(oldPod.metadata.annotations, newPod.metadata.annotations)
-  );
-}
-
-/**
- * True when a CocoonSet update needs a reconcile: a spec change (generation) or a deletion.
- * Status and annotation writes (the engine's own) do not trigger one.
- */
-export function cocoonSetChangeMatters(oldCs: KubeObject, newCs: KubeObject): boolean {
-  return (
-    oldCs.metadata.generation !== newCs.metadata.generation ||
-    oldCs.metadata.deletionTimestamp !== newCs.metadata.deletionTimestamp
-  );
-}
-
-/**
- * Whether the CocoonSet API is installed and served, and if not, why. Reads the CRD object
- * (its Established condition) when allowed, else API discovery.
- */
-export async function checkCrd(client: KubeClient, log?: Logger): Promise<CheckResult> {
-  try {
-    const crd = await client.getOrUndefined<KubeObject>(paths.crd(COCOONSET_CRD_NAME));
-    if (!crd) return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not installed` };
-    const conds =
-      (crd.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ??
-      [];
-    if (!conds.some((c) => c.type === "Established" && c.status === "True"))
-      return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not Established yet` };
-    return { ok: true, reason: `CRD ${COCOONSET_CRD_NAME} is established` };
-  } catch (e) {
-    if (!isForbidden(e)) throw e;
-    log?.debug({ err: (e as Error).message }, "cannot read the CRD object; asking API discovery");
-  }
-  // No access to the CRD object (namespaced Role): API discovery is open to every user.
-  try {
-    const group = await client.get<{ resources?: { name: string }[] }>(`/apis/${COCOONSET_API}`);
-    return group.resources?.some((r) => r.name === "cocoonsets")
-      ? { ok: true, reason: `${COCOONSET_API} cocoonsets is served` }
-      : { ok: false, reason: `${COCOONSET_API} does not serve cocoonsets` };
-  } catch (e) {
-    if (isNotFound(e)) return { ok: false, reason: `${COCOONSET_API} is not served (CRD missing)` };
-    throw e;
-  }
-}
-
-/** The running part of a leader: informers, queue, workers, resync and reaper. */
+/** The running part of a leader: informers, queue, workers, resync and periodic tasks. */
 interface Session {
   informers: Informer[];
   synced(): boolean;
@@ -178,9 +135,9 @@ interface Session {
  * Runs the controller until SIGTERM/SIGINT (or `runtime.signal`), then shuts down cleanly.
  * Rejects only for start-up failures (a server that cannot bind).
  */
-export async function runController(
-  opts: ControllerOptions,
-  deps: ControllerDeps,
+export async function runManager(
+  def: ControllerDefinition,
+  opts: RuntimeOptions,
   runtime: ControllerRuntime = {},
 ): Promise<void> {
   const log = runtime.logger ?? createLogger({ level: opts.logLevel });
@@ -207,7 +164,7 @@ export async function runController(
     process.once("SIGINT", onInt);
   }
 
-  let crd: CheckResult = { ok: false, reason: `checking CRD ${COCOONSET_CRD_NAME}` };
+  let gate: CheckResult = { ok: false, reason: def.readyPending ?? "starting" };
   let session: Session | undefined;
   let elector: LeaderElector | undefined;
 
@@ -219,7 +176,7 @@ export async function runController(
   };
   const readyz = (): CheckResult => {
     if (stop.signal.aborted) return { ok: false, reason: "shutting down" };
-    if (!crd.ok) return crd;
+    if (!gate.ok) return gate;
     if (elector && !elector.isLeader()) return { ok: true, reason: "ok (standby, not leading)" };
     if (!session) return { ok: false, reason: "starting" };
     if (!session.synced()) {
@@ -266,24 +223,22 @@ export async function runController(
     "controller starting",
   );
 
-  // The CRD may be installed after the controller (same Pulumi program): wait, don't crash.
-  for (let attempt = 0; !stop.signal.aborted; attempt++) {
+  // The gate may pass only later (a CRD installed after the controller): wait, don't crash.
+  for (let attempt = 0; def.ready && !stop.signal.aborted; attempt++) {
     try {
-      crd = await checkCrd(client, log);
+      gate = await def.ready(client, log);
     } catch (e) {
-      crd = {
-        ok: false,
-        reason: `cannot check CRD ${COCOONSET_CRD_NAME}: ${(e as Error).message}`,
-      };
+      gate = { ok: false, reason: (e as Error).message };
     }
-    if (crd.ok) break;
+    if (gate.ok) break;
     const delay = Math.min(1000 * 2 ** attempt, 60_000);
-    log.warn({ reason: crd.reason, retryInMs: delay }, "CocoonSet CRD not available; not ready");
+    log.warn({ reason: gate.reason, retryInMs: delay }, def.notReadyMessage ?? "not ready");
     await sleep(delay, stop.signal);
   }
+  if (!def.ready) gate = { ok: true, reason: "ok" };
 
   const startSession = (): Session =>
-    createSession({ opts, deps, client, log, metrics, events, resyncMs });
+    createSession({ opts, def, client, log, metrics, events, resyncMs });
 
   // Leadership changes are applied one after the other, so a new session never starts
   // while the previous one is still finishing its reconciles.
@@ -339,8 +294,8 @@ export async function runController(
 }
 
 interface SessionDeps {
-  opts: ControllerOptions;
-  deps: ControllerDeps;
+  opts: RuntimeOptions;
+  def: ControllerDefinition;
   client: KubeClient;
   log: Logger;
   metrics: Metrics;
@@ -349,49 +304,35 @@ interface SessionDeps {
 }
 
 function createSession(s: SessionDeps): Session {
-  const { opts, deps, client, log, metrics, events } = s;
+  const { opts, def, client, log, metrics, events } = s;
   const queue = new WorkQueue();
   metrics.setQueueDepthSource(() => queue.len());
   const work = new AbortController();
   const halt = new AbortController();
   const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
 
-  const csInformers = scopes.map((ns) => new Informer({ client, path: paths.cocoonSets(ns), log }));
-  const podInformers = scopes.map(
-    (ns) =>
-      new Informer({
-        client,
-        path: ns === undefined ? "/api/v1/pods" : paths.pods(ns),
-        labelSelector: MANAGED_POD_SELECTOR,
-        log,
-      }),
-  );
   const enqueue = (key: ObjectKey | undefined) => {
     if (key) queue.add(formatKey(key));
   };
-  const csKey = (o: KubeObject): ObjectKey | undefined =>
-    o.metadata.namespace && o.metadata.name
-      ? { namespace: o.metadata.namespace, name: o.metadata.name }
-      : undefined;
-  for (const inf of csInformers) {
-    inf.addHandlers({
-      onAdd: (o) => enqueue(csKey(o)),
-      onUpdate: (a, b) => {
-        if (cocoonSetChangeMatters(a, b)) enqueue(csKey(b));
-      },
-      onDelete: (o) => enqueue(csKey(o)),
+  const informersOf = (watch: Watch): Informer[] =>
+    scopes.map((ns) => {
+      const inf = new Informer({
+        client,
+        path: watch.path(ns),
+        labelSelector: watch.labelSelector,
+        log,
+      });
+      inf.addHandlers({
+        onAdd: (o) => enqueue(watch.keyOf(o)),
+        onUpdate: (a, b) => {
+          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueue(watch.keyOf(b));
+        },
+        onDelete: (o) => enqueue(watch.keyOf(o)),
+      });
+      return inf;
     });
-  }
-  for (const inf of podInformers) {
-    inf.addHandlers({
-      onAdd: (p) => enqueue(ownerKeyOfPod(p)),
-      onUpdate: (a, b) => {
-        if (podChangeMatters(a, b)) enqueue(ownerKeyOfPod(b));
-      },
-      onDelete: (p) => enqueue(ownerKeyOfPod(p)),
-    });
-  }
-  const informers: Informer[] = [...csInformers, ...podInformers];
+  const primaryInformers = informersOf(def.primary);
+  const informers: Informer[] = [...primaryInformers, ...def.owns.flatMap(informersOf)];
   for (const i of informers) i.start();
 
   const ctxFor = (key: ObjectKey): ReconcileContext => ({
@@ -401,6 +342,13 @@ function createSession(s: SessionDeps): Session {
     signal: work.signal,
   });
 
+  // 0 means "at once" (the pass changed pods): the key is in flight, so the queue marks it
+  // dirty and hands it out again right after done().
+  const requeue = (key: string, afterMs: number) => {
+    if (afterMs > 0) queue.addAfter(key, afterMs);
+    else queue.add(key);
+  };
+
   const worker = async () => {
     for (;;) {
       const key = await queue.get();
@@ -409,14 +357,11 @@ function createSession(s: SessionDeps): Session {
       const ctx = ctxFor(objKey);
       const started = performance.now();
       try {
-        const res = await deps.reconciler.reconcile(objKey, ctx);
+        const res = await def.reconciler.reconcile(objKey, ctx);
         const seconds = (performance.now() - started) / 1000;
         queue.forget(key);
-        if (res?.requeueAfterMs !== undefined) {
-          // 0 means "at once" (the pass changed pods): the key is in flight, so the queue
-          // marks it dirty and hands it out again right after done().
-          if (res.requeueAfterMs > 0) queue.addAfter(key, res.requeueAfterMs);
-          else queue.add(key);
+        if (res.requeueAfterMs !== undefined) {
+          requeue(key, res.requeueAfterMs);
           metrics.reconciled("requeue", seconds);
           ctx.log.debug({ requeueAfterMs: res.requeueAfterMs, seconds }, "reconciled; requeue");
         } else {
@@ -426,43 +371,54 @@ function createSession(s: SessionDeps): Session {
       } catch (e) {
         const seconds = (performance.now() - started) / 1000;
         metrics.reconciled("error", seconds);
-        queue.addRateLimited(key);
-        ctx.log.error(
-          { err: (e as Error).message, attempt: queue.numRequeues(key), seconds },
-          "reconcile failed; requeued with backoff",
-        );
+        const action = def.errorPolicy?.(e, objKey) ?? "backoff";
+        if (action === "backoff") {
+          queue.addRateLimited(key);
+          ctx.log.error(
+            { err: (e as Error).message, attempt: queue.numRequeues(key), seconds },
+            "reconcile failed; requeued with backoff",
+          );
+        } else {
+          queue.forget(key);
+          if (action.requeueAfterMs !== undefined) requeue(key, action.requeueAfterMs);
+          ctx.log.error(
+            { err: (e as Error).message, requeueAfterMs: action.requeueAfterMs, seconds },
+            "reconcile failed",
+          );
+        }
       } finally {
         queue.done(key);
       }
     }
   };
 
-  const reapNamespaces = (): string[] => {
+  // Every watched namespace; when all are watched, those the caches have seen an object in
+  // (so a task needs no cluster-wide namespace access).
+  const taskNamespaces = (): string[] => {
     if (opts.namespaces.length) return opts.namespaces;
     const set = new Set<string>();
     for (const i of informers)
       for (const o of i.list()) if (o.metadata.namespace) set.add(o.metadata.namespace);
     return [...set].sort();
   };
-  const reapLoop = async () => {
-    if (!deps.reap) return;
+  const taskLoop = async (task: PeriodicTask) => {
     while (!halt.signal.aborted) {
-      for (const ns of reapNamespaces()) {
+      for (const ns of taskNamespaces()) {
         if (halt.signal.aborted) break;
         const ctx: ReconcileContext = {
-          log: log.child({ reapId: randomUUID(), namespace: ns }),
+          log: log.child({ [`${task.name}Id`]: randomUUID(), namespace: ns }),
           events,
           metrics,
           signal: work.signal,
         };
         try {
-          const result = await deps.reap(ns, ctx);
-          ctx.log.debug({ result }, "reap pass done");
+          const result = await task.run(ns, ctx);
+          ctx.log.debug({ result }, `${task.name} pass done`);
         } catch (e) {
-          ctx.log.error({ err: (e as Error).message }, "reap pass failed");
+          ctx.log.error({ err: (e as Error).message }, `${task.name} pass failed`);
         }
       }
-      await sleep(opts.reapIntervalMs, halt.signal);
+      await sleep(task.intervalMs, halt.signal);
     }
   };
 
@@ -474,15 +430,15 @@ function createSession(s: SessionDeps): Session {
     await Promise.race([Promise.all(informers.map((i) => i.waitForSync())), halted]);
     if (halt.signal.aborted) return;
     log.info(
-      { cocoonsets: csInformers.reduce((n, i) => n + i.list().length, 0) },
+      { objects: primaryInformers.reduce((n, i) => n + i.list().length, 0) },
       "caches synced; starting workers",
     );
     resync = setInterval(() => {
-      for (const i of csInformers) for (const o of i.list()) enqueue(csKey(o));
+      for (const i of primaryInformers) for (const o of i.list()) enqueue(def.primary.keyOf(o));
     }, s.resyncMs);
     resync.unref();
     const workers = Array.from({ length: opts.concurrency }, () => worker());
-    await Promise.all([...workers, reapLoop()]);
+    await Promise.all([...workers, ...(def.tasks ?? []).map(taskLoop)]);
   })();
 
   return {

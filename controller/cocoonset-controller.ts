@@ -1,0 +1,175 @@
+/**
+ * The CocoonSet controller, declared once: it reconciles CocoonSets, owns their pods, waits
+ * for the CRD before it starts, and reaps expired objects as a periodic task. The generic
+ * runtime (`runtime.ts`) runs it; the reconcile itself is the engine's pass
+ * (`cocoonset-reconciler.ts`).
+ * Behaviour: docs/behaviour.md §6.
+ */
+import {
+  COCOONSET_API,
+  isForbidden,
+  isNotFound,
+  paths,
+  type KubeClient,
+  type KubeObject,
+} from "../provider/kube/index.js";
+import { reapNamespace } from "../provider/release/index.js";
+import { isReady, LABELS, type Pod } from "../provider/fleet/index.js";
+import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
+import type { CheckResult } from "./health.js";
+import { logWithFields } from "./logger.js";
+import type { Logger } from "./types.js";
+import type { ControllerOptions } from "./options.js";
+import { COCOONSET_CRD_NAME } from "./rbac.js";
+import {
+  runManager,
+  type ControllerDefinition,
+  type ControllerRuntime,
+  type Watch,
+} from "./runtime.js";
+import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+
+/** Label selector of the pods the controller watches. */
+export const MANAGED_POD_SELECTOR = `${LABELS.managedBy}=cocoonset`;
+
+/** The CocoonSet key a pod belongs to: its controller ownerReference, else its name label. */
+export function ownerKeyOfPod(pod: KubeObject): ObjectKey | undefined {
+  const ns = pod.metadata.namespace;
+  if (!ns) return undefined;
+  const ref = pod.metadata.ownerReferences?.find(
+    (r) => r.controller === true && r.kind === "CocoonSet",
+  );
+  if (ref) return { namespace: ns, name: ref.name };
+  const byLabel = pod.metadata.labels?.[LABELS.name];
+  return byLabel ? { namespace: ns, name: byLabel } : undefined;
+}
+
+interface PodLike {
+  status?: { phase?: string };
+}
+
+const podReady = (p: KubeObject): boolean => isReady(p as Pod);
+
+function sameMap(a?: Record<string, string>, b?: Record<string, string>): boolean {
+  const ka = Object.keys(a ?? {});
+  if (ka.length !== Object.keys(b ?? {}).length) return false;
+  return ka.every((k) => a?.[k] === b?.[k]);
+}
+
+/** True when a pod update matters to its CocoonSet: phase, Ready, deletion, labels or annotations. */
+export function podChangeMatters(oldPod: KubeObject, newPod: KubeObject): boolean {
+  return (
+    (oldPod as PodLike).status?.phase !== (newPod as PodLike).status?.phase ||
+    podReady(oldPod) !== podReady(newPod) ||
+    oldPod.metadata.deletionTimestamp !== newPod.metadata.deletionTimestamp ||
+    !sameMap(oldPod.metadata.labels, newPod.metadata.labels) ||
+    !sameMap(oldPod.metadata.annotations, newPod.metadata.annotations)
+  );
+}
+
+/**
+ * True when a CocoonSet update needs a reconcile: a spec change (generation) or a deletion.
+ * Status and annotation writes (the engine's own) do not trigger one.
+ */
+export function cocoonSetChangeMatters(oldCs: KubeObject, newCs: KubeObject): boolean {
+  return (
+    oldCs.metadata.generation !== newCs.metadata.generation ||
+    oldCs.metadata.deletionTimestamp !== newCs.metadata.deletionTimestamp
+  );
+}
+
+/**
+ * Whether the CocoonSet API is installed and served, and if not, why. Reads the CRD object
+ * (its Established condition) when allowed, else API discovery.
+ */
+export async function checkCrd(client: KubeClient, log?: Logger): Promise<CheckResult> {
+  try {
+    const crd = await client.getOrUndefined<KubeObject>(paths.crd(COCOONSET_CRD_NAME));
+    if (!crd) return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not installed` };
+    const conds =
+      (crd.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ??
+      [];
+    if (!conds.some((c) => c.type === "Established" && c.status === "True"))
+      return { ok: false, reason: `CRD ${COCOONSET_CRD_NAME} is not Established yet` };
+    return { ok: true, reason: `CRD ${COCOONSET_CRD_NAME} is established` };
+  } catch (e) {
+    if (!isForbidden(e)) throw e;
+    log?.debug({ err: (e as Error).message }, "cannot read the CRD object; asking API discovery");
+  }
+  // No access to the CRD object (namespaced Role): API discovery is open to every user.
+  try {
+    const group = await client.get<{ resources?: { name: string }[] }>(`/apis/${COCOONSET_API}`);
+    return group.resources?.some((r) => r.name === "cocoonsets")
+      ? { ok: true, reason: `${COCOONSET_API} cocoonsets is served` }
+      : { ok: false, reason: `${COCOONSET_API} does not serve cocoonsets` };
+  } catch (e) {
+    if (isNotFound(e)) return { ok: false, reason: `${COCOONSET_API} is not served (CRD missing)` };
+    throw e;
+  }
+}
+
+/** What the CocoonSet controller runs: the reconcile logic and, optionally, one reaper pass. */
+export interface ControllerDeps {
+  reconciler: Reconciler;
+  /** One orphan reaper pass over a namespace. Receives a context for logs and metrics. */
+  reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
+}
+
+/** The engine's reconciler and the orphan reaper, on one client. */
+export function cocoonSetControllerDeps(
+  client: KubeClient,
+  opts: CocoonSetReconcilerOptions = {},
+): ControllerDeps {
+  return {
+    reconciler: new CocoonSetReconciler(client, opts),
+    reap: (namespace, ctx) =>
+      reapNamespace(client, namespace, {
+        log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
+        metrics: { reapDeleted: (kind, reason) => ctx.metrics.reapDeleted(kind, reason) },
+      }),
+  };
+}
+
+const cocoonSets: Watch = {
+  path: (ns) => paths.cocoonSets(ns),
+  keyOf: (o) =>
+    o.metadata.namespace && o.metadata.name
+      ? { namespace: o.metadata.namespace, name: o.metadata.name }
+      : undefined,
+  updateMatters: cocoonSetChangeMatters,
+};
+
+const ownedPods: Watch = {
+  path: (ns) => (ns === undefined ? "/api/v1/pods" : paths.pods(ns)),
+  labelSelector: MANAGED_POD_SELECTOR,
+  keyOf: ownerKeyOfPod,
+  updateMatters: podChangeMatters,
+};
+
+/** The CocoonSet controller's definition for the runtime. */
+export function cocoonSetController(
+  deps: ControllerDeps,
+  opts: Pick<ControllerOptions, "reapIntervalMs">,
+): ControllerDefinition {
+  return {
+    primary: cocoonSets,
+    owns: [ownedPods],
+    reconciler: deps.reconciler,
+    ready: (client, log) => checkCrd(client, log),
+    readyPending: `checking CRD ${COCOONSET_CRD_NAME}`,
+    notReadyMessage: "CocoonSet CRD not available; not ready",
+    tasks: deps.reap ? [{ name: "reap", intervalMs: opts.reapIntervalMs, run: deps.reap }] : [],
+  };
+}
+
+/**
+ * Runs the CocoonSet controller until SIGTERM/SIGINT (or `runtime.signal`), then shuts down
+ * cleanly. Rejects only for start-up failures (a server that cannot bind).
+ */
+export function runController(
+  opts: ControllerOptions,
+  deps: ControllerDeps,
+  runtime: ControllerRuntime = {},
+): Promise<void> {
+  return runManager(cocoonSetController(deps, opts), opts, runtime);
+}

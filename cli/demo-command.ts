@@ -194,17 +194,14 @@ export function registerDemo(program: Command): void {
                 metadata: { annotations: { "cocoonset.cocoonstack.io/simulate": "failed" } },
               });
               say(`    ${name} (uid ${before.metadata?.uid}) marked to fail`);
-              const after = await waitForObject(
+              const after = await waitForObject<Pod>(
                 client!,
                 paths.pods(NAMESPACE),
                 name,
-                (p) =>
-                  p !== undefined &&
-                  p.metadata.uid !== before.metadata?.uid &&
-                  isReady(p as unknown as Pod),
+                (p) => p !== undefined && p.metadata?.uid !== before.metadata?.uid && isReady(p),
                 { timeoutMs: 60_000, description: `${name} to be rebuilt` },
               );
-              say(`    rebuilt: ${name} has a new uid ${after?.metadata.uid} and is Ready`);
+              say(`    rebuilt: ${name} has a new uid ${after?.metadata?.uid} and is Ready`);
               const cs = await client!.get<KubeObject>(paths.cocoonSet(NAMESPACE, FLEET));
               say(
                 `    rebuild history: ${cs.metadata.annotations?.["cocoonset.cocoonstack.io/rebuild-history"]}`,

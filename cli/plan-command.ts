@@ -17,13 +17,7 @@ import {
   validateCocoonSetSpec,
   type CocoonSet,
 } from "../provider/fleet/index.js";
-import {
-  KubeApiError,
-  KubeClient,
-  KubeConfigError,
-  paths,
-  type ObjectMeta,
-} from "../provider/kube/index.js";
+import { KubeApiError, KubeClient, KubeConfigError, paths } from "../provider/kube/index.js";
 import { action, CliError, printJson } from "./common.js";
 
 const kubeconfigHelp =
@@ -70,7 +64,7 @@ export function readCocoonSetFile(file: string): PlanInputFile {
   if (obj.apiVersion !== undefined && obj.apiVersion !== API_VERSION) {
     failures.push(`[apiVersion] must be ${API_VERSION}`);
   }
-  const meta = (obj.metadata ?? {}) as ObjectMeta;
+  const meta = obj.metadata ?? {};
   const name = meta.name;
   if (typeof name !== "string" || name === "") failures.push("[metadata.name] is required");
   else {

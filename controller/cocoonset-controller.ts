@@ -14,7 +14,7 @@ import {
   type KubeObject,
 } from "../provider/kube/index.js";
 import { reapNamespace } from "../provider/release/index.js";
-import { isReady, LABELS, type Pod } from "../provider/fleet/index.js";
+import { isReady, LABELS } from "../provider/fleet/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import type { CheckResult } from "./health.js";
 import { logWithFields } from "./logger.js";
@@ -48,7 +48,7 @@ interface PodLike {
   status?: { phase?: string };
 }
 
-const podReady = (p: KubeObject): boolean => isReady(p as Pod);
+const podReady = (p: KubeObject): boolean => isReady(p);
 
 function sameMap(a?: Record<string, string>, b?: Record<string, string>): boolean {
   const ka = Object.keys(a ?? {});

@@ -13,7 +13,7 @@ import {
   type EngineHooks,
 } from "../provider/engine/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
-import type { KubeClient, KubeObject } from "../provider/kube/index.js";
+import type { KubeClient } from "../provider/kube/index.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,
@@ -39,7 +39,7 @@ function hooksFor(ctx: ReconcileContext): EngineHooks {
     event(cs, type, reason, message) {
       // Warnings also go to the log: an operator reading logs sees what needs attention.
       if (type === "Warning") ctx.log.warn({ reason }, message);
-      void ctx.events.event(cs as unknown as KubeObject, type, reason, message);
+      void ctx.events.event(cs, type, reason, message);
     },
     metric(name, cs) {
       const ns = cs.metadata.namespace ?? "";

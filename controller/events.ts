@@ -10,7 +10,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
+import { paths, type KubeClient, type ObjectLike } from "../provider/kube/index.js";
 import type { EventRecorder as EventRecorderContract, EventType } from "./types.js";
 
 /** The `reportingController` of every event. */
@@ -60,13 +60,13 @@ export class KubeEventRecorder implements EventRecorderContract {
 
   /** {@inheritDoc EventRecorder.event} */
   async event(
-    regarding: KubeObject,
+    regarding: ObjectLike,
     type: EventType,
     reason: string,
     note: string,
     action: string = reason,
   ): Promise<void> {
-    const meta = regarding.metadata;
+    const meta = regarding.metadata ?? {};
     const namespace = meta.namespace ?? "default";
     const name = meta.name ?? "";
     const t = this.now();

@@ -4,7 +4,7 @@
  * events and metrics, and hands the engine what it needs through {@link ReconcileContext}.
  */
 import type { Logger } from "pino";
-import type { KubeObject } from "../provider/kube/index.js";
+import type { ObjectLike } from "../provider/kube/index.js";
 
 export type { Logger } from "pino";
 
@@ -33,7 +33,7 @@ export interface EventRecorder {
    * @param action what the controller did or failed to do @default reason
    */
   event(
-    regarding: KubeObject,
+    regarding: ObjectLike,
     type: EventType,
     reason: string,
     note: string,

@@ -20,10 +20,11 @@ import {
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
 import { LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../provider/fleet/constants.js";
 
-const crd = crdJson as unknown as {
+// The generated CRD, typed as the Kubernetes provider's input.
+const crd: {
   metadata: { name: string };
   spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
-};
+} = crdJson;
 const require = createRequire(import.meta.url);
 const pkg = require("../../package.json") as { version: string };
 

@@ -68,7 +68,7 @@ function compactQuantities(
 /** The view of a pod (built or live). Plain JSON with no undefined values. */
 export function slotView(pod: Pod | PodManifest): SlotView {
   const annotations = pod.metadata?.annotations ?? {};
-  const view: Record<string, unknown> = {
+  const view: SlotView & Record<string, unknown> = {
     role: pod.metadata?.labels?.[LABELS.role] ?? "",
     pod: pod.metadata?.name ?? "",
     vm: "",
@@ -83,7 +83,7 @@ export function slotView(pod: Pod | PodManifest): SlotView {
   const requests = compactQuantities(res?.requests);
   if (limits || requests)
     view.resources = { ...(limits ? { limits } : {}), ...(requests ? { requests } : {}) };
-  return view as unknown as SlotView;
+  return view;
 }
 
 /** A CocoonSet object for planning from the slots resource's inputs. */

@@ -236,12 +236,11 @@ export async function waitForMainReady(
   const timeoutMs = Math.max(1000, deadline - Date.now());
   let terminal: Pod | undefined;
   try {
-    const pod = await waitForObject(
+    const pod = await waitForObject<Pod>(
       client,
       paths.pods(ns),
       podName,
-      (p) => {
-        const pod = p as unknown as Pod | undefined;
+      (pod) => {
         if (pod && isTerminal(pod)) terminal = pod;
         return pod !== undefined && (isReady(pod) || isTerminal(pod));
       },
@@ -252,7 +251,7 @@ export async function waitForMainReady(
         `main agent pod ${ns}/${podName} failed (phase ${terminal.status?.phase ?? "unknown"}); sub-agents fork from it, so nothing else was created`,
       );
     }
-    return pod as unknown as Pod;
+    return pod!;
   } catch (e) {
     if (MainAgentNotReadyError.isInstance(e)) throw e;
     const current = await client.getOrUndefined<Pod>(paths.pod(ns, podName));

@@ -1,6 +1,7 @@
-// Minimal structural types for the Kubernetes objects the planner reads and builds. They are
-// subsets of @kubernetes/client-node's V1 models (a V1Pod is assignable to Pod, and a
-// PodManifest to V1Pod), so the pure core does not depend on the client library.
+// The project's one model of the Kubernetes objects it reads and builds: the pure core plans
+// with these, and the client (provider/kube) returns them (its ObjectMeta is this one). They are
+// the JSON the apiserver sends, so timestamps are RFC 3339 strings. Subsets of the API's own
+// types, so the pure core depends on no client library.
 import type { EnvFromSource } from "./generated/types.js";
 
 /** A reference from an object to its owner (meta/v1 OwnerReference). */
@@ -16,6 +17,7 @@ export interface OwnerReference {
 /** Object metadata (the fields of meta/v1 ObjectMeta the engine uses). */
 export interface ObjectMeta {
   name?: string;
+  generateName?: string;
   namespace?: string;
   uid?: string;
   generation?: number;
@@ -24,10 +26,10 @@ export interface ObjectMeta {
   annotations?: Record<string, string>;
   ownerReferences?: OwnerReference[];
   finalizers?: string[];
-  /** A Date from the client library, an RFC 3339 string from raw JSON. */
-  creationTimestamp?: Date | string;
-  /** Set once the object is being deleted. */
-  deletionTimestamp?: Date | string;
+  /** RFC 3339. */
+  creationTimestamp?: string;
+  /** Set (RFC 3339) once the object is being deleted. */
+  deletionTimestamp?: string;
 }
 
 /** A pod toleration (core/v1 Toleration). */

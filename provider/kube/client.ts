@@ -30,17 +30,24 @@ export interface KubeObject {
   [key: string]: unknown;
 }
 
-/**
- * The metadata fields the project reads: the engine's own ObjectMeta (one definition for
- * the pure core and the client), plus `generateName`. Raw JSON carries timestamps as strings.
- */
-export interface ObjectMeta extends Omit<
-  FleetObjectMeta,
-  "creationTimestamp" | "deletionTimestamp"
-> {
-  generateName?: string;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
+/** Object metadata: the project's one definition (provider/fleet/kube-types.ts). */
+export type ObjectMeta = FleetObjectMeta;
+
+/** Any object the client reads or writes, as far as the wait and watch helpers need. */
+export interface ObjectLike {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+}
+
+/** The meta/v1 Status an ERROR watch event carries in place of an object. */
+function watchStatus(o: object): { code?: number; reason?: string; message?: string } {
+  const { code, reason, message } = o as Record<string, unknown>;
+  return {
+    code: typeof code === "number" ? code : undefined,
+    reason: typeof reason === "string" ? reason : undefined,
+    message: typeof message === "string" ? message : undefined,
+  };
 }
 
 /** A list response. */
@@ -459,7 +466,7 @@ export class KubeClient {
    * server closes the stream, `signal` aborts, or `onEvent` returns true (done). Resolves
    * with the last resourceVersion seen. A 410 arrives as a thrown KubeApiError (isGone).
    */
-  async watch<T extends KubeObject = KubeObject>(
+  async watch<T extends ObjectLike = KubeObject>(
     collectionPath: string,
     query: {
       resourceVersion?: string;
@@ -523,7 +530,7 @@ export class KubeClient {
             );
           }
           if (ev.type === "ERROR") {
-            const st = ev.object as unknown as { code?: number; reason?: string; message?: string };
+            const st = watchStatus(ev.object);
             return finish(
               new KubeApiError(
                 `watch ${collectionPath}: ${st.message ?? "error"}`,

@@ -2,11 +2,17 @@
  * Waiting on the cluster with watches: list once, then watch from the list's
  * resourceVersion, re-listing when the watch expires. No sleep-polling.
  */
-import { isGone, isMalformedWatchEvent, type KubeClient, type KubeObject } from "./client.js";
+import {
+  isGone,
+  isMalformedWatchEvent,
+  type KubeClient,
+  type KubeObject,
+  type ObjectLike,
+} from "./client.js";
 import { BrandedError } from "./branded-error.js";
 
 /** Thrown when a wait runs out of time; `last` holds the objects seen last. */
-export class WaitTimeoutError<T extends KubeObject = KubeObject> extends BrandedError {
+export class WaitTimeoutError<T extends ObjectLike = KubeObject> extends BrandedError {
   constructor(
     message: string,
     readonly last: T[],
@@ -30,7 +36,7 @@ export interface WaitOptions {
  * Keeps a live view of a collection and resolves with it as soon as `done(items)` is true.
  * Guarantees: `done` sees every state the watch delivers, starting with the initial list.
  */
-export async function waitForList<T extends KubeObject = KubeObject>(
+export async function waitForList<T extends ObjectLike = KubeObject>(
   client: KubeClient,
   collectionPath: string,
   done: (items: T[]) => boolean,
@@ -42,7 +48,7 @@ export async function waitForList<T extends KubeObject = KubeObject>(
   const onOuterAbort = () => abort.abort();
   opts.signal?.addEventListener("abort", onOuterAbort, { once: true });
   const view = new Map<string, T>();
-  const key = (o: T) => `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
+  const key = (o: T) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
   try {
     for (;;) {
       const list = await client.list<T>(collectionPath, opts);
@@ -91,7 +97,7 @@ export async function waitForList<T extends KubeObject = KubeObject>(
 }
 
 /** Waits until the named object satisfies `done` (it receives undefined while absent). */
-export async function waitForObject<T extends KubeObject = KubeObject>(
+export async function waitForObject<T extends ObjectLike = KubeObject>(
   client: KubeClient,
   collectionPath: string,
   name: string,

@@ -317,7 +317,9 @@ async function waitGone(
     if (r.status === "fulfilled") continue;
     if (!WaitTimeoutError.isInstance(r.reason)) throw r.reason;
     const k = kinds[i];
-    for (const o of r.reason.last) if (present(o, k)) remaining.push(describeRemaining(k.kind, o));
+    // The waits above listed KubeObjects.
+    const last = (r.reason as WaitTimeoutError<KubeObject>).last;
+    for (const o of last) if (present(o, k)) remaining.push(describeRemaining(k.kind, o));
   }
   if (remaining.length === 0) return;
   throw new ReleaseTimeoutError(

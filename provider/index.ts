@@ -2,6 +2,13 @@
  * The engine both sides run: pure planning (`fleet`), the Kubernetes client (`kube`),
  * execution (`engine`), owner release and the reaper (`release`), and the Pulumi dynamic
  * provider (`dynamic`).
+ *
+ * Stored Pulumi state depends on two names here, so they never change: the package's
+ * `./provider` export path (each stored provider method runs
+ * `import("pulumi-cocoonset/provider")`), and the function names of `dynamic` that those
+ * methods call (`check`, `diff`, `create`, `update`, `remove`, `read`, `guardCheck`,
+ * `guardCreate`, `guardUpdate`, `crdGuardDelete`, `rolloutCreate`, `rolloutUpdate`). A stack
+ * deployed with one version calls them by name from the next.
  */
 export * as fleet from "./fleet/index.js";
 export * as kube from "./kube/index.js";

@@ -8,7 +8,12 @@ import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
-import { ControllerRollout, CRD_GUARD_VERSION, CrdGuard, OperatorGuard } from "./slots.js";
+import {
+  ControllerRollout,
+  CRD_GUARD_VERSION,
+  CrdGuard,
+  OperatorGuard,
+} from "./operator-resources.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import {
   CONTROLLER_UID,

@@ -1,6 +1,6 @@
 /** The engine's execution: passes, convergence, finalizer and deletion. */
 export * from "./pass.js";
 export * from "./lifecycle.js";
-export * from "./crd.js";
+export * from "./install-crd.js";
 export * from "./preview.js";
 export * from "./simulate.js";

@@ -4,7 +4,7 @@ export * from "./constants.js";
 export type * from "./generated/types.js";
 export { COCOONSET_API_VERSION } from "./generated/types.js";
 export type * from "./kube-types.js";
-export { cocoonSetCrd } from "./crd.js";
+export { cocoonSetCrd } from "./crd-manifest.js";
 export {
   DEFAULT_AGENT_MODE,
   DEFAULT_BACKEND,

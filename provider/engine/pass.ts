@@ -81,7 +81,9 @@ export interface PassResult {
   created: string[];
   /** Pods the plan deleted (names). */
   deleted: string[];
-  /** Every failure, in step order (plan errors first). */
+  /** Every failure as a typed error, in step order (the planner's refusals first). */
+  failures: PassFailure[];
+  /** The messages of {@link failures}, in the same order. */
   errors: string[];
   /** 0: run again at once; n: after n ms; undefined: only on a change. */
   requeueAfterMs: number | undefined;
@@ -93,6 +95,39 @@ export interface PassResult {
   /** The CocoonSet after this pass's writes (history, status). */
   cocoonSet: CocoonSet;
 }
+
+/** The planner refused part of the spec (a toolbox name another pod holds, bad names). */
+export class PlanRefusal extends BrandedError {}
+
+/** One step's action failed against the cluster; `cause` is the API error. */
+export class StepFailure extends BrandedError {
+  constructor(
+    /** The pod the step acts on. */
+    readonly pod: string,
+    /** What the step was doing (`create`, `rebuild`, `generation-stamp`, …). */
+    readonly decision: string,
+    cause: unknown,
+  ) {
+    super(`${pod} (${decision}): ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** A write met a newer CocoonSet (409): the pass is planned again on fresh data. */
+export class StaleCocoonSet extends BrandedError {
+  constructor() {
+    super("the CocoonSet changed during the pass; it will be planned again");
+  }
+}
+
+/** The pass's signal stopped it before the end. */
+export class PassAborted extends BrandedError {
+  constructor() {
+    super(PASS_ABORTED);
+  }
+}
+
+/** Why a pass fell short. */
+export type PassFailure = PlanRefusal | StepFailure | StaleCocoonSet | PassAborted;
 
 /** Thrown when a pass could not do everything; carries what it did. */
 export class PassError extends BrandedError {
@@ -169,6 +204,7 @@ export async function runPass(
     plan,
     created: [],
     deleted: [],
+    failures: plan.errors.map((e) => new PlanRefusal(e)),
     errors: [...plan.errors],
     requeueAfterMs: plan.requeueAfterMs,
     statusWritten: false,
@@ -249,6 +285,10 @@ export async function runPass(
     }
   };
 
+  const fail = (f: PassFailure) => {
+    result.failures.push(f);
+    result.errors.push(f.message);
+  };
   const aborted = () => opts.signal?.aborted === true;
   const runStep = async (step: PlanStep): Promise<void> => {
     for (const action of step.actions) {
@@ -256,8 +296,7 @@ export async function runPass(
       try {
         await perform(step, action);
       } catch (e) {
-        const msg = `${step.podName} (${step.decision}): ${(e as Error).message}`;
-        result.errors.push(msg);
+        fail(new StepFailure(step.podName, step.decision, e));
         hooks.log?.("warn", "step failed", {
           pod: step.podName,
           decision: step.decision,
@@ -265,7 +304,7 @@ export async function runPass(
         });
         if (isConflict(e) && action.kind === "write-history") {
           result.conflicted = true;
-          result.errors.push("the CocoonSet changed during the pass; it will be planned again");
+          fail(new StaleCocoonSet());
         }
         return;
       }
@@ -291,7 +330,7 @@ export async function runPass(
           );
         } catch (e) {
           if (isNotFound(e) || isConflict(e)) return;
-          result.errors.push(`${stamp.name} (generation stamp): ${(e as Error).message}`);
+          fail(new StepFailure(stamp.name, "generation stamp", e));
         }
       }),
     ),
@@ -322,7 +361,7 @@ export async function runPass(
 
   if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
   if (aborted()) {
-    result.errors.push(PASS_ABORTED);
+    fail(new PassAborted());
     return result;
   }
 

@@ -17,6 +17,8 @@ import {
   ensureCrd,
   ensureFinalizer,
   PASS_ABORTED,
+  PassAborted,
+  PlanRefusal,
   runPass,
   type EngineHooks,
   type PassOptions,
@@ -206,6 +208,7 @@ void describe("engine: a pass stopped by its signal", () => {
     const none = await pass(client, ns, "halt", { signal: stopped.signal });
     assert.deepEqual(none.created, []);
     assert.deepEqual(none.errors, [PASS_ABORTED]);
+    assert.ok(PassAborted.isInstance(none.failures[0]), "the failure is typed");
     assert.equal(none.statusWritten, false);
     assert.deepEqual(await fleetPods(ns, "halt"), [], "no pod was created");
     assert.equal((await read(ns, "halt")).status, undefined, "no status was written");
@@ -568,6 +571,10 @@ void describe("engine: toolboxes", () => {
     });
     const conflict = await pass(client, ns, name);
     assert.equal(conflict.errors.length, 2, conflict.errors.join("\n"));
+    assert.ok(
+      conflict.failures.every((f) => PlanRefusal.isInstance(f)),
+      "the planner sees both conflicts before any create",
+    );
     assert.ok(
       conflict.errors.some(
         (e) => e.includes(`${name}-editor`) && e.includes("not this CocoonSet's toolbox"),

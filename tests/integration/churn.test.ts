@@ -161,8 +161,10 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
     c.defer("stop the killer", () => creates.stop());
     let killing = true;
     const kills: Promise<unknown>[] = [];
+    const killed = new Set<string>();
     creates.onCreate = (pod: Pod) => {
       if (!killing) return;
+      killed.add(pod.metadata?.uid ?? "");
       kills.push(
         client
           .delete(paths.pod(ns, pod.metadata?.name ?? ""), {
@@ -210,6 +212,15 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
     // condition turns False.
     killing = false;
     await Promise.all(kills);
+    // The status may still be the one written while a pod the killer then removed was Ready:
+    // wait for a slot 2 pod the killer left alone before reading the fleet's status.
+    await waitForObject(
+      client,
+      paths.pods(ns),
+      "vn-2",
+      (p) => p !== undefined && !killed.has(p.metadata.uid ?? "") && isReady(p),
+      { timeoutMs: 90_000, description: "slot 2 back with a pod the killer left alone" },
+    );
     await waitForConverged(ns, "vn", { replicas: 2 }, 90_000);
     const recovered = await waitForObject(
       client,

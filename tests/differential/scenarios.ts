@@ -79,7 +79,7 @@ async function converged(client: KubeClient, ns: string, name: string, want: Wan
           p.metadata?.annotations?.[ANNOTATIONS.image] === image),
     );
   };
-  const statusOk = (cs: CocoonSet | undefined) => {
+  const statusOk = (cs: CocoonSet | undefined, phase?: string) => {
     const s = cs?.status;
     const agents = 1 + want.replicas;
     const tbs = want.toolboxes?.length ?? 0;
@@ -96,7 +96,8 @@ async function converged(client: KubeClient, ns: string, name: string, want: Wan
       (s.readyToolboxes ?? 0) === tbs &&
       (s.desiredToolboxes ?? 0) === tbs &&
       (s.agents?.length ?? 0) === agents &&
-      (s.agents ?? []).every((a) => a.phase === "Running")
+      (s.agents ?? []).every((a) => a.phase === "Running") &&
+      (phase === undefined || s.phase === phase)
     );
   };
   // Pods first, then the status written after them; then both once more on fresh reads.
@@ -107,16 +108,18 @@ async function converged(client: KubeClient, ns: string, name: string, want: Wan
       description: `the pods of ${ns}/${name} to be ${expected.join(", ")}, Ready, image ${image}`,
     });
     // The peer can also leave its status one reconcile behind the pods (its merge patch is
-    // computed against a stale cache) and only reconciles again on a pod change: if the
-    // status does not follow, a test-only annotation on the main agent asks for another
-    // reconcile (it is outside what the snapshots compare).
+    // computed against a stale cache, so a phase of Scaling can sit next to all-Ready
+    // counts) and only reconciles again on a pod change: if the status does not follow, a
+    // test-only annotation on the main agent asks for another reconcile (it is outside what
+    // the snapshots compare). The first nudges also wait for the phase Running; after
+    // them, the phase is left to the snapshot comparison.
     for (let nudge = 0; ; nudge++) {
       try {
         await waitForObject(
           client,
           paths.cocoonSets(ns),
           name,
-          (o) => statusOk(o as CocoonSet | undefined),
+          (o) => statusOk(o as CocoonSet | undefined, nudge < 3 ? "Running" : undefined),
           {
             timeoutMs: NUDGE_MS,
             description: `${ns}/${name} status Running with ${1 + want.replicas} agents`,

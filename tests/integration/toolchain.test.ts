@@ -52,6 +52,8 @@ test("ensure is idempotent: a second run finds every binary where the first left
       "kwok",
       "pulumi",
       "pulumi-resource-kubernetes",
+      "registry",
+      "pulumi-language-yaml",
       "pulumi-resource-pulumi-nodejs",
       "pulumi-language-nodejs",
     ],

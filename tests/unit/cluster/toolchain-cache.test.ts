@@ -370,6 +370,45 @@ describe("the group lock", () => {
     assert.equal(await next(b.lines), `acquired ${a.child.pid}`);
   });
 
+  test("ensure waits for the build another process holds the lock for, and then builds nothing", async (t) => {
+    const dir = scratch(t);
+    const groupBin = join(dir, "groups", `etcd-${groupKey("etcd")}`, "bin");
+    const other = holder(`${dirname(groupBin)}.lock`);
+    t.after(() => other.child.kill("SIGKILL"));
+    assert.equal(await next(other.lines), "acquired 0");
+
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PATH: dirname(process.execPath), // no Go: a build would fail at once
+      COCOONSET_TOOLCHAIN_DIR: dir,
+    };
+    delete env.COCOONSET_BIN_DIR;
+    delete env.KUBEBUILDER_ASSETS;
+    const ensure = spawn(process.execPath, [cli, "toolchain", "ensure", "--only", "etcd"], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    t.after(() => ensure.kill("SIGKILL"));
+    let stderr = "";
+    const waiting = new Promise<void>((resolve) =>
+      ensure.stderr.setEncoding("utf8").on("data", (d: string) => {
+        stderr += d;
+        if (stderr.includes(`waiting for pid ${other.child.pid}`)) resolve();
+      }),
+    );
+    const done = new Promise<number | null>((r) => ensure.on("close", (code) => r(code)));
+    await Promise.race([
+      waiting,
+      done.then((code) => assert.fail(`ensure ended (${code}) without waiting:\n${stderr}`)),
+    ]);
+    // The other process finishes its build, then releases the lock.
+    fakeBinary(join(groupBin, "etcd"), "etcd Version: 3.6.13");
+    other.child.stdin!.write("release\n");
+    assert.equal(await done, 0, stderr);
+    assert.doesNotMatch(stderr, /building|took/);
+    assert.equal(statSync(join(dir, "bin", "etcd")).ino, statSync(join(groupBin, "etcd")).ino);
+  });
+
   test("a reused pid (same number, another start time) does not hold the lock", (t) => {
     const path = join(scratch(t), "g.lock");
     writeFileSync(path, `${process.pid} 1 feedbeef\n`);

@@ -25,7 +25,7 @@ export function registerCluster(program: Command): void {
     );
   cl.command("up")
     .description(
-      "start the cluster (building missing binaries first) and wait until its nodes are Ready; reports the running one if already up",
+      "start the cluster and its OCI registry (building missing binaries first) and wait until its nodes are Ready; reports the running one if already up",
     )
     .option("--state-dir <dir>", stateDirHelp)
     .option("--nodes <n>", "number of simulated nodes", parsePositiveInt, 2)
@@ -54,6 +54,7 @@ export function registerCluster(program: Command): void {
               "kube-scheduler",
               "kwok",
               "kubectl",
+              "registry",
             ],
           });
           const st = await clusterUp({
@@ -65,11 +66,12 @@ export function registerCluster(program: Command): void {
             return printJson({
               kubeconfig: st.kubeconfig,
               server: st.server,
+              registry: st.registry,
               reused: st.reused,
               nodes: st.nodes,
             });
           process.stdout.write(
-            `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\nrun: export KUBECONFIG=${st.kubeconfig}\n`,
+            `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\n${st.registry ? `registry: ${st.registry}\n` : ""}run: export KUBECONFIG=${st.kubeconfig}\n`,
           );
         },
       ),
@@ -89,7 +91,7 @@ export function registerCluster(program: Command): void {
     );
   cl.command("status")
     .description(
-      "say which components run and whether the apiserver answers (exit 1 when not running)",
+      "say which components run, whether the apiserver answers and where the registry is (exit 1 when not running)",
     )
     .option("--state-dir <dir>", stateDirHelp)
     .option("--json", "print as JSON")
@@ -101,7 +103,7 @@ export function registerCluster(program: Command): void {
         if (st.components.length === 0)
           return void process.stdout.write(`no cluster in ${st.stateDir}\n`);
         process.stdout.write(
-          `server: ${st.server} (${st.healthy ? "ready" : "not answering"})\nkubeconfig: ${st.kubeconfig}\n`,
+          `server: ${st.server} (${st.healthy ? "ready" : "not answering"})\nkubeconfig: ${st.kubeconfig}\n${st.registry ? `registry: ${st.registry}\n` : ""}`,
         );
         for (const c of st.components)
           process.stdout.write(
@@ -110,7 +112,9 @@ export function registerCluster(program: Command): void {
       }),
     );
   cl.command("env")
-    .description("print `export KUBECONFIG=<path>` for the running cluster (eval it in a shell)")
+    .description(
+      "print `export KUBECONFIG=<path>` and `export COCOONSET_REGISTRY=127.0.0.1:<port>` for the running cluster (eval it in a shell)",
+    )
     .option("--state-dir <dir>", stateDirHelp)
     .action(
       action(async (opts: { stateDir?: string }) => {
@@ -118,6 +122,7 @@ export function registerCluster(program: Command): void {
         const st = readState(dir);
         if (!st) throw new CliError(`no cluster in ${dir}: run \`cocoonset cluster up\``);
         process.stdout.write(`export KUBECONFIG=${st.kubeconfig}\n`);
+        if (st.registry) process.stdout.write(`export COCOONSET_REGISTRY=${st.registry}\n`);
       }),
     );
 }

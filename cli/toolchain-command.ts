@@ -1,11 +1,6 @@
 /** `cocoonset toolchain ensure|status`. */
 import type { Command } from "commander";
-import {
-  ensureToolchain,
-  toolchainPath,
-  toolchainStatus,
-  type BinaryName,
-} from "../cluster/toolchain.js";
+import { ensureToolchain, toolchainPath, toolchainStatus } from "../cluster/toolchain.js";
 import { action, printJson } from "./common.js";
 
 /** Registers the toolchain commands. */
@@ -13,17 +8,20 @@ export function registerToolchain(program: Command): void {
   const tc = program
     .command("toolchain")
     .description(
-      "find or build the pinned etcd, Kubernetes, kwok and Pulumi binaries (cluster/toolchain.json)",
+      "find or build the pinned etcd, Kubernetes, kwok, registry and Pulumi binaries (cluster/toolchain.json)",
     );
   tc.command("ensure")
     .description(
-      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache (COCOONSET_TOOLCHAIN_DIR overrides where)",
+      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where)",
     )
-    .option("--only <names...>", "only these binaries (default: all)")
+    .option(
+      "--only <names...>",
+      "only these binaries, or the binaries of these groups (e.g. kubernetes, pulumi-yaml) (default: all)",
+    )
     .option("--json", "print where each binary is as JSON")
     .action(
       action(async (opts: { only?: string[]; json?: boolean }) => {
-        const located = await ensureToolchain({ only: opts.only as BinaryName[] | undefined });
+        const located = await ensureToolchain({ only: opts.only });
         if (opts.json) printJson(located);
         else
           for (const l of located)
@@ -56,6 +54,11 @@ export function registerToolchain(program: Command): void {
             `${l.name.padEnd(30)} ${l.path ? `${l.path} (${l.source})` : "missing"}\n`,
           );
         }
+        process.stdout.write("groups:\n");
+        for (const g of st.groups)
+          process.stdout.write(
+            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"})\n`,
+          );
       }),
     );
 }

@@ -1,7 +1,7 @@
 /**
  * The embedded local cluster: etcd, kube-apiserver (RBAC on), kube-controller-manager,
- * kube-scheduler and kwok with simulated nodes, all on loopback and free ports, in a state
- * directory of their own.
+ * kube-scheduler and kwok with simulated nodes, and a small OCI registry (a test fixture),
+ * all on loopback and free ports, in a state directory of their own.
  *
  * Guarantees: processes survive the CLI that started them; `down` stops exactly the
  * processes recorded in the state file (by pid, after checking the pid still runs the
@@ -62,6 +62,11 @@ export interface ClusterState {
   startedAt: string;
   nodes: string[];
   components: ComponentRecord[];
+  /**
+   * `127.0.0.1:<port>` of the cluster's OCI registry (plain HTTP, no auth); absent for a
+   * cluster started before the registry was part of it.
+   */
+  registry?: string;
 }
 
 /** Options of {@link clusterUp}. */
@@ -364,6 +369,8 @@ export interface ClusterStatus {
   kubeconfig?: string;
   server?: string;
   healthy?: boolean;
+  /** `127.0.0.1:<port>` of the cluster's OCI registry. */
+  registry?: string;
   components: { name: string; pid: number; alive: boolean; log: string }[];
 }
 
@@ -390,6 +397,7 @@ export async function clusterStatus(stateDir = defaultStateDir()): Promise<Clust
     kubeconfig: st.kubeconfig,
     server: st.server,
     healthy,
+    registry: st.registry,
     components,
   };
 }
@@ -458,7 +466,21 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
     writeFileSync(join(stateDir, "pki", "client-ca.crt"), clientCa.certPem);
     writeFileSync(join(stateDir, "pki", "client-ca.key"), clientCa.keyPem, { mode: 0o600 });
 
-    const [etcdClient, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
+    const [etcdClient, etcdPeer, apiPort, registryPort] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
+    // The OCI registry (go-containerregistry's cmd/registry) binds localhost, which Go
+    // listens on as 127.0.0.1. It keeps what is pushed in memory (the command has no
+    // storage option), so it holds nothing in the state directory but its log. Started
+    // first: it is ready long before the apiserver.
+    const registry = `127.0.0.1:${registryPort}`;
+    const registryProc = startComponent(stateDir, "registry", "registry", [
+      `--port=${registryPort}`,
+    ]);
+    started.push(registryProc);
     progress("cluster: starting etcd");
     const etcd = startComponent(stateDir, "etcd", "etcd", [
       "--name=cocoonset",
@@ -509,7 +531,13 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       return r.status === 200;
     });
     writeKubeconfig(kubeconfig, server, readCa(stateDir), token);
-    progress(`cluster: kube-apiserver ready at ${server} (${stamp()}); starting controllers`);
+    await waitFor("the registry's /v2/", registryProc, deadline, async () => {
+      const r = await rawRequest(`http://${registry}/v2/`);
+      return r.status === 200;
+    });
+    progress(
+      `cluster: kube-apiserver ready at ${server}, registry at ${registry} (${stamp()}); starting controllers`,
+    );
 
     started.push(
       startComponent(stateDir, "kube-controller-manager", "kube-controller-manager", [
@@ -564,6 +592,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       startedAt: new Date().toISOString(),
       nodes: [],
       components: started,
+      registry,
     });
     await waitFor("the pod finaliser to sync", finaliser, deadline, () =>
       Promise.resolve(readFileSync(finaliser.log, "utf8").includes(POD_FINALISER_SYNCED)),
@@ -632,6 +661,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       startedAt: new Date().toISOString(),
       nodes,
       components: started,
+      registry,
     };
     writeState(stateDir, state);
     progress(`cluster: ${nodeCount} simulated node(s) Ready; cluster up in ${stamp()}`);

@@ -1,20 +1,34 @@
 /**
  * The embedded cluster's own lifecycle, through the CLI a user runs: `up` returns a ready
  * cluster and leaves it running after the command exits, a second `up` reports it instead
- * of starting another, `status` and `env` describe it, `down` stops every process it
- * started and removes its state.
+ * of starting another, `status` and `env` describe it (with its OCI registry), `down` stops
+ * every process it started and removes its state.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect } from "node:net";
 import { test } from "node:test";
 import { isAlive, readState, type ClusterState } from "../../cluster/local-cluster.js";
 import { KubeClient, paths } from "../../provider/kube/index.js";
 import { repoRoot } from "../support/pulumi.js";
 
 const cli = join(repoRoot, "dist", "cli", "main.js");
+
+/** True when something accepts TCP connections at `host:port`. */
+function listening(address: string): Promise<boolean> {
+  const [host, port] = address.split(":");
+  return new Promise((resolve) => {
+    const s = connect({ host, port: Number(port) });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
 
 function cocoonset(...args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", timeout: 180_000 });
@@ -30,15 +44,25 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
 
   const up = cocoonset("cluster", "up", "--state-dir", stateDir, "--nodes", "1", "--json");
   assert.equal(up.status, 0, up.stderr);
-  const info = JSON.parse(up.stdout) as { kubeconfig: string; server: string; reused: boolean };
+  const info = JSON.parse(up.stdout) as {
+    kubeconfig: string;
+    server: string;
+    registry: string;
+    reused: boolean;
+  };
   assert.equal(info.reused, false);
   assert.match(info.server, /^https:\/\/127\.0\.0\.1:\d+$/, "loopback only");
+  assert.match(info.registry, /^127\.0\.0\.1:\d+$/, "the registry is on loopback too");
+  const v2 = await fetch(`http://${info.registry}/v2/`);
+  assert.equal(v2.status, 200, "the registry answers");
+  await v2.text();
 
   // The CLI has exited; the cluster keeps running and answers with its admin kubeconfig.
   const state = readState(stateDir) as ClusterState;
   assert.deepEqual(
     state.components.map((c) => c.name),
     [
+      "registry",
       "etcd",
       "kube-apiserver",
       "kube-controller-manager",
@@ -75,11 +99,17 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
 
   const status = cocoonset("cluster", "status", "--state-dir", stateDir, "--json");
   assert.equal(status.status, 0);
-  const st = JSON.parse(status.stdout) as { running: boolean; healthy: boolean };
+  const st = JSON.parse(status.stdout) as { running: boolean; healthy: boolean; registry: string };
   assert.equal(st.running && st.healthy, true);
+  assert.equal(st.registry, info.registry);
+  const text = cocoonset("cluster", "status", "--state-dir", stateDir);
+  assert.match(text.stdout, new RegExp(`^registry: ${info.registry}$`, "m"));
 
   const env = cocoonset("cluster", "env", "--state-dir", stateDir);
-  assert.equal(env.stdout.trim(), `export KUBECONFIG=${info.kubeconfig}`);
+  assert.equal(
+    env.stdout.trim(),
+    `export KUBECONFIG=${info.kubeconfig}\nexport COCOONSET_REGISTRY=${info.registry}`,
+  );
   assert.match(readFileSync(info.kubeconfig, "utf8"), /token:/);
 
   const down = cocoonset("cluster", "down", "--state-dir", stateDir);
@@ -87,6 +117,7 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
   for (const c of state.components)
     assert.equal(isAlive(c), false, `${c.name} (pid ${c.pid}) stopped`);
   assert.equal(existsSync(stateDir), false, "the state directory is removed");
+  assert.equal(await listening(info.registry), false, "the registry is stopped");
 
   const after = cocoonset("cluster", "status", "--state-dir", stateDir);
   assert.notEqual(after.status, 0, "status of a stopped cluster exits non-zero");
@@ -127,6 +158,12 @@ test("a component that dies on start is reported with its log tail, and nothing 
       }
     });
   assert.deepEqual(leftovers, [], "etcd was stopped again");
+  // The registry's command line names only its port: it said which in its log.
+  const port = /serving on port (\d+)/.exec(
+    readFileSync(join(stateDir, "logs", "registry.log"), "utf8"),
+  )?.[1];
+  assert.ok(port, "the registry had started");
+  assert.equal(await listening(`127.0.0.1:${port}`), false, "the registry was stopped again");
   assert.equal(readState(stateDir), undefined, "no state file claims a running cluster");
   assert.ok(
     existsSync(join(stateDir, "logs", "kube-apiserver.log")),

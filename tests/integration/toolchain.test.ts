@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
+import { groupKey } from "../../cluster/toolchain.js";
 import { repoRoot } from "../support/pulumi.js";
 
 const cli = join(repoRoot, "dist", "cli", "main.js");
@@ -51,6 +52,8 @@ test("ensure is idempotent: a second run finds every binary where the first left
       "kwok",
       "pulumi",
       "pulumi-resource-kubernetes",
+      "registry",
+      "pulumi-language-yaml",
       "pulumi-resource-pulumi-nodejs",
       "pulumi-language-nodejs",
     ],
@@ -67,6 +70,10 @@ test("a half-built binary left by an interrupted build is never taken for a good
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   mkdirSync(join(dir, "bin"), { recursive: true });
   writeFileSync(join(dir, "bin", ".etcd.partial-4242"), "truncated", { mode: 0o755 });
+  // The group folder a build writes into, with the same leftover.
+  const groupBin = join(dir, "groups", `etcd-${groupKey("etcd")}`, "bin");
+  mkdirSync(groupBin, { recursive: true });
+  writeFileSync(join(groupBin, ".etcd.partial-4242"), "truncated", { mode: 0o755 });
   const status = cocoonset(["toolchain", "status", "--json"], bareEnv(dir));
   assert.equal(status.status, 1, "status exits 1 while a binary is missing");
   const st = JSON.parse(status.stdout) as { cacheDir: string; binaries: Located[] };
@@ -75,6 +82,10 @@ test("a half-built binary left by an interrupted build is never taken for a good
     st.binaries.find((l) => l.name === "etcd"),
     { name: "etcd" },
   );
+  // ensure does not link it into place either: with no Go it can only fail.
+  const r = cocoonset(["toolchain", "ensure", "--only", "etcd"], bareEnv(dir));
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /Go 1\.26\.0 or newer is required/);
 });
 
 test("without Go, ensure says which version it needs and builds nothing", (t) => {

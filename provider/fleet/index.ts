@@ -105,3 +105,27 @@ export {
   type SimulationOptions,
   type SimulationResult,
 } from "./simulate.js";
+export {
+  NOT_CREATED_UID,
+  PREVIEW_NODE,
+  groupByShape,
+  plannedCocoonSet,
+  podShape,
+  previewCreates,
+  sendOnePerShape,
+  slotKey,
+  type PreviewCreates,
+  type PreviewInput,
+  type ShapeGroup,
+  type SlotCreate,
+} from "./preview.js";
+export {
+  formatQuantity,
+  podQuotaUsage,
+  quotaOverflows,
+  usageKeyOf,
+  type QuotaOverflow,
+  type QuotaPod,
+  type QuotaUsage,
+  type ResourceQuotaObject,
+} from "./quota-room.js";

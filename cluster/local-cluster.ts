@@ -545,7 +545,9 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
         "--leader-elect=false",
         "--use-service-account-credentials=false",
         "--secure-port=0",
-        "--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,pod-garbage-collector-controller,serviceaccount-controller",
+        // resourcequota-controller: a ResourceQuota is enforced only once this controller has
+        // measured its usage (its status), as on a real cluster.
+        "--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,pod-garbage-collector-controller,serviceaccount-controller,resourcequota-controller",
         "--concurrent-gc-syncs=10",
       ]),
     );

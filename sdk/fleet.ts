@@ -9,6 +9,8 @@ import {
   API_VERSION,
   KIND,
   cocoonSetNameProblem,
+  formatFailure,
+  prefixedProperty,
   validateCocoonSetSpec,
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
@@ -34,7 +36,9 @@ export interface FleetArgs {
   name?: string;
   /**
    * The CocoonSet spec; any field may be an Output (it is resolved before validation).
-   * Validated by the slots resource's `check`, so `pulumi preview` refuses a bad spec.
+   * A spec of plain values is validated when the program runs (the Fleet throws, naming the
+   * field); one holding Outputs by the slots resource's `check`, so `pulumi preview` refuses
+   * a bad spec either way.
    */
   spec: DeepInput<CocoonSetSpec>;
   /**
@@ -69,6 +73,24 @@ export interface FleetArgs {
   releaseTimeoutSeconds?: number;
 }
 
+/** Whether a value holds a Pulumi Output or a promise at any depth (then it is known later). */
+function holdsInputs(v: unknown, seen = new Set<unknown>()): boolean {
+  if (pulumi.Output.isInstance(v)) return true;
+  if (v === null || typeof v !== "object" || seen.has(v)) return false;
+  if (typeof (v as { then?: unknown }).then === "function") return true;
+  seen.add(v);
+  return Object.values(v).some((x) => holdsInputs(x, seen));
+}
+
+/** The failures of a spec validation, each `[spec.field] rule (got value)`. */
+function specFailures(v: ReturnType<typeof validateCocoonSetSpec>): string[] {
+  return v.ok
+    ? []
+    : v.failures.map((f) =>
+        formatFailure({ ...f, property: prefixedProperty("spec", f.property) }),
+      );
+}
+
 /** One agent fleet: a CocoonSet whose slots `pulumi up` materialises and `destroy` releases. */
 export class Fleet extends pulumi.ComponentResource {
   /** Name of the CocoonSet. */
@@ -90,9 +112,17 @@ export class Fleet extends pulumi.ComponentResource {
     const csName = args.name ?? name;
     // Refused here, before anything is registered: a name that breaks the pods' name label,
     // numbers p-limit or the timers would choke on at create.
+    // A spec given as plain values is checked here too: the CocoonSet resource comes before
+    // the slots resource, and in an existing namespace its preview (a server-side dry run)
+    // would fail first with the apiserver's words. A spec holding Outputs is checked once
+    // they are known, by the slots resource's `check`.
+    const specProblems = holdsInputs(args.spec)
+      ? []
+      : specFailures(validateCocoonSetSpec(args.spec));
     const problems = [
       ...(cocoonSetNameProblem(csName) ? [`[name] ${cocoonSetNameProblem(csName)}`] : []),
       ...slotsArgumentProblems(args).map((p) => p.reason),
+      ...specProblems,
     ];
     if (problems.length > 0) {
       throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);

@@ -16,6 +16,7 @@ import {
   type CocoonSetSpec,
   type Pod,
 } from "../fleet/index.js";
+import { dryRunRefusals } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import { converge, deleteFleet, listFleetPods, readCocoonSet } from "../engine/index.js";
 import { KubeApiError, KubeClient, KubeConfigError } from "../kube/index.js";
@@ -130,9 +131,11 @@ export function slotsArgumentProblems(args: {
  * spec has no key of its own in the inputs, so its failure carries the field and the value in
  * its reason (the engine would print `value {<nil>}` for a dotted key). When the namespace was
  * given as plain text and the kubeconfig is known, one GET makes sure the namespace exists.
+ * When the deploy would create pods, they are sent to the apiserver as dry runs first
+ * (dry-run.ts): what admission refuses fails the check, naming the slot.
  */
 export async function check(
-  _olds: unknown,
+  olds: unknown,
   news: Record<string, unknown>,
 ): Promise<{ inputs: Record<string, unknown>; failures: CheckFailure[] }> {
   const failures: CheckFailure[] = [];
@@ -178,7 +181,57 @@ export async function check(
     );
     if (missing) failures.push({ property: "namespace", reason: missing });
   }
+  if (failures.length === 0 && wouldCreatePods(olds, news)) {
+    // Here in `check` rather than in `diff`: the engine calls `diff` only for a resource that
+    // exists already, so a new Fleet (whose main agent and sub-agents all get created) would
+    // go unchecked; `check` runs for every deploy, in `preview` and again in `up` before the
+    // slots resource's step, and a check failure stops both with the reason as written.
+    // Property "": the reason names the slot itself (`[slots.3] ...`), and the engine would
+    // print the whole slot map as the value of `slots`.
+    for (const reason of await dryRunRefusals({
+      kubeconfig: news.kubeconfig as string,
+      namespace: news.namespace as string,
+      name: news.name as string,
+      uid: knownUid(olds, news),
+      spec: news.spec as CocoonSetSpec,
+      fanOut: news.fanOut as number | undefined,
+    }))
+      failures.push({ property: "", reason });
+  }
   return { inputs: news, failures };
+}
+
+/**
+ * Whether `check` sends the new pods as dry runs: every input it needs is known, and the
+ * resource is new or its spec or slots change (a deploy that changes neither creates no pod,
+ * unless live drift, which `diff` finds, has to be repaired; that pod was admitted before).
+ */
+function wouldCreatePods(olds: unknown, news: Record<string, unknown>): boolean {
+  if (typeof news.kubeconfig !== "string" || typeof news.namespace !== "string") return false;
+  if (typeof news.name !== "string" || isUnknown(news.namespace) || isUnknown(news.name)) {
+    return false;
+  }
+  if (isUnknown(news.kubeconfig) || containsUnknown(news.spec)) return false;
+  const old = (olds ?? {}) as Record<string, unknown>;
+  return (
+    old.spec === undefined ||
+    stable(old.spec) !== stable(news.spec) ||
+    stable(old.slots) !== stable(news.slots)
+  );
+}
+
+/**
+ * The CocoonSet's uid as far as preview knows it: the new input's, else the last deploy's
+ * when the CocoonSet keeps its namespace and name (preview may not know the uid of a
+ * CocoonSet it updates).
+ */
+function knownUid(olds: unknown, news: Record<string, unknown>): string | undefined {
+  const old = (olds ?? {}) as Record<string, unknown>;
+  const same = old.namespace === news.namespace && old.name === news.name;
+  for (const uid of same ? [news.uid, old.uid] : [news.uid]) {
+    if (typeof uid === "string" && uid !== "" && !isUnknown(uid)) return uid;
+  }
+  return undefined;
 }
 
 function stable(v: unknown): string {

@@ -4,3 +4,4 @@ export * from "./lifecycle.js";
 export * from "./install-crd.js";
 export * from "./preview.js";
 export * from "./simulate.js";
+export * from "./preview-creates.js";

@@ -42,14 +42,24 @@ export function applyPlanToPods(
   plan: Plan,
   options: SimulationOptions,
 ): SimulationResult {
-  let current: Pod[] = pods.map((p) => structuredClone(p));
+  const current: Pod[] = pods.map((p) => structuredClone(p));
+  // Pods by name (deleted ones taken out), so each action costs the same however large the fleet.
+  const byName = new Map<string, Pod[]>();
+  const removed = new Set<Pod>();
+  const index = (pod: Pod): void => {
+    const name = pod.metadata?.name ?? "";
+    const same = byName.get(name);
+    if (same) same.push(pod);
+    else byName.set(name, [pod]);
+  };
+  current.forEach(index);
   const result: SimulationResult = { pods: [], events: [], metrics: {}, deleted: [] };
   let created = 0;
   const apply = (action: PlanAction): void => {
     switch (action.kind) {
       case "create-pod": {
         const name = action.pod.metadata.name;
-        if (current.some((p) => p.metadata?.name === name)) return; // AlreadyExists
+        if ((byName.get(name)?.length ?? 0) > 0) return; // AlreadyExists
         const pod: Pod = structuredClone(action.pod);
         pod.metadata = { ...pod.metadata, uid: `sim-${name}-${options.nowMs}-${created++}` };
         if (pod.spec && !pod.spec.nodeName) pod.spec.nodeName = options.nodeName ?? "sim-node";
@@ -58,20 +68,23 @@ export function applyPlanToPods(
             ? { phase: "Running", conditions: [{ type: "Ready", status: "True" }] }
             : { phase: "Pending" };
         current.push(pod);
+        index(pod);
         return;
       }
       case "delete-pod": {
-        const before = current.length;
-        current = current.filter(
-          (p) => !(p.metadata?.name === action.name && p.metadata?.uid === action.uid),
+        const same = byName.get(action.name) ?? [];
+        const gone = same.filter((p) => p.metadata?.uid === action.uid);
+        if (gone.length === 0) return;
+        byName.set(
+          action.name,
+          same.filter((p) => p.metadata?.uid !== action.uid),
         );
-        if (current.length < before) result.deleted.push(`${action.name}/${action.uid}`);
+        for (const p of gone) removed.add(p);
+        result.deleted.push(`${action.name}/${action.uid}`);
         return;
       }
       case "annotate-pod": {
-        const pod = current.find(
-          (p) => p.metadata?.name === action.name && p.metadata?.uid === action.uid,
-        );
+        const pod = byName.get(action.name)?.find((p) => p.metadata?.uid === action.uid);
         if (pod?.metadata) {
           pod.metadata.annotations = { ...pod.metadata.annotations, ...action.annotations };
         }
@@ -94,6 +107,6 @@ export function applyPlanToPods(
       apply(action);
     }
   }
-  result.pods = current;
+  result.pods = current.filter((p) => !removed.has(p));
   return result;
 }

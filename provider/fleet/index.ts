@@ -99,3 +99,13 @@ export {
   statusEqual,
   type StatusInput,
 } from "./status.js";
+export {
+  formatQuantity,
+  podQuotaUsage,
+  quotaOverflows,
+  usageKeyOf,
+  type QuotaOverflow,
+  type QuotaPod,
+  type QuotaUsage,
+  type ResourceQuotaObject,
+} from "./quota-room.js";

@@ -599,11 +599,32 @@ describe("Fleet", () => {
     }
   });
 
-  it("an invalid spec gets no desired slots (the resource's check reports it)", async () => {
+  it("refuses a spec of plain values naming the field, before anything is registered", () => {
+    const cases: [unknown, RegExp][] = [
+      [{ agent: { image: " " } }, /\[spec\.agent\.image\] must not contain whitespace \(got " "\)/],
+      [{ agent: { image: "a:1", replicas: -1 } }, /\[spec\.agent\.replicas\]/],
+      ["agents/coder:1", /\[spec\] must be an object/],
+    ];
+    for (const [spec, message] of cases) {
+      const before = registered.length;
+      assert.throws(
+        () =>
+          new sdk.Fleet("refused", {
+            namespace: "agents",
+            kubeconfig: KUBECONFIG,
+            spec: spec as { agent: { image: string } },
+          }),
+        (e: unknown) => pulumi.RunError.isInstance(e) && message.test(e.message),
+      );
+      assert.equal(registered.length, before, "nothing registered");
+    }
+  });
+
+  it("an invalid spec holding Outputs gets no desired slots (the resource's check reports it)", async () => {
     const fleet = new sdk.Fleet("broken", {
       namespace: "agents",
       kubeconfig: "apiVersion: v1\nkind: Config\n",
-      spec: { agent: { replicas: -1, image: "" } },
+      spec: { agent: { replicas: pulumi.output(-1), image: "" } },
     });
     await settle(fleet.podNames);
     const slots = one("broken", "pulumi-nodejs:dynamic/cocoonset:Slots", "broken-slots");

@@ -1,0 +1,182 @@
+/**
+ * The server-side dry run `pulumi preview` makes for the slots resource: every pod the deploy
+ * would create is sent to the apiserver as a create with `dryRun=All`, so what admission would
+ * refuse during `up` (admission webhooks, ValidatingAdmissionPolicies, LimitRanges,
+ * ResourceQuotas, RBAC) is refused at preview, naming the slot, before `up` creates part of
+ * a fleet.
+ *
+ * - The pods are the engine's own: its planner (and pod builder) is run pass after pass on a
+ *   simulated copy of the fleet's live pods (fleet/preview.ts), so a new fleet's sub-agents,
+ *   a scale-up's added slots and an image change's rebuilt pods are all sent.
+ * - One dry run per pod shape: pods that differ only by their slot (name, slot label, VM
+ *   name) share the answer of the first; at most `fanOut` dry runs are in flight.
+ * - Dry runs do not add up (each is checked against the quota's current usage), so the pods'
+ *   usage, as admission returned them, is also summed against the namespace's ResourceQuotas.
+ * - A cluster that cannot be asked (unreachable, credentials refused, the namespace or the
+ *   CRD created later in the same deploy) is no reason to fail the preview: `up` reports it.
+ */
+import {
+  groupByShape,
+  listFleetPods,
+  plannedCocoonSet,
+  previewCreates,
+  readCocoonSet,
+  sendOnePerShape,
+  type ShapeGroup,
+} from "../engine/index.js";
+import {
+  DEFAULT_FANOUT,
+  podQuotaUsage,
+  quotaOverflows,
+  type CocoonSet,
+  type CocoonSetSpec,
+  type Pod,
+  type PodManifest,
+  type QuotaOverflow,
+  type ResourceQuotaObject,
+} from "../fleet/index.js";
+import { isAlreadyExists, KubeApiError, KubeClient, paths, type KubeList } from "../kube/index.js";
+
+/** The inputs the dry run needs (a subset of the slots resource's inputs). */
+export interface DryRunInputs {
+  kubeconfig: string;
+  namespace: string;
+  name: string;
+  /** uid of the Fleet's CocoonSet; undefined when not known yet (it is created by the deploy). */
+  uid?: string;
+  spec: CocoonSetSpec;
+  fanOut?: number;
+}
+
+/** The apiserver's answer to one dry-run create. */
+export type DryRunAnswer =
+  /** Admitted: the pod as admission left it (defaults, mutations). */
+  | { kind: "admitted"; pod: Pod }
+  /** Refused, with the apiserver's message. */
+  | { kind: "refused"; message: string }
+  /** Not answered in a way that says anything (namespace not there yet, name still taken). */
+  | { kind: "skipped" };
+
+/** The apiserver's own message of an error, without the request line the client adds. */
+function apiMessage(e: KubeApiError): string {
+  return /^\S+ \S+: HTTP \d+(?: [A-Za-z]+)?: ([\s\S]*)$/.exec(e.message)?.[1] ?? e.message;
+}
+
+/** Sends one pod as a `dryRun=All` create. Errors that do not come from admission are thrown. */
+export async function dryRunCreate(client: KubeClient, pod: PodManifest): Promise<DryRunAnswer> {
+  try {
+    const admitted = await client.create<Pod>(
+      `${paths.pods(pod.metadata.namespace)}?dryRun=All`,
+      pod,
+    );
+    return { kind: "admitted", pod: admitted };
+  } catch (e) {
+    if (!KubeApiError.isInstance(e)) throw e;
+    // 404: the namespace does not exist yet (a Namespace resource of the same deploy creates
+    // it). 409: a pod of that name is still terminating; the engine waits for it.
+    if (e.status === 404 || isAlreadyExists(e)) return { kind: "skipped" };
+    // 401: the credentials are refused; `up` says so itself. 429 and 5xx were retried already.
+    if (e.status === 401 || e.status === 429 || e.status < 400 || e.status >= 500) throw e;
+    return { kind: "refused", message: apiMessage(e) };
+  }
+}
+
+const list = (slots: readonly string[]): string => slots.join(", ");
+
+/** The check failure of a shape the apiserver refused, naming the slot sent and the others. */
+export function refusalReason(group: ShapeGroup, message: string): string {
+  const [first, ...others] = group.creates;
+  const alike =
+    others.length === 0
+      ? ""
+      : `; ${others.length === 1 ? "slot" : "slots"} ${list(others.map((c) => c.slot))} would be refused alike (the same pod but for its slot)`;
+  return `[slots.${first.slot}] the cluster refuses the pod of this slot (server-side dry run of creating pod ${first.pod.metadata.name}): ${message}${alike}`;
+}
+
+/** The check failure of a quota the new pods do not fit in, naming the slots refused. */
+export function quotaReason(namespace: string, o: QuotaOverflow): string {
+  return `[slots.${o.refused[0]}] ResourceQuota ${o.quota} in namespace ${namespace} has ${o.resource} used ${o.used} of ${o.hard}, and the pods this deploy creates add ${o.added} (${o.slots.length === 1 ? "slot" : "slots"} ${list(o.slots)}): the apiserver would refuse the ${o.refused.length === 1 ? "create of slot" : "creates of slots"} ${list(o.refused)} (each pod's own dry run fits; together they do not)`;
+}
+
+async function quotasOf(client: KubeClient, namespace: string): Promise<ResourceQuotaObject[]> {
+  try {
+    const found = await client.list<ResourceQuotaObject>(
+      `/api/v1/namespaces/${encodeURIComponent(namespace)}/resourcequotas`,
+    );
+    return found.items;
+  } catch (e) {
+    // Not allowed to read quotas: the dry runs still checked each pod against them.
+    if (KubeApiError.isInstance(e) && (e.status === 403 || e.status === 404)) return [];
+    throw e;
+  }
+}
+
+/** Whether the cluster serves CocoonSets (the CRD may be installed later in the same deploy). */
+async function cocoonSetsServed(client: KubeClient, namespace: string): Promise<boolean> {
+  try {
+    await client.get<KubeList>(`${paths.cocoonSets(namespace)}?limit=1`);
+    return true;
+  } catch (e) {
+    if (KubeApiError.isInstance(e) && e.status === 404) return false;
+    throw e;
+  }
+}
+
+/**
+ * The refusals of a deploy of `inputs`, one reason per refused pod shape and per quota the
+ * new pods overflow; empty when the cluster admits everything or cannot be asked.
+ */
+export async function dryRunRefusals(inputs: DryRunInputs): Promise<string[]> {
+  let client: KubeClient;
+  try {
+    client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: 15_000 });
+  } catch {
+    return [];
+  }
+  try {
+    const { namespace, name } = inputs;
+    const live = await readCocoonSet(client, namespace, name);
+    // Another CocoonSet than the Fleet's, or the Fleet's gone: `up` refuses that itself.
+    if (live && inputs.uid && live.metadata.uid !== inputs.uid) return [];
+    if (!live && inputs.uid) return [];
+    if (!live && !(await cocoonSetsServed(client, namespace))) return [];
+    const cs: CocoonSet = plannedCocoonSet(namespace, name, inputs.spec, live);
+    const pods = live ? await listFleetPods(client, cs) : [];
+    const preview = previewCreates({
+      cocoonSet: cs,
+      pods,
+      nowMs: Date.now(),
+      fanOut: inputs.fanOut,
+    });
+    if (preview.creates.length === 0) return [];
+    const groups = groupByShape(preview.creates);
+    const answers = await sendOnePerShape(groups, inputs.fanOut ?? DEFAULT_FANOUT, (c) =>
+      dryRunCreate(client, c.pod),
+    );
+    const reasons = answers.flatMap(({ group, answer }) =>
+      answer.kind === "refused" ? [refusalReason(group, answer.message)] : [],
+    );
+    if (answers.some((a) => a.answer.kind === "skipped")) return reasons;
+    // Pods already refused above are not counted again.
+    const counted = answers.flatMap(({ group, answer }) =>
+      answer.kind === "admitted"
+        ? group.creates.map((c) => ({ slot: c.slot, usage: podQuotaUsage(answer.pod) }))
+        : [],
+    );
+    const order = new Map(preview.creates.map((c, i) => [c.slot, i]));
+    counted.sort((a, b) => (order.get(a.slot) ?? 0) - (order.get(b.slot) ?? 0));
+    const overflows = quotaOverflows(
+      await quotasOf(client, namespace),
+      counted,
+      preview.removed.map(podQuotaUsage),
+    );
+    return [...reasons, ...overflows.map((o) => quotaReason(namespace, o))];
+  } catch (e) {
+    process.stderr.write(
+      `cocoonset: could not dry-run the pods of ${inputs.namespace}/${inputs.name} (${(e as Error).message}); preview goes on without\n`,
+    );
+    return [];
+  } finally {
+    client.close();
+  }
+}

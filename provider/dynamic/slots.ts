@@ -28,6 +28,7 @@ import {
   type SlotStatus,
 } from "./slot-view.js";
 import { BrandedError } from "../kube/branded-error.js";
+import { stableJson } from "../fleet/stable-json.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -215,8 +216,8 @@ function wouldCreatePods(olds: unknown, news: Record<string, unknown>): boolean 
   const old = (olds ?? {}) as Record<string, unknown>;
   return (
     old.spec === undefined ||
-    stable(old.spec) !== stable(news.spec) ||
-    stable(old.slots) !== stable(news.slots)
+    stableJson(old.spec) !== stableJson(news.spec) ||
+    stableJson(old.slots) !== stableJson(news.slots)
   );
 }
 
@@ -232,18 +233,6 @@ function knownUid(olds: unknown, news: Record<string, unknown>): string | undefi
     if (typeof uid === "string" && uid !== "" && !isUnknown(uid)) return uid;
   }
   return undefined;
-}
-
-function stable(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
-  if (v && typeof v === "object") {
-    return `{${Object.keys(v)
-      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(v);
 }
 
 const COMPARED: (keyof SlotsInputs)[] = [
@@ -278,7 +267,7 @@ export async function diff(
   );
   if (replaces.length > 0) return { replaces, deleteBeforeReplace: true };
   const inputsChanged =
-    COMPARED.some((k) => stable(olds[k]) !== stable(news[k])) ||
+    COMPARED.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||
     (!isUnknown(news.uid) && olds.uid !== news.uid) ||
     containsUnknown(news.spec) ||
     containsUnknown(news.slots);
@@ -289,7 +278,7 @@ export async function diff(
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
-    return { changes: stable(live.slots) !== stable(news.slots) };
+    return { changes: stableJson(live.slots) !== stableJson(news.slots) };
   } catch (e) {
     process.stderr.write(
       `cocoonset: could not check live slots (${(e as Error).message}); assuming no drift\n`,

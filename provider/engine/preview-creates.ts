@@ -9,6 +9,7 @@ import type { CocoonSet, CocoonSetSpec } from "../fleet/generated/types.js";
 import type { Pod, PodManifest } from "../fleet/kube-types.js";
 import { planPass, type PlanTarget } from "../fleet/plan.js";
 import { applyPlanToPods } from "./simulate.js";
+import { stableJson } from "../fleet/stable-json.js";
 
 /**
  * The uid a CocoonSet that does not exist yet is planned with. Pods carry it in their
@@ -47,18 +48,6 @@ export function slotKey(target: PlanTarget): string {
   return target.role === "toolbox" ? target.name : String(target.slot);
 }
 
-function stable(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
-  if (v && typeof v === "object") {
-    return `{${Object.keys(v)
-      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(v);
-}
-
 /**
  * The CocoonSet a deploy of `spec` would leave in the cluster: the live one with the new spec
  * (its generation one higher when the spec changes, as the apiserver counts it), or, when
@@ -78,7 +67,7 @@ export function plannedCocoonSet(
       spec: structuredClone(spec),
     };
   }
-  const changed = stable(withSpecDefaults(live.spec)) !== stable(withSpecDefaults(spec));
+  const changed = stableJson(withSpecDefaults(live.spec)) !== stableJson(withSpecDefaults(spec));
   const generation = (live.metadata.generation ?? 1) + (changed ? 1 : 0);
   return {
     ...structuredClone(live),

@@ -17,7 +17,8 @@ import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildImage, type BuildResult } from "../cluster/image.js";
-import { CONTROLLER_UID, deploymentControllerArgs } from "../controller/image.js";
+import { deploymentControllerArgs } from "../controller/image.js";
+import { podmanRunArgs } from "../tests/support/controller-container.js";
 import { ensureCrd } from "../provider/engine/index.js";
 import { KubeClient } from "../provider/kube/index.js";
 import { NAMESPACES, REPLICAS, SETS, measure, waitReady, type SideFigures } from "./controller.js";
@@ -73,25 +74,11 @@ async function startContainer(
   const [metrics, probe] = [await freePort(), await freePort()];
   const name = `cocoonset-bench-${process.pid}-${Date.now()}`;
   const args = [
-    "--runtime",
-    "runc",
-    "run",
-    "--rm",
-    "--name",
-    name,
-    "--ulimit",
-    "nofile=1024:1024",
-    "--ulimit",
-    "nproc=1000:1000",
-    "--network",
-    "host",
-    "--read-only",
-    "--user",
-    String(CONTROLLER_UID),
-    "--volume",
-    `${dir}:/etc/cocoonset:ro`,
-    "--env",
-    "COCOONSET_KUBECONFIG=/etc/cocoonset/kubeconfig",
+    ...podmanRunArgs(
+      name,
+      { COCOONSET_KUBECONFIG: "/etc/cocoonset/kubeconfig" },
+      { [dir]: "/etc/cocoonset" },
+    ),
     TAG,
     ...deploymentControllerArgs({
       leaderElect: false,

@@ -77,14 +77,17 @@ export interface ContainerOptions {
  * Operator's `:8080`/`:8081`, which on the host network may be taken). At cleanup a running
  * container gets SIGTERM and must exit 0; the container is removed either way.
  */
-export async function runControllerContainer(
-  cleanup: Cleanup,
-  opts: ContainerOptions,
-): Promise<ControllerProcess & { containerName: string }> {
-  const metricsPort = await freePort();
-  const probePort = await freePort();
-  const name = `cocoonset-test-${suffix()}`;
-  const podmanArgs = [
+/**
+ * The `podman` arguments that run the controller image as the Operator's Deployment does:
+ * non-root, read-only root, host network (the embedded apiserver listens on loopback),
+ * the given environment and read-only mounts; `image` and its arguments follow.
+ */
+export function podmanRunArgs(
+  name: string,
+  env: Record<string, string>,
+  mounts: Record<string, string>,
+): string[] {
+  return [
     "--runtime",
     "runc",
     "run",
@@ -100,8 +103,20 @@ export async function runControllerContainer(
     "--read-only",
     "--user",
     String(CONTROLLER_UID),
-    ...Object.entries(opts.env).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
-    ...Object.entries(opts.mounts).flatMap(([h, c]) => ["--volume", `${h}:${c}:ro`]),
+    ...Object.entries(env).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
+    ...Object.entries(mounts).flatMap(([h, c]) => ["--volume", `${h}:${c}:ro`]),
+  ];
+}
+
+export async function runControllerContainer(
+  cleanup: Cleanup,
+  opts: ContainerOptions,
+): Promise<ControllerProcess & { containerName: string }> {
+  const metricsPort = await freePort();
+  const probePort = await freePort();
+  const name = `cocoonset-test-${suffix()}`;
+  const podmanArgs = [
+    ...podmanRunArgs(name, opts.env, opts.mounts),
     opts.image,
     ...opts.args,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,

@@ -16,6 +16,7 @@ import {
 } from "../provider/fleet/index.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
+import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
 import { PROVIDER_VERSION, Slots } from "./slots.js";
 
 /** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
@@ -127,7 +128,11 @@ export class Fleet extends pulumi.ComponentResource {
     if (problems.length > 0) {
       throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);
     }
-    super("cocoonset:index:Fleet", name, {}, opts);
+    const ignore = fleetIgnoreChanges(name, opts.ignoreChanges);
+    super("cocoonset:index:Fleet", name, {}, componentOptions(opts));
+    // provider(s), protect and transforms reach the children through `parent`, and they
+    // wait for the Fleet's dependsOn; retainOnDelete and ignoreChanges are passed on here.
+    const child = { parent: this, ...childOptions(opts) };
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
     const operatorDeps = args.operator
@@ -147,7 +152,7 @@ export class Fleet extends pulumi.ComponentResource {
         metadata: { name: csName, namespace: args.namespace },
         spec,
       },
-      { parent: this, dependsOn: operatorDeps },
+      { ...child, dependsOn: operatorDeps, ignoreChanges: ignore.cocoonSet },
     );
 
     this.slots = new Slots(
@@ -167,11 +172,12 @@ export class Fleet extends pulumi.ComponentResource {
         fanOut: args.fanOut ?? 8,
         timeoutSeconds: args.timeoutSeconds ?? 300,
         releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? 120,
-        // A namespace given as text must exist already; one from a resource may be created
-        // in this very deploy, so preview cannot ask the cluster about it.
-        checkNamespace: typeof args.namespace === "string",
+        // A namespace given as text must exist already; one from a resource, or one a
+        // resource in `dependsOn` may create, may appear in this very deploy, so preview
+        // cannot ask the cluster about it.
+        checkNamespace: typeof args.namespace === "string" && opts.dependsOn === undefined,
       },
-      { parent: this, dependsOn: [this.cocoonSet] },
+      { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );
 
     this.cocoonSetName = pulumi.output(csName);

@@ -8,6 +8,7 @@ import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
+import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
 import {
   ControllerRollout,
   CRD_GUARD_VERSION,
@@ -155,7 +156,8 @@ export class Operator extends pulumi.ComponentResource {
 
   constructor(name: string, args: OperatorArgs = {}, opts: pulumi.ComponentResourceOptions = {}) {
     assertOperatorArguments(name, args); // before anything, the component included, registers
-    super("cocoonset:index:Operator", name, {}, opts);
+    const ignore = operatorIgnoreChanges(name, opts.ignoreChanges);
+    super("cocoonset:index:Operator", name, {}, componentOptions(opts));
     const ns = args.namespace ?? "cocoonset-system";
     const watch = args.watchNamespaces ?? [];
     const leaderElect = args.leaderElect ?? true;
@@ -178,7 +180,9 @@ export class Operator extends pulumi.ComponentResource {
       : args.retainCrdOnDelete
         ? "retainCrdOnDelete"
         : "";
-    const child = { parent: this };
+    // provider(s), protect and transforms reach the children through `parent`, and they
+    // wait for the Operator's dependsOn; retainOnDelete and ignoreChanges are passed on here.
+    const child = { parent: this, ...childOptions(opts) };
     const labels = { ...MANAGED_BY, "app.kubernetes.io/name": `${name}-controller` };
 
     const namespace =
@@ -388,7 +392,11 @@ export class Operator extends pulumi.ComponentResource {
           },
         },
       },
-      { ...inNs, dependsOn: [...(namespace ? [namespace] : []), this.crd, ...rbac] },
+      {
+        ...inNs,
+        dependsOn: [...(namespace ? [namespace] : []), this.crd, ...rbac],
+        ignoreChanges: ignore.deployment,
+      },
     );
 
     if (!args.skipAwait) {
@@ -402,7 +410,7 @@ export class Operator extends pulumi.ComponentResource {
           generation: this.deployment.metadata.generation,
           timeoutSeconds: args.rolloutTimeoutSeconds ?? 600,
         },
-        { ...child, dependsOn: [this.deployment] },
+        { ...child, dependsOn: [this.deployment], ignoreChanges: ignore.rollout },
       );
     }
 

@@ -182,6 +182,23 @@ export async function check(
     );
     if (missing) failures.push({ property: "namespace", reason: missing });
   }
+  if (
+    failures.length === 0 &&
+    typeof news.namespace === "string" &&
+    typeof news.name === "string" &&
+    !isUnknown(news.namespace) &&
+    !isUnknown(news.name) &&
+    news.spec !== undefined &&
+    !containsUnknown(news.spec)
+  ) {
+    // The slots follow from the spec the engine hands over, which is the program's with the
+    // paths of `ignoreChanges` put back to their old values: derived here, they always match
+    // the spec this resource converges to.
+    news = {
+      ...news,
+      slots: desiredSlots(news.namespace, news.name, news.spec as CocoonSetSpec),
+    };
+  }
   if (failures.length === 0 && wouldCreatePods(olds, news)) {
     // Here in `check` rather than in `diff`: the engine calls `diff` only for a resource that
     // exists already, so a new Fleet (whose main agent and sub-agents all get created) would

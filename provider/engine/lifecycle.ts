@@ -201,6 +201,12 @@ export async function converge(
         `main agent pod ${namespace}/${mainStep.podName} failed; it is not rebuilt automatically (delete it or change the spec)`,
       );
     }
+    if (mainStep?.decision === "create" && !last.created.includes(mainStep.podName)) {
+      // The create met a pod of that name: one still terminating (wait until it is gone,
+      // then create), or another writer's (then wait for it to be Ready).
+      await waitForSameNamePod(client, namespace, mainStep.podName, deadline, opts);
+      continue;
+    }
     if (mainStep?.decision === "wait-main" || mainStep?.decision === "create") {
       await waitForMainReady(client, cs, deadline);
       continue;
@@ -223,6 +229,36 @@ export async function converge(
     return last;
   }
   return last!;
+}
+
+/**
+ * Waits (watch) until the pod of this name is gone or is not terminating. Its create met it
+ * while it was terminating: the next pass creates it again, or finds another writer's.
+ */
+async function waitForSameNamePod(
+  client: KubeClient,
+  namespace: string,
+  podName: string,
+  deadline: number,
+  opts: ConvergeOptions,
+): Promise<void> {
+  opts.hooks?.log?.(
+    "info",
+    "pod of the same name is still terminating; waiting for it to be gone",
+    {
+      pod: podName,
+    },
+  );
+  await waitForObject<Pod>(
+    client,
+    paths.pods(namespace),
+    podName,
+    (pod) => pod === undefined || !pod.metadata?.deletionTimestamp,
+    {
+      timeoutMs: Math.max(1000, deadline - Date.now()),
+      description: `terminating pod ${namespace}/${podName} to be gone`,
+    },
+  );
 }
 
 /** Waits (watch) until the main agent pod is Ready; fails when it is terminal or on timeout. */

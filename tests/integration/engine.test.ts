@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import {
+  converge,
   deleteFleet,
   ensureCrd,
   ensureFinalizer,
@@ -370,6 +371,58 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
       assert.equal(pod.metadata.annotations?.["cocoonset.cocoonstack.io/image"], image2);
     }
     assert.equal((await read(ns, name)).metadata.annotations?.[HISTORY], undefined);
+  });
+});
+
+void describe("engine: converge meets a terminating main agent", () => {
+  void test("converge waits for the terminating pod of the main agent's name to be gone, then creates it and fans out", async (t) => {
+    const ns = await withNamespace(t, "engine-terminating");
+    const client = engineClient(t);
+    const name = "fleet";
+    const hold = "test.cocoonstack.io/hold";
+    await createCocoonSet(ns, name, { agent: { replicas: 2, image: IMAGE } });
+    await convergeFleet(client, ns, name);
+    const main = `${name}-0`;
+    // Held by a finalizer of the test's, the old main pod stays terminating (and Ready).
+    await adminClient().patch(
+      paths.pod(ns, main),
+      { metadata: { finalizers: [hold] } },
+      PatchType.merge,
+    );
+    const old = await adminClient().get<KubeObject>(paths.pod(ns, main));
+    await adminClient().delete(paths.pod(ns, main), { uid: old.metadata.uid });
+    await waitForObject(adminClient(), paths.pods(ns), main, (p) =>
+      Boolean(p?.metadata.deletionTimestamp),
+    );
+
+    const rec = recorder();
+    let waiting!: () => void;
+    const sawWait = new Promise<void>((resolve) => (waiting = resolve));
+    rec.hooks.log = (level, msg, fields) => {
+      rec.logs.push({ level, msg, fields });
+      if (msg.startsWith("pod of the same name is still terminating")) waiting();
+    };
+    const run = converge(client, ns, name, { hooks: rec.hooks, timeoutMs: 60_000 });
+    // Without the wait, converge gives up (or returns) with the old pod still there.
+    const first = await Promise.race([sawWait.then(() => "waiting"), run.then(() => "returned")]);
+    assert.equal(first, "waiting", JSON.stringify(rec.logs));
+    await adminClient().patch(
+      paths.pod(ns, main),
+      [
+        { op: "test", path: "/metadata/finalizers", value: [hold] },
+        { op: "remove", path: "/metadata/finalizers" },
+      ],
+      PatchType.json,
+    );
+    const result = await run;
+    assert.deepEqual(result.errors, []);
+    const pods = await waitFleet(ns, name, agentNames(name, 0, 2));
+    const fresh = pods.find((p) => p.metadata.name === main)!;
+    assert.notEqual(fresh.metadata.uid, old.metadata.uid);
+    assert.ok(
+      rec.logs.some((l) => l.msg === "created pod" && l.fields?.pod === main),
+      "converge itself created the new main agent",
+    );
   });
 });
 

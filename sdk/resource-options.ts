@@ -1,0 +1,103 @@
+/**
+ * How the Fleet and the Operator pass the standard resource options on to the resources they
+ * are made of. Pulumi itself hands a component's `provider`/`providers`, `protect` and
+ * `transforms` to its children, and children wait for the component's `dependsOn`; the rest
+ * is done here: `retainOnDelete` goes to every child, and `ignoreChanges`, whose paths name
+ * the component's arguments, becomes the matching paths of the children that hold them.
+ */
+import * as pulumi from "@pulumi/pulumi";
+
+/** Paths of `ignoreChanges` for each child, by the child's role in the component. */
+export type IgnoreMap<Role extends string> = Record<Role, string[]>;
+
+/** The first segment of a property path (`spec.agent.image` → `spec`, `tags["a"]` → `tags`). */
+function head(path: string): string {
+  return /^[^.[]*/.exec(path)![0];
+}
+
+/** The rest of a path after its first segment, with its separator (`.agent.image`). */
+function tail(path: string): string {
+  return path.slice(head(path).length);
+}
+
+/**
+ * Maps a Fleet's `ignoreChanges` onto its CocoonSet and slots resource. Paths under `spec`
+ * go to both (the slots resource derives its slots from the spec it is given, so the
+ * ignored fields keep their deployed values in both); `namespace` to both; the slots
+ * resource's own arguments to it; `*` to both. Anything else is refused, naming the path.
+ */
+export function fleetIgnoreChanges(
+  component: string,
+  paths: readonly string[] | undefined,
+): IgnoreMap<"cocoonSet" | "slots"> {
+  const out: IgnoreMap<"cocoonSet" | "slots"> = { cocoonSet: [], slots: [] };
+  for (const path of paths ?? []) {
+    const first = head(path);
+    if (path === "*") {
+      out.cocoonSet.push("*");
+      out.slots.push("*");
+    } else if (first === "spec") {
+      out.cocoonSet.push(path);
+      out.slots.push(path);
+    } else if (path === "namespace") {
+      out.cocoonSet.push("metadata.namespace");
+      out.slots.push("namespace");
+    } else if (
+      ["kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds"].includes(first) &&
+      tail(path) === ""
+    ) {
+      out.slots.push(path);
+    } else {
+      throw new pulumi.RunError(
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds" or "*"`,
+      );
+    }
+  }
+  return out;
+}
+
+/** Where the Operator's ignorable arguments live in its controller Deployment. */
+const OPERATOR_PATHS: Record<string, { deployment: string; rollout?: string }> = {
+  image: { deployment: "spec.template.spec.containers[0].image", rollout: "image" },
+  replicas: { deployment: "spec.replicas" },
+  resources: { deployment: "spec.template.spec.containers[0].resources" },
+};
+
+/**
+ * Maps an Operator's `ignoreChanges` onto its controller Deployment and rollout check:
+ * `image`, `replicas` and `resources` (or a path under it), for a controller whose image or
+ * size is managed by another tool. Anything else is refused, naming the path.
+ */
+export function operatorIgnoreChanges(
+  component: string,
+  paths: readonly string[] | undefined,
+): IgnoreMap<"deployment" | "rollout"> {
+  const out: IgnoreMap<"deployment" | "rollout"> = { deployment: [], rollout: [] };
+  for (const path of paths ?? []) {
+    const target = OPERATOR_PATHS[head(path)];
+    if (!target || (head(path) !== "resources" && tail(path) !== "")) {
+      throw new pulumi.RunError(
+        `Operator ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Operator that can be ignored; use "image", "replicas" or "resources" (or a path under it)`,
+      );
+    }
+    out.deployment.push(target.deployment + tail(path));
+    if (target.rollout) out.rollout.push(target.rollout);
+  }
+  return out;
+}
+
+/** The options every child of a component gets besides `parent`: today `retainOnDelete`. */
+export function childOptions(
+  opts: pulumi.ComponentResourceOptions,
+): Pick<pulumi.CustomResourceOptions, "retainOnDelete"> {
+  return opts.retainOnDelete === undefined ? {} : { retainOnDelete: opts.retainOnDelete };
+}
+
+/** The component's own options: `ignoreChanges` names its arguments, not inputs it registers. */
+export function componentOptions(
+  opts: pulumi.ComponentResourceOptions,
+): pulumi.ComponentResourceOptions {
+  const own = { ...opts };
+  delete own.ignoreChanges;
+  return own;
+}

@@ -83,25 +83,6 @@ function holdsInputs(v: unknown, seen = new Set<unknown>()): boolean {
   return Object.values(v).some((x) => holdsInputs(x, seen));
 }
 
-/**
- * In a preview whose spec holds values known only once `up` applies (an Output of a resource
- * this very deploy creates), the slots cannot be listed: say so on the Fleet, once, so an
- * empty slot diff is not mistaken for "no change".
- */
-function reportUnknownSlots(fleet: pulumi.ComponentResource, spec: pulumi.Output<unknown>): void {
-  // `isKnown` is the Output's own flag (absent from its typings): false when any value
-  // inside is unknown.
-  const known = (spec as unknown as { isKnown?: Promise<boolean> }).isKnown;
-  void known?.then((k) => {
-    if (!k) {
-      void pulumi.log.info(
-        "slots unknown until apply: the spec holds values that are known only during `pulumi up` (outputs of resources this deploy creates or changes), so preview cannot list the slots that will be added, changed or removed",
-        fleet,
-      );
-    }
-  });
-}
-
 /** The failures of a spec validation, each `[spec.field] rule (got value)`. */
 function specFailures(v: ReturnType<typeof validateCocoonSetSpec>): string[] {
   return v.ok
@@ -154,7 +135,6 @@ export class Fleet extends pulumi.ComponentResource {
     const child = { parent: this, ...childOptions(opts) };
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
-    if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
     const operatorDeps = args.operator
       ? [
           args.operator.crd,

@@ -2,7 +2,7 @@
  * The standard resource options on the Fleet and the Operator, through the real pulumi CLI
  * on the embedded cluster: `transforms`, `dependsOn`, `ignoreChanges`, `protect` and
  * `retainOnDelete`, one test each (the Operator's in one stack's life), every assertion on
- * the cluster's objects; and a spec known only at apply, which preview says it cannot list. `provider`/`providers` are the subject of kubeconfig.test.ts.
+ * the cluster's objects. `provider`/`providers` are the subject of kubeconfig.test.ts.
  */
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
@@ -153,28 +153,6 @@ test("Fleet retainOnDelete: destroy leaves the CocoonSet and its pods in the clu
   assert.equal(cs?.metadata.uid, uid, "the CocoonSet was retained");
   assert.equal(cs?.metadata.deletionTimestamp, undefined);
   assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1", "fleet-2"]);
-});
-
-test("a spec holding a value known only at apply: preview says the slots are unknown until apply, up creates them, and a later preview lists them again", async (t) => {
-  await ensureCrd(adminClient());
-  const ns = await withNamespace(t, "e2e-unknown");
-  const { stack } = await programStack(
-    t,
-    program,
-    config({ namespace: ns, replicasAfterApply: "2" }),
-  );
-  const unknownSlots = /slots unknown until apply/;
-  await cleanOnFailure(stack, async () => {
-    const first = await stack.preview({ diff: true });
-    assert.match(first.stdout, unknownSlots);
-    assert.deepEqual(await fleetPods(ns), {}, "preview created nothing");
-    await stack.up();
-    assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1", "fleet-2"]);
-    const again = await stack.preview({ diff: true });
-    assert.doesNotMatch(again.stdout, unknownSlots);
-  });
-  assert.equal((await stack.destroy()).summary.result, "succeeded");
-  assert.deepEqual(await fleetPods(ns), {});
 });
 
 test("Operator transforms, ignoreChanges [replicas], protect and retainOnDelete, through one stack's life", async (t: TestContext) => {

@@ -22,7 +22,7 @@ type Config = Record<string, { value: string }>;
 const config = (values: Record<string, string>): Config =>
   Object.fromEntries(Object.entries(values).map(([k, v]) => [k, { value: v }]));
 
-/** The fleet's pods: name → container image. */
+/** The fleet's pods: name → the agent image they run (the annotation the engine writes). */
 async function fleetPods(ns: string): Promise<Record<string, string>> {
   const list = await adminClient().list(paths.pods(ns), {
     labelSelector: `${LABELS.name}=fleet`,
@@ -32,7 +32,7 @@ async function fleetPods(ns: string): Promise<Record<string, string>> {
       .filter((p) => !p.metadata.deletionTimestamp)
       .map((p) => [
         p.metadata.name!,
-        (p as { spec?: { containers?: { image?: string }[] } }).spec?.containers?.[0]?.image ?? "",
+        p.metadata.annotations?.["cocoonset.cocoonstack.io/image"] ?? "",
       ]),
   );
 }

@@ -16,7 +16,8 @@ import {
 } from "../provider/fleet/index.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
-import { PROVIDER_VERSION, Slots } from "./slots.js";
+import { resources } from "./resource-factory.js";
+import { PROVIDER_VERSION, type Slots } from "./slots.js";
 
 /** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
 export type DeepInput<T> = T extends (infer U)[]
@@ -150,7 +151,7 @@ export class Fleet extends pulumi.ComponentResource {
       { parent: this, dependsOn: operatorDeps },
     );
 
-    this.slots = new Slots(
+    this.slots = resources().slots(
       `${name}-slots`,
       {
         kubeconfig:

@@ -161,6 +161,6 @@ describe("components built by the package provider", () => {
     ]);
     const slots = registered.find((r) => r.type === "cocoonset:index:Slots")!;
     assert.deepEqual(Object.keys(slots.inputs.slots as object).sort(), ["0", "1", "2"]);
-    assert.equal(slots.inputs.kubeconfig, kubeconfig);
+    assert.deepEqual(slots.inputs.kubeconfig, secret(kubeconfig), "registered as a secret");
   });
 });

@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-argument -- Pulumi hands provider methods their inputs as `any`. */
+/* eslint-disable @typescript-eslint/no-unsafe-assignment -- Pulumi hands provider methods their inputs as `any`. */
 /**
  * The `cocoonset` package provider: the Operator and Fleet components for programs in any
  * Pulumi language (`construct`), and the CRUD of the engine-backed custom resources the

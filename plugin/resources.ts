@@ -6,7 +6,6 @@
  * provider objects the dynamic resources store.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { ControllerRollout, CrdGuard, OperatorGuard } from "../sdk/operator-resources.js";
 import type { ResourceFactory } from "../sdk/resource-factory.js";
 import type { Slots } from "../sdk/slots.js";
 
@@ -36,11 +35,10 @@ export const packageResources: ResourceFactory = {
       name,
       { ...args, pods: undefined, mainVmName: undefined },
       opts,
-    ) as Slots,
+    ),
   operatorGuard: (name, args, opts) =>
-    new PackageResource(token("OperatorGuard"), name, args, opts) as OperatorGuard,
+    new PackageResource(token("OperatorGuard"), name, args, opts),
   controllerRollout: (name, args, opts) =>
-    new PackageResource(token("ControllerRollout"), name, args, opts) as ControllerRollout,
-  crdGuard: (name, args, opts) =>
-    new PackageResource(token("CrdGuard"), name, args, opts) as CrdGuard,
+    new PackageResource(token("ControllerRollout"), name, args, opts),
+  crdGuard: (name, args, opts) => new PackageResource(token("CrdGuard"), name, args, opts),
 };

@@ -49,7 +49,7 @@ export function secretKeys(props: unknown): Set<string> {
 export function wrapSecrets<T>(props: T, keys: Set<string>): T {
   if (typeof props !== "object" || props === null || keys.size === 0) return props;
   return Object.fromEntries(
-    Object.entries(props).map(([k, v]) => [
+    Object.entries(props as Record<string, unknown>).map(([k, v]) => [
       k,
       keys.has(k) && v !== undefined && !isWrappedSecret(v)
         ? { [SIG_KEY]: SECRET_SIG, value: v }

@@ -16,8 +16,9 @@ import {
 } from "../provider/fleet/index.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
+import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
-import { PROVIDER_VERSION, Slots } from "./slots.js";
+import { PROVIDER_VERSION, type Slots } from "./slots.js";
 
 /** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
 export type DeepInput<T> = T extends (infer U)[]
@@ -155,7 +156,7 @@ export class Fleet extends pulumi.ComponentResource {
       { ...child, dependsOn: operatorDeps, ignoreChanges: ignore.cocoonSet },
     );
 
-    this.slots = new Slots(
+    this.slots = resources().slots(
       `${name}-slots`,
       {
         kubeconfig:

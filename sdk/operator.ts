@@ -8,13 +8,9 @@ import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
+import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
+import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
-import {
-  ControllerRollout,
-  CRD_GUARD_VERSION,
-  CrdGuard,
-  OperatorGuard,
-} from "./operator-resources.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import {
   CONTROLLER_UID,
@@ -199,7 +195,7 @@ export class Operator extends pulumi.ComponentResource {
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const kubeconfig =
       args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig);
-    const guard = new OperatorGuard(
+    const guard = resources().operatorGuard(
       `${name}-guard`,
       {
         kubeconfig,
@@ -400,7 +396,7 @@ export class Operator extends pulumi.ComponentResource {
     );
 
     if (!args.skipAwait) {
-      this.rollout = new ControllerRollout(
+      this.rollout = resources().controllerRollout(
         `${name}-rollout`,
         {
           kubeconfig,
@@ -415,7 +411,7 @@ export class Operator extends pulumi.ComponentResource {
     }
 
     // Depends on everything above, so its delete (the check) runs before any of it goes.
-    this.crdGuard = new CrdGuard(
+    this.crdGuard = resources().crdGuard(
       `${name}-crd-guard`,
       { kubeconfig, owner, retain, providerVersion: CRD_GUARD_VERSION },
       { ...child, dependsOn: [this.crd, this.deployment, ...rbac] },

@@ -1,0 +1,198 @@
+/**
+ * The `cocoonset` package schema (what `pulumi package get-schema` prints and what a Pulumi
+ * YAML program, or `pulumi package add`, reads): the Operator and Fleet as components, and the
+ * engine-backed resources they create as custom resources of the package.
+ */
+
+/** A property of the schema. */
+interface Property {
+  type?: string;
+  $ref?: string;
+  items?: Property;
+  additionalProperties?: Property;
+  description?: string;
+  secret?: boolean;
+}
+
+const str = (description: string): Property => ({ type: "string", description });
+const int = (description: string): Property => ({ type: "integer", description });
+const bool = (description: string): Property => ({ type: "boolean", description });
+const any = (description: string): Property => ({ $ref: "pulumi.json#/Any", description });
+const strings = (description: string): Property => ({
+  type: "array",
+  items: { type: "string" },
+  description,
+});
+const stringMap = (description: string): Property => ({
+  type: "object",
+  additionalProperties: { type: "string" },
+  description,
+});
+const secretKubeconfig = (who: string): Property => ({
+  type: "string",
+  secret: true,
+  description: `Kubeconfig text ${who} use (kept as a secret). Default: the kubeconfig of the Kubernetes provider the component is given, else the stack's \`kubernetes:kubeconfig\` config, else \`$KUBECONFIG\`, else \`~/.kube/config\`.`,
+});
+
+const operatorInputs: Record<string, Property> = {
+  namespace: str(
+    'Namespace of the controller (created unless `createNamespace` is false). Default "cocoonset-system".',
+  ),
+  createNamespace: bool("Create the controller's namespace. Default true."),
+  image: str("Controller image. Default `pulumi-cocoonset/controller:<package version>`."),
+  imagePullPolicy: str(
+    "`imagePullPolicy` of the controller container: Always, IfNotPresent or Never.",
+  ),
+  imagePullSecrets: strings(
+    "Names of Secrets (in the controller's namespace) holding registry credentials.",
+  ),
+  nodeSelector: stringMap("`nodeSelector` of the controller pod."),
+  tolerations: {
+    type: "array",
+    items: any("A Kubernetes Toleration."),
+    description: "`tolerations` of the controller pod.",
+  },
+  priorityClassName: str("`priorityClassName` of the controller pod."),
+  replicas: int("Controller replicas; more than one needs leader election. Default 1."),
+  resources: any("Container resources (Kubernetes ResourceRequirements) of the controller."),
+  leaderElect: bool("Leader election on a Lease. Default true."),
+  watchNamespaces: strings("Namespaces the controller watches; all when empty. Default []."),
+  concurrency: int("CocoonSets reconciled at once. Default 4."),
+  fanoutConcurrency: int("Pod creates in flight per CocoonSet. Default 8."),
+  reapInterval: str('How often the controller reaps finished pods. Default "5m".'),
+  logLevel: str('Controller log level. Default "info".'),
+  kubeconfig: secretKubeconfig("the Operator's guards"),
+  retainCrdOnDelete: bool(
+    "Keep the CocoonSet CRD (and every CocoonSet) when the Operator is destroyed. Default false.",
+  ),
+  adoptCrd: str(
+    "Adopt a CocoonSet CRD no Operator installed: the CRD's name, `cocoonsets.cocoonset.cocoonstack.io`.",
+  ),
+  skipAwait: bool("Do not wait for the controller Deployment to become available. Default false."),
+  rolloutTimeoutSeconds: int(
+    "How long `pulumi up` waits for the controller Deployment to roll out. Default 600.",
+  ),
+};
+
+const operatorOutputs: Record<string, Property> = {
+  namespace: str("Namespace the controller runs in."),
+  crdName: str("Name of the CocoonSet CRD."),
+  serviceAccountName: str("ServiceAccount of the controller."),
+  deploymentName: str("Name of the controller Deployment."),
+};
+
+const fleetInputs: Record<string, Property> = {
+  namespace: str("Namespace of the CocoonSet (it must exist)."),
+  name: str("Name of the CocoonSet. Default: the resource name."),
+  spec: any(
+    "The CocoonSet spec (`agent`, `toolboxes`, ...), as in the CocoonSet CRD; validated by the provider.",
+  ),
+  operator: {
+    $ref: "#/resources/cocoonset:index:Operator",
+    description:
+      "The Operator whose CRD and controller this fleet uses; the fleet is destroyed before it.",
+  },
+  kubeconfig: secretKubeconfig("the slots resource"),
+  fanOut: int("Sub-agent creates in flight during `pulumi up`. Default 8."),
+  timeoutSeconds: int(
+    "How long `pulumi up` waits for the main agent and the fan-out, in seconds. Default 300.",
+  ),
+  releaseTimeoutSeconds: int(
+    "How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds. Default 120.",
+  ),
+};
+
+const fleetOutputs: Record<string, Property> = {
+  cocoonSetName: str("Name of the CocoonSet."),
+  cocoonSetUid: str("uid of the CocoonSet."),
+  podNames: stringMap('Pod name of each slot ("0" is the main agent; toolboxes by name).'),
+  podPhases: stringMap("Phase of each slot's pod."),
+  mainVmName: str("VM name of the main agent."),
+};
+
+/** An engine-backed resource: created by the components, not meant to be declared by hand. */
+function engineResource(description: string, inputs: Record<string, Property>) {
+  return {
+    description: `${description} Created by the components; not meant to be declared directly.`,
+    inputProperties: inputs,
+    properties: inputs,
+  };
+}
+
+/** The package schema at `version`. */
+export function packageSchema(version: string) {
+  return {
+    name: "cocoonset",
+    displayName: "CocoonSet",
+    version,
+    description:
+      "Fleets of AI agents (CocoonSets) on Kubernetes: the Operator and Fleet components.",
+    license: "Apache-2.0",
+    keywords: ["kubernetes", "category/cloud", "kind/component"],
+    config: {},
+    provider: {},
+    language: {
+      nodejs: { packageName: "@cocoonset/pulumi-cocoonset" },
+      python: { packageName: "pulumi_cocoonset" },
+    },
+    resources: {
+      "cocoonset:index:Operator": {
+        isComponent: true,
+        description: "The CocoonSet CRD and its controller, once per cluster.",
+        inputProperties: operatorInputs,
+        properties: operatorOutputs,
+        required: Object.keys(operatorOutputs),
+      },
+      "cocoonset:index:Fleet": {
+        isComponent: true,
+        description:
+          "One agent fleet: a CocoonSet whose slots `pulumi up` materialises and `destroy` releases.",
+        inputProperties: fleetInputs,
+        requiredInputs: ["namespace", "spec"],
+        properties: fleetOutputs,
+        required: Object.keys(fleetOutputs),
+      },
+      "cocoonset:index:Slots": engineResource("The sub-agent slots of one CocoonSet.", {
+        kubeconfig: { type: "string", secret: true },
+        namespace: { type: "string" },
+        name: { type: "string" },
+        uid: { type: "string" },
+        spec: any("The CocoonSet spec."),
+        slots: any("The desired slots, keyed by slot number or toolbox name."),
+        pods: any("Per slot: pod name, uid, phase and readiness."),
+        mainVmName: { type: "string" },
+        providerVersion: { type: "string" },
+        fanOut: { type: "integer" },
+        timeoutSeconds: { type: "integer" },
+        releaseTimeoutSeconds: { type: "integer" },
+        checkNamespace: { type: "boolean" },
+      }),
+      "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {
+        kubeconfig: { type: "string", secret: true },
+        owner: { type: "string" },
+        adoptCrd: { type: "string" },
+        requiredNamespaces: any("Namespaces the Operator needs and does not create."),
+      }),
+      "cocoonset:index:ControllerRollout": engineResource(
+        "The rollout check of the controller Deployment.",
+        {
+          kubeconfig: { type: "string", secret: true },
+          namespace: { type: "string" },
+          deployment: { type: "string" },
+          image: { type: "string" },
+          generation: { type: "integer" },
+          timeoutSeconds: { type: "integer" },
+        },
+      ),
+      "cocoonset:index:CrdGuard": engineResource(
+        "Refuses to delete the CRD while CocoonSets are left.",
+        {
+          kubeconfig: { type: "string", secret: true },
+          owner: { type: "string" },
+          retain: { type: "string" },
+          providerVersion: { type: "string" },
+        },
+      ),
+    },
+  };
+}

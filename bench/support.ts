@@ -198,8 +198,13 @@ export class BenchRun {
       JSON.stringify({ provenance, ...record }, null, 2) + "\n",
     );
     if (chart) {
-      writeFileSync(join(dir, `${this.name}.svg`), await renderSvg(chart));
-      written.push(`bench/results/${this.name}.svg`);
+      // A chart that cannot be drawn must not lose the measured figures written above.
+      try {
+        writeFileSync(join(dir, `${this.name}.svg`), await renderSvg(chart));
+        written.push(`bench/results/${this.name}.svg`);
+      } catch (e) {
+        note(`${this.name}: the chart could not be drawn: ${(e as Error).message}`);
+      }
     }
     note(`${this.name}: load average at the end ${provenance.loadAverage.end.join(" ")}`);
     return written;

@@ -187,13 +187,17 @@ async function failAndReplace(
   admin: KubeClient,
   ns: string,
   name: string,
+  nth: number,
 ): Promise<{ createdMs: number | null; readyMs: number | null }> {
   const selector = `${LABELS.name}=${name}`;
   const before = (await admin.list(paths.pods(ns), { labelSelector: selector })).items.filter(live);
   const known = new Set(before.map((p) => p.metadata.uid));
   const victim = before
     .filter((p) => p.metadata.labels?.[LABELS.role] !== "main")
-    .sort((a, b) => a.metadata.name!.localeCompare(b.metadata.name!, "en", { numeric: true }))[0];
+    .sort((a, b) => a.metadata.name!.localeCompare(b.metadata.name!, "en", { numeric: true }))
+    // Another slot on each trial in the same CocoonSet: a slot that fails again is rebuilt
+    // after a backoff (1 s, 5 s, 30 s), which is not what this measures.
+    .at(nth % Math.max(1, before.length - 1));
   if (!victim) throw new Error(`CocoonSet ${ns}/${name} has no sub-agent pod`);
   let t0 = 0;
   let createdMs: number | null = null;
@@ -307,10 +311,14 @@ export async function measure(
 
     const created: (number | null)[] = [];
     const ready: (number | null)[] = [];
+    const trialsIn = new Map<string, number>();
     for (let i = 0; i < FAILURE_TRIALS; i++) {
       // Spread over the CocoonSets and namespaces (50×10: one per namespace).
       const s = sets[(Math.floor((i * sets.length) / FAILURE_TRIALS) + i) % sets.length];
-      const r = await failAndReplace(admin, s.ns, s.name);
+      const key = `${s.ns}/${s.name}`;
+      const nth = trialsIn.get(key) ?? 0;
+      trialsIn.set(key, nth + 1);
+      const r = await failAndReplace(admin, s.ns, s.name, nth);
       note(
         `${side}: failure ${i + 1}/${FAILURE_TRIALS} in ${s.ns}/${s.name}: replacement created ${r.createdMs ?? "never"} ms, Ready ${r.readyMs ?? "never"} ms`,
       );

@@ -10,7 +10,8 @@
  *   the CocoonSet's status is Running again (both seen on watches).
  *
  * Usage: `./node_modules/.bin/node dist/bench/churn.js` (after a build). Prints a table and
- * writes bench/results/churn.json.
+ * writes bench/results/churn.json (with its provenance) and churn.svg (replacements Ready
+ * over time, one line per run).
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
@@ -20,16 +21,16 @@ import { API_VERSION, KIND, LABELS, isReady, type Pod } from "../provider/fleet/
 import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
 import {
   freePort,
-  machine,
   note,
   onInterrupt,
   repoRoot,
   since,
   startChild,
   table,
+  startRun,
   withCluster,
-  writeResults,
 } from "./support.js";
+import { lineChart } from "./chart.js";
 
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const TIMEOUT_MS = 600_000;
@@ -41,6 +42,8 @@ interface RunFigures {
   creates: number;
   createsPerDeleted: number;
   convergeMs: number;
+  /** Replacement pods Ready, each time the count changed: ms since the deletes. */
+  timeline: { ms: number; ready: number }[];
 }
 
 const phaseOf = (o: KubeObject | undefined) => (o?.status as { phase?: string } | undefined)?.phase;
@@ -80,11 +83,23 @@ async function churnRun(
     path: paths.pods(ns),
     labelSelector: selector,
   });
-  const see = (o: KubeObject) => uids.add(o.metadata.uid ?? "");
+  const timeline: { ms: number; ready: number }[] = [];
+  const freshReady = new Set<string>();
+  let t0 = 0;
+  let before = new Set<string>();
+  const see = (o: KubeObject) => {
+    const uid = o.metadata.uid ?? "";
+    uids.add(uid);
+    if (t0 === 0 || before.has(uid)) return;
+    const had = freshReady.size;
+    if (!o.metadata.deletionTimestamp && isReady(o)) freshReady.add(uid);
+    else freshReady.delete(uid);
+    if (freshReady.size !== had) timeline.push({ ms: since(t0), ready: freshReady.size });
+  };
   informer.addHandlers({ onAdd: see, onUpdate: (_, o) => see(o) });
   informer.start();
   await informer.waitForSync();
-  const before = new Set(uids);
+  before = new Set(uids);
   const victims = informer
     .list()
     .filter((p) => p.metadata.labels?.[LABELS.role] === "sub-agent") as unknown as Pod[];
@@ -95,7 +110,8 @@ async function churnRun(
     : undefined;
   const removeBurner = onInterrupt(() => void burner?.kill("SIGKILL"));
   try {
-    const t0 = performance.now();
+    t0 = performance.now();
+    timeline.push({ ms: 0, ready: 0 });
     await Promise.all(
       victims.map((p) =>
         client.delete(paths.pod(ns, p.metadata?.name ?? ""), { uid: p.metadata?.uid }),
@@ -122,6 +138,7 @@ async function churnRun(
       creates,
       createsPerDeleted: Math.round((creates / victims.length) * 100) / 100,
       convergeMs,
+      timeline,
     };
   } finally {
     burner?.kill("SIGKILL");
@@ -131,6 +148,7 @@ async function churnRun(
 }
 
 async function main(): Promise<void> {
+  const bench = startRun("churn");
   const results = await withCluster("cocoonset-bench-churn", 2, async (cluster) => {
     const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
     await ensureCrd(client);
@@ -167,15 +185,18 @@ async function main(): Promise<void> {
       String(r.convergeMs),
     ]),
   ];
-  process.stdout.write(
-    `cocoonset churn benchmark — ${new Date().toISOString()}, ${String(machine().cores)} cores, node ${process.version}\n${table(rows)}\n`,
-  );
-  const file = writeResults("churn", {
-    date: new Date().toISOString(),
-    machine: machine(),
-    results,
+  process.stdout.write(`cocoonset churn benchmark — ${new Date().toISOString()}\n${table(rows)}\n`);
+  const chart = lineChart({
+    title: "Mass pod deletes: replacement pods Ready after the deletes",
+    xTitle: "seconds since the deletes",
+    yTitle: "replacement pods Ready",
+    step: true,
+    points: results.flatMap((r) =>
+      r.timeline.map((p) => ({ series: r.run, x: p.ms / 1000, y: p.ready })),
+    ),
   });
-  note(`figures written to ${file}`);
+  const files = await bench.write({ results }, chart);
+  process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 
 await main();

@@ -2,22 +2,29 @@
  * Benchmark: the project's controller against the Go peer `cocoon-operator` v0.3.3 on the
  * same private embedded cluster, one after the other, never at the same time.
  *
- * Workload, identical for both: 50 CocoonSets × 10 sub-agents spread over 5 namespaces,
- * created at once. Figures per controller:
- * - time from the first create to all 50 CocoonSets having 11 Ready pods (pod watch),
+ * Workloads, identical for both: `SxR` is S CocoonSets of R sub-agents each, spread over up
+ * to 5 namespaces and created at once. By default three: 50×10, 1×1000 and 200×5; for each,
+ * ours runs first and then the peer (each controller a fresh process). Figures per
+ * controller and workload:
+ * - time from the first create to every CocoonSet having R+1 Ready pods (pod watch), and the
+ *   count of Ready pods over that time,
  * - write requests the controller sent to converge, and per minute once converged (over a
  *   fixed window after a settle period), counted by a loopback proxy that only that
  *   controller talks to (bench/write-counter.ts),
  * - resident memory (`VmRSS`, and the peak `VmHWM`) at that size,
  * - from a sub-agent driven to Failed to its replacement pod created, and Ready (watch).
  *
- * Usage: `./node_modules/.bin/node dist/bench/controller.js`. Prints a table with the ratio
- * ours/peer and writes bench/results/controller.json. When the peer cannot be built or run,
- * our column is still measured and the reason is printed.
+ * Usage: `./node_modules/.bin/node dist/bench/controller.js [--workload 50x10,1x1000,200x5]
+ * [--no-peer] [--settle-seconds 10] [--window-seconds 30]` (also `$COCOONSET_BENCH_WORKLOADS`,
+ * `COCOONSET_BENCH_PEER=0`). Prints a table per workload with the ratio ours/peer and writes
+ * bench/results/controller.json and controller.svg (pods Ready over time, one line per
+ * controller, one panel per workload). When the peer cannot be built or run, our column is
+ * still measured and the reason is printed.
  */
 import { get } from "node:http";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
 import { ensureCrd } from "../provider/engine/index.js";
 import { LABELS, isReady } from "../provider/fleet/index.js";
 import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
@@ -31,6 +38,7 @@ import {
   readCrds,
   type Peer,
 } from "./peer.js";
+import { lineChart } from "./chart.js";
 import {
   freePort,
   machine,
@@ -40,20 +48,42 @@ import {
   rssKiB,
   since,
   startChild,
+  startRun,
   table,
   withCluster,
-  writeResults,
   type Child,
 } from "./support.js";
 import { delta, startWriteCounter, writes, type Counts } from "./write-counter.js";
 
-export const NAMESPACES = 5;
-export const SETS = 50;
-export const REPLICAS = 10;
-const PODS_PER_SET = REPLICAS + 1;
-const SETTLE_MS = 10_000;
-const WINDOW_MS = 30_000;
+/** A workload: `sets` CocoonSets of `replicas` sub-agents in `namespaces` namespaces. */
+export interface Workload {
+  id: string;
+  sets: number;
+  replicas: number;
+  namespaces: number;
+}
+
+/** `SxR` (e.g. `50x10`): S CocoonSets × R sub-agents, over min(S, 5) namespaces. */
+export function parseWorkload(id: string): Workload {
+  const m = /^(\d+)x(\d+)$/.exec(id.trim());
+  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1)
+    throw new Error(`workload "${id}" is not SxR (CocoonSets x sub-agents, e.g. 50x10)`);
+  const sets = Number(m[1]);
+  return { id: id.trim(), sets, replicas: Number(m[2]), namespaces: Math.min(5, sets) };
+}
+
+/** The workload of the issue's RSS target and of bench/image.ts. */
+export const DEFAULT_WORKLOAD = parseWorkload("50x10");
+/** What `bench:controller` runs without `--workload`. */
+export const DEFAULT_WORKLOADS = ["50x10", "1x1000", "200x5"];
+export const NAMESPACES = DEFAULT_WORKLOAD.namespaces;
+export const SETS = DEFAULT_WORKLOAD.sets;
+export const REPLICAS = DEFAULT_WORKLOAD.replicas;
+let SETTLE_MS = 10_000;
+let WINDOW_MS = 30_000;
 const FAILURE_TRIALS = 5;
+/** At most this many points of the Ready-pods timeline are kept per run. */
+const TIMELINE_POINTS = 200;
 const CONVERGE_TIMEOUT_MS = 300_000;
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const SIMULATE = "cocoonset.cocoonstack.io/simulate";
@@ -72,9 +102,18 @@ export interface SideFigures {
   replacementReadyMs: (number | null)[];
   medianReplacementCreatedMs: number | null;
   medianReplacementReadyMs: number | null;
+  /** Ready pods of the workload over time, ms since the first create (thinned). */
+  readyTimeline: { ms: number; ready: number }[];
 }
 
-type Side = { name: "ours" | "peer"; figures?: SideFigures; missing?: string };
+/** One workload's run: both sides' figures, or why a side has none. */
+interface WorkloadRun {
+  workload: Workload;
+  ours?: SideFigures;
+  oursMissing?: string;
+  peer?: SideFigures;
+  peerMissing?: string;
+}
 
 const mib = (kib: number | undefined) => (kib === undefined ? NaN : Math.round(kib / 102.4) / 10);
 const live = (p: KubeObject) => !p.metadata.deletionTimestamp;
@@ -104,22 +143,40 @@ export async function waitReady(child: Child, url: string, timeoutMs: number): P
 }
 
 /** `ns/name` of every CocoonSet in the workload. */
-function workload(prefix: string): { ns: string; name: string }[] {
-  return Array.from({ length: SETS }, (_, i) => ({
-    ns: `${prefix}-${i % NAMESPACES}`,
-    name: `fleet-${String(i).padStart(2, "0")}`,
+function workloadSets(prefix: string, w: Workload): { ns: string; name: string }[] {
+  const digits = String(w.sets - 1).length;
+  return Array.from({ length: w.sets }, (_, i) => ({
+    ns: `${prefix}-${i % w.namespaces}`,
+    name: `fleet-${String(i).padStart(Math.max(2, digits), "0")}`,
   }));
 }
 
-/** True when every CocoonSet of the workload has all its pods Ready. */
-function converged(sets: { ns: string; name: string }[], pods: KubeObject[]): boolean {
-  const ready = new Map<string, number>();
+/** Ready pods of the workload, and whether every CocoonSet has all its pods Ready. */
+function readiness(
+  sets: { ns: string; name: string }[],
+  podsPerSet: number,
+  pods: KubeObject[],
+): { ready: number; converged: boolean } {
+  const bySet = new Map<string, number>();
+  let ready = 0;
   for (const p of pods) {
     if (!live(p) || !isReady(p)) continue;
+    ready++;
     const key = `${p.metadata.namespace}/${p.metadata.labels?.[LABELS.name]}`;
-    ready.set(key, (ready.get(key) ?? 0) + 1);
+    bySet.set(key, (bySet.get(key) ?? 0) + 1);
   }
-  return sets.every((s) => (ready.get(`${s.ns}/${s.name}`) ?? 0) >= PODS_PER_SET);
+  return {
+    ready,
+    converged: sets.every((s) => (bySet.get(`${s.ns}/${s.name}`) ?? 0) >= podsPerSet),
+  };
+}
+
+/** At most `n` points of a timeline, evenly picked, the first and the last kept. */
+function thin<T>(points: T[], n: number): T[] {
+  if (points.length <= n) return points;
+  const out: T[] = [];
+  for (let i = 0; i < n; i++) out.push(points[Math.round((i * (points.length - 1)) / (n - 1))]);
+  return out;
 }
 
 /**
@@ -130,13 +187,17 @@ async function failAndReplace(
   admin: KubeClient,
   ns: string,
   name: string,
+  nth: number,
 ): Promise<{ createdMs: number | null; readyMs: number | null }> {
   const selector = `${LABELS.name}=${name}`;
   const before = (await admin.list(paths.pods(ns), { labelSelector: selector })).items.filter(live);
   const known = new Set(before.map((p) => p.metadata.uid));
   const victim = before
     .filter((p) => p.metadata.labels?.[LABELS.role] !== "main")
-    .sort((a, b) => a.metadata.name!.localeCompare(b.metadata.name!, "en", { numeric: true }))[0];
+    .sort((a, b) => a.metadata.name!.localeCompare(b.metadata.name!, "en", { numeric: true }))
+    // Another slot on each trial in the same CocoonSet: a slot that fails again is rebuilt
+    // after a backoff (1 s, 5 s, 30 s), which is not what this measures.
+    .at(nth % Math.max(1, before.length - 1));
   if (!victim) throw new Error(`CocoonSet ${ns}/${name} has no sub-agent pod`);
   let t0 = 0;
   let createdMs: number | null = null;
@@ -172,10 +233,12 @@ export async function measure(
   stateDir: string,
   side: string,
   start: (proxyKubeconfig: string) => Promise<Child>,
+  w: Workload = DEFAULT_WORKLOAD,
 ): Promise<SideFigures> {
   const prefix = `bench-${side}`;
-  const sets = workload(prefix);
-  for (let i = 0; i < NAMESPACES; i++)
+  const sets = workloadSets(prefix, w);
+  const podsPerSet = w.replicas + 1;
+  for (let i = 0; i < w.namespaces; i++)
     await admin.create(paths.namespaces(), {
       apiVersion: "v1",
       kind: "Namespace",
@@ -199,32 +262,38 @@ export async function measure(
   };
   const child = await start(counter.kubeconfig);
   try {
-    note(`${side}: creating ${SETS} CocoonSets × ${REPLICAS} sub-agents at once`);
+    note(`${side}: creating ${w.sets} CocoonSets × ${w.replicas} sub-agents at once`);
     const c0 = counter.snapshot();
     let t0 = 0;
     let convergeMs = 0;
+    const timeline: { ms: number; ready: number }[] = [];
     const done = waitForList(
       admin,
       ALL_PODS,
       (items) => {
-        if (t0 === 0 || !converged(sets, items.filter(ours))) return false;
+        if (t0 === 0) return false;
+        const r = readiness(sets, podsPerSet, items.filter(ours));
+        if (r.ready !== timeline[timeline.length - 1]?.ready)
+          timeline.push({ ms: since(t0), ready: r.ready });
+        if (!r.converged) return false;
         convergeMs = since(t0);
         return true;
       },
       {
         labelSelector: LABELS.name,
         timeoutMs: CONVERGE_TIMEOUT_MS,
-        description: `${SETS} CocoonSets with ${PODS_PER_SET} Ready pods each`,
+        description: `${w.sets} CocoonSets with ${podsPerSet} Ready pods each`,
       },
     );
     t0 = performance.now();
+    timeline.push({ ms: 0, ready: 0 });
     await Promise.all(
       sets.map((s) =>
         admin.create(paths.cocoonSets(s.ns), {
           apiVersion: "cocoonset.cocoonstack.io/v1",
           kind: "CocoonSet",
           metadata: { name: s.name, namespace: s.ns },
-          spec: { agent: { replicas: REPLICAS, image: IMAGE } },
+          spec: { agent: { replicas: w.replicas, image: IMAGE } },
         }),
       ),
     );
@@ -242,9 +311,14 @@ export async function measure(
 
     const created: (number | null)[] = [];
     const ready: (number | null)[] = [];
+    const trialsIn = new Map<string, number>();
     for (let i = 0; i < FAILURE_TRIALS; i++) {
-      const s = sets[(i * SETS) / FAILURE_TRIALS + i];
-      const r = await failAndReplace(admin, s.ns, s.name);
+      // Spread over the CocoonSets and namespaces (50×10: one per namespace).
+      const s = sets[(Math.floor((i * sets.length) / FAILURE_TRIALS) + i) % sets.length];
+      const key = `${s.ns}/${s.name}`;
+      const nth = trialsIn.get(key) ?? 0;
+      trialsIn.set(key, nth + 1);
+      const r = await failAndReplace(admin, s.ns, s.name, nth);
       note(
         `${side}: failure ${i + 1}/${FAILURE_TRIALS} in ${s.ns}/${s.name}: replacement created ${r.createdMs ?? "never"} ms, Ready ${r.readyMs ?? "never"} ms`,
       );
@@ -265,6 +339,7 @@ export async function measure(
       replacementReadyMs: ready,
       medianReplacementCreatedMs: valid(created).length ? median(valid(created)) : null,
       medianReplacementReadyMs: valid(ready).length ? median(valid(ready)) : null,
+      readyTimeline: thin(timeline, TIMELINE_POINTS),
     };
   } finally {
     // Also on failure: the next controller watches every namespace and must find none of these.
@@ -324,140 +399,247 @@ function fmt(v: number | null | undefined, digits = 0): string {
   return v.toFixed(digits);
 }
 
-function ratio(ours: number | null | undefined, peer: number | null | undefined): string {
-  if (ours === null || ours === undefined || peer === null || peer === undefined) return "n/a";
-  if (peer === 0) return ours === 0 ? "1.00 (0/0)" : "inf";
-  return (ours / peer).toFixed(2);
+/** ours/peer, two decimals; null when a side has no figure or the peer's is 0. */
+function ratioOf(ours: number | null | undefined, peer: number | null | undefined): number | null {
+  if (ours === null || ours === undefined || peer === null || peer === undefined) return null;
+  if (Number.isNaN(ours) || Number.isNaN(peer) || peer === 0) return null;
+  return Math.round((ours / peer) * 100) / 100;
 }
 
+function ratio(ours: number | null | undefined, peer: number | null | undefined): string {
+  if (ours === 0 && peer === 0) return "1.00 (0/0)";
+  if (peer === 0 && ours !== null && ours !== undefined) return "inf";
+  const r = ratioOf(ours, peer);
+  return r === null ? "n/a" : r.toFixed(2);
+}
+
+const writeKeys = (c: Counts | undefined) =>
+  Object.keys(c ?? {}).filter((k) => !k.startsWith("GET"));
+
 const breakdown = (c: Counts) =>
-  Object.entries(c)
-    .filter(([k]) => !k.startsWith("GET"))
-    .map(([k, v]) => `${k}=${v}`)
+  writeKeys(c)
+    .map((k) => `${k}=${c[k]}`)
     .join(", ") || "none";
 
+/** The headline figures, by key, with the label printed for them. */
+const FIGURES: [keyof SideFigures, (w: Workload) => string, number][] = [
+  ["convergeMs", (w) => `converge ${w.sets}×${w.replicas + 1} pods Ready (ms)`, 0],
+  ["convergeWrites", () => "writes to converge", 0],
+  ["steadyWritesPerMin", () => `steady-state writes/min (${WINDOW_MS / 1000} s window)`, 0],
+  ["rssMiB", (w) => `RSS at ${w.sets * (w.replicas + 1)} pods (MiB)`, 1],
+  ["peakRssMiB", () => "peak RSS (MiB)", 1],
+  [
+    "medianReplacementCreatedMs",
+    () => `Failed → replacement created (ms, median of ${FAILURE_TRIALS})`,
+    0,
+  ],
+  [
+    "medianReplacementReadyMs",
+    () => `Failed → replacement Ready (ms, median of ${FAILURE_TRIALS})`,
+    0,
+  ],
+];
+
+/** The ratios ours/peer of one workload, stored in the results. */
+function ratios(r: WorkloadRun): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const [key] of FIGURES)
+    out[key] = ratioOf(r.ours?.[key] as number | null, r.peer?.[key] as number | null);
+  return out;
+}
+
+/** The printed table of one workload. */
+function workloadTable(r: WorkloadRun): string {
+  const { ours: o, peer: p, workload: w } = r;
+  const num = (f: SideFigures | undefined, k: keyof SideFigures) =>
+    f?.[k] as number | null | undefined;
+  const rows = [
+    [
+      `workload ${w.id}: ${w.sets} CocoonSets × ${w.replicas} sub-agents`,
+      "ours",
+      "peer",
+      "ours/peer",
+    ],
+    ...FIGURES.map(([k, label, digits]) => [
+      label(w),
+      fmt(num(o, k), digits),
+      fmt(num(p, k), digits),
+      ratio(num(o, k), num(p, k)),
+    ]),
+    ...[...new Set([...writeKeys(o?.convergeRequests), ...writeKeys(p?.convergeRequests)])]
+      .sort()
+      .map((k) => [
+        `  converge writes: ${k}`,
+        fmt(o ? (o.convergeRequests[k] ?? 0) : undefined),
+        fmt(p ? (p.convergeRequests[k] ?? 0) : undefined),
+        ratio(
+          o ? (o.convergeRequests[k] ?? 0) : undefined,
+          p ? (p.convergeRequests[k] ?? 0) : undefined,
+        ),
+      ]),
+  ];
+  return [
+    table(rows),
+    `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}; peer: ${p ? breakdown(p.steadyRequests) : "—"}`,
+    ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
+    ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
+  ].join("\n");
+}
+
+/** The command line: which workloads, whether to run the peer, the steady-state window. */
+function options(): { workloads: Workload[]; peer: boolean } {
+  const { values } = parseArgs({
+    options: {
+      workload: { type: "string", multiple: true },
+      "no-peer": { type: "boolean", default: false },
+      "settle-seconds": { type: "string" },
+      "window-seconds": { type: "string" },
+    },
+  });
+  const ids =
+    (values.workload?.length ? values.workload.join(",") : undefined) ??
+    process.env.COCOONSET_BENCH_WORKLOADS ??
+    DEFAULT_WORKLOADS.join(",");
+  const seconds = (v: string | undefined, name: string, fallback: number) => {
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a number of seconds`);
+    return n * 1000;
+  };
+  SETTLE_MS = seconds(values["settle-seconds"], "settle-seconds", SETTLE_MS);
+  WINDOW_MS = seconds(values["window-seconds"], "window-seconds", WINDOW_MS);
+  if (WINDOW_MS === 0) throw new Error("--window-seconds must be more than 0");
+  return {
+    workloads: ids.split(",").filter(Boolean).map(parseWorkload),
+    peer: !values["no-peer"] && process.env.COCOONSET_BENCH_PEER !== "0",
+  };
+}
+
 async function main(): Promise<void> {
-  const t0 = Date.now();
-  const peer: Peer = await ensurePeer(note);
+  const opts = options();
+  const run = startRun("controller");
+  const peer: Peer = opts.peer
+    ? await ensurePeer(note)
+    : { ok: false, reason: "not run (--no-peer or COCOONSET_BENCH_PEER=0)" };
   if (!peer.ok) note(`peer unavailable: ${peer.reason}`);
 
-  const sides: Side[] = await withCluster("cocoonset-bench-controller", 2, async (cluster) => {
-    const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
-    const out: Side[] = [];
-    try {
-      await ensureCrd(admin);
-      const ours = await measure(admin, cluster.kubeconfig, cluster.stateDir, "ours", startOurs);
-      out.push({ name: "ours", figures: ours });
-
-      if (!peer.ok) {
-        out.push({ name: "peer", missing: peer.reason });
-      } else {
-        const crds = readCrds(peer.crdFiles);
-        note(`peer: installing its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`);
-        try {
-          await applyCrds(admin, crds);
-          const figures = await measure(admin, cluster.kubeconfig, cluster.stateDir, "peer", (k) =>
-            startPeer(peer.binary, k),
+  const runs: WorkloadRun[] = await withCluster(
+    "cocoonset-bench-controller",
+    2,
+    async (cluster) => {
+      const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
+      const out: WorkloadRun[] = [];
+      const crds = peer.ok ? readCrds(peer.crdFiles) : [];
+      try {
+        await ensureCrd(admin);
+        for (const w of opts.workloads) {
+          const r: WorkloadRun = { workload: w };
+          out.push(r);
+          note(`workload ${w.id}: ours`);
+          try {
+            r.ours = await measure(
+              admin,
+              cluster.kubeconfig,
+              cluster.stateDir,
+              `ours-${w.id}`,
+              startOurs,
+              w,
+            );
+          } catch (e) {
+            r.oursMissing = `our run failed: ${(e as Error).message}`;
+            note(r.oursMissing);
+          }
+          if (!peer.ok) {
+            r.peerMissing = peer.reason;
+            continue;
+          }
+          note(
+            `workload ${w.id}: peer; installing its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`,
           );
-          out.push({ name: "peer", figures });
-        } catch (e) {
-          const reason = `the peer run failed: ${(e as Error).message}`;
-          note(reason);
-          out.push({ name: "peer", missing: reason });
-        } finally {
-          for (const crd of crds)
-            if (!crd.metadata.name?.startsWith("cocoonsets."))
-              await deleteCrd(admin, crd.metadata.name!);
-          await ensureCrd(admin);
+          try {
+            await applyCrds(admin, crds);
+            r.peer = await measure(
+              admin,
+              cluster.kubeconfig,
+              cluster.stateDir,
+              `peer-${w.id}`,
+              (k) => startPeer(peer.binary, k),
+              w,
+            );
+          } catch (e) {
+            r.peerMissing = `the peer run failed: ${(e as Error).message}`;
+            note(r.peerMissing);
+          } finally {
+            for (const crd of crds)
+              if (!crd.metadata.name?.startsWith("cocoonsets."))
+                await deleteCrd(admin, crd.metadata.name!);
+            await ensureCrd(admin);
+          }
         }
+      } finally {
+        admin.close();
       }
-    } finally {
-      admin.close();
-    }
-    return out;
-  });
+      return out;
+    },
+  );
 
-  const o = sides.find((s) => s.name === "ours")?.figures;
-  const p = sides.find((s) => s.name === "peer")?.figures;
-  const missing = sides.find((s) => s.name === "peer")?.missing;
   const record = {
     date: new Date().toISOString(),
     machine: machine(),
     cluster: "private embedded cluster (2 simulated nodes)",
-    peer: { module: PEER_MODULE, version: PEER_VERSION, available: !!p, reason: missing },
-    workload: {
-      namespaces: NAMESPACES,
-      cocoonSets: SETS,
-      replicas: REPLICAS,
+    peer: {
+      module: PEER_MODULE,
+      version: PEER_VERSION,
+      available: peer.ok,
+      reason: peer.ok ? undefined : peer.reason,
+    },
+    method: {
       settleMs: SETTLE_MS,
       windowMs: WINDOW_MS,
       failureTrials: FAILURE_TRIALS,
+      order: "per workload: ours, then the peer; one controller process at a time",
     },
-    ours: o,
-    peerFigures: p,
-    totalSeconds: Math.round((Date.now() - t0) / 1000),
+    workloads: runs.map((r) => ({
+      ...r.workload,
+      ratios: ratios(r),
+      ours: r.ours,
+      oursMissing: r.oursMissing,
+      peer: r.peer,
+      peerMissing: r.peerMissing,
+    })),
   };
 
-  const m = record.machine as { cores: number; node: string };
-  const rows = [
-    ["figure", "ours", "peer", "ours/peer"],
+  const m = record.machine;
+  process.stdout.write(
     [
-      `converge ${SETS}×${PODS_PER_SET} pods Ready (ms)`,
-      fmt(o?.convergeMs),
-      fmt(p?.convergeMs),
-      ratio(o?.convergeMs, p?.convergeMs),
-    ],
-    [
-      "writes to converge",
-      fmt(o?.convergeWrites),
-      fmt(p?.convergeWrites),
-      ratio(o?.convergeWrites, p?.convergeWrites),
-    ],
-    [
-      `steady-state writes/min (${WINDOW_MS / 1000} s window)`,
-      fmt(o?.steadyWritesPerMin),
-      fmt(p?.steadyWritesPerMin),
-      ratio(o?.steadyWritesPerMin, p?.steadyWritesPerMin),
-    ],
-    [
-      `RSS at ${SETS * PODS_PER_SET} pods (MiB)`,
-      fmt(o?.rssMiB, 1),
-      fmt(p?.rssMiB, 1),
-      ratio(o?.rssMiB, p?.rssMiB),
-    ],
-    [
-      "peak RSS (MiB)",
-      fmt(o?.peakRssMiB, 1),
-      fmt(p?.peakRssMiB, 1),
-      ratio(o?.peakRssMiB, p?.peakRssMiB),
-    ],
-    [
-      `Failed → replacement created (ms, median of ${FAILURE_TRIALS})`,
-      fmt(o?.medianReplacementCreatedMs),
-      fmt(p?.medianReplacementCreatedMs),
-      ratio(o?.medianReplacementCreatedMs, p?.medianReplacementCreatedMs),
-    ],
-    [
-      `Failed → replacement Ready (ms, median of ${FAILURE_TRIALS})`,
-      fmt(o?.medianReplacementReadyMs),
-      fmt(p?.medianReplacementReadyMs),
-      ratio(o?.medianReplacementReadyMs, p?.medianReplacementReadyMs),
-    ],
-  ];
-  const lines = [
-    `cocoonset controller benchmark — ${record.date}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
-    table(rows),
-    `writes to converge, ours: ${o ? breakdown(o.convergeRequests) : "—"}`,
-    `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}`,
-    ...(p
-      ? [
-          `writes to converge, peer: ${breakdown(p.convergeRequests)}`,
-          `writes in the window, peer: ${breakdown(p.steadyRequests)}`,
-        ]
-      : [`peer missing: ${missing ?? "unknown reason"}`]),
-  ];
-  process.stdout.write(lines.join("\n") + "\n");
-  process.stdout.write(`written: ${writeResults("controller", record)}\n`);
+      `cocoonset controller benchmark — ${record.date}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
+      ...runs.map((r) => "\n" + workloadTable(r)),
+    ].join("\n") + "\n",
+  );
+  const chart = lineChart({
+    title: "Pods Ready from the first create until converged",
+    xTitle: "seconds since the first create",
+    yTitle: "pods Ready",
+    step: true,
+    facet: { field: "workload", title: "workload (CocoonSets x sub-agents)", columns: 3 },
+    points: runs.flatMap((r) =>
+      (
+        [
+          ["ours", r.ours],
+          ["peer", r.peer],
+        ] as const
+      ).flatMap(([series, f]) =>
+        (f?.readyTimeline ?? []).map((p) => ({
+          workload: r.workload.id,
+          series,
+          x: p.ms / 1000,
+          y: p.ready,
+        })),
+      ),
+    ),
+  });
+  const files = await run.write(record, chart);
+  process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 
 // bench/image.ts imports the workload; only running this file measures.

@@ -8,16 +8,16 @@
  *
  * Runs against `$KUBECONFIG` when set, else starts a private embedded cluster and stops it
  * after. Each measurement is repeated and the median reported; the order of engine and
- * baseline alternates between rounds. Prints a table and writes bench/results/fanout.json.
+ * baseline alternates between rounds. Prints a table and writes bench/results/fanout.json
+ * (with its provenance) and fanout.svg (the time of every round, engine and ceiling).
  * Not a test: nothing is asserted about time.
  *
  * Usage: `./node_modules/.bin/node dist/bench/fanout.js`
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { cpus, platform, arch, tmpdir, totalmem } from "node:os";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pLimit from "p-limit";
 import { clusterDown, clusterUp } from "../cluster/index.js";
 import { ensureCrd, runPass, waitForMainReady } from "../provider/engine/index.js";
@@ -31,6 +31,8 @@ import {
 } from "../provider/fleet/index.js";
 import { KubeClient, paths, waitForList } from "../provider/kube/index.js";
 import { release } from "../provider/release/index.js";
+import { lineChart } from "./chart.js";
+import { machine, startRun } from "./support.js";
 
 const SLOTS = 200;
 const FANOUT = 8;
@@ -201,6 +203,7 @@ function resolveKubeconfig(): string | undefined {
 }
 
 async function main(): Promise<void> {
+  const run = startRun("fanout");
   let kubeconfig = resolveKubeconfig();
   let stateDir: string | undefined;
   const clusterKind = kubeconfig ? "$KUBECONFIG" : "private embedded cluster";
@@ -247,16 +250,9 @@ async function main(): Promise<void> {
       fanOut: figures(fan.engine, fan.baseline),
       release: figures(rel.engine, rel.baseline),
     };
-    const cpu = cpus();
     const record = {
       date: new Date().toISOString(),
-      machine: {
-        cores: cpu.length,
-        cpuModel: cpu[0]?.model ?? "unknown",
-        memoryGiB: Math.round(totalmem() / 2 ** 30),
-        node: process.version,
-        platform: `${platform()}/${arch()}`,
-      },
+      machine: machine(),
       cluster: clusterKind,
       slots: SLOTS,
       fanOut: FANOUT,
@@ -279,10 +275,21 @@ async function main(): Promise<void> {
     ];
     process.stdout.write(lines.join("\n") + "\n");
 
-    const out = fileURLToPath(new URL("../../bench/results/", import.meta.url));
-    mkdirSync(out, { recursive: true });
-    writeFileSync(join(out, "fanout.json"), JSON.stringify(record, null, 2) + "\n");
-    process.stdout.write(`written: bench/results/fanout.json\n`);
+    const rounds = (label: string, xs: number[]) =>
+      xs.map((ms, i) => ({ series: label, x: i + 1, y: ms }));
+    const chart = lineChart({
+      title: `Fan-out of ${SLOTS} sub-agents and release of ${SLOTS + 1} pods, per round`,
+      xTitle: "round",
+      yTitle: "ms",
+      points: [
+        ...rounds(`create ${SLOTS} @${FANOUT}: engine`, fan.engine),
+        ...rounds(`create ${SLOTS} @${FANOUT}: raw ceiling`, fan.baseline),
+        ...rounds(`release ${SLOTS + 1} @${RELEASE_CONCURRENCY}: engine`, rel.engine),
+        ...rounds(`release ${SLOTS + 1} @${RELEASE_CONCURRENCY}: raw ceiling`, rel.baseline),
+      ],
+    });
+    const files = await run.write(record, chart);
+    process.stdout.write(`written: ${files.join(", ")}\n`);
   } finally {
     await admin.delete(paths.namespace(ns)).catch(() => false);
     admin.close();

@@ -10,7 +10,8 @@
  *   process, read from the host's /proc) once converged.
  *
  * Usage: `./node_modules/.bin/node dist/bench/image.js` (needs podman, buildah and runc).
- * Prints a table and writes bench/results/image.json.
+ * Prints a table and writes bench/results/image.json (with its provenance) and image.svg
+ * (pods Ready over time for the containerised controller's workload).
  */
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ import { deploymentControllerArgs } from "../controller/image.js";
 import { podmanRunArgs } from "../tests/support/controller-container.js";
 import { ensureCrd } from "../provider/engine/index.js";
 import { KubeClient } from "../provider/kube/index.js";
+import { lineChart } from "./chart.js";
 import { NAMESPACES, REPLICAS, SETS, measure, waitReady, type SideFigures } from "./controller.js";
 import {
   freePort,
@@ -28,9 +30,9 @@ import {
   median,
   note,
   startChild,
+  startRun,
   table,
   withCluster,
-  writeResults,
   type Child,
 } from "./support.js";
 
@@ -123,6 +125,7 @@ function build(): { result: BuildResult; seconds: number } {
 }
 
 async function main(): Promise<void> {
+  const run = startRun("image");
   const t0 = Date.now();
   note("building the image (1/2)");
   const first = build();
@@ -204,7 +207,19 @@ async function main(): Promise<void> {
       ]),
     ].join("\n") + "\n",
   );
-  process.stdout.write(`written: ${writeResults("image", record)}\n`);
+  const chart = lineChart({
+    title: `Controller image: pods Ready, ${SETS} CocoonSets × ${REPLICAS} sub-agents`,
+    xTitle: "seconds since the first create",
+    yTitle: "pods Ready",
+    step: true,
+    points: w.readyTimeline.map((p) => ({
+      series: "controller in its container",
+      x: p.ms / 1000,
+      y: p.ready,
+    })),
+  });
+  const files = await run.write(record, chart);
+  process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 
 await main();

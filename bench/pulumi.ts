@@ -14,7 +14,8 @@
  *     no-change `up` of the same stack gives Pulumi's fixed cost per run.
  *
  * Usage: `./node_modules/.bin/node dist/bench/pulumi.js`. Prints a table and writes
- * bench/results/pulumi.json. Not a test: nothing is asserted about time.
+ * bench/results/pulumi.json (with its provenance) and pulumi.svg (the medians as bars). Not a
+ * test: nothing is asserted about time.
  */
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { spawnSync } from "node:child_process";
@@ -30,6 +31,7 @@ import {
 import { converge, deleteFleet, ensureCrd } from "../provider/engine/index.js";
 import { LABELS, type CocoonSetSpec } from "../provider/fleet/index.js";
 import { KubeClient, paths } from "../provider/kube/index.js";
+import { barChart } from "./chart.js";
 import { BenchWorkspace } from "./pulumi-env.js";
 import {
   machine,
@@ -38,9 +40,9 @@ import {
   onInterrupt,
   repoRoot,
   since,
+  startRun,
   table,
   withCluster,
-  writeResults,
 } from "./support.js";
 
 const PREVIEW_SLOTS = 1000;
@@ -253,6 +255,7 @@ async function engineUp(admin: KubeClient, ns: string, round: number): Promise<n
 }
 
 async function main(): Promise<void> {
+  const run = startRun("pulumi");
   const started = Date.now();
   const programDir = join(repoRoot, "dist", "bench", "programs", "fleet");
   const results = await withCluster("cocoonset-bench-pulumi", 2, async (cluster) => {
@@ -397,7 +400,24 @@ async function main(): Promise<void> {
     `rounds: pulumi ${up.pulumi.join("/")} ms; no-change up ${up.pulumiNoChange.join("/")} ms; engine ${up.engine.join("/")} ms`,
   ];
   process.stdout.write(lines.join("\n") + "\n");
-  process.stdout.write(`written: ${writeResults("pulumi", record)}\n`);
+  const chart = barChart({
+    title: `Pulumi layer: preview of ${PREVIEW_SLOTS} slots and up of ${UP_SLOTS} slots (medians)`,
+    yTitle: "ms",
+    bars: [
+      { group: "preview, no change", series: "pulumi", value: a.medianNoChangeMs },
+      { group: `preview 0 → ${PREVIEW_SLOTS}`, series: "pulumi", value: a.medianChangeMs },
+      {
+        group: `preview 0 → ${PREVIEW_SLOTS} --diff`,
+        series: "pulumi",
+        value: a.medianChangeDiffMs,
+      },
+      { group: "up, no change", series: "pulumi", value: upNoChange },
+      { group: `up 0 → ${UP_SLOTS}`, series: "pulumi", value: upPulumi },
+      { group: `up 0 → ${UP_SLOTS}`, series: "engine direct", value: upEngine },
+    ],
+  });
+  const files = await run.write(record, chart);
+  process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 
 await main();

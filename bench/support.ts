@@ -1,15 +1,24 @@
 /**
  * Shared plumbing of the benchmarks: a private embedded cluster torn down on every exit
- * path (SIGINT included), child processes stopped by pid, free loopback ports, the machine
- * record and the results file. Nothing here measures anything.
+ * path (SIGINT included), child processes stopped by pid, free loopback ports, the record of
+ * how and where a run was made (provenance) and the results file with its chart. Nothing
+ * here measures anything.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { arch, cpus, platform, tmpdir, totalmem } from "node:os";
-import { join } from "node:path";
+import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
+import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { clusterDown, clusterUp, type ClusterState } from "../cluster/index.js";
+import {
+  clusterDown,
+  clusterUp,
+  loadPins,
+  locate,
+  type BinaryName,
+  type ClusterState,
+} from "../cluster/index.js";
+import { renderSvg, type ChartSpec } from "./chart.js";
 
 /** A progress line on stderr (stdout carries the table). */
 export const note = (line: string): void => {
@@ -28,25 +37,182 @@ export function median(xs: number[]): number {
 /** Milliseconds elapsed since `t0` (a `performance.now()` value), rounded. */
 export const since = (t0: number): number => Math.round(performance.now() - t0);
 
-/** What the figures were measured on. */
-export function machine(): Record<string, unknown> {
+/** What the figures were measured on: cores, CPU model, total memory, OS, Node. */
+export function machine(): {
+  cores: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  platform: string;
+  kernel: string;
+} {
   const cpu = cpus();
   return {
     cores: cpu.length,
     cpuModel: cpu[0]?.model ?? "unknown",
-    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
     platform: `${platform()}/${arch()}`,
+    kernel: release(),
   };
 }
 
-/** Writes bench/results/<name>.json and returns its repository-relative path. */
-export function writeResults(name: string, record: unknown): string {
-  const dir = join(repoRoot, "bench", "results");
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${name}.json`), JSON.stringify(record, null, 2) + "\n");
-  return `bench/results/${name}.json`;
+/** The 1, 5 and 15 minute load averages, two decimals. */
+export const loadAverage = (): number[] => loadavg().map((l) => Math.round(l * 100) / 100);
+
+/** A path or argument with the repository root taken off (no machine path is recorded). */
+const repoRelative = (a: string): string =>
+  a.startsWith(repoRoot) ? relative(repoRoot, a) || "." : a;
+
+/**
+ * The command that started this process, as typed from the repository root: `node` for the
+ * Node binary and repository-relative paths.
+ */
+export function commandLine(argv: string[] = process.argv): string {
+  const [exe, ...rest] = argv;
+  const runner = basename(exe ?? "node").startsWith("node") ? "node" : repoRelative(exe);
+  return [runner, ...rest.map(repoRelative)].join(" ");
 }
+
+function git(args: string[]): string | undefined {
+  const r = spawnSync("git", args, { cwd: repoRoot, encoding: "utf8", timeout: 10_000 });
+  return r.status === 0 ? r.stdout.trimEnd() : undefined;
+}
+
+/**
+ * The git commit of the repository and whether its tree had uncommitted changes to tracked
+ * files (bench/results/ aside: one benchmark after another rewrites it).
+ */
+export function gitState(): { commit: string; dirty: boolean | null; dirtyFiles: string[] } {
+  const commit = git(["rev-parse", "HEAD"]) ?? "unknown (not a git checkout)";
+  const status = git(["status", "--porcelain", "--untracked-files=no"]);
+  if (status === undefined) return { commit, dirty: null, dirtyFiles: [] };
+  const dirtyFiles = status
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => l.slice(3))
+    .filter((f) => !f.startsWith("bench/results/"));
+  return { commit, dirty: dirtyFiles.length > 0, dirtyFiles: dirtyFiles.slice(0, 20) };
+}
+
+/**
+ * The pinned toolchain (cluster/toolchain.json: Go, and module@version of each group), where
+ * each binary was found (cache, configured folder, PATH; "missing" when not built) and the
+ * Go on PATH.
+ */
+export function toolchainVersions(): {
+  goPinned: string;
+  goOnPath: string;
+  groups: Record<string, { module: string; version: string; binaries: Record<string, string> }>;
+} {
+  const pins = loadPins();
+  const groups: Record<
+    string,
+    { module: string; version: string; binaries: Record<string, string> }
+  > = {};
+  for (const [name, g] of Object.entries(pins.groups)) {
+    const binaries: Record<string, string> = {};
+    for (const bin of Object.keys(g.binaries)) {
+      try {
+        binaries[bin] = locate(bin as BinaryName, pins).source ?? "missing";
+      } catch {
+        binaries[bin] = "unknown";
+      }
+    }
+    groups[name] = { module: g.module, version: g.stamp ?? g.version, binaries };
+  }
+  const go = spawnSync("go", ["env", "GOVERSION"], { encoding: "utf8", timeout: 20_000 });
+  return {
+    goPinned: pins.go,
+    goOnPath: go.status === 0 ? go.stdout.trim() : "not found",
+    groups,
+  };
+}
+
+/** The provenance block at the top of every bench/results/*.json. */
+export interface Provenance {
+  /** The command as typed from the repository root. */
+  command: string;
+  /** The npm script that ran it, if one did. */
+  npmScript?: string;
+  /** Environment variables that steer the benchmarks (`COCOONSET_*`, machine paths left out). */
+  env: Record<string, string>;
+  git: { commit: string; dirty: boolean | null; dirtyFiles: string[] };
+  toolchain: ReturnType<typeof toolchainVersions>;
+  node: string;
+  machine: ReturnType<typeof machine>;
+  startedAt: string;
+  finishedAt: string;
+  seconds: number;
+  /** 1/5/15 min load averages at the start and at the end: the machine may be shared. */
+  loadAverage: { start: number[]; end: number[] };
+}
+
+/** One benchmark run: started when created, recorded by {@link BenchRun.write}. */
+export class BenchRun {
+  private readonly started = new Date();
+  private readonly loadAtStart = loadAverage();
+  private readonly command = commandLine();
+  private readonly gitAtStart = gitState();
+
+  constructor(readonly name: string) {
+    note(`${name}: \`${this.command}\`, load average ${this.loadAtStart.join(" ")}`);
+  }
+
+  /** The provenance as of now (the end of the run). */
+  provenance(): Provenance {
+    const end = new Date();
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) {
+      if (!k.startsWith("COCOONSET_") || v === undefined) continue;
+      const value = repoRelative(v);
+      env[k] = /^\/(tmp|root|work|home)\b/.test(value) ? "(a local path)" : value;
+    }
+    const npmScript = process.env.npm_lifecycle_event;
+    return {
+      command: this.command,
+      ...(npmScript ? { npmScript: `npm run ${npmScript}` } : {}),
+      env,
+      git: this.gitAtStart,
+      toolchain: toolchainVersions(),
+      node: process.version,
+      machine: machine(),
+      startedAt: this.started.toISOString(),
+      finishedAt: end.toISOString(),
+      seconds: Math.round((end.getTime() - this.started.getTime()) / 1000),
+      loadAverage: { start: this.loadAtStart, end: loadAverage() },
+    };
+  }
+
+  /**
+   * Writes bench/results/<name>.json (`provenance` first, then the record) and, given a
+   * chart, bench/results/<name>.svg next to it. Returns the repository-relative paths.
+   */
+  async write(record: object, chart?: ChartSpec): Promise<string[]> {
+    const dir = join(repoRoot, "bench", "results");
+    mkdirSync(dir, { recursive: true });
+    const provenance = this.provenance();
+    const written = [`bench/results/${this.name}.json`];
+    writeFileSync(
+      join(dir, `${this.name}.json`),
+      JSON.stringify({ provenance, ...record }, null, 2) + "\n",
+    );
+    if (chart) {
+      // A chart that cannot be drawn must not lose the measured figures written above.
+      try {
+        writeFileSync(join(dir, `${this.name}.svg`), await renderSvg(chart));
+        written.push(`bench/results/${this.name}.svg`);
+      } catch (e) {
+        note(`${this.name}: the chart could not be drawn: ${(e as Error).message}`);
+      }
+    }
+    note(`${this.name}: load average at the end ${provenance.loadAverage.end.join(" ")}`);
+    return written;
+  }
+}
+
+/** Starts the record of a benchmark run (command, commit and load average as of now). */
+export const startRun = (name: string): BenchRun => new BenchRun(name);
 
 /** A fixed-width text table: the first row is the header. */
 export function table(rows: string[][]): string {

@@ -13,6 +13,10 @@
  *
  * Caveats: handlers run synchronously inside the event loop of the watch; keep them cheap
  * (enqueue a key). A handler that throws is logged and does not stop the informer.
+ *
+ * Memory: every object is passed through `transform` before it is cached or handed to a
+ * handler; by default {@link trimForCache} drops `metadata.managedFields`, which nothing
+ * in the controller reads and which is often the largest part of a pod.
  */
 import type { Logger } from "pino";
 import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
@@ -40,6 +44,21 @@ export interface InformerOptions {
   resetBackoffAfterMs?: number;
   /** Server-side watch timeout; each watch gets a random value between this and 1.5×. @default 300 */
   watchTimeoutSeconds?: number;
+  /**
+   * Applied to every listed or watched object before it is cached and handed to handlers
+   * (it may change the object in place). @default {@link trimForCache}
+   */
+  transform?: <U extends KubeObject>(obj: U) => U;
+}
+
+/**
+ * Drops `metadata.managedFields` (server-side apply bookkeeping, unread by the controller)
+ * from an object, in place. An update sent from such an object without the field leaves
+ * the server's managedFields as they are.
+ */
+export function trimForCache<U extends KubeObject>(obj: U): U {
+  if (obj.metadata && "managedFields" in obj.metadata) delete obj.metadata.managedFields;
+  return obj;
 }
 
 /** The last error an informer hit, for readiness and logs. */
@@ -60,7 +79,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private readonly handlers: InformerHandlers<T>[] = [];
   private readonly abort = new AbortController();
   private readonly opts: Required<
-    Omit<InformerOptions, "labelSelector" | "log" | "client" | "path">
+    Omit<InformerOptions, "labelSelector" | "log" | "client" | "path" | "transform">
   > &
     InformerOptions;
   private synced = false;
@@ -69,6 +88,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private loopEnded = false;
   private error?: InformerError;
   private relists = 0;
+  private readonly transform: <U extends KubeObject>(obj: U) => U;
 
   constructor(opts: InformerOptions) {
     this.opts = {
@@ -78,6 +98,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       watchTimeoutSeconds: 300,
       ...opts,
     };
+    this.transform = opts.transform ?? trimForCache;
   }
 
   /** The collection path this informer watches. */
@@ -196,7 +217,8 @@ export class Informer<T extends KubeObject = KubeObject> {
     });
     if (this.synced) this.relists++;
     const seen = new Set<string>();
-    for (const obj of list.items) {
+    for (const listed of list.items) {
+      const obj = this.transform(listed);
       const key = objectKey(obj);
       seen.add(key);
       const old = this.cache.get(key);
@@ -230,7 +252,7 @@ export class Informer<T extends KubeObject = KubeObject> {
         this.opts.path,
         { resourceVersion: rv, labelSelector: this.opts.labelSelector, timeoutSeconds },
         (ev) => {
-          const obj = ev.object;
+          const obj = this.transform(ev.object);
           const key = objectKey(obj);
           const old = this.cache.get(key);
           if (ev.type === "DELETED") {

@@ -108,6 +108,53 @@ describe("informer (scripted client)", { timeout: 10_000 }, () => {
     assert.equal(inf.isSupervised(), false, "stopped");
   });
 
+  test("listed and watched objects are cached without managedFields", async () => {
+    const withFields = (name: string, rv: string): KubeObject => {
+      const metadata = {
+        ...obj(name, rv).metadata,
+        labels: { keep: "me" },
+        managedFields: [{ manager: "kubectl", operation: "Apply", fieldsV1: { "f:spec": {} } }],
+      };
+      return { metadata };
+    };
+    const { client } = fakeClient(
+      [{ metadata: { resourceVersion: "5" }, items: [withFields("a", "1")] }],
+      [
+        async (on) => {
+          on({ type: "ADDED", object: withFields("b", "6") });
+          return "6";
+        },
+      ],
+    );
+    const inf = new Informer({ client, path: "/p", initialBackoffMs: 1 });
+    const handed: KubeObject[] = [];
+    inf.addHandlers({ onAdd: (o) => handed.push(o) });
+    inf.start();
+    while (handed.length < 2) await new Promise((res) => setImmediate(res));
+    await inf.stop();
+    for (const o of [...inf.list(), ...handed]) {
+      assert.equal("managedFields" in o.metadata, false, JSON.stringify(o));
+      assert.deepEqual(o.metadata.labels, { keep: "me" });
+    }
+    assert.equal(inf.list().length, 2);
+  });
+
+  test("a transform given in the options replaces the default trim", async () => {
+    const { client } = fakeClient(
+      [{ metadata: { resourceVersion: "5" }, items: [obj("a", "1")] }],
+      [],
+    );
+    const inf = new Informer({
+      client,
+      path: "/p",
+      transform: (o) => ({ ...o, metadata: { ...o.metadata, labels: { seen: "yes" } } }),
+    });
+    inf.start();
+    await inf.waitForSync();
+    await inf.stop();
+    assert.deepEqual(inf.get("ns/a")?.metadata.labels, { seen: "yes" });
+  });
+
   test("watch events update the cache and a normal end resumes from the last resourceVersion", async () => {
     const { client, calls } = fakeClient(
       [{ metadata: { resourceVersion: "5" }, items: [obj("a", "1")] }],

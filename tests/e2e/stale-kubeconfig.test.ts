@@ -11,11 +11,31 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
 import { LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { KubeApiError, KubeClient, paths, waitForList } from "../../provider/kube/index.js";
 import { adminClient, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "fleet");
+
+/** Polls (every 500 ms, at most 60 s) until the kubeconfig's credentials get a 401. */
+async function untilRejected(kubeconfig: string, ns: string): Promise<void> {
+  const stale = new KubeClient({ kubeconfig });
+  try {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        await stale.get(paths.namespace(ns));
+      } catch (e) {
+        if (KubeApiError.isInstance(e) && e.status === 401) return;
+        throw e;
+      }
+      if (Date.now() > deadline) assert.fail("the deleted account's token is still accepted");
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  } finally {
+    stale.close();
+  }
+}
 
 test("destroy with a stale stored kubeconfig explains itself, and `pulumi up` then `destroy` recovers", async (t) => {
   const client = adminClient();
@@ -78,6 +98,9 @@ test("destroy with a stale stored kubeconfig explains itself, and `pulumi up` th
     const up = await stack.up();
     assert.equal(up.summary.result, "succeeded");
     await client.delete(`${paths.serviceAccounts(ns)}/${sa}`);
+    // The apiserver caches a token's successful authentication for a few seconds: wait until
+    // it really rejects the stale token, so destroy meets what a re-created cluster does.
+    await untilRejected(staleFile, ns);
 
     // The stored kubeconfig is now rejected; the current one is the admin's.
     (stack.workspace as LocalWorkspace).envVars.KUBECONFIG = testKubeconfig();

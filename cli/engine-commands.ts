@@ -1,11 +1,13 @@
 /** `cocoonset reap` and `cocoonset release`: one reaper pass, and owner release, from a shell. */
 import type { Command } from "commander";
+import { namespaceNameProblem } from "../provider/fleet/names.js";
 import { KubeApiError, KubeClient, KubeConfigError } from "../provider/kube/index.js";
 import {
   reapNamespace,
   release,
   ReleaseError,
   ReleaseTimeoutError,
+  validateReleaseOwner,
   type ReleaseLog,
 } from "../provider/release/index.js";
 import { action, CliError, parseTimeout, printJson } from "./common.js";
@@ -28,11 +30,20 @@ function required(flag: string, value: string | undefined, hint: string): string
   return value.trim();
 }
 
+/** A namespace that could never exist is refused here, before any request. */
+function checkedNamespace(ns: string, from: string): string {
+  const problem = namespaceNameProblem(ns);
+  if (problem) throw new CliError(`[${from}] ${problem} (got ${JSON.stringify(ns)})`);
+  return ns;
+}
+
 /** `--namespace`, else the namespace of the kubeconfig's current context (as kubectl does). */
 function namespaceOf(flag: string | undefined, client: KubeClient, hint: string): string {
-  if (flag !== undefined) return required("--namespace", flag, hint);
+  if (flag !== undefined)
+    return checkedNamespace(required("--namespace", flag, hint), "--namespace");
   const fromContext = client.contextNamespace;
-  if (fromContext) return fromContext;
+  if (fromContext)
+    return checkedNamespace(fromContext, `namespace of the current context of ${client.source}`);
   throw new CliError(
     `missing --namespace: ${hint} (the current context of ${client.source} names no namespace either)`,
   );
@@ -87,7 +98,10 @@ export function registerReleaseAndReap(program: Command): void {
     .action(
       action(async (opts: { namespace?: string; kubeconfig?: string; json?: boolean }) => {
         if (opts.namespace !== undefined)
-          required("--namespace", opts.namespace, "the namespace to reap");
+          checkedNamespace(
+            required("--namespace", opts.namespace, "the namespace to reap"),
+            "--namespace",
+          );
         let ns = "";
         const r = await withClient(opts.kubeconfig, (client) => {
           ns = namespaceOf(opts.namespace, client, "the namespace to reap");
@@ -138,8 +152,19 @@ export function registerReleaseAndReap(program: Command): void {
             name: required("--owner-name", opts.ownerName, "the owner's name"),
             uid: required("--owner-uid", opts.ownerUid, uidHint),
           };
+          try {
+            validateReleaseOwner(owner);
+          } catch (e) {
+            // The library names its fields; here they are the flags that carry them.
+            if (ReleaseError.isInstance(e))
+              throw new CliError(e.message.replace(/^\[owner\.(kind|name|uid)\]/, "[--owner-$1]"));
+            throw e;
+          }
           if (opts.namespace !== undefined)
-            required("--namespace", opts.namespace, "the namespace to reap");
+            checkedNamespace(
+              required("--namespace", opts.namespace, "the owner's namespace"),
+              "--namespace",
+            );
           let ns = "";
           const r = await withClient(opts.kubeconfig, (client) => {
             ns = namespaceOf(opts.namespace, client, "the owner's namespace");

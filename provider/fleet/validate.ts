@@ -4,11 +4,11 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import type { CocoonSetSpec, ToolboxSpec } from "./generated/types.js";
 import { MAX_QUANTITY, readQuantity } from "./quantity.js";
+export { cocoonSetNameProblem, namespaceNameProblem, objectNameProblem } from "./names.js";
 import {
   DNS_LABEL_PATTERN,
   INTEGER_NAME_PATTERN,
   LABEL_VALUE_PATTERN,
-  MAX_COCOONSET_NAME_LENGTH,
   DNS_SUBDOMAIN_PATTERN,
   NO_WHITESPACE_PATTERN,
   OPTIONAL_DNS_SUBDOMAIN_PATTERN,
@@ -372,33 +372,6 @@ export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): 
  */
 export function prefixedProperty(prefix: string, property: string): string {
   return property === "spec" ? prefix : `${prefix}.${property}`;
-}
-
-const DNS_SUBDOMAIN = new RegExp(DNS_SUBDOMAIN_PATTERN);
-const DNS_LABEL = new RegExp(DNS_LABEL_PATTERN);
-
-/**
- * What is wrong with a CocoonSet name, or undefined: a DNS-1123 subdomain (the apiserver's rule
- * for object names) of at most 63 characters (it is a label value on every pod).
- */
-export function cocoonSetNameProblem(name: unknown): string | undefined {
-  if (typeof name !== "string" || name === "") return "must be a non-empty string";
-  if (name.length > MAX_COCOONSET_NAME_LENGTH) {
-    return `must be at most ${MAX_COCOONSET_NAME_LENGTH} characters (it is a label value on every pod; got ${name.length})`;
-  }
-  if (!DNS_SUBDOMAIN.test(name)) {
-    return "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)";
-  }
-  return undefined;
-}
-
-/** What is wrong with a namespace name, or undefined: a DNS-1123 label of at most 63 characters. */
-export function namespaceNameProblem(name: unknown): string | undefined {
-  if (typeof name !== "string" || name === "") return "must be a non-empty string";
-  if (name.length > 63 || !DNS_LABEL.test(name)) {
-    return "must be a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-', starting and ending with a letter or digit)";
-  }
-  return undefined;
 }
 
 /** Formats a failure as `[field] rule`, and `(got value)` when a value was given. */

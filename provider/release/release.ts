@@ -13,6 +13,7 @@ import {
   type KubeClient,
   type KubeObject,
 } from "../kube/index.js";
+import { namespaceNameProblem, objectNameProblem } from "../fleet/names.js";
 import { ReleaseError, ReleaseTimeoutError, type RemainingObject } from "./errors.js";
 import {
   describeRemaining,
@@ -77,21 +78,46 @@ export interface ReleaseResult {
   pvcs?: number;
 }
 
+/** A kind as the API spells it: `Pod`, `CocoonSet`, `Job` (not `pod` or `pods`). */
+const KIND = /^[A-Z][A-Za-z0-9]*$/;
+
+const got = (v: string) => ` (got ${JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}…` : v)})`;
+
 /**
- * Checks the owner and namespace before any request.
- * @throws ReleaseError naming the first empty field, e.g. `[owner.uid] must not be empty`
+ * Checks the owner alone: no field empty, its name a DNS-1123 subdomain, its kind spelled as
+ * the API does. A name that could never exist would otherwise reach a request path.
+ * @throws ReleaseError naming the first bad field, e.g. `[owner.uid] must not be empty`
  */
-export function validateRelease(owner: ReleaseOwner, namespace: string): void {
+export function validateReleaseOwner(owner: ReleaseOwner): void {
   const fields: [string, unknown][] = [
     ["owner.kind", owner?.kind],
     ["owner.name", owner?.name],
     ["owner.uid", owner?.uid],
-    ["namespace", namespace],
   ];
   for (const [field, value] of fields) {
     if (typeof value !== "string" || value.trim() === "")
       throw new ReleaseError(`[${field}] must not be empty`);
   }
+  const nameProblem = objectNameProblem(owner.name);
+  if (nameProblem) throw new ReleaseError(`[owner.name] ${nameProblem}${got(owner.name)}`);
+  if (!KIND.test(owner.kind)) {
+    throw new ReleaseError(
+      `[owner.kind] must be a kind as the API spells it, such as Pod, Job or CocoonSet${got(owner.kind)}`,
+    );
+  }
+}
+
+/**
+ * Checks the owner and namespace before any request: the owner as
+ * {@link validateReleaseOwner} does, and the namespace a DNS-1123 label.
+ * @throws ReleaseError naming the first bad field, e.g. `[namespace] must not be empty`
+ */
+export function validateRelease(owner: ReleaseOwner, namespace: string): void {
+  validateReleaseOwner(owner);
+  if (typeof namespace !== "string" || namespace.trim() === "")
+    throw new ReleaseError("[namespace] must not be empty");
+  const nsProblem = namespaceNameProblem(namespace);
+  if (nsProblem) throw new ReleaseError(`[namespace] ${nsProblem}${got(namespace)}`);
 }
 
 const noLog: ReleaseLog = () => undefined;

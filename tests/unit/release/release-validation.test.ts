@@ -30,6 +30,42 @@ void describe("release input", () => {
     ["empty name", { ...owner, name: "" }, "ns", "[owner.name] must not be empty"],
     ["empty kind", { ...owner, kind: "\t" }, "ns", "[owner.kind] must not be empty"],
     ["empty namespace", owner, " ", "[namespace] must not be empty"],
+    [
+      "a namespace that is not a DNS label",
+      owner,
+      "Team_A",
+      `[namespace] must be a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-', starting and ending with a letter or digit) (got "Team_A")`,
+    ],
+    [
+      "a namespace with a slash",
+      owner,
+      "a/b",
+      `[namespace] must be a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-', starting and ending with a letter or digit) (got "a/b")`,
+    ],
+    [
+      "an owner name that climbs the request path",
+      { ...owner, name: "../../nodes/n1" },
+      "ns",
+      `[owner.name] must be a DNS-1123 subdomain of at most 253 characters (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit) (got "../../nodes/n1")`,
+    ],
+    [
+      "an owner name of 254 characters",
+      { ...owner, name: "a".repeat(254) },
+      "ns",
+      `[owner.name] must be a DNS-1123 subdomain of at most 253 characters (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit) (got "${"a".repeat(80)}…")`,
+    ],
+    [
+      "a kind in lowercase",
+      { ...owner, kind: "pod" },
+      "ns",
+      `[owner.kind] must be a kind as the API spells it, such as Pod, Job or CocoonSet (got "pod")`,
+    ],
+    [
+      "a plural resource for a kind",
+      { ...owner, kind: "Pods/x" },
+      "ns",
+      `[owner.kind] must be a kind as the API spells it, such as Pod, Job or CocoonSet (got "Pods/x")`,
+    ],
   ];
   for (const [name, o, ns, message] of cases) {
     void test(`${name} is refused with a field-named error before any request`, async () => {
@@ -44,6 +80,10 @@ void describe("release input", () => {
   }
   void test("a complete owner passes", () =>
     assert.doesNotThrow(() => validateRelease(owner, "ns")));
+  void test("a dotted owner name of 253 characters and a 63-character namespace pass", () =>
+    assert.doesNotThrow(() =>
+      validateRelease({ ...owner, name: `${"a".repeat(126)}.${"b".repeat(126)}` }, "n".repeat(63)),
+    ));
 });
 
 void describe("workerIdentityFromEnv", () => {

@@ -42,9 +42,16 @@ export function readCocoonSetFile(file: string): PlanInputFile {
   try {
     text = readFileSync(file, "utf8");
   } catch (e) {
-    throw new CliError(
-      `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-    );
+    const code = (e as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EISDIR"
+          ? "it is a directory"
+          : code === "EACCES"
+            ? "permission denied"
+            : (code ?? (e as Error).message);
+    throw new CliError(`[-f] cannot read ${file}: ${why}`);
   }
   const docs = parseAllDocuments(text).filter((d) => !Array.isArray(d) && d.contents !== null);
   if (docs.length !== 1) {
@@ -55,7 +62,13 @@ export function readCocoonSetFile(file: string): PlanInputFile {
     const err = Array.isArray(doc) ? undefined : doc.errors[0];
     throw new CliError(`${file}: not valid YAML: ${err?.message ?? "unreadable document"}`);
   }
-  const obj = doc.toJS() as Partial<CocoonSet> | null;
+  let obj: Partial<CocoonSet> | null;
+  try {
+    obj = doc.toJS() as Partial<CocoonSet> | null;
+  } catch (e) {
+    // Aliases that expand without bound (a "billion laughs" file) are refused by the parser.
+    throw new CliError(`${file}: not valid YAML: ${(e as Error).message}`);
+  }
   if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
     throw new CliError(`${file}: expected a CocoonSet object`);
   }

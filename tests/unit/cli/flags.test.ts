@@ -4,6 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parseTimeout } from "../../../cli/common.js";
@@ -65,4 +68,31 @@ test("toolchain ensure --only with an unknown name is refused, naming it and the
     r.stderr,
     /^cocoonset: \[only\] unknown binary "etcdd": choose from etcd, kube-apiserver, /,
   );
+});
+
+test("plan -f names what is wrong with the file itself, before any cluster is asked", () => {
+  const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-file-"));
+  const bomb = join(dir, "bomb.yaml");
+  // Each line multiplies the one before by nine: fully expanded it would be 2 * 9^4 entries.
+  writeFileSync(
+    bomb,
+    [
+      "a: &a [1, 2]",
+      "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]",
+      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]",
+      "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]",
+      "e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]",
+    ].join("\n"),
+  );
+  const cases: [string, RegExp][] = [
+    [join(dir, "missing.yaml"), /^cocoonset: \[-f\] cannot read .*missing\.yaml: no such file\n$/],
+    [dir, /^cocoonset: \[-f\] cannot read .*: it is a directory\n$/],
+    [bomb, /^cocoonset: .*bomb\.yaml: not valid YAML: Excessive alias count/],
+  ];
+  for (const [file, want] of cases) {
+    const r = run(["plan", "-f", file, "--kubeconfig", "/nonexistent"]);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, want);
+    assert.equal(r.stdout, "");
+  }
 });

@@ -455,6 +455,7 @@ export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
     onAdd: kick,
     onUpdate: (_, p) => kick(p),
     onDelete(p) {
+      remember(p);
       onGone(p);
       const uid = p.metadata.uid ?? "";
       newest.delete(uid);

@@ -31,7 +31,8 @@ export class RegistryError extends BrandedError {
 export interface OciRegistryOptions {
   /**
    * Speak http instead of https.
-   * @default true for a loopback host (127.0.0.1, localhost, [::1]), else false
+   * @default as the name's scheme says when it has one (`http://…`), else true for a
+   *   loopback host (127.0.0.1, localhost, [::1]) and false for any other
    */
   plainHttp?: boolean;
   /** Per-call deadline. @default 30000 */
@@ -55,13 +56,15 @@ export class OciRegistry {
     readonly base: string,
     opts: OciRegistryOptions = {},
   ) {
+    const scheme = /^(https?):\/\//.exec(base)?.[1];
     const trimmed = base.replace(/^[a-z]+:\/\//, "").replace(/\/+$/, "");
     const slash = trimmed.indexOf("/");
     const host = slash < 0 ? trimmed : trimmed.slice(0, slash);
     if (host === "") throw new RegistryError(`[registry] "${base}" names no host`, 0);
     this.prefix = slash < 0 ? "" : trimmed.slice(slash + 1);
     const loopback = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/.test(host);
-    this.origin = `${(opts.plainHttp ?? loopback) ? "http" : "https"}://${host}`;
+    const plain = opts.plainHttp ?? (scheme ? scheme === "http" : loopback);
+    this.origin = `${plain ? "http" : "https"}://${host}`;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 

@@ -8,7 +8,8 @@
  * binary it recorded) and removes the state; a failed `up` stops whatever it started.
  *
  * Caveats: pods never run anything — kwok moves them through their lifecycle (see
- * `kwok-stages.yaml` for the annotations tests use to drive a pod to Failed).
+ * `kwok-stages.yaml` for the annotations tests use to drive a pod to Failed), and the
+ * node-agent simulator (`node-agent.ts`) plays the VM's part for namespaces that opt in.
  */
 import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
@@ -39,6 +40,8 @@ import { sleep } from "../provider/kube/sleep.js";
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
 /** The line the pod finaliser process logs once it watches every pod; `up` waits for it. */
 export const POD_FINALISER_SYNCED = "pod-finaliser: synced";
+/** The line the node-agent simulator logs once it watches every pod; `up` waits for it. */
+export const NODE_AGENT_SYNCED = "node-agent: synced";
 /** Pool label the engine's nodeSelector targets. */
 export const POOL_LABEL = "cocoonstack.io/pool";
 
@@ -101,6 +104,13 @@ const here = dirname(fileURLToPath(import.meta.url));
 function podFinaliserScript(): string {
   const p = join(here, "pod-finaliser-main.js");
   if (!existsSync(p)) throw new ClusterError(`pod-finaliser-main.js not found next to ${here}`);
+  return p;
+}
+
+/** The compiled entry point of the node-agent simulator (next to this module in dist/). */
+function nodeAgentScript(): string {
+  const p = join(here, "node-agent-main.js");
+  if (!existsSync(p)) throw new ClusterError(`node-agent-main.js not found next to ${here}`);
   return p;
 }
 
@@ -585,6 +595,16 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       kubeconfig,
     ]);
     started.push(finaliser);
+    // The VM side of the node agent's contract (lifecycle annotations, snapshots in the
+    // registry), for the pods of namespaces that opt in; see cluster/node-agent.ts.
+    const nodeAgent = startProcess(stateDir, "node-agent", process.execPath, [
+      nodeAgentScript(),
+      "--kubeconfig",
+      kubeconfig,
+      "--registry",
+      registry,
+    ]);
+    started.push(nodeAgent);
     writeState(stateDir, {
       version: 1,
       stateDir,
@@ -598,6 +618,9 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
     });
     await waitFor("the pod finaliser to sync", finaliser, deadline, () =>
       Promise.resolve(readFileSync(finaliser.log, "utf8").includes(POD_FINALISER_SYNCED)),
+    );
+    await waitFor("the node-agent simulator to sync", nodeAgent, deadline, () =>
+      Promise.resolve(readFileSync(nodeAgent.log, "utf8").includes(NODE_AGENT_SYNCED)),
     );
 
     const ca = readCa(stateDir);

@@ -86,7 +86,12 @@ export function applyPlanToPods(
       case "annotate-pod": {
         const pod = byName.get(action.name)?.find((p) => p.metadata?.uid === action.uid);
         if (pod?.metadata) {
-          pod.metadata.annotations = { ...pod.metadata.annotations, ...action.annotations };
+          const annotations = { ...pod.metadata.annotations };
+          for (const [k, v] of Object.entries(action.annotations)) {
+            if (v === null) delete annotations[k];
+            else annotations[k] = v;
+          }
+          pod.metadata.annotations = annotations;
         }
         return;
       }

@@ -79,10 +79,41 @@ export const ANNOTATIONS = {
   lifecycleState: "vm.cocoonstack.io/lifecycle-state",
   /** Human message accompanying the lifecycle state. */
   lifecycleStateMessage: "vm.cocoonstack.io/lifecycle-state-message",
+  /**
+   * The pod's `cocoonset.cocoonstack.io/generation` the node agent saw when it wrote the
+   * lifecycle state; written together with the state.
+   */
+  lifecycleObservedGeneration: "vm.cocoonstack.io/lifecycle-observed-generation",
+  /** `"true"` asks the node agent to snapshot the VM to `<vm>:hibernate` and stop it. */
+  hibernate: "vm.cocoonstack.io/hibernate",
+  /** `"true"` on a new pod: boot its VM from `<vm>:hibernate` instead of the image. */
+  restoreFromHibernate: "vm.cocoonstack.io/restore-from-hibernate",
+  /** `"true"` on a pod deleted to free its seat: the node keeps its local snapshot. */
+  keepSnapshotOnDelete: "vm.cocoonstack.io/keep-snapshot-on-delete",
   /** `"true"` on a sub-agent pod that exhausted its rebuild budget. */
   deadLetter: "cocoonset.cocoonstack.io/dead-letter",
   /** Rebuild history JSON, on the CocoonSet. */
   rebuildHistory: "cocoonset.cocoonstack.io/rebuild-history",
+} as const;
+
+/** Lifecycle states the node agent writes to {@link ANNOTATIONS.lifecycleState}. */
+export const LIFECYCLE_STATES = {
+  creating: "creating",
+  ready: "ready",
+  hibernating: "hibernating",
+  hibernated: "hibernated",
+  failed: "failed",
+} as const;
+
+/** A lifecycle state. */
+export type LifecycleState = (typeof LIFECYCLE_STATES)[keyof typeof LIFECYCLE_STATES];
+
+/** Registry tags of a VM's snapshots (the repository is the VM name). */
+export const SNAPSHOT_TAGS = {
+  /** Written by hibernation, read by wake and restore. */
+  hibernate: "hibernate",
+  /** Written when a pod is deleted, where the snapshot policy asks for it. */
+  latest: "latest",
 } as const;
 
 /** The only value boolean annotations ever carry. */

@@ -86,6 +86,14 @@ export {
   type PlanTarget,
 } from "./plan.js";
 export {
+  asksHibernate,
+  hibernationGate,
+  suspendsRetaining,
+  SUSPEND_POLL_MS,
+  type HibernationGate,
+  type SnapshotFacts,
+} from "./suspend.js";
+export {
   planToJSON,
   renderPlan,
   stepsInSlotOrder,

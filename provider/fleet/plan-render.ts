@@ -30,6 +30,9 @@ function describeStep(step: PlanStep): string {
     "wait-main": () => "wait (not ready; sub-agents and toolboxes wait for it)",
     "main-failed": () => "failed (no automatic rebuild)",
     recovered: () => "recovered (Ready again)",
+    hibernate: () => "hibernate (suspend)",
+    "wait-hibernation": () => "wait (hibernating)",
+    wake: () => "wake (unsuspend)",
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }

@@ -51,6 +51,15 @@ import {
   type SlotCreateRecord,
 } from "./vanish.js";
 import { INTEGER_NAME_PATTERN } from "./schema-source.js";
+import {
+  SUSPEND_POLL_MS,
+  asksHibernate,
+  hibernationGate,
+  suspendsRetaining,
+  type SnapshotFacts,
+} from "./suspend.js";
+import type { ClassifiedPods } from "./classify.js";
+import type { CocoonSetPhase } from "./generated/types.js";
 
 /** What a plan step is about. */
 export type PlanTarget =
@@ -85,7 +94,13 @@ export type Decision =
   /** The main agent is terminal; it is not rebuilt automatically. */
   | "main-failed"
   /** The main agent is Ready again after the fleet was Failed. */
-  | "recovered";
+  | "recovered"
+  /** The fleet is suspended: ask the pod's VM to hibernate (`vm.cocoonstack.io/hibernate`). */
+  | "hibernate"
+  /** The fleet is suspended and this pod's VM has not hibernated yet. */
+  | "wait-hibernation"
+  /** The fleet is no longer suspended: withdraw the pod's hibernate request. */
+  | "wake";
 
 /** How the executor treats AlreadyExists on a create. */
 export type AlreadyExistsPolicy =
@@ -101,8 +116,13 @@ export type PlanAction =
   | { kind: "create-pod"; pod: PodManifest; onAlreadyExists: AlreadyExistsPolicy }
   /** Delete with a uid precondition; NotFound is fine. */
   | { kind: "delete-pod"; name: string; uid: string }
-  /** Merge-patch annotations onto the pod (uid precondition). */
-  | { kind: "annotate-pod"; name: string; uid: string; annotations: Record<string, string> }
+  /** Merge-patch annotations onto the pod (uid precondition); null removes a key. */
+  | {
+      kind: "annotate-pod";
+      name: string;
+      uid: string;
+      annotations: Record<string, string | null>;
+    }
   /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
   | { kind: "write-history"; value: string }
   /** Emit an event on the CocoonSet. */
@@ -188,6 +208,13 @@ export interface PlanInput {
   createLog?: SlotCreateLog;
   /** Maximum sub-agent creates in flight. @default 8 */
   fanOut?: number;
+  /**
+   * What the snapshot registry holds, asked by the executor (see {@link SnapshotFacts}).
+   * Suspend and unsuspend are planned only when it is given: an executor that knows no
+   * registry keeps `spec.suspend` stored but not acted on. A registry that did not answer
+   * fails a suspend closed: nothing is planned and the error is reported.
+   */
+  snapshots?: SnapshotFacts;
 }
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
@@ -538,7 +565,7 @@ function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationSta
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-function finish(pass: Pass, writeStatus: boolean): Plan {
+function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
   const mutatesPods = pass.steps.some((s) =>
     s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
   );
@@ -562,10 +589,97 @@ function finish(pass: Pass, writeStatus: boolean): Plan {
       pods: pass.input.pods,
       nowMs: pass.input.nowMs,
       vanishingSlots: vanishingSlots(pass.createLog),
+      phase,
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
   return plan;
+}
+
+/** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
+function members(pass: Pass, pods: ClassifiedPods): { target: PlanTarget; pod: Pod }[] {
+  const out: { target: PlanTarget; pod: Pod }[] = [];
+  if (pods.main) out.push({ target: { role: "main", slot: 0 }, pod: pods.main });
+  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b))
+    out.push({ target: { role: "sub-agent", slot }, pod: pods.subAgents.get(slot) as Pod });
+  for (const name of [...pods.toolboxes.keys()].sort())
+    out.push({ target: { role: "toolbox", name }, pod: pods.toolboxes.get(name) as Pod });
+  return out;
+}
+
+function hibernateAction(pod: Pod, value: string | null): PlanAction {
+  return {
+    kind: "annotate-pod",
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+    annotations: { [ANNOTATIONS.hibernate]: value },
+  };
+}
+
+/**
+ * `spec.suspend` with the retain policy (docs/behaviour.md §3.15): the main agent is
+ * created if missing (restoring from its snapshot when there is one), every owned pod is
+ * asked to hibernate, and the fleet is Suspending until every VM has, then Suspended.
+ * Nothing else of the normal pass runs: no sub-agent or toolbox is created or rebuilt.
+ */
+function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Plan {
+  if ("error" in facts) {
+    pass.errors.push(
+      `[spec.suspend] cannot tell which VMs have hibernated: the snapshot registry did not answer: ${facts.error}`,
+    );
+    return finish(pass, false);
+  }
+  if (!pods.main) {
+    const pod = buildAgentPod(pass.cs, 0);
+    // Fail-closed restore intent: the registry was asked, and a snapshot is never booted over.
+    if (facts.hibernate.has(pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? ""))
+      pod.metadata.annotations = {
+        ...pod.metadata.annotations,
+        [ANNOTATIONS.restoreFromHibernate]: ANNOTATION_TRUE,
+      };
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "create",
+      podName: pod.metadata.name,
+      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
+    });
+    return finish(pass, true);
+  }
+  const all = members(pass, pods);
+  const gate = hibernationGate(
+    pass.cs,
+    all.map((m) => m.pod),
+    facts.hibernate,
+  );
+  const pending = new Set(gate.pending);
+  for (const { target, pod } of all) {
+    const podName = pod.metadata?.name ?? "";
+    if (!asksHibernate(pod) && !isTerminating(pod)) {
+      pass.steps.push({
+        target,
+        decision: "hibernate",
+        podName,
+        actions: [hibernateAction(pod, ANNOTATION_TRUE)],
+      });
+    } else if (pending.has(podName)) {
+      pass.steps.push({ target, decision: "wait-hibernation", podName, actions: [] });
+    }
+  }
+  if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);
+  return finish(pass, true, pending.size > 0 ? "Suspending" : "Suspended");
+}
+
+/** Not suspended: withdraw every hibernate request still on an owned pod (a wake). */
+function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
+  for (const { target, pod } of members(pass, pods)) {
+    if (!asksHibernate(pod) || isTerminating(pod)) continue;
+    pass.steps.push({
+      target,
+      decision: "wake",
+      podName: pod.metadata?.name ?? "",
+      actions: [hibernateAction(pod, null)],
+    });
+  }
 }
 
 /**
@@ -600,6 +714,11 @@ export function planPass(input: PlanInput): Plan {
     pass.errors.push(...nameErrors);
     return finish(pass, false);
   }
+  // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
+  const facts = input.snapshots;
+  if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
+    return planSuspend(pass, pods, facts);
+  if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
   const main = planMain(pass, pods.main);
   if (main) {
     planSubAgents(pass, pods.subAgents, main);

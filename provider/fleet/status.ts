@@ -28,6 +28,8 @@ export interface StatusInput {
    * set the Degraded condition. Once Degraded was reported it stays listed, False, after.
    */
   vanishingSlots?: readonly number[];
+  /** The phase, when the pass decided it (a suspend); derived from the pods otherwise. */
+  phase?: CocoonSetPhase;
 }
 
 /** metav1.Time has second precision; writing the same precision keeps round trips equal. */
@@ -147,7 +149,7 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     .sort()
     .map((name) => toolboxEntry(name, pods.toolboxes.get(name) as Pod));
 
-  const phase = fleetPhase(cs, pods);
+  const phase = input.phase ?? fleetPhase(cs, pods);
   const counts = `${readyAgents}/${desiredAgents} agents ready, ${readyToolboxes}/${desiredToolboxes} toolboxes ready`;
   const allReady =
     phase !== "Failed" && readyAgents === desiredAgents && readyToolboxes === desiredToolboxes;
@@ -175,7 +177,11 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
           ? `phase ${phase}: ${counts}`
           : phase === "Failed"
             ? "main agent failed; it is not rebuilt automatically"
-            : "all members match the spec",
+            : phase === "Suspending"
+              ? "suspending: waiting for the VMs to hibernate"
+              : phase === "Suspended"
+                ? "suspended: every VM hibernated"
+                : "all members match the spec",
         observedGeneration: generation,
       }),
       input.nowMs,

@@ -69,6 +69,7 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
       "kube-scheduler",
       "kwok",
       "pod-finaliser",
+      "node-agent",
     ],
   );
   assert.ok(state.components.every(isAlive), "every component still runs");

@@ -64,6 +64,16 @@ describe("the controller entry point's import graph", () => {
     assert.ok(graph.packages.includes("@pulumi/pulumi"), graph.packages.join(" "));
   });
 
+  it("never ships the node-agent simulator (a test fixture of the embedded cluster)", () => {
+    const simulator = (files: string[]) =>
+      files.filter((f) => /\/dist\/cluster\/node-agent(-main)?\.js$/.test(f));
+    assert.deepEqual(simulator(importGraph(join(PACKAGE_ROOT, CONTROLLER_ENTRY)).files), []);
+    // `cluster up` starts it as a script of its own; the walker follows it from there, so
+    // the check can fail.
+    const own = importGraph(join(PACKAGE_ROOT, "dist", "cluster", "node-agent-main.js")).files;
+    assert.equal(simulator(own).length, 2, own.join(" "));
+  });
+
   it("loading it (controller --help) loads no module of @pulumi, typescript or the cluster code", () => {
     const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
     try {

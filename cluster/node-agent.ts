@@ -1,0 +1,483 @@
+/**
+ * A simulator of the node agent (vk-cocoon, the virtual kubelet that runs cocoon VMs), for
+ * the embedded cluster: kwok plays the kubelet's part of a pod's life, this process plays
+ * the VM's. It is a test fixture of `cocoonset cluster up`, never part of the controller
+ * image.
+ *
+ * **Opt-in.** It acts only on pods in namespaces labelled
+ * `sim.cocoonset.cocoonstack.io/node-agent=enabled` ({@link NODE_AGENT_LABEL}). Everywhere
+ * else a pod keeps only what kwok gives it, as before the simulator existed: a controller
+ * that reacts to the lifecycle annotations (cocoon-operator does) sees none unless a test
+ * asked for them. In an opted-in namespace it acts on the pods a CocoonSet manages: bound
+ * to a simulated node, with a VM name and `cocoonset.cocoonstack.io/managed=true`.
+ *
+ * **What it does**, writing the lifecycle annotations as the node agent does (state and
+ * observed generation in one patch, the observed generation being the pod's
+ * `cocoonset.cocoonstack.io/generation` at that moment, the message cleared unless there
+ * is something to say):
+ * - boot: `creating`, then `ready` with a fresh VM id and IP;
+ * - `vm.cocoonstack.io/hibernate=true` on a ready VM: `hibernating`, a snapshot manifest
+ *   pushed to the registry as `<vm>:hibernate`, then `hibernated` with the id and IP removed;
+ * - the annotation removed from a hibernated VM (wake), or a new pod with
+ *   `vm.cocoonstack.io/restore-from-hibernate=true` (restore): `creating`, the snapshot
+ *   looked up, then `ready` with a fresh id — or `failed` when `<vm>:hibernate` is missing;
+ * - a pod deleted while its VM runs: `<vm>:latest` pushed where the snapshot policy asks
+ *   (`always`: every VM; `main-only`: the main agent's; `never`: none);
+ * - a pod deleted with `vm.cocoonstack.io/keep-snapshot-on-delete=true` (a seat release):
+ *   no `:latest`; the node keeps its local copy, and the next restore of that VM on that
+ *   node is warm: it needs no registry tag and says so in the message;
+ * - a changed generation on a ready or hibernated VM is echoed.
+ *
+ * **Test hooks**, pod annotations of its own: `sim.cocoonset.cocoonstack.io/hibernate-delay-ms`
+ * and `wake-delay-ms` hold the VM in `hibernating` / `creating` that long;
+ * `sim.cocoonset.cocoonstack.io/fail: hibernate|wake` ends that transition in `failed`.
+ *
+ * Guarantees: one pod's transitions run one at a time, in order, each from the newest copy
+ * of the pod it has; every patch carries the pod's uid, so a pod recreated under the same
+ * name is never written by a step meant for the old one. Registry errors (other than a
+ * missing tag) are retried with a backoff (200 ms doubling to 5 s).
+ *
+ * Caveats: the node-local copies and the work in flight live in memory; after a restart a
+ * pod found in `hibernating` is hibernated again and one found in `creating` is booted again
+ * (from the snapshot when its message says it was restoring).
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { Informer } from "../controller/informer.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  LIFECYCLE_STATES,
+  ROLES,
+  SNAPSHOT_TAGS,
+} from "../provider/fleet/constants.js";
+import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
+import { OciRegistry, RegistryError } from "../provider/registry/oci.js";
+import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
+
+/** Namespace label that opts a namespace's pods in, with the value {@link NODE_AGENT_ENABLED}. */
+export const NODE_AGENT_LABEL = "sim.cocoonset.cocoonstack.io/node-agent";
+/** The value of {@link NODE_AGENT_LABEL} that opts in. */
+export const NODE_AGENT_ENABLED = "enabled";
+
+/** The simulator's own pod annotations (test hooks). */
+export const SIM_ANNOTATIONS = {
+  /** Milliseconds a hibernation stays in `hibernating` before the snapshot is pushed. */
+  hibernateDelayMs: "sim.cocoonset.cocoonstack.io/hibernate-delay-ms",
+  /** Milliseconds a wake or restore stays in `creating`. */
+  wakeDelayMs: "sim.cocoonset.cocoonstack.io/wake-delay-ms",
+  /** `hibernate` or `wake`: that transition ends in `failed`. */
+  fail: "sim.cocoonset.cocoonstack.io/fail",
+} as const;
+
+/** Message of `creating` while a VM is being restored from its snapshot. */
+export const RESTORING_MESSAGE = "restoring from the hibernation snapshot";
+
+/** Media types of the snapshot manifest (the node agent's artifact format). */
+export const SNAPSHOT_MEDIA_TYPES = {
+  artifact: "application/vnd.cocoonstack.snapshot.v1+json",
+  config: "application/vnd.cocoonstack.snapshot.config.v1+json",
+  state: "application/vnd.cocoonstack.vm.state+json",
+} as const;
+
+/** The fields of a pod the simulator reads. */
+export interface AgentPod extends KubeObject {
+  spec?: { nodeName?: string };
+}
+
+/** What the simulator does next to a pod, or nothing. */
+export type AgentStep =
+  { kind: "boot"; fromSnapshot: boolean } | { kind: "hibernate" } | { kind: "echo" } | undefined;
+
+const annotationsOf = (pod: AgentPod): Record<string, string> => pod.metadata.annotations ?? {};
+
+/** The pod's `cocoonset.cocoonstack.io/generation` as the node agent echoes it ("0" when absent). */
+export function generationOf(pod: AgentPod): string {
+  const raw = annotationsOf(pod)[ANNOTATIONS.generation] ?? "";
+  return /^\d+$/.test(raw) ? String(Number(raw)) : "0";
+}
+
+/** Whether the pod is one the simulator owes a VM: managed, named, bound to a simulated node. */
+export function isSimulatedVM(pod: AgentPod, simulatedNodes: ReadonlySet<string>): boolean {
+  const a = annotationsOf(pod);
+  const node = pod.spec?.nodeName;
+  return (
+    !!a[ANNOTATIONS.vmName] &&
+    a[ANNOTATIONS.managed] === "true" &&
+    node !== undefined &&
+    simulatedNodes.has(node)
+  );
+}
+
+/**
+ * The next transition of a live pod's VM (pure; the pod is the newest copy known).
+ * A failed VM stays failed: the controller replaces the pod.
+ */
+export function nextStep(pod: AgentPod): AgentStep {
+  if (pod.metadata.deletionTimestamp) return undefined;
+  const a = annotationsOf(pod);
+  const hibernate = a[ANNOTATIONS.hibernate] === "true";
+  const restore = a[ANNOTATIONS.restoreFromHibernate] === "true";
+  const echo = a[ANNOTATIONS.lifecycleObservedGeneration] !== generationOf(pod);
+  switch (a[ANNOTATIONS.lifecycleState] ?? "") {
+    case "":
+      return { kind: "boot", fromSnapshot: restore };
+    case LIFECYCLE_STATES.creating:
+      return {
+        kind: "boot",
+        fromSnapshot: restore || a[ANNOTATIONS.lifecycleStateMessage] === RESTORING_MESSAGE,
+      };
+    case LIFECYCLE_STATES.ready:
+      if (hibernate) return { kind: "hibernate" };
+      return echo ? { kind: "echo" } : undefined;
+    case LIFECYCLE_STATES.hibernating:
+      return { kind: "hibernate" };
+    case LIFECYCLE_STATES.hibernated:
+      if (!hibernate) return { kind: "boot", fromSnapshot: true };
+      return echo ? { kind: "echo" } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Whether deleting a running VM pushes `<vm>:latest`, by snapshot policy and role. */
+export function pushesLatestOnDelete(pod: AgentPod): boolean {
+  const a = annotationsOf(pod);
+  switch (a[ANNOTATIONS.snapshotPolicy] || "always") {
+    case "never":
+      return false;
+    case "main-only":
+      return pod.metadata.labels?.[LABELS.role] === ROLES.main;
+    default:
+      return true;
+  }
+}
+
+/** A delay hook's value in milliseconds (0 when absent or not a number), at most 10 minutes. */
+export function delayOf(pod: AgentPod, key: string): number {
+  const n = Number(annotationsOf(pod)[key] ?? "");
+  return Number.isFinite(n) && n > 0 ? Math.min(n, 600_000) : 0;
+}
+
+/** Options of {@link startNodeAgent}. */
+export interface NodeAgentOptions {
+  client: KubeClient;
+  /** The registry, `host:port[/prefix]`. */
+  registry: string;
+  /** One line per transition and per error. @default silent */
+  log?: (line: string) => void;
+}
+
+/** A running simulator. */
+export interface NodeAgent {
+  /** Resolves once the node, namespace and pod caches are filled. */
+  synced(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Lifecycle annotations of one patch; null removes a key. */
+type Patch = Record<string, string | null>;
+
+/** Starts simulating the node agent on the opted-in pods. */
+export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
+  const { client } = opts;
+  const log = opts.log ?? (() => undefined);
+  const registry = new OciRegistry(opts.registry);
+  const nodes = new Informer<KubeObject>({ client, path: paths.nodes() });
+  const namespaces = new Informer<KubeObject>({ client, path: paths.namespaces() });
+  const pods = new Informer<AgentPod>({ client, path: paths.allPods() });
+  const simulated = new Set<string>();
+  /** `node/vm` of the snapshots nodes kept for a warm restore. */
+  const localCopies = new Set<string>();
+  /** uid → the newest copy of the pod this process has (a patch answer may be newer than the cache). */
+  const newest = new Map<string, AgentPod>();
+  const running = new Set<string>();
+  const dirty = new Set<string>();
+  /** uids whose deletion was handled. */
+  const deleted = new Set<string>();
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+
+  const optedIn = (ns: string | undefined) =>
+    namespaces.get(ns ?? "")?.metadata.labels?.[NODE_AGENT_LABEL] === NODE_AGENT_ENABLED;
+  const eligible = (p: AgentPod) => optedIn(p.metadata.namespace) && isSimulatedVM(p, simulated);
+  const keyOf = (p: AgentPod) => `${p.metadata.namespace}/${p.metadata.name}`;
+  const rv = (p: AgentPod) => Number(p.metadata.resourceVersion ?? 0);
+
+  const remember = (p: AgentPod) => {
+    const uid = p.metadata.uid ?? "";
+    const known = newest.get(uid);
+    if (!known || rv(p) >= rv(known)) newest.set(uid, p);
+  };
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (ms <= 0 || stopped) return resolve();
+      const t = setTimeout(() => {
+        timers.delete(t);
+        resolve();
+      }, ms);
+      timers.add(t);
+    });
+
+  const patch = async (pod: AgentPod, annotations: Patch): Promise<AgentPod> => {
+    const { namespace = "", name = "", uid } = pod.metadata;
+    const updated = await client.patch<AgentPod>(paths.pod(namespace, name), {
+      metadata: { uid, annotations },
+    });
+    remember(updated);
+    return updated;
+  };
+
+  const lifecycle = (pod: AgentPod, state: string, message?: string): Patch => ({
+    [ANNOTATIONS.lifecycleState]: state,
+    [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod),
+    [ANNOTATIONS.lifecycleStateMessage]: message ?? null,
+  });
+
+  const pushSnapshot = async (pod: AgentPod, tag: string): Promise<string> => {
+    const a = annotationsOf(pod);
+    const vm = a[ANNOTATIONS.vmName];
+    const created = new Date().toISOString();
+    const state = Buffer.from(
+      JSON.stringify({
+        vmName: vm,
+        vmID: a[ANNOTATIONS.vmID] ?? "",
+        pod: keyOf(pod),
+        node: pod.spec?.nodeName ?? "",
+        tag,
+        created,
+        nonce: randomBytes(8).toString("hex"),
+      }),
+    );
+    const config = Buffer.from(
+      JSON.stringify({ vmName: vm, image: a[ANNOTATIONS.image] ?? "", simulated: true }),
+    );
+    const stateDigest = await registry.pushBlob(vm, state);
+    const configDigest = await registry.pushBlob(vm, config);
+    const manifest = JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      artifactType: SNAPSHOT_MEDIA_TYPES.artifact,
+      config: { mediaType: SNAPSHOT_MEDIA_TYPES.config, digest: configDigest, size: config.length },
+      layers: [
+        {
+          mediaType: SNAPSHOT_MEDIA_TYPES.state,
+          digest: stateDigest,
+          size: state.length,
+          annotations: { "org.opencontainers.image.title": "state.json" },
+        },
+      ],
+      annotations: { "org.opencontainers.image.created": created },
+    });
+    return registry.putManifest(vm, tag, manifest);
+  };
+
+  const boot = async (start: AgentPod, fromSnapshot: boolean): Promise<void> => {
+    const a = annotationsOf(start);
+    const vm = a[ANNOTATIONS.vmName];
+    const node = start.spec?.nodeName ?? "";
+    let pod = await patch(
+      start,
+      lifecycle(start, LIFECYCLE_STATES.creating, fromSnapshot ? RESTORING_MESSAGE : undefined),
+    );
+    let message: string | undefined;
+    if (fromSnapshot) {
+      await sleep(delayOf(pod, SIM_ANNOTATIONS.wakeDelayMs));
+      pod = newest.get(pod.metadata.uid ?? "") ?? pod;
+      if (annotationsOf(pod)[SIM_ANNOTATIONS.fail] === "wake") {
+        await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated wake failure"));
+        log(`${keyOf(pod)}: wake of ${vm} failed (${SIM_ANNOTATIONS.fail}=wake)`);
+        return;
+      }
+      if (localCopies.delete(`${node}/${vm}`)) {
+        message = `restored from the node-local snapshot on ${node}`;
+      } else if (await registry.hasManifest(vm, SNAPSHOT_TAGS.hibernate)) {
+        message = `restored from ${registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate}`;
+      } else {
+        const why = `snapshot ${registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate} not found in the registry`;
+        await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, why));
+        log(`${keyOf(pod)}: restore of ${vm} failed: ${why}`);
+        return;
+      }
+    }
+    const id = randomUUID();
+    const ip = `10.88.${randomBytes(1)[0]}.${1 + (randomBytes(1)[0] % 254)}`;
+    await patch(pod, {
+      ...lifecycle(pod, LIFECYCLE_STATES.ready, message),
+      [ANNOTATIONS.vmID]: id,
+      [ANNOTATIONS.vmIP]: ip,
+    });
+    log(`${keyOf(pod)}: ${vm} ready on ${node} as ${id} (${message ?? "booted"})`);
+  };
+
+  const hibernate = async (start: AgentPod): Promise<void> => {
+    const vm = annotationsOf(start)[ANNOTATIONS.vmName];
+    let pod = start;
+    if (annotationsOf(pod)[ANNOTATIONS.lifecycleState] !== LIFECYCLE_STATES.hibernating)
+      pod = await patch(pod, lifecycle(pod, LIFECYCLE_STATES.hibernating));
+    await sleep(delayOf(pod, SIM_ANNOTATIONS.hibernateDelayMs));
+    pod = newest.get(pod.metadata.uid ?? "") ?? pod;
+    if (annotationsOf(pod)[SIM_ANNOTATIONS.fail] === "hibernate") {
+      await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated hibernate failure"));
+      log(`${keyOf(pod)}: hibernation of ${vm} failed (${SIM_ANNOTATIONS.fail}=hibernate)`);
+      return;
+    }
+    const digest = await pushSnapshot(pod, SNAPSHOT_TAGS.hibernate);
+    await patch(pod, {
+      ...lifecycle(pod, LIFECYCLE_STATES.hibernated),
+      [ANNOTATIONS.vmID]: null,
+      [ANNOTATIONS.vmIP]: null,
+    });
+    log(`${keyOf(pod)}: ${vm} hibernated to ${registry.repository(vm)}:hibernate@${digest}`);
+  };
+
+  const perform = async (pod: AgentPod, step: NonNullable<AgentStep>): Promise<void> => {
+    switch (step.kind) {
+      case "boot":
+        return boot(pod, step.fromSnapshot);
+      case "hibernate":
+        return hibernate(pod);
+      case "echo":
+        await patch(pod, {
+          [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod),
+        });
+        return;
+    }
+  };
+
+  /** Runs the pod's transitions until none is left; one runner per uid. */
+  const work = async (uid: string, attempt = 0): Promise<void> => {
+    running.add(uid);
+    try {
+      for (;;) {
+        dirty.delete(uid);
+        const pod = newest.get(uid);
+        if (stopped || !pod || deleted.has(uid) || !eligible(pod)) return;
+        const step = nextStep(pod);
+        if (!step) {
+          if (dirty.has(uid)) continue;
+          return;
+        }
+        try {
+          await perform(pod, step);
+          attempt = 0;
+        } catch (e) {
+          if (stopped || deleted.has(uid)) return;
+          if (!RegistryError.isInstance(e) && !newest.has(uid)) return;
+          const delay = Math.min(5000, 200 * 2 ** attempt);
+          log(`${keyOf(pod)}: ${step.kind} failed (${(e as Error).message}); retry in ${delay} ms`);
+          const t = setTimeout(() => {
+            timers.delete(t);
+            if (!running.has(uid)) void work(uid, attempt + 1);
+          }, delay);
+          timers.add(t);
+          return;
+        }
+      }
+    } finally {
+      running.delete(uid);
+    }
+  };
+
+  const kick = (pod: AgentPod) => {
+    const uid = pod.metadata.uid ?? "";
+    if (!uid) return;
+    remember(pod);
+    if (pod.metadata.deletionTimestamp) return onGone(pod);
+    if (!eligible(pod)) return;
+    if (running.has(uid)) dirty.add(uid);
+    else void work(uid);
+  };
+
+  /** A pod being deleted (or gone): keep or drop the node's copy, push `:latest` per policy. */
+  function onGone(last: AgentPod): void {
+    const uid = last.metadata.uid ?? "";
+    if (deleted.has(uid) || !eligible(last)) return;
+    deleted.add(uid);
+    const pod = newest.get(uid) ?? last;
+    const a = annotationsOf(pod);
+    const vm = a[ANNOTATIONS.vmName];
+    const where = `${pod.spec?.nodeName ?? ""}/${vm}`;
+    if (a[ANNOTATIONS.keepSnapshotOnDelete] === "true") {
+      localCopies.add(where);
+      log(`${keyOf(pod)}: deleted; ${pod.spec?.nodeName} keeps the local snapshot of ${vm}`);
+      return;
+    }
+    localCopies.delete(where);
+    const live = a[ANNOTATIONS.lifecycleState] === LIFECYCLE_STATES.ready && !!a[ANNOTATIONS.vmID];
+    if (!live || !pushesLatestOnDelete(pod)) return;
+    const push = async (attempt: number): Promise<void> => {
+      if (stopped) return;
+      try {
+        const digest = await pushSnapshot(pod, SNAPSHOT_TAGS.latest);
+        log(
+          `${keyOf(pod)}: deleted; ${vm} snapshotted to ${registry.repository(vm)}:latest@${digest}`,
+        );
+      } catch (e) {
+        const delay = Math.min(5000, 200 * 2 ** attempt);
+        log(
+          `${keyOf(pod)}: pushing ${vm}:latest failed (${(e as Error).message}); retry in ${delay} ms`,
+        );
+        const t = setTimeout(() => {
+          timers.delete(t);
+          void push(attempt + 1);
+        }, delay);
+        timers.add(t);
+      }
+    };
+    void push(0);
+  }
+
+  const isSimulatedNode = (n: KubeObject) =>
+    n.metadata.annotations?.[FAKE_NODE_ANNOTATION] === "fake";
+  const kickAll = (filter: (p: AgentPod) => boolean) => {
+    for (const p of pods.list()) if (filter(p)) kick(p);
+  };
+  nodes.addHandlers({
+    onAdd(n) {
+      if (!isSimulatedNode(n)) return;
+      simulated.add(n.metadata.name ?? "");
+      kickAll((p) => p.spec?.nodeName === n.metadata.name);
+    },
+    onUpdate(_, n) {
+      if (isSimulatedNode(n)) simulated.add(n.metadata.name ?? "");
+      else simulated.delete(n.metadata.name ?? "");
+    },
+    onDelete(n) {
+      simulated.delete(n.metadata.name ?? "");
+    },
+  });
+  const namespaceChanged = (ns: KubeObject) => {
+    if (optedIn(ns.metadata.name)) kickAll((p) => p.metadata.namespace === ns.metadata.name);
+  };
+  namespaces.addHandlers({ onAdd: namespaceChanged, onUpdate: (_, ns) => namespaceChanged(ns) });
+  pods.addHandlers({
+    onAdd: kick,
+    onUpdate: (_, p) => kick(p),
+    onDelete(p) {
+      remember(p);
+      onGone(p);
+      const uid = p.metadata.uid ?? "";
+      newest.delete(uid);
+      deleted.delete(uid);
+      dirty.delete(uid);
+    },
+  });
+  nodes.start();
+  namespaces.start();
+  pods.start();
+
+  return {
+    async synced() {
+      await nodes.waitForSync();
+      await namespaces.waitForSync();
+      await pods.waitForSync();
+    },
+    async stop() {
+      stopped = true;
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      await Promise.all([nodes.stop(), namespaces.stop(), pods.stop()]);
+    },
+  };
+}

@@ -42,13 +42,21 @@ test("preview says 'slots unknown until apply' only when the spec holds a value 
 
   // Known spec (plain values): the slots are listed, no such message.
   const known = await stack.preview({ diff: true });
-  assert.doesNotMatch(known.stdout, new RegExp(UNKNOWN), known.stdout);
-  assert.match(known.stdout, /\+\s+"?2"?\s*:/, "the known preview lists slot 2");
+  assert.doesNotMatch(known.stdout + known.stderr, new RegExp(UNKNOWN), known.stdout);
+  assert.match(known.stdout, /pod\s*:\s*"fleet-2"/, "the known preview lists slot 2");
 
   // The replica count from a resource this deploy creates: unknown at preview.
   await stack.setConfig("replicasAfterApply", { value: "2" });
+  // `--diff` prints diagnostics on stderr; the progress display lists them on stdout.
   const unknown = await stack.preview({ diff: true });
-  assert.match(unknown.stdout, new RegExp(UNKNOWN), unknown.stdout);
+  assert.match(unknown.stderr, new RegExp(UNKNOWN), `${unknown.stdout}\n${unknown.stderr}`);
+  assert.match(unknown.stdout, /slots\s*:\s*\[unknown\]/, unknown.stdout);
+  const progress = await stack.preview();
+  assert.match(
+    progress.stdout,
+    new RegExp(`Diagnostics:[\\s\\S]*cocoonset:index:Fleet \\(fleet\\):\\s+${UNKNOWN}`),
+    progress.stdout,
+  );
   assert.deepEqual(await fleetPods(ns), [], "preview created no pod");
 
   await stack.up();
@@ -71,7 +79,7 @@ test("preview says 'slots unknown until apply' only when the spec holds a value 
 
   // The same Output, now of a resource that exists: known, so no message.
   const again = await stack.preview({ diff: true });
-  assert.doesNotMatch(again.stdout, new RegExp(UNKNOWN), again.stdout);
+  assert.doesNotMatch(again.stdout + again.stderr, new RegExp(UNKNOWN), again.stdout);
 
   assert.equal((await stack.destroy()).summary.result, "succeeded");
   destroyed = true;

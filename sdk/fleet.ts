@@ -84,6 +84,26 @@ function holdsInputs(v: unknown, seen = new Set<unknown>()): boolean {
   return Object.values(v).some((x) => holdsInputs(x, seen));
 }
 
+/** What preview says on a Fleet whose slots it cannot list. */
+export const SLOTS_UNKNOWN_MESSAGE =
+  "slots unknown until apply: the spec holds values known only during `pulumi up` (outputs of resources this deploy creates or changes), so this preview cannot list the slots that will be added, changed or removed";
+
+/**
+ * In a preview, once the spec's Outputs have resolved: when any value in it is still
+ * unknown, says so on the Fleet (`apply` callbacks do not run on unknown values, so this
+ * waits on the Output's own known flag instead).
+ */
+function reportUnknownSlots(fleet: pulumi.ComponentResource, spec: pulumi.Output<unknown>): void {
+  // `isKnown` is the Output's own promise (absent from its typings): false when any value
+  // inside it is unknown.
+  const known = (spec as unknown as { isKnown?: Promise<boolean> }).isKnown;
+  if (known === undefined) return;
+  void known.then(
+    (k) => (k ? undefined : pulumi.log.info(SLOTS_UNKNOWN_MESSAGE, fleet)),
+    () => undefined, // a failing spec Output fails the resources that take it
+  );
+}
+
 /** The failures of a spec validation, each `[spec.field] rule (got value)`. */
 function specFailures(v: ReturnType<typeof validateCocoonSetSpec>): string[] {
   return v.ok
@@ -136,6 +156,7 @@ export class Fleet extends pulumi.ComponentResource {
     const child = { parent: this, ...childOptions(opts) };
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
+    if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
     const operatorDeps = args.operator
       ? [
           args.operator.crd,

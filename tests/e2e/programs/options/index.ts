@@ -4,7 +4,8 @@
  *
  * Config: `namespace` (required), `createNamespace` [false]: a Namespace resource of that
  * name, passed to the Fleet only through `dependsOn`; `withFleet` [true], `replicas` [1],
- * `image` [agents/coder:1], `protect`, `retainOnDelete`, `ignoreImage` (the Fleet's options);
+ * `image` [agents/coder:1], `replicasAfterApply`: the replica count, through a resource whose
+ * output is unknown until `up` creates it, `protect`, `retainOnDelete`, `ignoreImage` (the Fleet's options);
  * `label`: a transform that puts the label `e2e.cocoonstack.io/transformed=<label>` on the
  * CocoonSet and the controller Deployment; `withOperator` [false], `operatorName`
  * [cocoonset], `operatorNamespace`, `operatorReplicas` [1], `operatorProtect`,
@@ -41,6 +42,27 @@ const transforms: pulumi.ResourceTransform[] = label
     ]
   : [];
 
+// A replica count known only once `up` creates this resource: unknown in the first preview.
+const replicasAfterApply = config.getNumber("replicasAfterApply");
+/** A number that is an output of its own: unknown in a preview that creates the resource. */
+class Counter extends pulumi.dynamic.Resource {
+  declare readonly count: pulumi.Output<number>;
+  constructor(name: string, value: number) {
+    super(
+      {
+        create: (inputs: { value: number }) =>
+          Promise.resolve({ id: name, outs: { value: inputs.value, count: inputs.value } }),
+      },
+      name,
+      { value, count: undefined },
+    );
+  }
+}
+const replicas: pulumi.Input<number> =
+  replicasAfterApply === undefined
+    ? (config.getNumber("replicas") ?? 1)
+    : new Counter("counter", replicasAfterApply).count;
+
 const created = config.getBoolean("createNamespace")
   ? new k8s.core.v1.Namespace("fleet-ns", { metadata: { name: namespace } })
   : undefined;
@@ -72,7 +94,7 @@ const fleet =
           releaseTimeoutSeconds: 60,
           spec: {
             agent: {
-              replicas: config.getNumber("replicas") ?? 1,
+              replicas,
               image: config.get("image") ?? "agents/coder:1",
             },
           },

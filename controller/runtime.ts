@@ -340,14 +340,6 @@ function createSession(s: SessionDeps): Session {
     events,
     metrics,
     signal: work.signal,
-    cached: () => {
-      const k = formatKey(key);
-      for (const i of primaryInformers) {
-        const o = i.get(k);
-        if (o) return o;
-      }
-      return undefined;
-    },
   });
 
   // 0 means "at once" (the pass changed pods): the key is in flight, so the queue marks it

@@ -4,7 +4,7 @@
  * events and metrics, and hands the engine what it needs through {@link ReconcileContext}.
  */
 import type { Logger } from "pino";
-import type { KubeObject, ObjectLike } from "../provider/kube/index.js";
+import type { ObjectLike } from "../provider/kube/index.js";
 
 export type { Logger } from "pino";
 
@@ -61,11 +61,6 @@ export interface ReconcileContext {
   metrics: ControllerMetrics;
   /** Aborted when the process must stop and the grace period for in-flight work ran out. */
   signal: AbortSignal;
-  /**
-   * The primary informer's copy of the key's object, as cached now (it may lag the apiserver
-   * by the watch's delay); undefined when not cached or not provided.
-   */
-  cached?: () => KubeObject | undefined;
 }
 
 /**

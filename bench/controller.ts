@@ -4,27 +4,31 @@
  *
  * Workloads, identical for both: `SxR` is S CocoonSets of R sub-agents each, spread over up
  * to 5 namespaces and created at once. By default three: 50×10, 1×1000 and 200×5; for each,
- * ours runs first and then the peer (each controller a fresh process). Figures per
- * controller and workload:
+ * ours runs first and then the peer, each controller a fresh process on a fresh private
+ * cluster (a second controller on a cluster the first one filled and emptied measured up
+ * to 2× slower). Figures per controller and workload:
  * - time from the first create to every CocoonSet having R+1 Ready pods (pod watch), and the
  *   count of Ready pods over that time,
  * - write requests the controller sent to converge, and per minute once converged (over a
  *   fixed window after a settle period), counted by a loopback proxy that only that
  *   controller talks to (bench/write-counter.ts),
- * - resident memory (`VmRSS`, and the peak `VmHWM`) at that size,
+ * - resident memory right after start-up (`VmRSS` once ready, before any CocoonSet), and at
+ *   that size (`VmRSS`, and the peak `VmHWM`),
  * - from a sub-agent driven to Failed to its replacement pod created, and Ready (watch).
  *
  * Usage: `./node_modules/.bin/node dist/bench/controller.js [--workload 50x10,1x1000,200x5]
  * [--no-peer] [--settle-seconds 10] [--window-seconds 30]` (also `$COCOONSET_BENCH_WORKLOADS`,
  * `COCOONSET_BENCH_PEER=0`). Prints a table per workload with the ratio ours/peer and writes
  * bench/results/controller.json and controller.svg (pods Ready over time, one line per
- * controller, one panel per workload). When the peer cannot be built or run, our column is
- * still measured and the reason is printed.
+ * controller, one panel per workload). When the peer cannot be built, or its CRDs cannot be
+ * installed, or it does not start, our column is still measured and the reason is printed
+ * and recorded as that workload's `peerMissing`.
  */
 import { get } from "node:http";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import type { ClusterState } from "../cluster/index.js";
 import { ensureCrd } from "../provider/engine/index.js";
 import { LABELS, isReady } from "../provider/fleet/index.js";
 import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
@@ -32,15 +36,16 @@ import {
   PEER_MODULE,
   PEER_VERSION,
   applyCrds,
-  deleteCrd,
   ensurePeer,
   peerHelp,
   readCrds,
+  waitServed,
   type Peer,
 } from "./peer.js";
 import { lineChart } from "./chart.js";
 import {
   freePort,
+  loadAverage,
   machine,
   median,
   note,
@@ -91,6 +96,10 @@ const ALL_PODS = "/api/v1/pods";
 
 /** The figures of one controller. */
 export interface SideFigures {
+  /** The 1/5/15-minute load averages when this side's run started. */
+  loadAtStart: number[];
+  /** `VmRSS` once the controller answered /readyz, before the workload was created. */
+  startRssMiB: number;
   convergeMs: number;
   convergeWrites: number;
   convergeRequests: Counts;
@@ -234,6 +243,7 @@ export async function measure(
   side: string,
   start: (proxyKubeconfig: string) => Promise<Child>,
   w: Workload = DEFAULT_WORKLOAD,
+  teardown = true,
 ): Promise<SideFigures> {
   const prefix = `bench-${side}`;
   const sets = workloadSets(prefix, w);
@@ -247,7 +257,7 @@ export async function measure(
   const counter = await startWriteCounter(kubeconfig, join(stateDir, `${side}.kubeconfig`));
   const ours = (p: KubeObject) => p.metadata.namespace?.startsWith(`${prefix}-`) === true;
   /** Deletes the workload (the controller still runs: finalizers) and waits for it to go. */
-  const teardown = async () => {
+  const deleteWorkload = async () => {
     note(`${side}: deleting the CocoonSets and waiting until their pods are gone`);
     await Promise.all(sets.map((s) => admin.delete(paths.cocoonSet(s.ns, s.name))));
     await waitForList(admin, paths.cocoonSets(), (items) => !items.some(ours), {
@@ -260,7 +270,16 @@ export async function measure(
       description: `the ${side} CocoonSets' pods to be gone`,
     });
   };
-  const child = await start(counter.kubeconfig);
+  const loadAtStart = loadAverage();
+  let child: Child;
+  try {
+    child = await start(counter.kubeconfig);
+  } catch (e) {
+    await counter.close();
+    throw e;
+  }
+  const startRss = rssKiB(child.pid);
+  note(`${side}: ready; RSS right after start ${mib(startRss)} MiB; load ${loadAtStart.join(" ")}`);
   try {
     note(`${side}: creating ${w.sets} CocoonSets × ${w.replicas} sub-agents at once`);
     const c0 = counter.snapshot();
@@ -328,6 +347,8 @@ export async function measure(
 
     const valid = (xs: (number | null)[]) => xs.filter((x): x is number => x !== null);
     return {
+      loadAtStart,
+      startRssMiB: mib(startRss),
       convergeMs,
       convergeWrites: writes(convergeRequests),
       convergeRequests,
@@ -343,7 +364,8 @@ export async function measure(
     };
   } finally {
     // Also on failure: the next controller watches every namespace and must find none of these.
-    await teardown().catch((e: Error) => note(`${side}: teardown failed: ${e.message}`));
+    if (teardown)
+      await deleteWorkload().catch((e: Error) => note(`${side}: teardown failed: ${e.message}`));
     await child.stop();
     await counter.close();
   }
@@ -426,6 +448,7 @@ const FIGURES: [keyof SideFigures, (w: Workload) => string, number][] = [
   ["convergeMs", (w) => `converge ${w.sets}×${w.replicas + 1} pods Ready (ms)`, 0],
   ["convergeWrites", () => "writes to converge", 0],
   ["steadyWritesPerMin", () => `steady-state writes/min (${WINDOW_MS / 1000} s window)`, 0],
+  ["startRssMiB", () => "RSS right after start (MiB)", 1],
   ["rssMiB", (w) => `RSS at ${w.sets * (w.replicas + 1)} pods (MiB)`, 1],
   ["peakRssMiB", () => "peak RSS (MiB)", 1],
   [
@@ -481,6 +504,7 @@ function workloadTable(r: WorkloadRun): string {
   return [
     table(rows),
     `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}; peer: ${p ? breakdown(p.steadyRequests) : "—"}`,
+    `load average (1/5/15 min) at the start, ours: ${o?.loadAtStart.join(" ") ?? "—"}; peer: ${p?.loadAtStart.join(" ") ?? "—"}`,
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
   ].join("\n");
@@ -523,70 +547,68 @@ async function main(): Promise<void> {
     : { ok: false, reason: "not run (--no-peer or COCOONSET_BENCH_PEER=0)" };
   if (!peer.ok) note(`peer unavailable: ${peer.reason}`);
 
-  const runs: WorkloadRun[] = await withCluster(
-    "cocoonset-bench-controller",
-    2,
-    async (cluster) => {
+  const crds = peer.ok ? readCrds(peer.crdFiles) : [];
+  /** One side of one workload on a fresh private cluster; its failure fails that side only. */
+  const side = async (
+    name: string,
+    prepare: (admin: KubeClient) => Promise<void>,
+    start: (proxyKubeconfig: string) => Promise<Child>,
+    w: Workload,
+  ): Promise<SideFigures> =>
+    withCluster(`cocoonset-bench-${name}`, 2, async (cluster: ClusterState) => {
       const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
-      const out: WorkloadRun[] = [];
-      const crds = peer.ok ? readCrds(peer.crdFiles) : [];
       try {
-        await ensureCrd(admin);
-        for (const w of opts.workloads) {
-          const r: WorkloadRun = { workload: w };
-          out.push(r);
-          note(`workload ${w.id}: ours`);
-          try {
-            r.ours = await measure(
-              admin,
-              cluster.kubeconfig,
-              cluster.stateDir,
-              `ours-${w.id}`,
-              startOurs,
-              w,
-            );
-          } catch (e) {
-            r.oursMissing = `our run failed: ${(e as Error).message}`;
-            note(r.oursMissing);
-          }
-          if (!peer.ok) {
-            r.peerMissing = peer.reason;
-            continue;
-          }
-          note(
-            `workload ${w.id}: peer; installing its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`,
-          );
-          try {
-            await applyCrds(admin, crds);
-            r.peer = await measure(
-              admin,
-              cluster.kubeconfig,
-              cluster.stateDir,
-              `peer-${w.id}`,
-              (k) => startPeer(peer.binary, k),
-              w,
-            );
-          } catch (e) {
-            r.peerMissing = `the peer run failed: ${(e as Error).message}`;
-            note(r.peerMissing);
-          } finally {
-            for (const crd of crds)
-              if (!crd.metadata.name?.startsWith("cocoonsets."))
-                await deleteCrd(admin, crd.metadata.name!);
-            await ensureCrd(admin);
-          }
-        }
+        await prepare(admin);
+        return await measure(admin, cluster.kubeconfig, cluster.stateDir, name, start, w, false);
       } finally {
         admin.close();
       }
-      return out;
-    },
-  );
+    });
+
+  const runs: WorkloadRun[] = [];
+  for (const w of opts.workloads) {
+    const r: WorkloadRun = { workload: w };
+    runs.push(r);
+    note(`workload ${w.id}: ours`);
+    try {
+      r.ours = await side(
+        `ours-${w.id}`,
+        async (admin) => {
+          await ensureCrd(admin);
+        },
+        startOurs,
+        w,
+      );
+    } catch (e) {
+      r.oursMissing = `our run failed: ${(e as Error).message}`;
+      note(r.oursMissing);
+    }
+    if (!peer.ok) {
+      r.peerMissing = peer.reason;
+      continue;
+    }
+    note(`workload ${w.id}: peer, with its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`);
+    try {
+      r.peer = await side(
+        `peer-${w.id}`,
+        async (admin) => {
+          await applyCrds(admin, crds);
+          await waitServed(admin, crds);
+        },
+        (k) => startPeer(peer.binary, k),
+        w,
+      );
+    } catch (e) {
+      r.peerMissing = `the peer run failed: ${(e as Error).message}`;
+      note(r.peerMissing);
+    }
+  }
 
   const record = {
     date: new Date().toISOString(),
     machine: machine(),
-    cluster: "private embedded cluster (2 simulated nodes)",
+    cluster:
+      "a fresh private embedded cluster (2 simulated nodes) for each controller and workload",
     peer: {
       module: PEER_MODULE,
       version: PEER_VERSION,
@@ -597,7 +619,8 @@ async function main(): Promise<void> {
       settleMs: SETTLE_MS,
       windowMs: WINDOW_MS,
       failureTrials: FAILURE_TRIALS,
-      order: "per workload: ours, then the peer; one controller process at a time",
+      order:
+        "per workload: ours, then the peer; each on a fresh private cluster; one controller process at a time",
     },
     workloads: runs.map((r) => ({
       ...r.workload,

@@ -246,6 +246,48 @@ const isEstablished = (o: KubeObject | undefined) =>
     (o?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []
   ).some((c) => c.type === "Established" && c.status === "True");
 
+interface CrdSpec {
+  group: string;
+  names: { kind: string; plural: string };
+  versions: { name: string; served?: boolean }[];
+}
+
+/**
+ * Waits until discovery serves every kind of `crds` (`/apis/<group>/<version>` lists it, for
+ * each served version). Established alone is not enough: a controller that builds its REST
+ * mapper right after may still miss the kind and exit.
+ */
+export async function waitServed(
+  admin: KubeClient,
+  crds: KubeObject[],
+  timeoutMs = 60_000,
+): Promise<void> {
+  const wanted = new Map<string, Set<string>>();
+  for (const crd of crds) {
+    const spec = crd.spec as CrdSpec;
+    for (const v of spec.versions.filter((x) => x.served !== false)) {
+      const gv = `${spec.group}/${v.name}`;
+      wanted.set(gv, (wanted.get(gv) ?? new Set()).add(spec.names.kind));
+    }
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const missing: string[] = [];
+    for (const [gv, kinds] of wanted) {
+      const list = await admin
+        .get<{ resources?: { kind: string; name: string }[] }>(`/apis/${gv}`)
+        .catch(() => ({ resources: [] }));
+      const served = new Set((list.resources ?? []).map((r) => r.kind));
+      for (const k of kinds) if (!served.has(k)) missing.push(`${k} (${gv})`);
+    }
+    if (missing.length === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(`discovery did not serve ${missing.join(", ")} within ${timeoutMs / 1000} s`);
+    // Discovery has no watch; start-up only, not a measurement.
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Creates or replaces each CRD and waits until it is Established. */
 export async function applyCrds(admin: KubeClient, crds: KubeObject[]): Promise<void> {
   for (const crd of crds) {

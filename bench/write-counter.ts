@@ -1,8 +1,10 @@
 /**
  * A counting loopback proxy in front of the apiserver. The process under test gets a
- * kubeconfig pointing at the proxy (plain HTTP on 127.0.0.1, same bearer token), so every
+ * kubeconfig pointing at the proxy (plain HTTP on 127.0.0.1, no credentials), so every
  * request it makes is counted by verb and resource — whatever language the client is
- * written in. The embedded cluster runs with priority-and-fairness off and every component
+ * written in. The proxy sends each request on over TLS with the bearer token of the
+ * original kubeconfig, for every client alike: a Go client talking plain HTTP may not send a
+ * token at all, and would then be refused as an anonymous user. The embedded cluster runs with priority-and-fairness off and every component
  * shares one admin identity, so the apiserver's own metrics cannot tell clients apart.
  *
  * Caveats: adds one loopback hop to each request of the process under test (the same for
@@ -57,6 +59,7 @@ export interface WriteCounter {
 
 interface KubeconfigDoc {
   clusters: { name: string; cluster: Record<string, string> }[];
+  users?: { name: string; user?: Record<string, unknown> }[];
   contexts: { name: string; context: { cluster: string; user: string } }[];
   "current-context": string;
 }
@@ -74,6 +77,9 @@ export async function startWriteCounter(
   const cluster = doc.clusters.find((c) => c.name === ctx.cluster)!.cluster;
   const upstream = new URL(cluster.server);
   const ca = Buffer.from(cluster["certificate-authority-data"], "base64");
+  const token = doc.users?.find((u) => u.name === ctx.user)?.user?.token;
+  if (typeof token !== "string" || !token)
+    throw new Error(`the kubeconfig ${kubeconfig} has no bearer token for the counting proxy`);
   const agent = new Agent({ keepAlive: true, maxSockets: Infinity, ca });
   const counts: Counts = {};
 
@@ -86,7 +92,7 @@ export async function startWriteCounter(
         port: upstream.port,
         method: req.method,
         path: req.url,
-        headers: { ...req.headers, host: upstream.host },
+        headers: { ...req.headers, host: upstream.host, authorization: `Bearer ${token}` },
         agent,
       },
       (upRes) => {
@@ -116,6 +122,8 @@ export async function startWriteCounter(
   delete c["certificate-authority-data"];
   // Plain HTTP to loopback: client libraries refuse it unless TLS verification is "skipped".
   (c as Record<string, unknown>)["insecure-skip-tls-verify"] = true;
+  // No credentials in the copy: the proxy adds the token (see the header).
+  for (const u of copy.users ?? []) if (u.name === ctx.user) u.user = {};
   writeFileSync(proxyKubeconfig, stringify(copy), { mode: 0o600 });
 
   return {

@@ -2,7 +2,7 @@
  * Running the toolchain's `pulumi` CLI against a local file backend: the environment every
  * caller (demo, e2e tests, benchmarks) needs, and an Automation API command for it.
  */
-import { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
+import type { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
 import { existsSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { requireBinary, toolchainPath, writeLanguageHostShim } from "./toolchain.js";
@@ -45,9 +45,14 @@ export function pulumiEnv(
  * The Automation API puts the `bin` folder of its root first on PATH. With the `home` given
  * to {@link pulumiEnv}, that root is `home`, whose `bin` holds the link to `pulumi` and this
  * checkout's language host shim; without it, the toolchain's own folder.
+ *
+ * `@pulumi/pulumi` is imported here, on first use, not at module load: every `cocoonset`
+ * command (the controller too) imports this module, and the SDK costs tens of MiB of memory
+ * and about a second of start-up to a process that never runs pulumi.
  */
 export async function toolchainPulumiCommand(home?: string): Promise<PulumiCommand> {
   process.env.PATH = toolchainPath();
+  const { PulumiCommand } = await import("@pulumi/pulumi/automation/index.js");
   return PulumiCommand.get({
     root: home ?? dirname(dirname(requireBinary("pulumi"))),
     skipVersionCheck: true,

@@ -10,7 +10,6 @@
  * Caveats: a retried POST may have succeeded the first time; callers treat AlreadyExists
  * as success where that matters (the engine's fan-out does).
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import type { ObjectMeta as FleetObjectMeta, OwnerReference } from "../fleet/kube-types.js";
 import { existsSync } from "node:fs";
 import { Agent, request, type RequestOptions } from "node:https";
@@ -18,6 +17,7 @@ import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { BrandedError } from "./branded-error.js";
+import { KubeConfig, SERVICE_ACCOUNT_DIR, type KubeRequestOptions } from "./kubeconfig.js";
 import { sleep } from "./sleep.js";
 
 export type { OwnerReference };
@@ -135,17 +135,17 @@ export class KubeConfigError extends BrandedError {
   }
 }
 
-const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+const IN_CLUSTER_TOKEN = join(SERVICE_ACCOUNT_DIR, "token");
 
 /**
  * Loads a kubeconfig: the explicit file, else in-cluster credentials, else `$KUBECONFIG`,
  * else `~/.kube/config`. The error names every place it looked.
  */
 export function loadKubeConfig(kubeconfig?: string): { config: KubeConfig; source: string } {
-  const kc = new KubeConfig();
   const tryFile = (file: string, source: string) => {
+    let kc: KubeConfig;
     try {
-      kc.loadFromFile(file);
+      kc = KubeConfig.fromFile(file);
     } catch (e) {
       throw new KubeConfigError(
         `the kubeconfig ${file} (${source}) does not parse: ${(e as Error).message}`,
@@ -162,8 +162,7 @@ export function loadKubeConfig(kubeconfig?: string): { config: KubeConfig; sourc
     return tryFile(kubeconfig, "--kubeconfig");
   }
   if (process.env.KUBERNETES_SERVICE_HOST && existsSync(IN_CLUSTER_TOKEN)) {
-    kc.loadFromCluster();
-    return { config: kc, source: "in-cluster service account" };
+    return { config: KubeConfig.inCluster(), source: "in-cluster service account" };
   }
   const env = process.env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
   if (env) return tryFile(env, "$KUBECONFIG");
@@ -218,9 +217,9 @@ export class KubeClient {
     kubeconfigYaml: string,
     opts: Omit<KubeClientOptions, "config" | "kubeconfig"> = {},
   ): KubeClient {
-    const kc = new KubeConfig();
+    let kc: KubeConfig;
     try {
-      kc.loadFromString(kubeconfigYaml);
+      kc = KubeConfig.parse(kubeconfigYaml);
     } catch (e) {
       throw new KubeConfigError(`the kubeconfig input does not parse: ${(e as Error).message}`);
     }
@@ -248,7 +247,7 @@ export class KubeClient {
   private async getTransport(): Promise<Transport> {
     // Credentials may rotate (projected tokens, exec plugins): re-read them every minute.
     if (this.transport && Date.now() - this.transport.loadedAt < 60_000) return this.transport;
-    const opts: RequestOptions & { headers?: Record<string, string> } = { headers: {} };
+    const opts: KubeRequestOptions = { headers: {} };
     try {
       await this.config.applyToHTTPSOptions(opts);
     } catch (e) {
@@ -258,7 +257,7 @@ export class KubeClient {
       );
     }
     const server = new URL(this.server);
-    // `proxy-url`: client-node builds an agent that tunnels through the proxy (HTTP CONNECT,
+    // `proxy-url`: client-node (loaded for it) builds an agent that tunnels through the proxy (HTTP CONNECT,
     // or SOCKS) with the same TLS settings; requests then go through it.
     if (this.config.getCurrentCluster()?.proxyUrl && opts.agent && opts.agent !== this.agent) {
       this.agent.destroy();

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
-import { KubeConfig } from "@kubernetes/client-node";
 import { Informer } from "../../../controller/informer.js";
 import {
   isMalformedWatchEvent,
   KubeApiError,
   KubeClient,
+  KubeConfig,
   waitForList,
 } from "../../../provider/kube/index.js";
 
@@ -54,19 +54,18 @@ async function fakeApiserver(t: TestContext) {
     server.closeAllConnections();
     server.close();
   });
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
+  const kc = new KubeConfig(
+    [
       {
         name: "c",
         server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
         skipTLSVerify: true,
       },
     ],
-    users: [{ name: "u" }],
-    contexts: [{ name: "c", cluster: "c", user: "u" }],
-    currentContext: "c",
-  });
+    [{ name: "u" }],
+    [{ name: "c", cluster: "c", user: "u" }],
+    "c",
+  );
   const client = new KubeClient({ config: kc, requestTimeoutMs: 5_000 });
   t.after(() => client.close());
   return { client, stats };

@@ -18,7 +18,10 @@ import { join } from "node:path";
 import type { TestContext } from "node:test";
 import { repoRoot } from "./pulumi.js";
 
-const UPSTREAM = "https://registry.npmjs.org";
+/** The registry npm is configured to use here: everything but the project is sent there. */
+const UPSTREAM = execFileSync("npm", ["config", "get", "registry"], { encoding: "utf8" })
+  .trim()
+  .replace(/\/$/, "");
 
 /** Packs the repository (as built: no scripts run) and serves it; returns the registry URL. */
 export async function localRegistry(t: TestContext): Promise<string> {

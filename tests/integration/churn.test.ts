@@ -113,8 +113,11 @@ async function deleteAndConverge(
   const convergeMs = Date.now() - t0;
   assert.ok(cs);
   const final = await waitForConverged(ns, name, { replicas }, 60_000);
-  const created = creates.since(before);
   const live = new Set(final.pods.map((p) => p.metadata?.uid ?? ""));
+  // The counter watches on its own and may lag behind the reads above: count once it has
+  // seen every live pod.
+  await creates.seen(live, 60_000);
+  const created = creates.since(before);
   for (const uid of victimUids) assert.ok(!live.has(uid), "every deleted pod is gone");
   return { deleted: toDelete, creates: created.length, convergeMs };
 }

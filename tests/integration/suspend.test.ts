@@ -15,7 +15,13 @@
  * Every wait is a watch on the CocoonSet or its pods.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { before, describe, test } from "node:test";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
@@ -36,6 +42,7 @@ import {
   waitForConverged,
 } from "../support/controller-fleet.js";
 import {
+  CLI_MAIN,
   Cleanup,
   controllerNamespace,
   freePort,
@@ -43,6 +50,7 @@ import {
   type ControllerProcess,
 } from "../support/controller-process.js";
 import { ObjectHistory } from "../support/object-history.js";
+import type { PlanJSON } from "../../provider/fleet/plan-render.js";
 
 const client = adminClient();
 
@@ -345,6 +353,60 @@ describe(
         { from },
       );
       assert.equal(phaseOf(await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"))), "Suspending");
+    });
+
+    test("cocoonset plan --oci-registry shows the suspend the controller would carry out; without it, none; a bad value names the flag", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await setUp(c, "susp-plan");
+      await createCocoonSet(ns, "crew", { replicas: 2 });
+      await waitForConverged(ns, "crew", { replicas: 2 });
+      await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
+      const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-suspend-"));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const file = join(dir, "crew.yaml");
+      const live = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: live.apiVersion,
+          kind: live.kind,
+          metadata: { name: "crew", namespace: ns },
+          spec: { ...live.spec, suspend: true },
+        }),
+      );
+      const env = { ...process.env, KUBECONFIG: "", OCI_REGISTRY: "" };
+      const plan = (...args: string[]) =>
+        promisify(execFile)(
+          process.execPath,
+          [CLI_MAIN, "plan", "-f", file, "--kubeconfig", testKubeconfig(), ...args],
+          { env },
+        );
+      const withRegistry = JSON.parse(
+        (await plan("--json", "--oci-registry", registryAddress())).stdout,
+      ) as PlanJSON;
+      assert.deepEqual(
+        withRegistry.changes.map((x) => [x.target, x.decision]),
+        [
+          ["main", "hibernate"],
+          ["slot 1", "hibernate"],
+          ["slot 2", "hibernate"],
+        ],
+      );
+      const text = (await plan("--oci-registry", registryAddress())).stdout;
+      assert.match(text, /^main: hibernate \(suspend\)$/m);
+      const without = JSON.parse((await plan("--json")).stdout) as PlanJSON;
+      assert.deepEqual(without.changes, [], "without a registry, suspend is not acted on");
+      // Read-only: nothing was asked to hibernate.
+      for (const p of await fleetPods(client, ns, "crew"))
+        assert.equal(annotationsOf(p)[ANNOTATIONS.hibernate], undefined);
+      await assert.rejects(
+        plan("--oci-registry", "not a registry"),
+        (e: Error & { code?: number; stderr?: string }) => {
+          assert.equal(e.code, 2);
+          assert.match(String(e.stderr), /\[--oci-registry\] must be host\[:port\]\[\/prefix\]/);
+          return true;
+        },
+      );
     });
   },
 );

@@ -7,7 +7,9 @@
  *
  * One CocoonSet of 1 main + R sub-agents (default 10) in a namespace opted in to the
  * simulator, reconciled by `cocoonset controller --oci-registry <the cluster's registry>`
- * (a fresh process). Then, per round (default 3):
+ * (a fresh process), then the same under the Go peer cocoon-operator v0.3.3 (`OCI_REGISTRY` at
+ * the same registry, its own CRDs for its run; skipped with the reason when it cannot be
+ * built, or with `--no-peer`). Then, per controller and round (default 3):
  * - suspend: from the `spec.suspend: true` patch to the CocoonSet reporting `Suspended` at
  *   that generation (every VM hibernated, every `<vm>:hibernate` tag in the registry);
  * - wake: from the `suspend: false` patch to every pod's VM `ready` again with no hibernate
@@ -18,7 +20,7 @@
  * status write).
  *
  * Usage: `./node_modules/.bin/node dist/bench/suspend.js [--replicas 10] [--rounds 3]
- * [--state-dir <a running cluster's state folder>]` (without it a private cluster is started
+ * [--no-peer] [--state-dir <a running cluster's state folder>]` (without it a private cluster is started
  * and stopped). Prints a table and writes bench/results/suspend.json.
  */
 import { join } from "node:path";
@@ -36,6 +38,7 @@ import {
 } from "../provider/fleet/index.js";
 import { KubeClient, PatchType, paths } from "../provider/kube/index.js";
 import type { ObjectLike } from "../provider/kube/client.js";
+import { applyCrds, deleteCrd, ensurePeer, peerHelp, readCrds, type Peer } from "./peer.js";
 import {
   freePort,
   median,
@@ -45,6 +48,7 @@ import {
   startRun,
   table,
   withCluster,
+  type Child,
 } from "./support.js";
 
 interface Round {
@@ -100,19 +104,9 @@ async function watchUntil<T extends ObjectLike>(
 
 const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
 
-async function measure(cluster: ClusterState, replicas: number, rounds: number): Promise<Round[]> {
-  if (!cluster.registry)
-    throw new Error("this cluster has no OCI registry (started by an older version)");
-  const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
-  await ensureCrd(client);
-  const ns = `bench-suspend-${Date.now().toString(36)}`;
-  const name = "fleet";
-  await client.create(paths.namespaces(), {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name: ns, labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
-  const controller = startChild(
+/** Starts our controller on the bench namespace with the cluster's registry. */
+async function startOurs(cluster: ClusterState, ns: string): Promise<Child> {
+  return startChild(
     process.execPath,
     [
       join(repoRoot, "dist", "cli", "main.js"),
@@ -123,12 +117,53 @@ async function measure(cluster: ClusterState, replicas: number, rounds: number):
       "--namespace",
       ns,
       "--oci-registry",
-      cluster.registry,
+      cluster.registry ?? "",
       `--metrics-bind-address=127.0.0.1:${await freePort()}`,
       `--health-probe-bind-address=127.0.0.1:${await freePort()}`,
     ],
     { ...process.env, KUBECONFIG: cluster.kubeconfig },
   );
+}
+
+/** Starts the peer (every namespace) with `OCI_REGISTRY` at the cluster's registry. */
+async function startThePeer(binary: string, cluster: ClusterState): Promise<Child> {
+  const takesKubeconfig = /-kubeconfig\b/.test(peerHelp(binary));
+  return startChild(
+    binary,
+    [
+      ...(takesKubeconfig ? [`--kubeconfig=${cluster.kubeconfig}`] : []),
+      "--leader-elect=false",
+      `--metrics-bind-address=127.0.0.1:${await freePort()}`,
+      `--health-probe-bind-address=127.0.0.1:${await freePort()}`,
+    ],
+    {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      KUBECONFIG: cluster.kubeconfig,
+      LEADER_ELECT: "false",
+      OCI_REGISTRY: cluster.registry ?? "",
+    },
+  );
+}
+
+async function measure(
+  cluster: ClusterState,
+  who: string,
+  start: (cluster: ClusterState, ns: string) => Promise<Child>,
+  replicas: number,
+  rounds: number,
+): Promise<Round[]> {
+  if (!cluster.registry)
+    throw new Error("this cluster has no OCI registry (started by an older version)");
+  const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
+  const ns = `bench-suspend-${who}-${Date.now().toString(36)}`;
+  const name = "fleet";
+  await client.create(paths.namespaces(), {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: ns, labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+  });
+  const controller = await start(cluster, ns);
   const desired = replicas + 1;
   const selector = { labelSelector: `${LABELS.name}=${name}` };
   const csQuery = { fieldSelector: `metadata.name=${name}` };
@@ -165,7 +200,7 @@ async function measure(cluster: ClusterState, replicas: number, rounds: number):
       180_000,
       "the fleet Running",
     );
-    note(`fleet of 1 + ${replicas} Running; ${rounds} suspend/wake rounds`);
+    note(`${who}: fleet of 1 + ${replicas} Running; ${rounds} suspend/wake rounds`);
     const patch = (suspend: boolean) =>
       client.patch(paths.cocoonSet(ns, name), { spec: { suspend } }, PatchType.merge);
     for (let round = 1; round <= rounds; round++) {
@@ -214,7 +249,7 @@ async function measure(cluster: ClusterState, replicas: number, rounds: number):
       const wakeMs = performance.now() - t0;
       const r = { suspendMs, suspendSimulatorMs, wakeMs, wakeSimulatorMs };
       note(
-        `round ${round}: suspend ${Math.round(suspendMs)} ms (last VM done at ${Math.round(suspendSimulatorMs)}), wake ${Math.round(wakeMs)} ms (last VM done at ${Math.round(wakeSimulatorMs)})`,
+        `${who}: round ${round}: suspend ${Math.round(suspendMs)} ms (last VM done at ${Math.round(suspendSimulatorMs)}), wake ${Math.round(wakeMs)} ms (last VM done at ${Math.round(wakeSimulatorMs)})`,
       );
       out.push(r);
     }
@@ -244,6 +279,7 @@ async function main(): Promise<void> {
       replicas: { type: "string", default: "10" },
       rounds: { type: "string", default: "3" },
       "state-dir": { type: "string" },
+      "no-peer": { type: "boolean", default: false },
     },
   });
   const replicas = Number(values.replicas);
@@ -252,39 +288,77 @@ async function main(): Promise<void> {
     throw new Error("--replicas must be an integer >= 0");
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--rounds must be an integer >= 1");
   const run = startRun("suspend");
-  let results: Round[];
+  const peer: Peer = values["no-peer"]
+    ? { ok: false, reason: "not run (--no-peer)" }
+    : await ensurePeer(note);
+  if (!peer.ok) note(`peer unavailable: ${peer.reason}`);
+  const both = async (cluster: ClusterState) => {
+    const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
+    try {
+      await ensureCrd(admin);
+      const ours = await measure(cluster, "ours", startOurs, replicas, rounds);
+      if (!peer.ok) return { ours, peerMissing: peer.reason };
+      // The peer's CRDs (its CocoonSet CRD has our CRD's name) for its run only; deleted and
+      // created again after it, as the differential tier does.
+      const crds = readCrds(peer.crdFiles);
+      try {
+        await applyCrds(admin, crds);
+        const theirs = await measure(
+          cluster,
+          "peer",
+          (c) => startThePeer(peer.binary, c),
+          replicas,
+          rounds,
+        );
+        return { ours, peer: theirs };
+      } catch (e) {
+        note(`the peer run failed: ${(e as Error).message}`);
+        return { ours, peerMissing: `the peer run failed: ${(e as Error).message}` };
+      } finally {
+        for (const crd of crds) await deleteCrd(admin, crd.metadata.name ?? "");
+        await ensureCrd(admin);
+      }
+    } finally {
+      admin.close();
+    }
+  };
+  let measured: { ours: Round[]; peer?: Round[]; peerMissing?: string };
   if (values["state-dir"]) {
     const st = readState(values["state-dir"]);
     if (!st) throw new Error(`no cluster state in ${values["state-dir"]}`);
-    results = await measure(st, replicas, rounds);
+    measured = await both(st);
   } else {
-    results = await withCluster("cocoonset-bench-suspend", 2, (c) => measure(c, replicas, rounds));
+    measured = await withCluster("cocoonset-bench-suspend", 2, both);
   }
   const ms = (xs: number[]) => `${Math.round(median(xs))} ms`;
-  const row = (label: string, pick: (r: Round) => number, sim: (r: Round) => number) => [
-    label,
-    ms(results.map(pick)),
-    ms(results.map(sim)),
-    `${Math.round(Math.min(...results.map(pick)))}–${Math.round(Math.max(...results.map(pick)))} ms`,
-  ];
-  console.log(
-    `\nfleet of 1 + ${replicas}, ${rounds} round(s), medians:\n` +
-      table([
-        ["", "fleet status", "last VM done", "range (status)"],
-        row(
-          "suspend → Suspended",
-          (r) => r.suspendMs,
-          (r) => r.suspendSimulatorMs,
-        ),
-        row(
-          "wake → Running",
-          (r) => r.wakeMs,
-          (r) => r.wakeSimulatorMs,
-        ),
-      ]),
-  );
-  const written = await run.write({
-    fleet: { main: 1, subAgents: replicas },
+  const rows: string[][] = [["", "fleet status", "last VM done", "range (status)"]];
+  const add = (who: string, results: Round[]) => {
+    const row = (label: string, pick: (r: Round) => number, sim: (r: Round) => number) => [
+      `${who}: ${label}`,
+      ms(results.map(pick)),
+      ms(results.map(sim)),
+      `${Math.round(Math.min(...results.map(pick)))}–${Math.round(Math.max(...results.map(pick)))} ms`,
+    ];
+    rows.push(
+      row(
+        "suspend → Suspended",
+        (r) => r.suspendMs,
+        (r) => r.suspendSimulatorMs,
+      ),
+    );
+    rows.push(
+      row(
+        "wake → Running",
+        (r) => r.wakeMs,
+        (r) => r.wakeSimulatorMs,
+      ),
+    );
+  };
+  add("ours", measured.ours);
+  if (measured.peer) add("peer", measured.peer);
+  console.log(`\nfleet of 1 + ${replicas}, ${rounds} round(s), medians:\n` + table(rows));
+  if (measured.peerMissing) console.log(`peer: ${measured.peerMissing}`);
+  const record = (results: Round[]) => ({
     rounds: results.map((r) => ({
       suspendMs: Math.round(r.suspendMs),
       suspendSimulatorMs: Math.round(r.suspendSimulatorMs),
@@ -293,6 +367,11 @@ async function main(): Promise<void> {
     })),
     medianSuspendMs: Math.round(median(results.map((r) => r.suspendMs))),
     medianWakeMs: Math.round(median(results.map((r) => r.wakeMs))),
+  });
+  const written = await run.write({
+    fleet: { main: 1, subAgents: replicas },
+    ours: record(measured.ours),
+    ...(measured.peer ? { peer: record(measured.peer) } : { peerMissing: measured.peerMissing }),
   });
   note(`wrote ${written.join(", ")}`);
 }

@@ -6,7 +6,10 @@ import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "./controller-command.js";
 import { registerPlan } from "./plan-command.js";
 import { registerDemo } from "./demo-command.js";
-import { cocoonSetControllerDeps } from "../controller/cocoonset-controller.js";
+import {
+  cocoonSetControllerDeps,
+  reconcilerOptionsOf,
+} from "../controller/cocoonset-controller.js";
 import { registerToolchain } from "./toolchain-command.js";
 import { registerImage } from "./image-command.js";
 
@@ -35,7 +38,7 @@ registerPlan(program);
 registerDemo(program);
 registerImage(program);
 registerController(program, async ({ client, options }) =>
-  cocoonSetControllerDeps(client, { fanOut: options.fanoutConcurrency }),
+  cocoonSetControllerDeps(client, reconcilerOptionsOf(options)),
 );
 
 await program.parseAsync(process.argv);

@@ -6,6 +6,8 @@ import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 import { previewPlan } from "../provider/engine/index.js";
+import { OciRegistry } from "../provider/registry/oci.js";
+import { parseRegistryOption } from "../controller/options.js";
 import {
   API_VERSION,
   KIND,
@@ -146,39 +148,63 @@ export function registerPlan(program: Command): void {
     .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)")
     .option("--kubeconfig <path>", kubeconfigHelp)
     .option("--json", "print the plan as one JSON document")
+    .option(
+      "--oci-registry <host[:port][/prefix]>",
+      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend is planned as the controller would carry it out, without it `suspend` is shown as not acted on",
+    )
     .action(
-      action(async (opts: { file: string; kubeconfig?: string; json?: boolean }) => {
-        const input = readCocoonSetFile(opts.file);
-        let client: KubeClient;
-        try {
-          client = new KubeClient({ kubeconfig: opts.kubeconfig, requestTimeoutMs: 15_000 });
-        } catch (e) {
-          if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
-          throw e;
-        }
-        // A file without metadata.namespace means the context's namespace, as with kubectl.
-        const ns = client.contextNamespace;
-        if (!input.namespaceGiven && ns) {
-          input.namespace = ns;
-          input.cocoonSet.metadata = { ...input.cocoonSet.metadata, namespace: ns };
-        }
-        try {
-          const { cocoonSet, exists } = await plannedObject(client, input);
-          // The engine's own reading of the cluster, as a pass would read it.
-          const plan = await previewPlan(client, cocoonSet, { exists });
-          if (opts.json) printJson(planToJSON(plan));
-          else process.stdout.write(renderPlan(plan) + "\n");
-        } catch (e) {
-          if (KubeApiError.isInstance(e) && e.status === 0) {
-            throw new CliError(`${e.message}; kubeconfig: ${client.source}`);
+      action(
+        async (opts: {
+          file: string;
+          kubeconfig?: string;
+          json?: boolean;
+          ociRegistry?: string;
+        }) => {
+          const registry = registryOf(opts.ociRegistry, process.env.OCI_REGISTRY);
+          const input = readCocoonSetFile(opts.file);
+          let client: KubeClient;
+          try {
+            client = new KubeClient({ kubeconfig: opts.kubeconfig, requestTimeoutMs: 15_000 });
+          } catch (e) {
+            if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
+            throw e;
           }
-          if (KubeApiError.isInstance(e) && e.status === 401) {
-            throw new CliError(`${e.message}; the credentials in ${client.source} were rejected`);
+          // A file without metadata.namespace means the context's namespace, as with kubectl.
+          const ns = client.contextNamespace;
+          if (!input.namespaceGiven && ns) {
+            input.namespace = ns;
+            input.cocoonSet.metadata = { ...input.cocoonSet.metadata, namespace: ns };
           }
-          throw e;
-        } finally {
-          client.close();
-        }
-      }),
+          try {
+            const { cocoonSet, exists } = await plannedObject(client, input);
+            // The engine's own reading of the cluster, as a pass would read it.
+            const plan = await previewPlan(client, cocoonSet, { exists, registry });
+            if (opts.json) printJson(planToJSON(plan));
+            else process.stdout.write(renderPlan(plan) + "\n");
+          } catch (e) {
+            if (KubeApiError.isInstance(e) && e.status === 0) {
+              throw new CliError(`${e.message}; kubeconfig: ${client.source}`);
+            }
+            if (KubeApiError.isInstance(e) && e.status === 401) {
+              throw new CliError(`${e.message}; the credentials in ${client.source} were rejected`);
+            }
+            throw e;
+          } finally {
+            client.close();
+          }
+        },
+      ),
     );
+}
+
+/** The registry of `--oci-registry` (else `OCI_REGISTRY`), validated as the controller does. */
+function registryOf(flag: string | undefined, env: string | undefined): OciRegistry | undefined {
+  const from = flag !== undefined ? "--oci-registry" : "--oci-registry (from OCI_REGISTRY)";
+  const value = flag ?? (env?.trim() ? env : undefined);
+  if (value === undefined) return undefined;
+  try {
+    return new OciRegistry(parseRegistryOption(value));
+  } catch (e) {
+    throw new CliError(`[${from}] ${(e as Error).message} (got "${value}")`, 2);
+  }
 }

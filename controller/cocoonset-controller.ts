@@ -14,6 +14,7 @@ import {
   type KubeObject,
 } from "../provider/kube/index.js";
 import { reapNamespace } from "../provider/release/index.js";
+import { OciRegistry } from "../provider/registry/oci.js";
 import { isReady, LABELS } from "../provider/fleet/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import type { CheckResult } from "./health.js";
@@ -113,6 +114,16 @@ export interface ControllerDeps {
   reconciler: Reconciler;
   /** One orphan reaper pass over a namespace. Receives a context for logs and metrics. */
   reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
+}
+
+/** The reconciler's options from the controller's resolved options. */
+export function reconcilerOptionsOf(
+  options: Pick<ControllerOptions, "fanoutConcurrency" | "ociRegistry">,
+): CocoonSetReconcilerOptions {
+  return {
+    fanOut: options.fanoutConcurrency,
+    registry: options.ociRegistry ? new OciRegistry(options.ociRegistry) : undefined,
+  };
 }
 
 /** The engine's reconciler and the orphan reaper, on one client. */

@@ -11,6 +11,7 @@ import {
   runPass,
   type CreateLogs,
   type EngineHooks,
+  type SnapshotRegistry,
 } from "../provider/engine/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
 import type { KubeClient } from "../provider/kube/index.js";
@@ -32,6 +33,8 @@ export interface CocoonSetReconcilerOptions {
   releaseTimeoutMs?: number;
   /** Clock (tests fast-forward it). @default Date.now */
   now?: () => number;
+  /** The snapshot registry (`--oci-registry`); without it `spec.suspend` is not acted on. */
+  registry?: SnapshotRegistry;
 }
 
 function hooksFor(ctx: ReconcileContext): EngineHooks {
@@ -85,6 +88,7 @@ export class CocoonSetReconciler implements Reconciler {
       now: this.opts.now,
       hooks: hooksFor(ctx),
       createLogs: this.createLogs,
+      registry: this.opts.registry,
       // Shutdown: once the grace period is over, the pass stops starting new actions.
       signal: ctx.signal,
     });

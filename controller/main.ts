@@ -8,7 +8,7 @@
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { registerController } from "../cli/controller-command.js";
-import { cocoonSetControllerDeps } from "./cocoonset-controller.js";
+import { cocoonSetControllerDeps, reconcilerOptionsOf } from "./cocoonset-controller.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -21,7 +21,7 @@ program
   .version(pkg.version)
   .showHelpAfterError();
 registerController(program, async ({ client, options }) =>
-  cocoonSetControllerDeps(client, { fanOut: options.fanoutConcurrency }),
+  cocoonSetControllerDeps(client, reconcilerOptionsOf(options)),
 );
 
 await program.parseAsync(process.argv);

@@ -31,6 +31,11 @@ export interface ControllerOptions {
   reapIntervalMs: number;
   /** @default "info" */
   logLevel: LogLevel;
+  /**
+   * The snapshot registry, `host[:port][/prefix]` (as cocoon-operator's `OCI_REGISTRY`);
+   * undefined: none, and `spec.suspend` is stored but not acted on.
+   */
+  ociRegistry?: string;
 }
 
 /** Raw flag values as commander hands them over (undefined when the flag was not given). */
@@ -45,6 +50,7 @@ export interface ControllerFlags {
   leaderElectionNamespace?: string;
   reapInterval?: string;
   logLevel?: string;
+  ociRegistry?: string;
 }
 
 /** One documented option: its flag, env var, default and help text. */
@@ -142,6 +148,16 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     defaultText: "info",
     description: `log level (${LOG_LEVELS.join(", ")})`,
   },
+  {
+    key: "ociRegistry",
+    valueName: "<host[:port][/prefix]>",
+    flag: "--oci-registry",
+    // The node agent's and cocoon-operator's name for it: one variable for the whole stack.
+    env: "OCI_REGISTRY",
+    defaultText: "none: spec.suspend is stored but not acted on",
+    description:
+      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends; http for a loopback host or an http:// prefix, else https",
+  },
 ];
 
 /** A bad option value; the message names the flag (and the env var when it came from there). */
@@ -195,6 +211,32 @@ export function parseLogLevelOption(text: string): LogLevel {
   if (!(LOG_LEVELS as readonly string[]).includes(v))
     throw new Error(`must be one of ${LOG_LEVELS.join(", ")}`);
   return v as LogLevel;
+}
+
+const REGISTRY_HOST =
+  /^(?:(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::(\d{1,5}))?$/i;
+/** One repository path component, as the OCI distribution spec allows it. */
+const REGISTRY_PATH_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
+
+/**
+ * Parses `--oci-registry`: `host[:port][/prefix]`, optionally with an `http://` or
+ * `https://` scheme; the prefix is lower-case repository path components.
+ */
+export function parseRegistryOption(text: string): string {
+  const t = text.trim();
+  const rule =
+    "must be host[:port][/prefix] (e.g. 127.0.0.1:5000 or registry.example.com/snapshots), optionally with http:// or https://";
+  const rest = t.replace(/^https?:\/\//, "").replace(/\/+$/, "");
+  const slash = rest.indexOf("/");
+  const host = slash < 0 ? rest : rest.slice(0, slash);
+  const prefix = slash < 0 ? "" : rest.slice(slash + 1);
+  const m = REGISTRY_HOST.exec(host);
+  if (!m || /\s/.test(t)) throw new Error(rule);
+  if (m[1] !== undefined && (Number(m[1]) < 1 || Number(m[1]) > 65535))
+    throw new Error("must have a port between 1 and 65535");
+  if (prefix !== "" && !prefix.split("/").every((c) => REGISTRY_PATH_COMPONENT.test(c)))
+    throw new Error(`${rule}; the prefix is lower-case letters, digits and . _ - between slashes`);
+  return t;
 }
 
 /**
@@ -284,6 +326,9 @@ export function resolveControllerOptions(
   const ll = pick("logLevel");
   const logLevel: LogLevel = ll ? parse(ll, parseLogLevelOption) : "info";
 
+  const reg = pick("ociRegistry");
+  const ociRegistry = reg ? parse(reg, parseRegistryOption) : undefined;
+
   const kc = pick("kubeconfig");
   return {
     kubeconfig: kc?.value.trim() || undefined,
@@ -296,6 +341,7 @@ export function resolveControllerOptions(
     leaderElectionNamespace,
     reapIntervalMs,
     logLevel,
+    ociRegistry,
   };
 }
 

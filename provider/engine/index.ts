@@ -5,3 +5,4 @@ export * from "./install-crd.js";
 export * from "./preview.js";
 export * from "./simulate.js";
 export * from "./preview-creates.js";
+export * from "./snapshots.js";

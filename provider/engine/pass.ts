@@ -14,6 +14,7 @@ import {
   ANNOTATIONS,
   LABELS,
   planPass,
+  snapshotProbes,
   toolboxPodName,
   type CocoonSet,
   type Plan,
@@ -22,6 +23,7 @@ import {
   type Pod,
   type SlotCreateLog,
   type SlotCreateRecord,
+  type SnapshotFacts,
 } from "../fleet/index.js";
 import {
   isAlreadyExists,
@@ -32,6 +34,7 @@ import {
   type KubeClient,
 } from "../kube/index.js";
 import { BrandedError } from "../kube/branded-error.js";
+import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -63,6 +66,12 @@ export interface PassOptions {
   hooks?: EngineHooks;
   /** Plan only: perform nothing. */
   dryRun?: boolean;
+  /**
+   * The snapshot registry (the node agent's `OCI_REGISTRY`). With it, `spec.suspend` is
+   * acted on: the pass asks it which `:hibernate` tags exist before planning. Without it
+   * `suspend` is stored and not acted on (docs/behaviour.md §3.15).
+   */
+  registry?: SnapshotRegistry;
   /**
    * Stops the pass: once aborted, no further action starts (those in flight finish), no status
    * is written, and the result carries an error saying so. The controller aborts it when it
@@ -99,6 +108,12 @@ export interface PassResult {
 /** The planner refused part of the spec (a toolbox name another pod holds, bad names). */
 export class PlanRefusal extends BrandedError {}
 
+/**
+ * The snapshot registry did not answer what the pass needed: nothing was changed (the pass
+ * fails closed) and it is tried again.
+ */
+export class SnapshotRegistryFailure extends BrandedError {}
+
 /** One step's action failed against the cluster; `cause` is the API error. */
 export class StepFailure extends BrandedError {
   constructor(
@@ -127,7 +142,8 @@ export class PassAborted extends BrandedError {
 }
 
 /** Why a pass fell short. */
-export type PassFailure = PlanRefusal | StepFailure | StaleCocoonSet | PassAborted;
+export type PassFailure =
+  PlanRefusal | SnapshotRegistryFailure | StepFailure | StaleCocoonSet | PassAborted;
 
 /** Thrown when a pass could not do everything; carries what it did. */
 export class PassError extends BrandedError {
@@ -175,20 +191,51 @@ export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<
   return pods;
 }
 
-/** Plans a pass against the live cluster without changing anything. */
-export async function planLive(
+/**
+ * The registry facts a pass over these pods needs: undefined without a registry (suspend is
+ * not acted on), else the `:hibernate` tags of the VMs the plan consults (none for a fleet
+ * that is not suspended) or the registry's error.
+ */
+export async function readSnapshotFacts(
+  registry: SnapshotRegistry | undefined,
+  cs: CocoonSet,
+  pods: readonly Pod[],
+): Promise<SnapshotFacts | undefined> {
+  if (!registry) return undefined;
+  return gatherSnapshotFacts(registry, snapshotProbes(cs, pods));
+}
+
+/** A plan of the live cluster and the registry facts it was planned with. */
+interface LivePlan {
+  plan: Plan;
+  snapshots: SnapshotFacts | undefined;
+}
+
+async function planLiveWithFacts(
   client: KubeClient,
   cs: CocoonSet,
-  opts: PassOptions = {},
-): Promise<Plan> {
+  opts: PassOptions,
+): Promise<LivePlan> {
   const pods = await readFleetPods(client, cs);
-  return planPass({
+  const snapshots = await readSnapshotFacts(opts.registry, cs, pods);
+  const plan = planPass({
     cocoonSet: cs,
     pods,
     nowMs: (opts.now ?? Date.now)(),
     fanOut: opts.fanOut,
     createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
+    snapshots,
   });
+  return { plan, snapshots };
+}
+
+/** Plans a pass against the live cluster (and registry) without changing anything. */
+export async function planLive(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: PassOptions = {},
+): Promise<Plan> {
+  return (await planLiveWithFacts(client, cs, opts)).plan;
 }
 
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
@@ -199,12 +246,17 @@ export async function runPass(
 ): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
-  const plan = await planLive(client, cs, opts);
+  const { plan, snapshots } = await planLiveWithFacts(client, cs, opts);
+  const registryError = snapshots && "error" in snapshots ? snapshots.error : undefined;
   const result: PassResult = {
     plan,
     created: [],
     deleted: [],
-    failures: plan.errors.map((e) => new PlanRefusal(e)),
+    failures: plan.errors.map((e) =>
+      registryError !== undefined && e.includes(registryError)
+        ? new SnapshotRegistryFailure(e)
+        : new PlanRefusal(e),
+    ),
     errors: [...plan.errors],
     requeueAfterMs: plan.requeueAfterMs,
     statusWritten: false,

@@ -1,11 +1,13 @@
 /**
  * The engine's preview: the plan a pass would carry out now, read from the cluster the way
- * the pass reads it (`readFleetPods`), without changing anything. `cocoonset plan` prints it.
+ * the pass reads it (`readFleetPods`, and the registry facts when a registry is given),
+ * without changing anything. `cocoonset plan` prints it.
  * Behaviour: docs/behaviour.md §3 and §8.
  */
 import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { readFleetPods } from "./pass.js";
+import { readFleetPods, readSnapshotFacts } from "./pass.js";
+import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 
 /**
@@ -38,9 +40,11 @@ export function planNewFleet(cs: CocoonSet, nowMs: number): Plan {
 export async function previewPlan(
   client: KubeClient,
   cs: CocoonSet,
-  opts: { exists: boolean; nowMs?: number },
+  opts: { exists: boolean; nowMs?: number; registry?: SnapshotRegistry },
 ): Promise<Plan> {
   const nowMs = opts.nowMs ?? Date.now();
   if (!opts.exists) return planNewFleet(cs, nowMs);
-  return planPass({ cocoonSet: cs, pods: await readFleetPods(client, cs), nowMs });
+  const pods = await readFleetPods(client, cs);
+  const snapshots = await readSnapshotFacts(opts.registry, cs, pods);
+  return planPass({ cocoonSet: cs, pods, nowMs, snapshots });
 }

@@ -88,6 +88,7 @@ export {
 export {
   asksHibernate,
   hibernationGate,
+  snapshotProbes,
   suspendsRetaining,
   SUSPEND_POLL_MS,
   type HibernationGate,

@@ -1,9 +1,11 @@
 // Suspend with hibernatePolicy retain: when a pod counts as hibernated, and the pass's
 // registry facts. Pure. Behaviour: docs/behaviour.md §3.15; the upstream it matches:
 // docs/lifecycle-design.md.
+import { classifyPods } from "./classify.js";
 import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES } from "./constants.js";
 import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
+import { namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating } from "./pod-state.js";
 
 /**
@@ -45,23 +47,58 @@ export function hibernationGate(
   pods: readonly Pod[],
   snapshots: ReadonlySet<string>,
 ): HibernationGate {
-  const generation = cs.metadata.generation ?? 0;
   const pending: string[] = [];
   let counted = 0;
   for (const pod of pods) {
-    const a = pod.metadata?.annotations ?? {};
-    if (a[ANNOTATIONS.managed] !== ANNOTATION_TRUE || isTerminal(pod) || isTerminating(pod))
-      continue;
+    if (!gated(pod)) continue;
     counted++;
-    const vm = a[ANNOTATIONS.vmName] ?? "";
-    const observed = Number(a[ANNOTATIONS.lifecycleObservedGeneration] ?? "");
-    const done =
-      vm !== "" &&
-      a[ANNOTATIONS.lifecycleState] === LIFECYCLE_STATES.hibernated &&
-      Number.isFinite(observed) &&
-      observed >= generation &&
-      snapshots.has(vm);
-    if (!done) pending.push(pod.metadata?.name ?? "");
+    const vm = awaitingTag(cs, pod);
+    if (vm === undefined || !snapshots.has(vm)) pending.push(pod.metadata?.name ?? "");
   }
   return { pending: pending.sort(), counted };
+}
+
+/** Whether the gate waits for this pod at all: managed, not terminal, not being deleted. */
+function gated(pod: Pod): boolean {
+  const a = pod.metadata?.annotations ?? {};
+  return a[ANNOTATIONS.managed] === ANNOTATION_TRUE && !isTerminal(pod) && !isTerminating(pod);
+}
+
+/**
+ * The VM name of a gated pod whose node agent already reports `hibernated` for this
+ * generation: only its registry tag is left to check. Undefined for any other pod.
+ */
+function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
+  const a = pod.metadata?.annotations ?? {};
+  const vm = a[ANNOTATIONS.vmName] ?? "";
+  const observed = Number(a[ANNOTATIONS.lifecycleObservedGeneration] ?? "");
+  const done =
+    vm !== "" &&
+    a[ANNOTATIONS.lifecycleState] === LIFECYCLE_STATES.hibernated &&
+    Number.isFinite(observed) &&
+    observed >= (cs.metadata.generation ?? 0);
+  return done ? vm : undefined;
+}
+
+/**
+ * The VMs whose `<vm>:hibernate` tag the next pass consults, sorted: what the executor asks
+ * the registry (one HEAD each) before planning. Only a retain suspend consults tags: the
+ * main agent's VM when the main agent is missing (its restore intent), else each owned pod
+ * the node agent reports hibernated for this generation (the last part of the gate, so a
+ * VM still hibernating costs no request). A fleet that is not suspended asks nothing: the
+ * unsuspend only needs to know that a registry is configured. A terminal main agent is
+ * triaged first and asks nothing either.
+ */
+export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  if (!suspendsRetaining(cs)) return [];
+  const owned = classifyPods(cs, pods);
+  if (!owned.main) return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
+  if (isTerminal(owned.main)) return [];
+  const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
+  const vms = new Set<string>();
+  for (const pod of members) {
+    const vm = gated(pod) ? awaitingTag(cs, pod) : undefined;
+    if (vm !== undefined) vms.add(vm);
+  }
+  return [...vms].sort();
 }

@@ -18,7 +18,10 @@ import { applyCrds, deleteCrd, ensurePeer, readCrds } from "../../bench/peer.js"
 import { ensureCrd } from "../../provider/engine/index.js";
 import { type CocoonSet } from "../../provider/fleet/index.js";
 import { paths, waitForList } from "../../provider/kube/index.js";
-import { adminClient, suffix, testKubeconfig } from "../support/cluster.js";
+import { readState } from "../../cluster/local-cluster.js";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
+import { adminClient, suffix, testClusterDir, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, startController } from "../support/controller-process.js";
 import { startPeer } from "../support/peer-process.js";
 import { SCENARIOS, runScenarios, type Checkpoints } from "./scenarios.js";
@@ -49,12 +52,20 @@ async function deleteAll(namespaces: string[]): Promise<void> {
   );
 }
 
+/** The embedded cluster's registry: both controllers are given it, as `OCI_REGISTRY`. */
+const registryAddress = readState(testClusterDir())?.registry;
+const registry = registryAddress ? new OciRegistry(registryAddress) : undefined;
+
+/** The namespaces; a scenario that needs VM lifecycles gets the simulator's opt-in label. */
 async function createNamespaces(side: string): Promise<void> {
-  for (const ns of allNamespaces(side))
+  for (const [i, scenario] of SCENARIOS.entries())
     await client.create(paths.namespaces(), {
       apiVersion: "v1",
       kind: "Namespace",
-      metadata: { name: ns },
+      metadata: {
+        name: namespace(side, i),
+        labels: scenario.nodeAgent ? { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } : undefined,
+      },
     });
 }
 
@@ -94,7 +105,7 @@ describe(
       await applyCrds(client, crds);
       let peer: Awaited<ReturnType<typeof startPeer>> | undefined;
       try {
-        peer = await startPeer(binary, testKubeconfig());
+        peer = await startPeer(binary, testKubeconfig(), registryAddress);
         const p = peer;
         results.peer = await runScenarios(
           client,
@@ -102,6 +113,7 @@ describe(
           (i) => namespace("peer", i),
           () => p.metricsText(),
           log,
+          registry,
         );
         await deleteAll(allNamespaces("peer"));
       } finally {
@@ -130,6 +142,7 @@ describe(
         kubeconfig: testKubeconfig(),
         namespaces: allNamespaces("ours"),
         label: "differential",
+        extraArgs: registryAddress ? ["--oci-registry", registryAddress] : [],
       });
       await proc.synced();
       results.ours = await runScenarios(
@@ -138,6 +151,7 @@ describe(
         (i) => namespace("ours", i),
         () => proc.metricsText(),
         log,
+        registry,
       );
       await deleteAll(allNamespaces("ours"));
     });

@@ -21,6 +21,7 @@ import {
 } from "../../provider/kube/index.js";
 import { isReady } from "../support/cluster.js";
 import { IMAGE, SIMULATE, cocoonSet } from "../support/controller-fleet.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
 import { takeSnapshot, type Side, type Snapshot } from "./snapshot.js";
 
 /** What a scenario gets to work with. */
@@ -28,13 +29,22 @@ export interface ScenarioContext {
   client: KubeClient;
   side: Side;
   ns: string;
-  /** Takes and stores a snapshot of the CocoonSet under `label`. */
-  checkpoint: (label: string, name: string) => Promise<void>;
+  /**
+   * Takes and stores a snapshot of the CocoonSet under `label`; with `tags`, the registry's
+   * tags of its VMs too.
+   */
+  checkpoint: (label: string, name: string, opts?: { tags?: boolean }) => Promise<void>;
 }
 
 /** A scenario: a name and its story. */
 export interface Scenario {
   name: string;
+  /**
+   * Its namespace is opted in to the embedded cluster's node-agent simulator (the VM
+   * lifecycle and the registry): only the scenarios that need VM lifecycles, since the
+   * simulator's annotations would change every other scenario's pods.
+   */
+  nodeAgent?: boolean;
   run(ctx: ScenarioContext): Promise<void>;
 }
 
@@ -220,8 +230,78 @@ async function historyCount(
 const getPod = (client: KubeClient, ns: string, name: string) =>
   client.get<Pod>(paths.pod(ns, name));
 
+const vmState = (p: Pod) => p.metadata?.annotations?.[ANNOTATIONS.lifecycleState];
+const vmRunning = (p: Pod) =>
+  vmState(p) === "ready" &&
+  !!p.metadata?.annotations?.[ANNOTATIONS.vmID] &&
+  p.metadata?.annotations?.[ANNOTATIONS.hibernate] === undefined;
+
+/** Waits until the CocoonSet has `count` live pods and every one satisfies `ok`. */
+async function podsAre(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  count: number,
+  ok: (p: Pod) => boolean,
+  description: string,
+) {
+  await waitForList(
+    client,
+    paths.pods(ns),
+    (items) => items.filter(live).length === count && items.filter(live).every(ok),
+    { labelSelector: `${LABELS.name}=${name}`, timeoutMs: TIMEOUT_MS, description },
+  );
+}
+
 /** The scenarios, in the order they run. */
 export const SCENARIOS: readonly Scenario[] = [
+  {
+    name: "suspend and unsuspend with hibernatePolicy retain (node-agent simulator, registry)",
+    nodeAgent: true,
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "nap", { agent: { image: IMAGE, replicas: 2 } });
+      await converged(client, ns, "nap", { replicas: 2 });
+      await podsAre(client, ns, "nap", 3, vmRunning, `the VMs of ${ns}/nap booted`);
+      await checkpoint("running", "nap", { tags: true });
+      await patchSpec(client, ns, "nap", { suspend: true });
+      await podsAre(
+        client,
+        ns,
+        "nap",
+        3,
+        (p) => vmState(p) === "hibernated",
+        `the VMs of ${ns}/nap hibernated`,
+      );
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "nap",
+        (o) => {
+          const cs = o as CocoonSet | undefined;
+          return (
+            cs?.status?.phase === "Suspended" &&
+            cs.status.observedGeneration === cs.metadata.generation
+          );
+        },
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/nap Suspended at its generation` },
+      );
+      await checkpoint("suspended", "nap", { tags: true });
+      await patchSpec(client, ns, "nap", { suspend: false });
+      await podsAre(client, ns, "nap", 3, vmRunning, `the VMs of ${ns}/nap woken`);
+      await converged(client, ns, "nap", { replicas: 2 });
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "nap",
+        (o) => {
+          const agents = (o as unknown as CocoonSet | undefined)?.status?.agents ?? [];
+          return agents.length === 3 && agents.every((a) => !!a.vmID);
+        },
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/nap reporting every VM id` },
+      );
+      await checkpoint("unsuspended", "nap", { tags: true });
+    },
+  },
   {
     name: "create with replicas 3, then scale 3 → 6 → 2",
     async run({ client, ns, checkpoint }) {
@@ -396,6 +476,7 @@ export async function runScenarios(
   namespaceOf: (scenario: number) => string,
   metricsText: () => Promise<string>,
   progress: (line: string) => void,
+  registry?: OciRegistry,
 ): Promise<{ checkpoints: Checkpoints; error?: string }[]> {
   const out: { checkpoints: Checkpoints; error?: string }[] = [];
   for (const [i, scenario] of SCENARIOS.entries()) {
@@ -407,8 +488,15 @@ export async function runScenarios(
         client,
         side,
         ns,
-        checkpoint: async (label, name) => {
-          checkpoints.push([label, await takeSnapshot(client, side, ns, name, metricsText)]);
+        checkpoint: async (label, name, opts) => {
+          if (opts?.tags && !registry)
+            throw new Error("this scenario needs the cluster's registry");
+          const reg = opts?.tags ? registry : undefined;
+          const snap = await takeSnapshot(client, side, ns, name, metricsText, reg);
+          // An empty tag record would compare equal on both sides and prove nothing.
+          if (reg && Object.keys(snap.registryTags ?? {}).length === 0)
+            throw new Error(`${label}: the status of ${ns}/${name} names no VM to list tags of`);
+          checkpoints.push([label, snap]);
         },
       });
       out.push({ checkpoints });

@@ -22,6 +22,7 @@ import {
   type Pod,
 } from "../../provider/fleet/index.js";
 import { paths, type KubeClient } from "../../provider/kube/index.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
 import { metricValue } from "../support/controller-process.js";
 
 /** Which controller produced a snapshot. */
@@ -59,6 +60,8 @@ export interface Snapshot {
   pods: PodView[];
   eventReasons: string[];
   metrics: { rebuilds: number; deadLetters: number };
+  /** The registry's tags of each agent's VM, when the scenario asked (a suspend). */
+  registryTags?: Record<string, string[]>;
 }
 
 /** A difference the project makes on purpose, and how the comparison folds it away. */
@@ -168,6 +171,9 @@ function relativeGeneration(raw: string, current: number | undefined): string {
   return n === current ? "<generation>" : `<generation-${current - n}>`;
 }
 
+/** The node agent's per-boot values: whether one is set, not which (random per VM boot). */
+const PER_BOOT = new Set<string>([ANNOTATIONS.vmID, ANNOTATIONS.vmIP]);
+
 function podView(pod: Pod, mainNode: string | undefined, generation?: number): PodView {
   const md = pod.metadata ?? {};
   const spec = pod.spec ?? { containers: [] };
@@ -188,7 +194,20 @@ function podView(pod: Pod, mainNode: string | undefined, generation?: number): P
     name: md.name ?? "",
     labels: pick(md.labels, () => true),
     annotations: {
-      ...pick(md.annotations, ownAnnotation),
+      ...Object.fromEntries(
+        Object.entries(pick(md.annotations, ownAnnotation)).map(([k, v]) => [
+          k,
+          PER_BOOT.has(k) ? "<set>" : v,
+        ]),
+      ),
+      ...(md.annotations?.[ANNOTATIONS.lifecycleObservedGeneration] !== undefined
+        ? {
+            [ANNOTATIONS.lifecycleObservedGeneration]: relativeGeneration(
+              md.annotations[ANNOTATIONS.lifecycleObservedGeneration],
+              generation,
+            ),
+          }
+        : {}),
       ...(md.annotations?.[ANNOTATIONS.generation] !== undefined
         ? {
             [ANNOTATIONS.generation]: relativeGeneration(
@@ -222,7 +241,12 @@ function statusView(cs: CocoonSet): Record<string, unknown> {
     .sort((a, b) => String(a.type).localeCompare(String(b.type)));
   const strip = (list: unknown) =>
     ((list as Record<string, unknown>[] | undefined) ?? []).map((e) =>
-      Object.fromEntries(Object.entries(e).filter(([, v]) => v !== "" && v !== 0 && v !== null)),
+      Object.fromEntries(
+        Object.entries(e)
+          .filter(([, v]) => v !== "" && v !== 0 && v !== null)
+          // A VM's id and IP are random per boot: whether they are reported is compared.
+          .map(([k, v]) => [k, k === "vmID" || k === "ip" ? "<set>" : v]),
+      ),
     );
   return {
     phase: s.phase,
@@ -261,6 +285,7 @@ export async function takeSnapshot(
   ns: string,
   name: string,
   metricsText: () => Promise<string>,
+  registry?: OciRegistry,
 ): Promise<Snapshot> {
   const cs = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name));
   const pods = (
@@ -297,6 +322,12 @@ export async function takeSnapshot(
       deadLetters: metricValue(text, COUNTERS[side].deadLetters, labels),
     },
   };
+  if (registry) {
+    const tags: Record<string, string[]> = {};
+    for (const a of (cs?.status?.agents ?? []) as { vmName?: string }[])
+      if (a.vmName) tags[a.vmName] = await registry.listTags(a.vmName);
+    snap.registryTags = tags;
+  }
   const out = replaceNs(snap, ns);
   for (const d of DELIBERATE) d.fold(out, side);
   return out;

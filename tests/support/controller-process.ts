@@ -379,7 +379,7 @@ export async function startController(
   const env = { ...process.env };
   // Only the flags configure the controller under test.
   for (const k of Object.keys(env))
-    if (k.startsWith("COCOONSET_") || k === "KUBECONFIG") delete env[k];
+    if (k.startsWith("COCOONSET_") || k === "KUBECONFIG" || k === "OCI_REGISTRY") delete env[k];
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   const proc = new ControllerProcess(opts.label ?? "controller", child, metricsPort, probePort);
   cleanup.defer(`stop ${proc.label}`, async () => {
@@ -401,7 +401,7 @@ export async function runControllerToExit(
 ): Promise<Exit & { stdout: string; stderr: string }> {
   const env = { ...process.env };
   for (const k of Object.keys(env))
-    if (k.startsWith("COCOONSET_") || k === "KUBECONFIG") delete env[k];
+    if (k.startsWith("COCOONSET_") || k === "KUBECONFIG" || k === "OCI_REGISTRY") delete env[k];
   const child = spawn(process.execPath, [CLI_MAIN, "controller", ...args], {
     env,
     stdio: ["ignore", "pipe", "pipe"],

@@ -83,10 +83,14 @@ export class PeerProcess {
 
 /**
  * Starts the peer binary on the given kubeconfig: no leader election, metrics and probes on
- * free loopback ports, and a closed loopback port as its (required) OCI registry, which the
- * create, scale, rebuild and delete paths never need to reach.
+ * free loopback ports, and `registry` as its (required) OCI registry; without one a closed
+ * loopback port, which the create, scale, rebuild and delete paths never need to reach.
  */
-export async function startPeer(binary: string, kubeconfig: string): Promise<PeerProcess> {
+export async function startPeer(
+  binary: string,
+  kubeconfig: string,
+  registry = "127.0.0.1:1",
+): Promise<PeerProcess> {
   const [metrics, probe] = [await freePort(), await freePort()];
   const child = spawn(
     binary,
@@ -101,7 +105,7 @@ export async function startPeer(binary: string, kubeconfig: string): Promise<Pee
         HOME: process.env.HOME,
         KUBECONFIG: kubeconfig,
         LEADER_ELECT: "false",
-        OCI_REGISTRY: "127.0.0.1:1",
+        OCI_REGISTRY: registry,
       },
       stdio: ["ignore", "pipe", "pipe"],
     },

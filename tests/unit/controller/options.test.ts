@@ -25,6 +25,7 @@ describe("controller options", () => {
       leaderElectionNamespace: "default",
       reapIntervalMs: 300_000,
       logLevel: "info",
+      ociRegistry: undefined,
     });
   });
 
@@ -42,6 +43,7 @@ describe("controller options", () => {
         COCOONSET_LEADER_ELECTION_NAMESPACE: "ops",
         COCOONSET_REAP_INTERVAL: "90s",
         COCOONSET_LOG_LEVEL: "debug",
+        OCI_REGISTRY: "127.0.0.1:5000/snapshots",
       },
     );
     assert.deepEqual(o, {
@@ -55,6 +57,7 @@ describe("controller options", () => {
       leaderElectionNamespace: "ops",
       reapIntervalMs: 90_000,
       logLevel: "debug",
+      ociRegistry: "127.0.0.1:5000/snapshots",
     });
   });
 
@@ -93,7 +96,67 @@ describe("controller options", () => {
     );
   });
 
+  test("--oci-registry takes host[:port][/prefix], with or without a scheme; the flag wins over OCI_REGISTRY", () => {
+    for (const ok of [
+      "127.0.0.1:5000",
+      "localhost:5000/cocoon/snapshots",
+      "registry.example.com",
+      "http://10.0.0.1:80/vms",
+      "https://[::1]:5000",
+      "ghcr.io/team_a/vm-snapshots",
+    ])
+      assert.equal(resolve({ ociRegistry: ok }).ociRegistry, ok);
+    assert.equal(
+      resolve({ ociRegistry: "a.example:1" }, { OCI_REGISTRY: "b.example:2" }).ociRegistry,
+      "a.example:1",
+    );
+    assert.equal(resolve({}, { OCI_REGISTRY: "  " }).ociRegistry, undefined, "blank is unset");
+  });
+
   const bad: [string, ControllerFlags, Record<string, string>, RegExp][] = [
+    [
+      "--oci-registry with a space",
+      { ociRegistry: "reg istry:5000" },
+      {},
+      /^\[--oci-registry\] must be host\[:port\]\[\/prefix\]/,
+    ],
+    [
+      "--oci-registry port 0",
+      { ociRegistry: "127.0.0.1:0" },
+      {},
+      /^\[--oci-registry\] must have a port between 1 and 65535 \(got "127\.0\.0\.1:0"\)/,
+    ],
+    [
+      "--oci-registry port 70000",
+      { ociRegistry: "127.0.0.1:70000" },
+      {},
+      /\[--oci-registry\] must have a port/,
+    ],
+    [
+      "--oci-registry ftp://",
+      { ociRegistry: "ftp://host:21" },
+      {},
+      /\[--oci-registry\] must be host/,
+    ],
+    [
+      "--oci-registry upper-case prefix",
+      { ociRegistry: "host:5000/Snapshots" },
+      {},
+      /\[--oci-registry\].*the prefix is lower-case/,
+    ],
+    [
+      "--oci-registry empty prefix component",
+      { ociRegistry: "host:5000//x" },
+      {},
+      /\[--oci-registry\].*prefix/,
+    ],
+    ["--oci-registry no host", { ociRegistry: "http:///x" }, {}, /\[--oci-registry\] must be host/],
+    [
+      "OCI_REGISTRY=bad",
+      {},
+      { OCI_REGISTRY: "not a registry" },
+      /^\[--oci-registry \(from OCI_REGISTRY\)\]/,
+    ],
     ["--concurrency 0", { concurrency: "0" }, {}, /^\[--concurrency\] must be an integer/],
     ["--concurrency abc", { concurrency: "abc" }, {}, /\[--concurrency\].*"abc"/],
     ["--concurrency -1", { concurrency: "-1" }, {}, /\[--concurrency\]/],
@@ -154,10 +217,11 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 10);
+    assert.equal(CONTROLLER_OPTIONS.length, 11);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
-      assert.match(o.env, /^COCOONSET_[A-Z_]+$/);
+      // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack.
+      assert.match(o.env, o.key === "ociRegistry" ? /^OCI_REGISTRY$/ : /^COCOONSET_[A-Z_]+$/);
       assert.ok(o.defaultText.length > 0);
     }
   });

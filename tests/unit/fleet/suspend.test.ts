@@ -9,6 +9,7 @@ import {
   SUSPEND_POLL_MS,
   hibernationGate,
   planPass,
+  snapshotProbes,
   renderPlan,
   type CocoonSet,
   type Plan,
@@ -236,5 +237,57 @@ describe("unsuspend (retain): the plan", () => {
   it("a fleet that was never suspended plans nothing new", () => {
     const cs = cocoonSet({}, { replicas: 2 });
     assert.deepEqual(plan(cs, convergedPods(cs), tags()).steps, []);
+  });
+});
+
+describe("the registry facts a pass needs (what the executor asks before planning)", () => {
+  it("a fleet that is not suspended asks nothing, however its pods look", () => {
+    const cs = cocoonSet({}, { replicas: 2 });
+    assert.deepEqual(
+      snapshotProbes(
+        cs,
+        convergedPods(cs).map((p) => hibernatedPod(p)),
+      ),
+      [],
+    );
+    const released = suspended({ hibernatePolicy: "release" }, 0);
+    assert.deepEqual(snapshotProbes(released, [hibernatedPod(mainPod(released))]), []);
+  });
+
+  it("a missing main agent: only its own tag (the restore intent)", () => {
+    const cs = suspended();
+    assert.deepEqual(snapshotProbes(cs, []), ["vk-team-demo-0"]);
+    const [, one] = convergedPods(cs);
+    assert.deepEqual(snapshotProbes(cs, [hibernatedPod(one)]), ["vk-team-demo-0"]);
+  });
+
+  it("only the VMs reported hibernated for this generation: a VM still hibernating costs no request", () => {
+    const cs = suspended({ toolboxes: [toolbox("db")] });
+    const [main, one, two, db] = convergedPods(cs);
+    const pods = [hibernatedPod(main), asked(one), hibernatedPod(two, "2"), hibernatedPod(db)];
+    assert.deepEqual(snapshotProbes(cs, pods), [vmOf(db), vmOf(main)].sort());
+  });
+
+  it("probes exactly what the gate reads: given those tags, the plan is Suspended", () => {
+    const cs = suspended();
+    const pods = convergedPods(cs).map((p) => hibernatedPod(p));
+    const probes = snapshotProbes(cs, pods);
+    assert.equal(probes.length, 3);
+    assert.equal(plan(cs, pods, tags(...probes)).status?.phase, "Suspended");
+    assert.equal(plan(cs, pods, tags(...probes.slice(1))).status?.phase, "Suspending");
+  });
+
+  it("skips terminal, terminating and foreign pods, and a terminal main agent asks nothing", () => {
+    const cs = suspended();
+    const [main, one, two] = convergedPods(cs);
+    const gone = hibernatedPod(two);
+    gone.metadata = { ...gone.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" };
+    const foreign = hibernatedPod(one);
+    foreign.metadata = { ...foreign.metadata, ownerReferences: [] };
+    assert.deepEqual(snapshotProbes(cs, [hibernatedPod(main), failed(hibernatedPod(one)), gone]), [
+      vmOf(main),
+    ]);
+    assert.deepEqual(snapshotProbes(cs, [hibernatedPod(main), foreign]), [vmOf(main)]);
+    assert.deepEqual(snapshotProbes(cs, [failed(hibernatedPod(main)), hibernatedPod(one)]), []);
   });
 });

@@ -15,6 +15,7 @@ import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../clu
 import { paths, type KubeObject } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, suffix, testClusterDir, withNamespace } from "../support/cluster.js";
+import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
 const A = {
@@ -82,78 +83,26 @@ function vmPod(
   };
 }
 
-/** Every version of one pod the apiserver delivers, from before it exists. */
+/** Every version of one pod the apiserver delivers, from before it exists, read as VM states. */
 class PodHistory {
-  readonly seen: { at: number; pod: KubeObject }[] = [];
-  private readonly ac = new AbortController();
-  private waiters: { done: (p: KubeObject) => boolean; resolve: (p: KubeObject) => void }[] = [];
-
-  private constructor(
-    readonly ns: string,
-    readonly name: string,
-  ) {}
+  private constructor(private readonly h: ObjectHistory<KubeObject>) {}
 
   static async start(t: TestContext, ns: string, name: string): Promise<PodHistory> {
-    const h = new PodHistory(ns, name);
-    const list = await client.list(paths.pods(ns), { fieldSelector: `metadata.name=${name}` });
-    for (const p of list.items) h.push(p);
-    void h.follow(list.metadata.resourceVersion);
-    t.after(() => h.ac.abort());
-    return h;
+    return new PodHistory(await ObjectHistory.start<KubeObject>(t, client, paths.pods(ns), name));
   }
 
-  private push(pod: KubeObject): void {
-    this.seen.push({ at: Date.now(), pod });
-    this.waiters = this.waiters.filter((w) => {
-      if (!w.done(pod)) return true;
-      w.resolve(pod);
-      return false;
-    });
-  }
-
-  private async follow(rv: string | undefined): Promise<void> {
-    while (!this.ac.signal.aborted) {
-      try {
-        rv = await client.watch(
-          paths.pods(this.ns),
-          { resourceVersion: rv, fieldSelector: `metadata.name=${this.name}`, timeoutSeconds: 60 },
-          (ev) => {
-            if (ev.type === "ADDED" || ev.type === "MODIFIED") this.push(ev.object);
-          },
-          this.ac.signal,
-        );
-      } catch {
-        if (this.ac.signal.aborted) return;
-      }
-    }
+  get seen(): readonly KubeObject[] {
+    return this.h.seen;
   }
 
   /** The first version (from `since`, an index into `seen`) for which `done` holds. */
-  async until(
+  until(
     done: (p: KubeObject) => boolean,
     description: string,
     since = 0,
     timeoutMs = 60_000,
   ): Promise<KubeObject> {
-    const hit = this.seen.slice(since).find((s) => done(s.pod));
-    if (hit) return hit.pod;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await new Promise<KubeObject>((resolve, reject) => {
-        this.waiters.push({ done, resolve });
-        timer = setTimeout(
-          () =>
-            reject(
-              new Error(
-                `timed out waiting for ${this.ns}/${this.name}: ${description}; states seen: ${this.states().join(" → ")}`,
-              ),
-            ),
-          timeoutMs,
-        );
-      });
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.h.until(done, description, { since, timeoutMs, show: (p) => stateOf(p) ?? "" });
   }
 
   /** Waits for a lifecycle state (after index `since`). */
@@ -163,19 +112,14 @@ class PodHistory {
 
   /** The lifecycle states seen, consecutive repeats folded ("" before the first). */
   states(since = 0): string[] {
-    const out: string[] = [];
-    for (const s of this.seen.slice(since)) {
-      const v = stateOf(s.pod) ?? "";
-      if (out[out.length - 1] !== v) out.push(v);
-    }
-    return out;
+    return this.h.fold((p) => stateOf(p) ?? "", since);
   }
 
   /** When the first version in `state` was delivered (after index `since`). */
   firstAt(state: string, since = 0): number {
-    const s = this.seen.slice(since).find((e) => stateOf(e.pod) === state);
-    assert.ok(s, `${this.name} was seen in ${state}`);
-    return s.at;
+    const i = this.h.seen.findIndex((p, j) => j >= since && stateOf(p) === state);
+    assert.ok(i >= 0, `${this.h.name} was seen in ${state}`);
+    return this.h.times[i];
   }
 }
 

@@ -9,6 +9,8 @@ import type { ObjectLike } from "../../provider/kube/client.js";
 
 export class ObjectHistory<T extends ObjectLike> {
   readonly seen: T[] = [];
+  /** When each version in `seen` was delivered (`Date.now()`), index for index. */
+  readonly times: number[] = [];
   private readonly ac = new AbortController();
   private waiters: { done: (o: T) => boolean; resolve: (o: T) => void }[] = [];
 
@@ -35,6 +37,7 @@ export class ObjectHistory<T extends ObjectLike> {
 
   private push(o: T): void {
     this.seen.push(o);
+    this.times.push(Date.now());
     this.waiters = this.waiters.filter((w) => {
       if (!w.done(o)) return true;
       w.resolve(o);

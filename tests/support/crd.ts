@@ -4,7 +4,7 @@
  * sometimes CocoonSets) behind; an Operator test starts from a cluster with no CRD.
  */
 import { CRD_NAME, FINALIZER } from "../../provider/fleet/index.js";
-import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { isNotFound, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
 import { adminClient } from "./cluster.js";
 
 /**
@@ -18,9 +18,15 @@ export async function removeCrd(): Promise<void> {
   if (!crd) return;
   for (const cs of (await client.list(paths.cocoonSets())).items) {
     if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) continue;
-    await client.patch(paths.cocoonSet(cs.metadata.namespace ?? "", cs.metadata.name ?? ""), {
-      metadata: { finalizers: null },
-    });
+    // It may be gone by now, with its namespace: a namespace left terminating by an earlier
+    // test finishes once its last CocoonSet is released.
+    await client
+      .patch(paths.cocoonSet(cs.metadata.namespace ?? "", cs.metadata.name ?? ""), {
+        metadata: { finalizers: null },
+      })
+      .catch((e: unknown) => {
+        if (!isNotFound(e)) throw e;
+      });
   }
   if (!crd.metadata.deletionTimestamp) await client.delete(paths.crd(CRD_NAME));
   await waitForObject(client, paths.crds(), CRD_NAME, (o) => o === undefined, {

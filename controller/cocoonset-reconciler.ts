@@ -78,6 +78,7 @@ export class CocoonSetReconciler implements Reconciler {
         log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
         // The controller's RBAC grants nothing on claims: the garbage collector takes them.
         pvcs: false,
+        registry: this.opts.registry,
       });
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
       return DONE;

@@ -5,7 +5,12 @@
  * Behaviour: docs/behaviour.md §3.13.
  */
 import {
+  ANNOTATIONS,
   FINALIZER,
+  deleteVmNamesStash,
+  isOwnedPod,
+  teardownTags,
+  teardownVmNames,
   isReady,
   isTerminal,
   KIND,
@@ -23,7 +28,15 @@ import {
   type KubeClient,
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
-import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
+import {
+  listFleetPods,
+  podSelector,
+  readCocoonSet,
+  runPass,
+  type PassOptions,
+  type PassResult,
+} from "./pass.js";
+import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
 import { BrandedError } from "../kube/branded-error.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
@@ -93,18 +106,51 @@ export interface FinalizeOptions {
   log?: (level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>) => void;
   /** Release the tree's PersistentVolumeClaims too (the release option of that name). @default true */
   pvcs?: boolean;
+  /**
+   * The snapshot registry: with it, once the pods are gone, the VMs' `:hibernate` tags and
+   * the `:latest` tags the snapshot policy does not keep are dropped. Without it the
+   * registry is left as it is.
+   */
+  registry?: SnapshotRegistry;
+}
+
+/** What {@link finalizeDeletion} did. */
+export interface FinalizeResult extends ReleaseResult {
+  /** Registry tags dropped and not dropped (only with a registry). */
+  snapshotTags?: { dropped: number; failed: number };
 }
 
 /**
  * Releases everything the CocoonSet owns (its pods and, recursively, what they own), waits
- * until it is gone, then removes the finalizer.
+ * until it is gone, drops the VMs' snapshot tags when a registry is given, then removes the
+ * finalizer. The VM names are stashed on the CocoonSet before its pods go, so a run cut
+ * short between the two still finds them. A tag that cannot be dropped is logged and left:
+ * the finalizer does not wait on the registry.
  */
 export async function finalizeDeletion(
   client: KubeClient,
   cs: CocoonSet,
   opts: FinalizeOptions = {},
-): Promise<ReleaseResult> {
-  const released = await release(
+): Promise<FinalizeResult> {
+  let vms: string[] = [];
+  if (opts.registry) {
+    const pods = (await listFleetPods(client, cs)).filter((p) => isOwnedPod(cs, p));
+    vms = teardownVmNames(cs, pods);
+    const stash = deleteVmNamesStash(cs, vms);
+    if (stash !== undefined) {
+      const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+      try {
+        await client.patch(
+          path,
+          { metadata: { annotations: { [ANNOTATIONS.deleteVmNames]: stash } } },
+          PatchType.merge,
+        );
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+    }
+  }
+  const released: FinalizeResult = await release(
     client,
     { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
     cs.metadata.namespace ?? "default",
@@ -115,6 +161,17 @@ export async function finalizeDeletion(
       pvcs: opts.pvcs,
     },
   );
+  if (opts.registry) {
+    const { dropped, failed } = await dropSnapshotTags(opts.registry, teardownTags(cs, vms));
+    for (const f of failed) {
+      opts.log?.("warn", "could not drop a snapshot tag; it is left in the registry", {
+        vm: f.tag.vm,
+        tag: f.tag.tag,
+        error: f.error,
+      });
+    }
+    released.snapshotTags = { dropped: dropped.length, failed: failed.length };
+  }
   await removeFinalizer(client, cs);
   return released;
 }
@@ -128,7 +185,7 @@ export async function deleteFleet(
   namespace: string,
   name: string,
   opts: FinalizeOptions = {},
-): Promise<ReleaseResult | undefined> {
+): Promise<FinalizeResult | undefined> {
   const timeoutMs = opts.timeoutMs ?? 120_000;
   const deadline = Date.now() + timeoutMs;
   const cs = await readCocoonSet(client, namespace, name);

@@ -4,11 +4,15 @@
  * Behaviour: docs/behaviour.md §3.15.
  */
 import pLimit from "p-limit";
-import { SNAPSHOT_TAGS, type SnapshotFacts } from "../fleet/index.js";
+import { SNAPSHOT_TAGS, type SnapshotFacts, type TeardownTag } from "../fleet/index.js";
 
-/** What the engine asks a snapshot registry: whether a tag exists (HEAD of its manifest). */
+/**
+ * What the engine asks of a snapshot registry: whether a tag exists (HEAD of its manifest),
+ * and, at a deletion, to drop one (a missing tag counts as dropped).
+ */
 export interface SnapshotRegistry {
   hasManifest(name: string, reference: string): Promise<boolean>;
+  deleteManifest(name: string, reference: string): Promise<void>;
 }
 
 /** HEAD requests in flight at once while gathering the facts of one pass. */
@@ -39,4 +43,31 @@ export async function gatherSnapshotFacts(
     ),
   );
   return errors.length > 0 ? { error: errors.sort()[0] } : { hibernate };
+}
+
+/**
+ * Drops the deletion's tags, one request at a time per VM, several VMs at once. Best effort:
+ * a failed request is reported in the answer (and the caller goes on), never retried, as a
+ * registry that refuses deletes would otherwise hold the CocoonSet forever.
+ */
+export async function dropSnapshotTags(
+  registry: SnapshotRegistry,
+  tags: readonly TeardownTag[],
+): Promise<{ dropped: TeardownTag[]; failed: { tag: TeardownTag; error: string }[] }> {
+  const limit = pLimit(SNAPSHOT_PROBE_CONCURRENCY);
+  const dropped: TeardownTag[] = [];
+  const failed: { tag: TeardownTag; error: string }[] = [];
+  await Promise.all(
+    tags.map((t) =>
+      limit(async () => {
+        try {
+          await registry.deleteManifest(t.vm, t.tag);
+          dropped.push(t);
+        } catch (e) {
+          failed.push({ tag: t, error: (e as Error).message });
+        }
+      }),
+    ),
+  );
+  return { dropped, failed };
 }

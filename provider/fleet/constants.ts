@@ -94,6 +94,11 @@ export const ANNOTATIONS = {
   deadLetter: "cocoonset.cocoonstack.io/dead-letter",
   /** Rebuild history JSON, on the CocoonSet. */
   rebuildHistory: "cocoonset.cocoonstack.io/rebuild-history",
+  /**
+   * The VM names whose snapshot tags the deletion drops, comma-separated and sorted, on the
+   * CocoonSet: written before its pods are released, so the clean-up still knows them.
+   */
+  deleteVmNames: "cocoonset.cocoonstack.io/delete-vm-names",
 } as const;
 
 /** Lifecycle states the node agent writes to {@link ANNOTATIONS.lifecycleState}. */

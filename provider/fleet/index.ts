@@ -95,6 +95,15 @@ export {
   type SnapshotFacts,
 } from "./suspend.js";
 export {
+  agentSlotOfVm,
+  deleteVmNamesStash,
+  keepsLatestTag,
+  parseDeleteVmNames,
+  teardownTags,
+  teardownVmNames,
+  type TeardownTag,
+} from "./teardown.js";
+export {
   planToJSON,
   renderPlan,
   stepsInSlotOrder,

@@ -7,7 +7,9 @@
 import {
   ANNOTATIONS,
   LABELS,
+  SNAPSHOT_TAGS,
   parseRebuildHistory,
+  vmNameFor,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
@@ -31,9 +33,16 @@ export interface ScenarioContext {
   ns: string;
   /**
    * Takes and stores a snapshot of the CocoonSet under `label`; with `tags`, the registry's
-   * tags of its VMs too.
+   * tags of its VMs too (those its status names, or, for a CocoonSet that is gone, the
+   * ones given).
    */
-  checkpoint: (label: string, name: string, opts?: { tags?: boolean }) => Promise<void>;
+  checkpoint: (
+    label: string,
+    name: string,
+    opts?: { tags?: boolean | readonly string[] },
+  ) => Promise<void>;
+  /** The cluster's registry, when it has one. */
+  registry?: OciRegistry;
 }
 
 /** A scenario: a name and its story. */
@@ -258,7 +267,7 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: "suspend and unsuspend with hibernatePolicy retain (node-agent simulator, registry)",
     nodeAgent: true,
-    async run({ client, ns, checkpoint }) {
+    async run({ client, ns, checkpoint, registry }) {
       await create(client, ns, "nap", { agent: { image: IMAGE, replicas: 2 } });
       await converged(client, ns, "nap", { replicas: 2 });
       await podsAre(client, ns, "nap", 3, vmRunning, `the VMs of ${ns}/nap booted`);
@@ -300,6 +309,22 @@ export const SCENARIOS: readonly Scenario[] = [
         { timeoutMs: TIMEOUT_MS, description: `${ns}/nap reporting every VM id` },
       );
       await checkpoint("unsuspended", "nap", { tags: true });
+      // Teardown: once the pods are gone the controller drops every `:hibernate` and keeps
+      // `:latest` (snapshotPolicy always), which the simulator pushes as each running VM's
+      // pod goes: wait for those pushes (neither controller makes them), then compare.
+      const vms = [0, 1, 2].map((n) => vmNameFor(ns, "nap", n));
+      await client.delete(paths.cocoonSet(ns, "nap"));
+      await waitForObject(client, paths.cocoonSets(ns), "nap", (o) => o === undefined, {
+        timeoutMs: TIMEOUT_MS,
+        description: `${ns}/nap to be deleted`,
+      });
+      await waitForList(client, paths.pods(ns), (ps) => ps.length === 0, {
+        labelSelector: `${LABELS.name}=nap`,
+        timeoutMs: TIMEOUT_MS,
+        description: `the pods of ${ns}/nap to be gone`,
+      });
+      for (const vm of vms) await waitForTag(registry, vm, SNAPSHOT_TAGS.latest);
+      await checkpoint("deleted", "nap", { tags: vms });
     },
   },
   {
@@ -469,6 +494,20 @@ export const SCENARIOS: readonly Scenario[] = [
   },
 ];
 
+/**
+ * Waits until the registry has `vm:tag` (the registry has no watch: asked again after 25 ms,
+ * doubling to 400 ms).
+ */
+async function waitForTag(registry: OciRegistry | undefined, vm: string, tag: string) {
+  if (!registry) throw new Error("this scenario needs the cluster's registry");
+  const deadline = Date.now() + TIMEOUT_MS;
+  for (let delay = 25; !(await registry.hasManifest(vm, tag)); delay = Math.min(delay * 2, 400)) {
+    if (Date.now() >= deadline)
+      throw new Error(`timed out waiting for ${vm}:${tag} in the registry`);
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
 /** Runs every scenario in its own namespace; a failing scenario keeps what it checkpointed. */
 export async function runScenarios(
   client: KubeClient,
@@ -488,11 +527,13 @@ export async function runScenarios(
         client,
         side,
         ns,
+        registry,
         checkpoint: async (label, name, opts) => {
           if (opts?.tags && !registry)
             throw new Error("this scenario needs the cluster's registry");
           const reg = opts?.tags ? registry : undefined;
-          const snap = await takeSnapshot(client, side, ns, name, metricsText, reg);
+          const vms = Array.isArray(opts?.tags) ? (opts.tags as readonly string[]) : undefined;
+          const snap = await takeSnapshot(client, side, ns, name, metricsText, reg, vms);
           // An empty tag record would compare equal on both sides and prove nothing.
           if (reg && Object.keys(snap.registryTags ?? {}).length === 0)
             throw new Error(`${label}: the status of ${ns}/${name} names no VM to list tags of`);

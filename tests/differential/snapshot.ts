@@ -60,7 +60,10 @@ export interface Snapshot {
   pods: PodView[];
   eventReasons: string[];
   metrics: { rebuilds: number; deadLetters: number };
-  /** The registry's tags of each agent's VM, when the scenario asked (a suspend). */
+  /**
+   * The registry's tags of each agent's VM, when the scenario asked (a suspend, and the
+   * deletion after it).
+   */
   registryTags?: Record<string, string[]>;
 }
 
@@ -286,6 +289,8 @@ export async function takeSnapshot(
   name: string,
   metricsText: () => Promise<string>,
   registry?: OciRegistry,
+  /** The VMs whose tags to list instead of the ones the status names (a CocoonSet gone). */
+  vms?: readonly string[],
 ): Promise<Snapshot> {
   const cs = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name));
   const pods = (
@@ -324,8 +329,9 @@ export async function takeSnapshot(
   };
   if (registry) {
     const tags: Record<string, string[]> = {};
-    for (const a of (cs?.status?.agents ?? []) as { vmName?: string }[])
-      if (a.vmName) tags[a.vmName] = await registry.listTags(a.vmName);
+    const names =
+      vms ?? ((cs?.status?.agents ?? []) as { vmName?: string }[]).flatMap((a) => a.vmName ?? []);
+    for (const vm of names) tags[vm] = await registry.listTags(vm);
     snap.registryTags = tags;
   }
   const out = replaceNs(snap, ns);

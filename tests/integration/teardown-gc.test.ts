@@ -1,0 +1,204 @@
+/**
+ * The snapshot clean-up of a CocoonSet's deletion, end to end: the real controller process,
+ * the node-agent simulator in an opted-in namespace and the real registry, whose tag lists
+ * are read over HTTP.
+ *
+ * - a suspended fleet with `snapshotPolicy: main-only` is deleted: once its pods are gone
+ *   every `<vm>:hibernate` is dropped, `:latest` of the sub-agents too, the main agent's
+ *   `:latest` and another set's tags are kept; the VM names were stashed on the CocoonSet
+ *   before its pods went;
+ * - a registry that does not answer does not hold the deletion: the finalizer is released,
+ *   the failure logged per tag;
+ * - without a registry the deletion leaves the registry alone.
+ *
+ * Every wait is a watch on the CocoonSet or its pods.
+ */
+import assert from "node:assert/strict";
+import { before, describe, test } from "node:test";
+import { readState } from "../../cluster/local-cluster.js";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  SNAPSHOT_TAGS,
+  type CocoonSet,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { paths, waitForList, waitForObject } from "../../provider/kube/index.js";
+import { OCI_MANIFEST, OciRegistry } from "../../provider/registry/oci.js";
+import { adminClient, testClusterDir, testKubeconfig } from "../support/cluster.js";
+import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
+import {
+  Cleanup,
+  controllerNamespace,
+  freePort,
+  startController,
+  type ControllerProcess,
+} from "../support/controller-process.js";
+import { ObjectHistory } from "../support/object-history.js";
+
+const client = adminClient();
+
+function registryAddress(): string {
+  const st = readState(testClusterDir());
+  assert.ok(st?.registry, `the cluster in ${testClusterDir()} records its registry`);
+  return st.registry;
+}
+
+const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
+const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
+
+/** An opted-in namespace and a controller on it (with `--oci-registry` when given), synced. */
+async function setUp(
+  c: Cleanup,
+  prefix: string,
+  registry: string | undefined,
+): Promise<{ ns: string; proc: ControllerProcess }> {
+  const ns = await controllerNamespace(c, prefix);
+  await client.patch(paths.namespace(ns), {
+    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+  });
+  const proc = await startController(c, {
+    kubeconfig: testKubeconfig(),
+    namespaces: [ns],
+    extraArgs: registry ? ["--oci-registry", registry] : [],
+  });
+  await proc.synced();
+  return { ns, proc };
+}
+
+/** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
+async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void> {
+  const config = Buffer.from(JSON.stringify({ vmName: vm, tag, test: true }));
+  const digest = await reg.pushBlob(vm, config);
+  await reg.putManifest(
+    vm,
+    tag,
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest,
+        size: config.length,
+      },
+      layers: [],
+    }),
+  );
+}
+
+/** Waits (watch) until every live pod of the fleet satisfies `done`. */
+async function waitForPods(
+  ns: string,
+  name: string,
+  count: number,
+  done: (p: Pod) => boolean,
+  description: string,
+): Promise<Pod[]> {
+  const items = await waitForList<Pod>(
+    client,
+    paths.pods(ns),
+    (all) => {
+      const live = all.filter((p) => !p.metadata?.deletionTimestamp);
+      return live.length === count && live.every(done);
+    },
+    { labelSelector: `${LABELS.name}=${name}`, timeoutMs: 60_000, description },
+  );
+  return items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+const vmReady = (p: Pod) =>
+  annotationsOf(p)[ANNOTATIONS.lifecycleState] === "ready" && !!annotationsOf(p)[ANNOTATIONS.vmID];
+
+/** Deletes the CocoonSet and waits (watch) until it is gone, finalizer released. */
+async function deleteAndWait(ns: string, name: string): Promise<void> {
+  await client.delete(paths.cocoonSet(ns, name));
+  await waitForObject<CocoonSet>(client, paths.cocoonSets(ns), name, (o) => o === undefined, {
+    timeoutMs: 60_000,
+    description: `CocoonSet ${ns}/${name} to be gone`,
+  });
+}
+
+before(async () => {
+  await ensureCrd(client);
+});
+
+describe(
+  "teardown GC of snapshot tags (controller, simulator, registry)",
+  { timeout: 240_000 },
+  () => {
+    test("deleting a suspended main-only fleet drops every :hibernate and the sub-agents' :latest; keeps the main's :latest and other sets' tags", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await setUp(c, "gc-main-only", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy: "main-only" });
+      await waitForConverged(ns, "crew", { replicas: 2 });
+      await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
+      const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "crew");
+      await patchSpec(ns, "crew", { suspend: true });
+      await history.until((cs) => phaseOf(cs) === "Suspended", "phase Suspended", {
+        show: phaseOf,
+      });
+      const vms = [0, 1, 2].map((n) => `vk-${ns}-crew-${n}`);
+      for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], vm);
+      // `:latest` of an earlier deletion (hibernated VMs push none), and another set's tags.
+      for (const vm of vms) await pushTag(reg, vm, SNAPSHOT_TAGS.latest);
+      const other = `vk-${ns}-other-0`;
+      await pushTag(reg, other, SNAPSHOT_TAGS.hibernate);
+      await pushTag(reg, other, SNAPSHOT_TAGS.latest);
+
+      await deleteAndWait(ns, "crew");
+      // Before the pods went, the VM names were stashed on the CocoonSet.
+      await history.until(
+        (cs) => cs.metadata.annotations?.[ANNOTATIONS.deleteVmNames] === vms.join(","),
+        "the VM names stashed",
+      );
+      assert.deepEqual(await reg.listTags(vms[0]), [SNAPSHOT_TAGS.latest], "main keeps :latest");
+      assert.deepEqual(await reg.listTags(vms[1]), [], "slot 1: both tags dropped");
+      assert.deepEqual(await reg.listTags(vms[2]), [], "slot 2: both tags dropped");
+      assert.deepEqual(
+        await reg.listTags(other),
+        [SNAPSHOT_TAGS.hibernate, SNAPSHOT_TAGS.latest],
+        "another CocoonSet's VM is not touched",
+      );
+    });
+
+    test("a registry that does not answer does not hold the deletion; each failed tag is logged", async (t) => {
+      const c = new Cleanup(t);
+      const dead = `127.0.0.1:${await freePort()}`;
+      const { ns, proc } = await setUp(c, "gc-dead", dead);
+      await createCocoonSet(ns, "crew", { replicas: 1, snapshotPolicy: "never" });
+      await waitForConverged(ns, "crew", { replicas: 1 });
+      await deleteAndWait(ns, "crew");
+      const failed = proc.logs(
+        (l) => l.msg === "could not drop a snapshot tag; it is left in the registry",
+      );
+      assert.deepEqual(
+        failed.map((l) => `${String(l.vm)}:${String(l.tag)}`).sort(),
+        [
+          `vk-${ns}-crew-0:hibernate`,
+          `vk-${ns}-crew-0:latest`,
+          `vk-${ns}-crew-1:hibernate`,
+          `vk-${ns}-crew-1:latest`,
+        ],
+        proc.tail(),
+      );
+      for (const l of failed)
+        assert.match(String(l.error), new RegExp(`DELETE http://${dead}/v2/`));
+    });
+
+    test("without a registry the deletion leaves the tags", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await setUp(c, "gc-none", undefined);
+      const reg = new OciRegistry(registryAddress());
+      await createCocoonSet(ns, "crew", { replicas: 0, snapshotPolicy: "never" });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      const vm = `vk-${ns}-crew-0`;
+      await pushTag(reg, vm, SNAPSHOT_TAGS.hibernate);
+      await pushTag(reg, vm, SNAPSHOT_TAGS.latest);
+      await deleteAndWait(ns, "crew");
+      assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate, SNAPSHOT_TAGS.latest]);
+    });
+  },
+);

@@ -239,6 +239,23 @@ async function scenarioNamespace(prefix: string): Promise<{ ns: string; drop(): 
         }
       }
       await admin.delete(paths.namespace(ns));
+      // The next scenario's controller watches every namespace and would put its finalizer
+      // back on a CocoonSet still here, then stop with the finalizer left: lift it again
+      // until the namespace holds no CocoonSet, so no scenario leaves one behind.
+      await waitForList(
+        admin,
+        paths.cocoonSets(ns),
+        (items) => {
+          for (const o of items) {
+            if (!o.metadata.finalizers?.length) continue;
+            void admin
+              .patch(paths.cocoonSet(ns, o.metadata.name ?? ""), { metadata: { finalizers: null } })
+              .catch(() => undefined);
+          }
+          return items.length === 0;
+        },
+        { timeoutMs: 60_000, description: `no CocoonSet left in ${ns}` },
+      );
     },
   };
 }

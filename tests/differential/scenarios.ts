@@ -262,6 +262,23 @@ async function podsAre(
   );
 }
 
+/**
+ * Waits until the CocoonSet's status lists `count` agents, each with its VM id: the node
+ * agent writes the ids after the pods are Ready, so a status written at Ready predates them.
+ */
+async function vmIdsReported(client: KubeClient, ns: string, name: string, count: number) {
+  await waitForObject(
+    client,
+    paths.cocoonSets(ns),
+    name,
+    (o) => {
+      const agents = (o as unknown as CocoonSet | undefined)?.status?.agents ?? [];
+      return agents.length === count && agents.every((a) => !!a.vmID);
+    },
+    { timeoutMs: TIMEOUT_MS, description: `${ns}/${name} reporting every VM id` },
+  );
+}
+
 /** The scenarios, in the order they run. */
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -271,6 +288,7 @@ export const SCENARIOS: readonly Scenario[] = [
       await create(client, ns, "nap", { agent: { image: IMAGE, replicas: 2 } });
       await converged(client, ns, "nap", { replicas: 2 });
       await podsAre(client, ns, "nap", 3, vmRunning, `the VMs of ${ns}/nap booted`);
+      await vmIdsReported(client, ns, "nap", 3);
       await checkpoint("running", "nap", { tags: true });
       await patchSpec(client, ns, "nap", { suspend: true });
       await podsAre(
@@ -298,16 +316,7 @@ export const SCENARIOS: readonly Scenario[] = [
       await patchSpec(client, ns, "nap", { suspend: false });
       await podsAre(client, ns, "nap", 3, vmRunning, `the VMs of ${ns}/nap woken`);
       await converged(client, ns, "nap", { replicas: 2 });
-      await waitForObject(
-        client,
-        paths.cocoonSets(ns),
-        "nap",
-        (o) => {
-          const agents = (o as unknown as CocoonSet | undefined)?.status?.agents ?? [];
-          return agents.length === 3 && agents.every((a) => !!a.vmID);
-        },
-        { timeoutMs: TIMEOUT_MS, description: `${ns}/nap reporting every VM id` },
-      );
+      await vmIdsReported(client, ns, "nap", 3);
       await checkpoint("unsuspended", "nap", { tags: true });
       // Teardown: once the pods are gone the controller drops every `:hibernate` and keeps
       // `:latest` (snapshotPolicy always), which the simulator pushes as each running VM's

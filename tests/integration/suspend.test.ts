@@ -22,8 +22,7 @@ import { join } from "node:path";
 import { before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
-import { readState } from "../../cluster/local-cluster.js";
-import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   ANNOTATIONS,
@@ -34,31 +33,19 @@ import {
 } from "../../provider/fleet/index.js";
 import { paths, waitForList } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
-import { adminClient, testClusterDir, testKubeconfig } from "../support/cluster.js";
+import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,
   fleetPods,
   patchSpec,
   waitForConverged,
 } from "../support/controller-fleet.js";
-import {
-  CLI_MAIN,
-  Cleanup,
-  controllerNamespace,
-  freePort,
-  startController,
-  type ControllerProcess,
-} from "../support/controller-process.js";
+import { CLI_MAIN, Cleanup, freePort } from "../support/controller-process.js";
+import { lifecycleNamespace, registryAddress } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 import type { PlanJSON } from "../../provider/fleet/plan-render.js";
 
 const client = adminClient();
-
-function registryAddress(): string {
-  const st = readState(testClusterDir());
-  assert.ok(st?.registry, `the cluster in ${testClusterDir()} records its registry`);
-  return st.registry;
-}
 
 interface Condition {
   type: string;
@@ -73,23 +60,8 @@ const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
 const conditionsOf = (cs: CocoonSet) => (cs.status?.conditions ?? []) as Condition[];
 
 /** An opted-in namespace, a controller on it with the registry flag, synced. */
-async function setUp(
-  c: Cleanup,
-  prefix: string,
-  registry = registryAddress(),
-): Promise<{ ns: string; proc: ControllerProcess }> {
-  const ns = await controllerNamespace(c, prefix);
-  await client.patch(paths.namespace(ns), {
-    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
-  const proc = await startController(c, {
-    kubeconfig: testKubeconfig(),
-    namespaces: [ns],
-    extraArgs: ["--oci-registry", registry],
-  });
-  await proc.synced();
-  return { ns, proc };
-}
+const setUp = (c: Cleanup, prefix: string, registry = registryAddress()) =>
+  lifecycleNamespace(c, prefix, registry);
 
 /** Waits (watch) until every pod of the fleet satisfies `done`; returns them. */
 async function waitForPods(

@@ -15,8 +15,6 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { readState } from "../../cluster/local-cluster.js";
-import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   ANNOTATIONS,
@@ -27,46 +25,16 @@ import {
 } from "../../provider/fleet/index.js";
 import { paths, waitForList, waitForObject } from "../../provider/kube/index.js";
 import { OCI_MANIFEST, OciRegistry } from "../../provider/registry/oci.js";
-import { adminClient, testClusterDir, testKubeconfig } from "../support/cluster.js";
+import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
-import {
-  Cleanup,
-  controllerNamespace,
-  freePort,
-  startController,
-  type ControllerProcess,
-} from "../support/controller-process.js";
+import { Cleanup, freePort } from "../support/controller-process.js";
+import { lifecycleNamespace, registryAddress } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
 
-function registryAddress(): string {
-  const st = readState(testClusterDir());
-  assert.ok(st?.registry, `the cluster in ${testClusterDir()} records its registry`);
-  return st.registry;
-}
-
 const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
 const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
-
-/** An opted-in namespace and a controller on it (with `--oci-registry` when given), synced. */
-async function setUp(
-  c: Cleanup,
-  prefix: string,
-  registry: string | undefined,
-): Promise<{ ns: string; proc: ControllerProcess }> {
-  const ns = await controllerNamespace(c, prefix);
-  await client.patch(paths.namespace(ns), {
-    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
-  const proc = await startController(c, {
-    kubeconfig: testKubeconfig(),
-    namespaces: [ns],
-    extraArgs: registry ? ["--oci-registry", registry] : [],
-  });
-  await proc.synced();
-  return { ns, proc };
-}
 
 /** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
 async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void> {
@@ -130,7 +98,7 @@ describe(
   () => {
     test("deleting a suspended main-only fleet drops every :hibernate and the sub-agents' :latest; keeps the main's :latest and other sets' tags", async (t) => {
       const c = new Cleanup(t);
-      const { ns } = await setUp(c, "gc-main-only", registryAddress());
+      const { ns } = await lifecycleNamespace(c, "gc-main-only", registryAddress());
       const reg = new OciRegistry(registryAddress());
       await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy: "main-only" });
       await waitForConverged(ns, "crew", { replicas: 2 });
@@ -167,7 +135,7 @@ describe(
     test("a registry that does not answer does not hold the deletion; each failed tag is logged", async (t) => {
       const c = new Cleanup(t);
       const dead = `127.0.0.1:${await freePort()}`;
-      const { ns, proc } = await setUp(c, "gc-dead", dead);
+      const { ns, proc } = await lifecycleNamespace(c, "gc-dead", dead);
       await createCocoonSet(ns, "crew", { replicas: 1, snapshotPolicy: "never" });
       await waitForConverged(ns, "crew", { replicas: 1 });
       await deleteAndWait(ns, "crew");
@@ -190,7 +158,7 @@ describe(
 
     test("without a registry the deletion leaves the tags", async (t) => {
       const c = new Cleanup(t);
-      const { ns } = await setUp(c, "gc-none", undefined);
+      const { ns } = await lifecycleNamespace(c, "gc-none", null);
       const reg = new OciRegistry(registryAddress());
       await createCocoonSet(ns, "crew", { replicas: 0, snapshotPolicy: "never" });
       await waitForConverged(ns, "crew", { replicas: 0 });

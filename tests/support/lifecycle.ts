@@ -1,0 +1,44 @@
+/**
+ * Test support for the lifecycle tests (suspend, snapshot teardown): the embedded cluster's
+ * registry, and a namespace the node-agent simulator acts on with a controller on it.
+ */
+import assert from "node:assert/strict";
+import { readState } from "../../cluster/local-cluster.js";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
+import { paths } from "../../provider/kube/index.js";
+import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
+import {
+  controllerNamespace,
+  startController,
+  type Cleanup,
+  type ControllerProcess,
+} from "./controller-process.js";
+
+/** The address of the test cluster's OCI registry, as `cluster up` recorded it. */
+export function registryAddress(): string {
+  const st = readState(testClusterDir());
+  assert.ok(st?.registry, `the cluster in ${testClusterDir()} records its registry`);
+  return st.registry;
+}
+
+/**
+ * A namespace opted in to the node-agent simulator and a controller on it, synced; the
+ * controller gets `--oci-registry REGISTRY`, or no registry when `registry` is null.
+ */
+export async function lifecycleNamespace(
+  c: Cleanup,
+  prefix: string,
+  registry: string | null,
+): Promise<{ ns: string; proc: ControllerProcess }> {
+  const ns = await controllerNamespace(c, prefix);
+  await adminClient().patch(paths.namespace(ns), {
+    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+  });
+  const proc = await startController(c, {
+    kubeconfig: testKubeconfig(),
+    namespaces: [ns],
+    extraArgs: registry === null ? [] : ["--oci-registry", registry],
+  });
+  await proc.synced();
+  return { ns, proc };
+}

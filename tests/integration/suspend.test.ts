@@ -26,12 +26,11 @@ import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   ANNOTATIONS,
-  LABELS,
   SNAPSHOT_TAGS,
   type CocoonSet,
   type Pod,
 } from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { paths } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
@@ -41,7 +40,7 @@ import {
   waitForConverged,
 } from "../support/controller-fleet.js";
 import { CLI_MAIN, Cleanup, freePort } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress } from "../support/lifecycle.js";
+import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 import type { PlanJSON } from "../../provider/fleet/plan-render.js";
 
@@ -62,30 +61,6 @@ const conditionsOf = (cs: CocoonSet) => (cs.status?.conditions ?? []) as Conditi
 /** An opted-in namespace, a controller on it with the registry flag, synced. */
 const setUp = (c: Cleanup, prefix: string, registry = registryAddress()) =>
   lifecycleNamespace(c, prefix, registry);
-
-/** Waits (watch) until every pod of the fleet satisfies `done`; returns them. */
-async function waitForPods(
-  ns: string,
-  name: string,
-  count: number,
-  done: (p: Pod) => boolean,
-  description: string,
-  timeoutMs = 60_000,
-): Promise<Pod[]> {
-  const items = await waitForList<Pod>(
-    client,
-    paths.pods(ns),
-    (all) => {
-      const live = all.filter((p) => !p.metadata?.deletionTimestamp);
-      return live.length === count && live.every(done);
-    },
-    { labelSelector: `${LABELS.name}=${name}`, timeoutMs, description },
-  );
-  return items.filter((p) => !p.metadata?.deletionTimestamp);
-}
-
-const vmReady = (p: Pod) =>
-  annotationsOf(p)[ANNOTATIONS.lifecycleState] === "ready" && !!annotationsOf(p)[ANNOTATIONS.vmID];
 
 before(async () => {
   await ensureCrd(client);

@@ -16,24 +16,17 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  LABELS,
-  SNAPSHOT_TAGS,
-  type CocoonSet,
-  type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject } from "../../provider/kube/index.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../provider/fleet/index.js";
+import { paths, waitForObject } from "../../provider/kube/index.js";
 import { OCI_MANIFEST, OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { Cleanup, freePort } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress } from "../support/lifecycle.js";
+import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
 
-const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
 const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
 
 /** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
@@ -55,29 +48,6 @@ async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void>
     }),
   );
 }
-
-/** Waits (watch) until every live pod of the fleet satisfies `done`. */
-async function waitForPods(
-  ns: string,
-  name: string,
-  count: number,
-  done: (p: Pod) => boolean,
-  description: string,
-): Promise<Pod[]> {
-  const items = await waitForList<Pod>(
-    client,
-    paths.pods(ns),
-    (all) => {
-      const live = all.filter((p) => !p.metadata?.deletionTimestamp);
-      return live.length === count && live.every(done);
-    },
-    { labelSelector: `${LABELS.name}=${name}`, timeoutMs: 60_000, description },
-  );
-  return items.filter((p) => !p.metadata?.deletionTimestamp);
-}
-
-const vmReady = (p: Pod) =>
-  annotationsOf(p)[ANNOTATIONS.lifecycleState] === "ready" && !!annotationsOf(p)[ANNOTATIONS.vmID];
 
 /** Deletes the CocoonSet and waits (watch) until it is gone, finalizer released. */
 async function deleteAndWait(ns: string, name: string): Promise<void> {

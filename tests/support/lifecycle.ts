@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { paths } from "../../provider/kube/index.js";
+import { ANNOTATIONS, LABELS, type Pod } from "../../provider/fleet/index.js";
+import { paths, waitForList } from "../../provider/kube/index.js";
 import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
 import {
   controllerNamespace,
@@ -41,4 +42,28 @@ export async function lifecycleNamespace(
   });
   await proc.synced();
   return { ns, proc };
+}
+
+/** True once the simulator has booted the pod's VM: lifecycle state ready, with a VM id. */
+export const vmReady = (p: Pod): boolean =>
+  p.metadata?.annotations?.[ANNOTATIONS.lifecycleState] === "ready" &&
+  !!p.metadata?.annotations?.[ANNOTATIONS.vmID];
+
+/** Waits (watch) until the fleet has `count` live pods, each satisfying `done`; returns them. */
+export async function waitForPods(
+  ns: string,
+  name: string,
+  count: number,
+  done: (p: Pod) => boolean,
+  description: string,
+  timeoutMs = 60_000,
+): Promise<Pod[]> {
+  const live = (all: Pod[]) => all.filter((p) => !p.metadata?.deletionTimestamp);
+  const items = await waitForList<Pod>(
+    adminClient(),
+    paths.pods(ns),
+    (all) => live(all).length === count && live(all).every(done),
+    { labelSelector: `${LABELS.name}=${name}`, timeoutMs, description },
+  );
+  return live(items);
 }

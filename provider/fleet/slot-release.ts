@@ -3,7 +3,7 @@
 // the main agent from it, preferring the node it hibernated on. Pure: the registry facts
 // come in as an input, the decisions go out as plan steps the executor carries out.
 // Behaviour: docs/behaviour.md §3.16; the upstream it matches: docs/lifecycle-design.md.
-import { classifyPods, type ClassifiedPods } from "./classify.js";
+import { classifyPods, isOwnedPod, type ClassifiedPods } from "./classify.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -324,6 +324,29 @@ function planReleaseWake(
   const vm0 = vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0);
 
   if (!main) {
+    // The released pod is still terminating (classification leaves it out): wait it out,
+    // the restore would only meet its name.
+    if (
+      input.pods.some(
+        (p) =>
+          isOwnedPod(cs, p) &&
+          isTerminating(p) &&
+          nameOf(p) === agentPodName(cs.metadata.name ?? "", 0),
+      )
+    )
+      return {
+        steps: [
+          {
+            target: MAIN,
+            decision: "wait-release",
+            podName: agentPodName(cs.metadata.name ?? "", 0),
+            actions: [],
+          },
+        ],
+        errors: [],
+        waitMs: MAIN_RETRY_MS,
+        writeStatus: false,
+      };
     // Fail closed: going on would boot fresh over a snapshot the registry could not confirm.
     if ("error" in facts) return failClosed(`wake: ${facts.error}`);
     // No snapshot: suspended before its first boot; the normal flow boots it.
@@ -393,15 +416,6 @@ function planReleaseWake(
     };
   }
 
-  // Released (Suspended, or Suspending with the hint) and a main pod is listed: one still
-  // terminating is waited out; one that lives was never deleted and wakes in place.
-  if (state.hint !== "" && isTerminating(main)) {
-    return {
-      steps: [{ target: MAIN, decision: "wait-release", podName: nameOf(main), actions: [] }],
-      errors: [],
-      waitMs: MAIN_RETRY_MS,
-      writeStatus: false,
-    };
-  }
+  // Released and a live main pod is listed: its delete never ran; it wakes in place.
   return undefined;
 }

@@ -18,6 +18,12 @@
  * Every wait is a watch on the CocoonSet, its pods or its events.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
 import { before, describe, test } from "node:test";
 import { FAKE_NODE_ANNOTATION, POOL_LABEL } from "../../cluster/local-cluster.js";
 import { ensureCrd } from "../../provider/engine/index.js";
@@ -29,7 +35,8 @@ import {
 } from "../../provider/fleet/index.js";
 import { KubeApiError, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
-import { adminClient, suffix } from "../support/cluster.js";
+import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+import { adminClient, suffix, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,
   fleetPods,
@@ -38,7 +45,7 @@ import {
   waitForEvent,
 } from "../support/controller-fleet.js";
 import type { Cleanup as CleanupT, ControllerProcess } from "../support/controller-process.js";
-import { Cleanup } from "../support/controller-process.js";
+import { CLI_MAIN, Cleanup } from "../support/controller-process.js";
 import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
@@ -72,6 +79,16 @@ async function suspendReleased(
   const node = main.spec?.nodeName ?? "";
   const vm = annotationsOf(main)[ANNOTATIONS.vmName] ?? "";
   assert.ok(node !== "" && vm !== "");
+  const history = await suspendedWithoutPods(t, ns, proc);
+  return { node, vm, history };
+}
+
+/** Suspends the set `solo` and waits until it is Suspended with no pod, the delete counted. */
+async function suspendedWithoutPods(
+  t: Parameters<typeof ObjectHistory.start>[0],
+  ns: string,
+  proc: ControllerProcess,
+): Promise<ObjectHistory<CocoonSet>> {
   const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "solo");
   await patchSpec(ns, "solo", { suspend: true });
   await history.until(
@@ -84,7 +101,7 @@ async function suspendReleased(
   );
   await waitForPods(ns, "solo", 0, () => true, "the released pod gone");
   assert.equal(await proc.metric(METRICS.deleted, { namespace: ns, cocoonset: "solo" }), 1);
-  return { node, vm, history };
+  return history;
 }
 
 describe(
@@ -244,6 +261,49 @@ describe(
         }),
         1,
       );
+    });
+
+    test("cocoonset plan --oci-registry shows the release suspend and the wake the controller would carry out", async (t) => {
+      const c = new Cleanup(t);
+      const { ns, proc } = await lifecycleNamespace(c, "rel-plan", registryAddress());
+      const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-release-"));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const file = join(dir, "solo.yaml");
+      const planOf = async (suspend: boolean) => {
+        const live = await client.get<CocoonSet>(paths.cocoonSet(ns, "solo"));
+        writeFileSync(
+          file,
+          stringify({
+            apiVersion: live.apiVersion,
+            kind: live.kind,
+            metadata: { name: "solo", namespace: ns },
+            spec: { ...live.spec, suspend },
+          }),
+        );
+        const { stdout } = await promisify(execFile)(
+          process.execPath,
+          [
+            CLI_MAIN,
+            "plan",
+            "-f",
+            file,
+            "--kubeconfig",
+            testKubeconfig(),
+            "--json",
+            "--oci-registry",
+            registryAddress(),
+          ],
+          { env: { ...process.env, KUBECONFIG: "", OCI_REGISTRY: "" } },
+        );
+        return (JSON.parse(stdout) as PlanJSON).changes.map((x) => [x.target, x.decision]);
+      };
+      await createCocoonSet(ns, "solo", { hibernatePolicy: "release" });
+      await waitForConverged(ns, "solo", { replicas: 0 });
+      await waitForPods(ns, "solo", 1, vmReady, "the main VM booted");
+      assert.deepEqual(await planOf(true), [["main", "hibernate"]]);
+      await suspendedWithoutPods(t, ns, proc);
+      assert.deepEqual(await planOf(false), [["main", "wake-restore"]]);
+      assert.deepEqual(await fleetPods(client, ns, "solo"), [], "plan is read-only");
     });
 
     test("without a registry the release suspend fails with a message naming the set", async (t) => {

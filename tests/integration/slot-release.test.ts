@@ -26,7 +26,8 @@ import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { before, describe, test } from "node:test";
 import { FAKE_NODE_ANNOTATION, POOL_LABEL } from "../../cluster/local-cluster.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
+import { converge, ensureCrd } from "../../provider/engine/index.js";
 import {
   ANNOTATIONS,
   SNAPSHOT_TAGS,
@@ -45,7 +46,7 @@ import {
   waitForEvent,
 } from "../support/controller-fleet.js";
 import type { Cleanup as CleanupT, ControllerProcess } from "../support/controller-process.js";
-import { CLI_MAIN, Cleanup } from "../support/controller-process.js";
+import { CLI_MAIN, Cleanup, controllerNamespace } from "../support/controller-process.js";
 import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
@@ -304,6 +305,44 @@ describe(
       await suspendedWithoutPods(t, ns, proc);
       assert.deepEqual(await planOf(false), [["main", "wake-restore"]]);
       assert.deepEqual(await fleetPods(client, ns, "solo"), [], "plan is read-only");
+    });
+
+    test("the engine's converge (what pulumi up runs) carries the release suspend and the wake, without a controller", async (t) => {
+      const c = new Cleanup(t);
+      const ns = await controllerNamespace(c, "rel-converge");
+      await client.patch(paths.namespace(ns), {
+        metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+      });
+      const registry = new OciRegistry(registryAddress());
+      const up = () => converge(client, ns, "solo", { registry, timeoutMs: 60_000 });
+      await createCocoonSet(ns, "solo", { hibernatePolicy: "release" });
+      await up();
+      const [booted] = await waitForPods(ns, "solo", 1, vmReady, "the main VM booted");
+      const vm = annotationsOf(booted)[ANNOTATIONS.vmName] ?? "";
+      await patchSpec(ns, "solo", { suspend: true });
+      const asking = await up();
+      assert.equal(asking.cocoonSet.status?.phase, "Suspending");
+      await waitForPods(
+        ns,
+        "solo",
+        1,
+        (p) => annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+        "the main VM hibernated",
+      );
+      const released = await up();
+      assert.deepEqual(released.errors, []);
+      assert.equal(released.cocoonSet.status?.phase, "Suspended");
+      assert.deepEqual(await fleetPods(client, ns, "solo"), [], "the seat is freed");
+      assert.deepEqual(await registry.listTags(vm), [SNAPSHOT_TAGS.hibernate]);
+      await patchSpec(ns, "solo", { suspend: false });
+      const woken = await up();
+      assert.deepEqual(woken.errors, []);
+      assert.equal(woken.cocoonSet.status?.phase, "Running");
+      assert.equal(annotationsOf(woken.cocoonSet)[ANNOTATIONS.hibernatedOnNode], undefined);
+      assert.deepEqual(await registry.listTags(vm), [], "the tag is dropped");
+      const [main] = await fleetPods(client, ns, "solo");
+      assert.equal(annotationsOf(main)[ANNOTATIONS.restoreFromHibernate], "true");
+      assert.equal(main.spec?.nodeName, booted.spec?.nodeName, "back on the hint node");
     });
 
     test("without a registry the release suspend fails with a message naming the set", async (t) => {

@@ -51,6 +51,12 @@ export interface ControllerMetrics {
   reapDeleted(kind: string, reason: string, n?: number): void;
   /** Objects deleted by owner release. @param n @default 1 */
   releaseDeleted(kind: string, n?: number): void;
+  /** One pod deleted by a slot-release suspend (its VM hibernated, its seat freed). */
+  slotReleasePodDeleted(namespace: string, cocoonset: string): void;
+  /** One slot-release wake completed; `placement` is `hint-node` or `pool`. */
+  slotReleaseWake(namespace: string, cocoonset: string, placement: string): void;
+  /** One wake pass that found the restored main agent unschedulable. */
+  slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void;
 }
 
 /** What one reconcile receives besides the key. */

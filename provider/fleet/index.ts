@@ -87,6 +87,7 @@ export {
 } from "./plan.js";
 export {
   asksHibernate,
+  gateProbes,
   hibernationGate,
   snapshotProbes,
   suspendsRetaining,
@@ -94,6 +95,20 @@ export {
   type HibernationGate,
   type SnapshotFacts,
 } from "./suspend.js";
+export {
+  hibernatedOnNode,
+  hintAffinity,
+  planSlotRelease,
+  slotReleaseProbes,
+  suspendsReleasing,
+  unschedulableMessage,
+  vmLive,
+  wakeMainPod,
+  HINT_AFFINITY_WEIGHT,
+  type SlotReleaseInput,
+  type SlotReleasePlan,
+  type WakePlacement,
+} from "./slot-release.js";
 export {
   agentSlotOfVm,
   deleteVmNamesStash,

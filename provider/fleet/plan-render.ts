@@ -33,6 +33,15 @@ function describeStep(step: PlanStep): string {
     hibernate: () => "hibernate (suspend)",
     "wait-hibernation": () => "wait (hibernating)",
     wake: () => "wake (unsuspend)",
+    "release-stash": () => "record the VM names and the node hint (slot release)",
+    release: () => "delete (slot release: VM hibernated, seat freed)",
+    "wake-restore": () => "create, restoring from its snapshot (wake)",
+    "wait-wake": () =>
+      step.actions.some((a) => a.kind === "event")
+        ? "wait (wake: unschedulable, no capacity)"
+        : "wait (wake: restoring)",
+    "wake-complete": () => "drop its snapshot tag (wake done)",
+    "wait-release": () => "wait (released pod still terminating)",
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }

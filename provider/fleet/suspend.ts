@@ -7,6 +7,7 @@ import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating } from "./pod-state.js";
+import { slotReleaseProbes } from "./slot-release.js";
 
 /**
  * What the registry said, gathered by the executor before the pass: the VM names whose
@@ -90,11 +91,19 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
  * triaged first and asks nothing either.
  */
 export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  if (!suspendsRetaining(cs)) return [];
+  // The release policy's suspend and wake ask for their own (provider/fleet/slot-release.ts).
+  if (!suspendsRetaining(cs)) return slotReleaseProbes(cs, pods);
   const owned = classifyPods(cs, pods);
   if (!owned.main) return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
   if (isTerminal(owned.main)) return [];
-  const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
+  return gateProbes(cs, [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()]);
+}
+
+/**
+ * The VMs among `members` whose tag the gate still has to confirm (the node agent reports
+ * them hibernated for this generation), sorted and unique.
+ */
+export function gateProbes(cs: CocoonSet, members: readonly Pod[]): string[] {
   const vms = new Set<string>();
   for (const pod of members) {
     const vm = gated(pod) ? awaitingTag(cs, pod) : undefined;

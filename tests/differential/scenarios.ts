@@ -337,6 +337,66 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    name: "slot release and wake with hibernatePolicy release (node-agent simulator, registry)",
+    nodeAgent: true,
+    async run({ client, ns, checkpoint, registry }) {
+      const vm = vmNameFor(ns, "seat", 0);
+      await create(client, ns, "seat", {
+        hibernatePolicy: "release",
+        agent: { image: IMAGE, replicas: 0 },
+      });
+      await converged(client, ns, "seat", { replicas: 0 });
+      await podsAre(client, ns, "seat", 1, vmRunning, `the VM of ${ns}/seat booted`);
+      await vmIdsReported(client, ns, "seat", 1);
+      await checkpoint("running", "seat", { tags: true });
+      await patchSpec(client, ns, "seat", { suspend: true });
+      // The seat is freed: no pod, and a status that lists none (the peer writes Suspended
+      // with its deletes, still listing the deleted pod, and the pod-less one 5 s later).
+      await podsAre(client, ns, "seat", 0, () => true, `the pod of ${ns}/seat released`);
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "seat",
+        (o) => {
+          const cs = o as CocoonSet | undefined;
+          return (
+            cs?.status?.phase === "Suspended" &&
+            cs.status.observedGeneration === cs.metadata.generation &&
+            (cs.status.agents ?? []).length === 0
+          );
+        },
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/seat Suspended with no agent` },
+      );
+      await checkpoint("suspended", "seat", { tags: [vm] });
+      await patchSpec(client, ns, "seat", { suspend: false });
+      await podsAre(client, ns, "seat", 1, vmRunning, `the VM of ${ns}/seat restored`);
+      await converged(client, ns, "seat", { replicas: 0 });
+      await vmIdsReported(client, ns, "seat", 1);
+      // The wake is over once the tag is dropped and the hint cleared.
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "seat",
+        (o) => o?.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] === undefined,
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/seat without its node hint` },
+      );
+      await checkpoint("woken", "seat", { tags: true });
+      // Teardown: the running VM's pod pushes `:latest` as it goes (snapshotPolicy always).
+      await client.delete(paths.cocoonSet(ns, "seat"));
+      await waitForObject(client, paths.cocoonSets(ns), "seat", (o) => o === undefined, {
+        timeoutMs: TIMEOUT_MS,
+        description: `${ns}/seat to be deleted`,
+      });
+      await waitForList(client, paths.pods(ns), (ps) => ps.length === 0, {
+        labelSelector: `${LABELS.name}=seat`,
+        timeoutMs: TIMEOUT_MS,
+        description: `the pods of ${ns}/seat to be gone`,
+      });
+      await waitForTag(registry, vm, SNAPSHOT_TAGS.latest);
+      await checkpoint("deleted", "seat", { tags: [vm] });
+    },
+  },
+  {
     name: "create with replicas 3, then scale 3 → 6 → 2",
     async run({ client, ns, checkpoint }) {
       await create(client, ns, "fleet", { agent: { image: IMAGE, replicas: 3 } });

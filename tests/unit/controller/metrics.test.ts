@@ -15,6 +15,9 @@ describe("controller metrics", () => {
     m.reconciled("requeue", 0.02);
     m.setQueueDepthSource(() => 5);
     m.setLeader(true);
+    m.slotReleasePodDeleted("ns1", "nap");
+    m.slotReleaseWake("ns1", "nap", "hint-node");
+    m.slotReleaseWakeUnschedulable("ns1", "nap");
     const text = await m.text();
     const expected = [
       'cocoonset_subagent_rebuild_total{namespace="ns1",cocoonset="fleet"} 1',
@@ -28,6 +31,9 @@ describe("controller metrics", () => {
       'cocoonset_reconcile_duration_seconds_count{result="error"} 1',
       "cocoonset_workqueue_depth 5",
       "cocoonset_leader 1",
+      'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
+      'cocoonset_slot_release_wake_total{namespace="ns1",cocoonset="nap",placement="hint-node"} 1',
+      'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
     const names = new Set(
@@ -43,6 +49,9 @@ describe("controller metrics", () => {
         `${METRIC_NAMES.rebuild} counter`,
         `${METRIC_NAMES.reconcileDuration} histogram`,
         `${METRIC_NAMES.reconcileErrors} counter`,
+        `${METRIC_NAMES.slotReleasePodsDeleted} counter`,
+        `${METRIC_NAMES.slotReleaseWake} counter`,
+        `${METRIC_NAMES.slotReleaseWakeUnschedulable} counter`,
         `${METRIC_NAMES.reconcile} counter`,
         `${METRIC_NAMES.releaseDeleted} counter`,
       ].sort(),

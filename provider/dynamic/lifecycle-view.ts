@@ -75,10 +75,10 @@ export function lifecycleSummary(
   name: string,
   count: number,
 ): string {
-  const pods = `${count} pod${count === 1 ? "" : "s"}`;
+  const one = count === 1;
   return change === "suspend"
-    ? `suspend fleet ${namespace}/${name} (${pods} hibernate; the slots are kept)`
-    : `wake fleet ${namespace}/${name} (${pods} wake from their hibernation snapshots)`;
+    ? `suspend fleet ${namespace}/${name} (${count} pod${one ? " hibernates" : "s hibernate"}; the slots are kept)`
+    : `wake fleet ${namespace}/${name} (${count} pod${one ? " wakes" : "s wake"} from the hibernation snapshots)`;
 }
 
 /** The pods a suspend still waits for, as the pass planned them (sorted, unique). */

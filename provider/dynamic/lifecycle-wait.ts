@@ -81,6 +81,9 @@ export async function awaitLifecycle(
   for (let passes = 1; ; passes++) {
     const cs = await readCocoonSet(client, namespace, name);
     if (!cs) throw new Error(`CocoonSet ${namespace}/${name} is gone; nothing to ${change}`);
+    // The pods as they were before the pass: the wait below ends on any change since, so a
+    // node agent's write that lands while the pass runs is never missed.
+    const seen = versions(await listFleetPods(client, cs));
     const result = await runPass(client, cs, opts.pass);
     if (result.conflicted) continue;
     const refusals = result.errors.filter((e) => e.startsWith("[spec.suspend] cannot tell"));
@@ -117,7 +120,6 @@ export async function awaitLifecycle(
     }
     if (result.requeueAfterMs === 0) continue;
     const idle = Math.min(result.requeueAfterMs ?? MAX_IDLE_MS, MAX_IDLE_MS, deadline - Date.now());
-    const seen = versions(pods);
     try {
       await waitForList(client, paths.pods(namespace), (items) => versions(items) !== seen, {
         labelSelector: podSelector(name),

@@ -121,7 +121,7 @@ describe("lifecycleSummary and lifecycleCount", () => {
     );
     assert.equal(
       lifecycleSummary("wake", "agents", "coder", 1),
-      "wake fleet agents/coder (1 pod wake from their hibernation snapshots)",
+      "wake fleet agents/coder (1 pod wakes from the hibernation snapshots)",
     );
   });
 });

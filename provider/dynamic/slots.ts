@@ -554,7 +554,7 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
       timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
       registry: registryOf(props),
       log: (level, msg, fields) => {
-        if (level !== "debug")
+        if (level === "warn")
           console.log(`${id}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ""}`);
       },
     });

@@ -18,6 +18,7 @@ import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../kube/i
 import { BrandedError } from "../kube/branded-error.js";
 import {
   describePods,
+  lifecyclePods,
   suspendPending,
   wakePending,
   type LifecycleChange,
@@ -95,8 +96,13 @@ export async function awaitLifecycle(
     }
     const pods: Pod[] = await listFleetPods(client, result.cocoonSet);
     const phase = result.cocoonSet.status?.phase ?? "unknown";
+    // A registry that did not answer leaves the plan empty: every pod is still in question.
     const pending =
-      change === "suspend" ? suspendPending(result.plan) : wakePending(result.cocoonSet, pods);
+      change === "wake"
+        ? wakePending(result.cocoonSet, pods)
+        : registryError
+          ? lifecyclePods(result.cocoonSet, pods).map((p) => p.metadata?.name ?? "")
+          : suspendPending(result.plan);
     const done = phase === target && pending.length === 0 && registryError === "";
     const line = `${namespace}/${name}: ${change} pass ${passes}: phase ${phase}, ${pending.length} pod(s) ${change === "suspend" ? "not hibernated" : "not awake"} yet${registryError ? ` (${registryError})` : ""}`;
     if (done || line.replace(/pass \d+: /, "") !== lastLine) {

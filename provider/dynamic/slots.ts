@@ -344,6 +344,15 @@ export async function diff(
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
+    // A suspended fleet (acted on: a registry is given) creates no pod, so a missing slot is
+    // no drift an update could repair; a drifted pod still is.
+    if (news.spec.suspend === true && typeof news.registry === "string") {
+      return {
+        changes: Object.entries(live.slots).some(
+          ([key, view]) => stableJson(view) !== stableJson(news.slots[key]),
+        ),
+      };
+    }
     return { changes: stableJson(live.slots) !== stableJson(news.slots) };
   } catch (e) {
     process.stderr.write(

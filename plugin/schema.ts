@@ -104,7 +104,7 @@ const fleetInputs: Record<string, Property> = {
     "How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds. Default 120.",
   ),
   registry: str(
-    "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Default: the Operator's `ociRegistry`.",
+    "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Give it here even with an Operator whose `ociRegistry` is set (only a TypeScript Fleet takes its Operator's by default).",
   ),
   suspendTimeoutSeconds: int(
     "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",

@@ -18,6 +18,7 @@ import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../kube/i
 import { BrandedError } from "../kube/branded-error.js";
 import {
   describePods,
+  isRegistrySilence,
   lifecyclePods,
   suspendPending,
   wakePending,
@@ -87,7 +88,7 @@ export async function awaitLifecycle(
     const seen = versions(await listFleetPods(client, cs));
     const result = await runPass(client, cs, opts.pass);
     if (result.conflicted) continue;
-    const refusals = result.errors.filter((e) => e.startsWith("[spec.suspend] cannot tell"));
+    const refusals = result.errors.filter(isRegistrySilence);
     const registryError = refusals[0] ?? "";
     if (result.errors.length > refusals.length) {
       throw new Error(

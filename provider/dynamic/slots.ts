@@ -12,8 +12,8 @@ import {
   namespaceNameProblem,
   prefixedProperty,
   validateCocoonSetSpec,
-  type CocoonSet,
   asksHibernate,
+  type CocoonSet,
   type CocoonSetSpec,
   type Pod,
 } from "../fleet/index.js";
@@ -34,6 +34,7 @@ import { parseRegistryAddress } from "../registry/address.js";
 import { OciRegistry } from "../registry/oci.js";
 import {
   DEFAULT_SUSPEND_TIMEOUT_SECONDS,
+  isRegistrySilence,
   lifecycleChange,
   lifecycleCount,
   lifecycleSummary,
@@ -480,7 +481,7 @@ async function apply(
       );
     }
     // A wake waits for the VMs when the last deploy was suspended, or when pods still carry
-    // a hibernate request (a wake an earlier \`up\` did not finish).
+    // a hibernate request (a wake an earlier `up` did not finish).
     const wake =
       !!registry &&
       !suspend &&
@@ -504,9 +505,7 @@ async function apply(
       },
     });
     let cocoonSet = result.cocoonSet;
-    const errors = result.errors.filter(
-      (e) => !(registry && suspend && e.startsWith("[spec.suspend] cannot tell")),
-    );
+    const errors = result.errors.filter((e) => !(registry && suspend && isRegistrySilence(e)));
     if (registry && (suspend || wake) && errors.length === 0) {
       // The registry's silence is waited out (the lifecycle wait retries it until its timeout).
       const waited = await awaitLifecycle(

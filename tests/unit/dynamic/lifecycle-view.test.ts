@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
   describePods,
+  isRegistrySilence,
   lifecycleChange,
   lifecycleCount,
   lifecycleSummary,
@@ -180,5 +181,25 @@ describe("describePods", () => {
       describePods(live, ["coder-2", "coder-1", "coder-9"]),
       "coder-2 (lifecycle state hibernating), coder-1 (no lifecycle state reported), coder-9 (gone)",
     );
+  });
+});
+
+describe("isRegistrySilence", () => {
+  it("is the planner's refusal when the registry did not answer, and nothing else", () => {
+    const suspended = { ...cs, spec: { ...cs.spec, suspend: true } };
+    const live = pods(() => ({
+      [ANNOTATIONS.hibernate]: "true",
+      [ANNOTATIONS.lifecycleState]: "hibernated",
+      [ANNOTATIONS.lifecycleObservedGeneration]: "3",
+    }));
+    const plan = planPass({
+      cocoonSet: suspended,
+      pods: live,
+      nowMs: 0,
+      snapshots: { error: "probe hibernate snapshot vk-x: HTTP 500" },
+    });
+    assert.equal(plan.errors.length, 1);
+    assert.ok(isRegistrySilence(plan.errors[0]), plan.errors[0]);
+    assert.equal(isRegistrySilence("coder-1 (create): pods is forbidden"), false);
   });
 });

@@ -10,7 +10,9 @@
  * - a registry that does not answer holds the suspend until `suspendTimeoutSeconds`, and
  *   the failure names every pod and the registry's error;
  * - a wake the simulator holds in `creating` fails after the timeout naming that pod only,
- *   and the next update, given time, returns with every VM up.
+ *   and the next update, given time, returns with every VM up;
+ * - while suspended, a pod deleted outside Pulumi is no drift for `diff` (nothing is
+ *   created while suspended), unless no registry is given.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -20,6 +22,7 @@ import { ensureCrd } from "../../provider/engine/index.js";
 import {
   create,
   desiredSlots,
+  diff,
   remove,
   update,
   type SlotsInputs,
@@ -142,4 +145,21 @@ test("the slots resource's suspend and wake: no registry, a silent registry, a w
   assert.equal(last.phase, "Running");
   const awake = await waitForPods(ns, NAME, 2, vmReady, "both VMs up", 1000);
   assert.ok(!awake.some(asked), "no hibernate request left");
+
+  // Suspended again, a pod deleted outside Pulumi is no drift: nothing is created while
+  // suspended, so preview shows no change (a running fleet's would, and `up` recreates it).
+  await writeSpec(ns, suspended);
+  last = (await update("", last, inputs(ns, uid, suspended, { registry }))).outs;
+  assert.equal(last.phase, "Suspended");
+  const same = inputs(ns, uid, suspended, { registry });
+  assert.deepEqual(await diff("", last, same), { changes: false });
+  await client.delete(paths.pod(ns, "fleet-1"));
+  await waitForPods(ns, NAME, 1, asked, "fleet-1 gone, fleet-0 still asked to hibernate");
+  assert.deepEqual(await diff("", last, same), { changes: false }, "no drift while suspended");
+  const noRegistry = inputs(ns, uid, suspended, {});
+  assert.deepEqual(
+    await diff("", { ...last, registry: undefined }, noRegistry),
+    { changes: true },
+    "without a registry the suspend is not acted on: the missing slot is drift",
+  );
 });

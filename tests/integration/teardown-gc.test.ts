@@ -18,36 +18,22 @@ import { before, describe, test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
 import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../provider/fleet/index.js";
 import { paths, waitForObject } from "../../provider/kube/index.js";
-import { OCI_MANIFEST, OciRegistry } from "../../provider/registry/oci.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { Cleanup, freePort } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import {
+  lifecycleNamespace,
+  pushTag,
+  registryAddress,
+  vmReady,
+  waitForPods,
+} from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
 
 const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
-
-/** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
-async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void> {
-  const config = Buffer.from(JSON.stringify({ vmName: vm, tag, test: true }));
-  const digest = await reg.pushBlob(vm, config);
-  await reg.putManifest(
-    vm,
-    tag,
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: {
-        mediaType: "application/vnd.oci.image.config.v1+json",
-        digest,
-        size: config.length,
-      },
-      layers: [],
-    }),
-  );
-}
 
 /** Deletes the CocoonSet and waits (watch) until it is gone, finalizer released. */
 async function deleteAndWait(ns: string, name: string): Promise<void> {

@@ -95,17 +95,25 @@ describe(
       await createCocoonSet(ns, "crew", { replicas: 1, snapshotPolicy: "never" });
       await waitForConverged(ns, "crew", { replicas: 1 });
       await deleteAndWait(ns, "crew");
-      const failed = proc.logs(
-        (l) => l.msg === "could not drop a snapshot tag; it is left in the registry",
-      );
+      const dropFailed = "could not drop a snapshot tag; it is left in the registry";
+      const expected = [
+        `vk-${ns}-crew-0:hibernate`,
+        `vk-${ns}-crew-0:latest`,
+        `vk-${ns}-crew-1:hibernate`,
+        `vk-${ns}-crew-1:latest`,
+      ];
+      // The lines are written before the finalizer is lifted, but reach the test through the
+      // process's stdout pipe, which can lag behind the watch that saw the set go.
+      for (const tag of expected)
+        await proc.waitForLog(
+          `${dropFailed} (${tag})`,
+          (l) => l.msg === dropFailed && `${String(l.vm)}:${String(l.tag)}` === tag,
+          { timeoutMs: 30_000 },
+        );
+      const failed = proc.logs((l) => l.msg === dropFailed);
       assert.deepEqual(
         failed.map((l) => `${String(l.vm)}:${String(l.tag)}`).sort(),
-        [
-          `vk-${ns}-crew-0:hibernate`,
-          `vk-${ns}-crew-0:latest`,
-          `vk-${ns}-crew-1:hibernate`,
-          `vk-${ns}-crew-1:latest`,
-        ],
+        expected,
         proc.tail(),
       );
       for (const l of failed)

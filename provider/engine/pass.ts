@@ -311,6 +311,24 @@ export async function runPass(
         hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
         return;
       }
+      case "delete-snapshot-tag": {
+        if (!opts.registry) throw new Error("no snapshot registry is configured");
+        await opts.registry.deleteManifest(action.vm, action.tag);
+        hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
+        return;
+      }
+      case "write-status": {
+        // Persisted before the step's next action: a phase that marks work in flight.
+        const status = { ...action.status, observedGeneration: cs.metadata.generation };
+        cs = await client.patch<CocoonSet>(
+          paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+          { status },
+          PatchType.merge,
+        );
+        result.cocoonSet = cs;
+        result.statusWritten = true;
+        return;
+      }
       case "write-history": {
         // Conditional on the resourceVersion we planned from: a concurrent writer makes
         // this fail (409) and the pass is retried on fresh data, never on stale counts.

@@ -95,6 +95,16 @@ export {
   type SnapshotFacts,
 } from "./suspend.js";
 export {
+  MIGRATE_POLL_MS,
+  migrationConsults,
+  migrationProbes,
+  planMigration,
+  vmLive,
+  type MigrationDecision,
+  type MigrationInput,
+  type MigrationPlan,
+} from "./migrate.js";
+export {
   agentSlotOfVm,
   deleteVmNamesStash,
   keepsLatestTag,

@@ -91,11 +91,18 @@ export interface PodCondition {
   status: string;
 }
 
+/** One container's status (the part the engine reads: whether it runs). */
+export interface ContainerStatus {
+  name: string;
+  state?: { running?: object; waiting?: object; terminated?: object };
+}
+
 /** Pod status (the fields the engine reads). */
 export interface PodStatus {
   phase?: string;
   podIP?: string;
   conditions?: PodCondition[];
+  containerStatuses?: ContainerStatus[];
 }
 
 /** A pod as listed from the cluster. */

@@ -59,6 +59,7 @@ import {
   type SnapshotFacts,
 } from "./suspend.js";
 import type { ClassifiedPods } from "./classify.js";
+import { planMigration, type MigrationDecision } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 
 /** What a plan step is about. */
@@ -100,7 +101,9 @@ export type Decision =
   /** The fleet is suspended and this pod's VM has not hibernated yet. */
   | "wait-hibernation"
   /** The fleet is no longer suspended: withdraw the pod's hibernate request. */
-  | "wake";
+  | "wake"
+  /** A step of a migration to `spec.nodeName` (migrate.ts). */
+  | MigrationDecision;
 
 /** How the executor treats AlreadyExists on a create. */
 export type AlreadyExistsPolicy =
@@ -123,6 +126,10 @@ export type PlanAction =
       uid: string;
       annotations: Record<string, string | null>;
     }
+  /** Delete a tag from the snapshot registry (a missing tag counts as deleted). */
+  | { kind: "delete-snapshot-tag"; vm: string; tag: string }
+  /** Write the CocoonSet's status now, before the step's next action (a migration's phase). */
+  | { kind: "write-status"; status: CocoonSetStatus }
   /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
   | { kind: "write-history"; value: string }
   /** Emit an event on the CocoonSet. */
@@ -584,16 +591,21 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
     generationStamps: generationStamps(pass, steps),
   };
   if (writeStatus && !mutatesPods) {
-    const status = deriveStatus({
-      cocoonSet: pass.cs,
-      pods: pass.input.pods,
-      nowMs: pass.input.nowMs,
-      vanishingSlots: vanishingSlots(pass.createLog),
-      phase,
-    });
+    const status = statusOf(pass, phase);
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
   return plan;
+}
+
+/** The status the pass derives from its pods, with `phase` when the pass decided it. */
+function statusOf(pass: Pass, phase?: CocoonSetPhase): CocoonSetStatus {
+  return deriveStatus({
+    cocoonSet: pass.cs,
+    pods: pass.input.pods,
+    nowMs: pass.input.nowMs,
+    vanishingSlots: vanishingSlots(pass.createLog),
+    phase,
+  });
 }
 
 /** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
@@ -718,6 +730,23 @@ export function planPass(input: PlanInput): Plan {
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
     return planSuspend(pass, pods, facts);
+  // Migration owns the pass while in flight; before the unsuspend, which would withdraw
+  // the hibernate request it makes (docs/behaviour.md §3.17).
+  const migration =
+    facts && !(pods.main && isTerminal(pods.main))
+      ? planMigration({
+          cs,
+          owned: pods,
+          facts,
+          migratingStatus: () => statusOf(pass, "Migrating"),
+        })
+      : undefined;
+  if (migration) {
+    pass.steps.push(...migration.steps);
+    pass.errors.push(...migration.errors);
+    pass.waits.push(migration.waitMs);
+    return finish(pass, migration.errors.length === 0 && !migration.persistsPhase, "Migrating");
+  }
   if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
   const main = planMain(pass, pods.main);
   if (main) {

@@ -1,0 +1,175 @@
+/**
+ * Migration to `spec.nodeName`, end to end: the real controller process (with
+ * `--oci-registry` at the embedded registry), the node-agent simulator in an opted-in
+ * namespace, the real registry (tags read over HTTP) and the embedded cluster's two kwok
+ * nodes, both labelled with a snapshot compatibility class for this test.
+ *
+ * - a fleet pinned to node 0 with `snapshotCompatibilityClass`: its pods select the class;
+ * - `spec.nodeName` set to node 1: phase Migrating (persisted before the hibernate request),
+ *   the old pod hibernated to `<vm>:hibernate` and deleted, the new pod on node 1 restored
+ *   from that tag, the tag dropped once the new VM is live, then phase Running;
+ * - the apiserver refuses a change or removal of the class (CEL).
+ *
+ * Every wait is a watch on the CocoonSet or its pods.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ensureCrd } from "../../provider/engine/index.js";
+import {
+  ANNOTATIONS,
+  NODE_LABELS,
+  SNAPSHOT_TAGS,
+  vmNameFor,
+  type CocoonSet,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { KubeApiError, PatchType, paths } from "../../provider/kube/index.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
+import { adminClient } from "../support/cluster.js";
+import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
+import { Cleanup } from "../support/controller-process.js";
+import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { ObjectHistory } from "../support/object-history.js";
+
+const client = adminClient();
+const NODES = ["kwok-node-0", "kwok-node-1"];
+const CLASS = "migration-test-v1";
+
+const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
+const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
+const rv = (o: { metadata?: { resourceVersion?: string } }) => Number(o.metadata?.resourceVersion);
+
+async function labelNodes(value: string | null): Promise<void> {
+  for (const node of NODES)
+    await client.patch(
+      `${paths.nodes()}/${node}`,
+      { metadata: { labels: { [NODE_LABELS.snapshotClass]: value } } },
+      PatchType.merge,
+    );
+}
+
+before(async () => {
+  await ensureCrd(client);
+  await labelNodes(CLASS);
+});
+after(() => labelNodes(null));
+
+describe(
+  "migration to spec.nodeName (controller, simulator, registry)",
+  { timeout: 180_000 },
+  () => {
+    test("Migrating throughout: hibernate on node 0, restore on node 1, tag dropped once live, Running", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "migrate", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      const vm = vmNameFor(ns, "mover", 0);
+      await createCocoonSet(ns, "mover", { nodeName: NODES[0], snapshotCompatibilityClass: CLASS });
+      await waitForConverged(ns, "mover", { replicas: 0 });
+      const [old] = await waitForPods(ns, "mover", 1, vmReady, "the VM booted on node 0");
+      assert.equal(old.spec?.nodeName, NODES[0]);
+      assert.deepEqual(old.spec?.nodeSelector, {
+        [NODE_LABELS.pool]: "default",
+        [NODE_LABELS.snapshotClass]: CLASS,
+      });
+      assert.deepEqual(await reg.listTags(vm), [], "no snapshot before the migration");
+
+      const history = await ObjectHistory.start<CocoonSet>(
+        t,
+        client,
+        paths.cocoonSets(ns),
+        "mover",
+      );
+      const podHistory = await ObjectHistory.start<Pod>(t, client, paths.pods(ns), "mover-0");
+      const since = history.seen.length;
+      await patchSpec(ns, "mover", { nodeName: NODES[1] });
+
+      const migrating = await history.until(
+        (cs) => phaseOf(cs) === "Migrating",
+        "phase Migrating",
+        {
+          since,
+          show: phaseOf,
+        },
+      );
+      const oldUid = old.metadata?.uid;
+      const asked = await podHistory.until(
+        (p) => p.metadata?.uid === oldUid && annotationsOf(p)[ANNOTATIONS.hibernate] === "true",
+        "the old pod asked to hibernate",
+      );
+      // Both in one etcd: its revisions order the two writes.
+      assert.ok(rv(migrating) < rv(asked), "Migrating is persisted before the hibernate request");
+      await podHistory.until(
+        (p) =>
+          p.metadata?.uid === oldUid &&
+          annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+        "the old VM hibernated on node 0",
+      );
+
+      const [moved] = await waitForPods(
+        ns,
+        "mover",
+        1,
+        (p) => p.metadata?.uid !== oldUid && vmReady(p),
+        "the new pod's VM live",
+      );
+      assert.equal(moved.spec?.nodeName, NODES[1], "recreated on the target");
+      assert.equal(annotationsOf(moved)[ANNOTATIONS.restoreFromHibernate], "true");
+      assert.match(
+        annotationsOf(moved)[ANNOTATIONS.lifecycleStateMessage] ?? "",
+        new RegExp(`restored from .*${vm}:${SNAPSHOT_TAGS.hibernate}$`),
+        "the new VM was restored from the migration's snapshot",
+      );
+      assert.notEqual(annotationsOf(moved)[ANNOTATIONS.vmID], annotationsOf(old)[ANNOTATIONS.vmID]);
+      assert.deepEqual(moved.spec?.nodeSelector?.[NODE_LABELS.snapshotClass], CLASS);
+
+      const running = await history.until(
+        (cs) =>
+          phaseOf(cs) === "Running" &&
+          cs.status?.observedGeneration === cs.metadata.generation &&
+          (cs.status?.agents ?? []).every((a) => !!a.vmID),
+        "phase Running with the new VM id",
+        { since, show: phaseOf },
+      );
+      assert.equal(running.status?.agents?.[0]?.vmID, annotationsOf(moved)[ANNOTATIONS.vmID]);
+      const phases = history.fold(phaseOf, since);
+      assert.deepEqual(
+        phases.slice(phases.indexOf("Migrating")),
+        ["Migrating", "Running"],
+        "Migrating throughout, then Running",
+      );
+      assert.deepEqual(await reg.listTags(vm), [], "the snapshot tag is dropped");
+      const progressing = (migrating.status?.conditions ?? []).find(
+        (x) => x.type === "Progressing",
+      );
+      assert.equal(
+        progressing?.reason,
+        "Stable",
+        "as upstream: Progressing is False while migrating",
+      );
+    });
+
+    test("snapshotCompatibilityClass is immutable once set (the apiserver refuses)", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "migrate-class", registryAddress());
+      await createCocoonSet(ns, "pinned", { snapshotCompatibilityClass: CLASS });
+      for (const value of ["migration-test-v2", null]) {
+        await assert.rejects(
+          client.patch(
+            paths.cocoonSet(ns, "pinned"),
+            { spec: { snapshotCompatibilityClass: value } },
+            PatchType.merge,
+          ),
+          (e: unknown) => {
+            assert.ok(KubeApiError.isInstance(e));
+            assert.equal(e.status, 422, e.message);
+            assert.match(e.message, /snapshotCompatibilityClass is immutable once set/);
+            return true;
+          },
+        );
+      }
+      // Setting it on a set that had none is allowed (pods created before are adopted).
+      await createCocoonSet(ns, "late", {});
+      await patchSpec(ns, "late", { snapshotCompatibilityClass: CLASS });
+    });
+  },
+);

@@ -48,7 +48,7 @@ export interface MigrationInput {
 export interface MigrationPlan {
   steps: PlanStep[];
   errors: string[];
-  /** Requeue after this long (every migration pass polls). */
+  /** Requeue after this long: every migration pass polls; at once after a dropped tag. */
   waitMs: number;
   /**
    * Whether the steps persist the phase themselves (a write before their first side
@@ -147,7 +147,9 @@ export function planMigration(input: MigrationInput): MigrationPlan | undefined 
     const persist = persistFirst && !migratingNow(cs);
     if (persist && steps.length > 0)
       steps[0].actions.unshift({ kind: "write-status", status: input.migratingStatus() });
-    return { steps, errors: [], waitMs: MIGRATE_POLL_MS, persistsPhase: persist };
+    // A dropped tag changes what the next pass decides and no watch reports it: at once.
+    const dropsTag = steps.some((s) => s.actions.some((a) => a.kind === "delete-snapshot-tag"));
+    return { steps, errors: [], waitMs: dropsTag ? 0 : MIGRATE_POLL_MS, persistsPhase: persist };
   };
   if ("error" in facts) {
     return {

@@ -81,7 +81,8 @@ describe(
       );
       const podHistory = await ObjectHistory.start<Pod>(t, client, paths.pods(ns), "mover-0");
       const since = history.seen.length;
-      await patchSpec(ns, "mover", { nodeName: NODES[1] });
+      const t0 = Date.now();
+    await patchSpec(ns, "mover", { nodeName: NODES[1] });
 
       const migrating = await history.until(
         (cs) => phaseOf(cs) === "Migrating",
@@ -130,7 +131,8 @@ describe(
         "phase Running with the new VM id",
         { since, show: phaseOf },
       );
-      assert.equal(running.status?.agents?.[0]?.vmID, annotationsOf(moved)[ANNOTATIONS.vmID]);
+      t.diagnostic(`spec.nodeName patched to phase Running: ${Date.now() - t0} ms`);
+    assert.equal(running.status?.agents?.[0]?.vmID, annotationsOf(moved)[ANNOTATIONS.vmID]);
       const phases = history.fold(phaseOf, since);
       assert.deepEqual(
         phases.slice(phases.indexOf("Migrating")),

@@ -212,8 +212,10 @@ describe("migration to spec.nodeName: the plan", () => {
       assert.deepEqual(actionKinds(p), row.kinds, row.what);
       assert.equal(
         p.requeueAfterMs,
-        row.kinds.includes("create-pod") || row.kinds.includes("delete-pod") ? 0 : MIGRATE_POLL_MS,
-        row.what,
+        ["create-pod", "delete-pod", "delete-snapshot-tag"].some((k) => row.kinds.includes(k))
+          ? 0
+          : MIGRATE_POLL_MS,
+        `${row.what}: at once after a change no watch reports, else the poll`,
       );
       if (!p.mutatesPods) assert.equal(p.status?.phase ?? "Migrating", "Migrating", row.what);
       assert.ok(!actionKinds(p).includes("write-status"), `${row.what}: stored already`);

@@ -82,7 +82,7 @@ describe(
       const podHistory = await ObjectHistory.start<Pod>(t, client, paths.pods(ns), "mover-0");
       const since = history.seen.length;
       const t0 = Date.now();
-    await patchSpec(ns, "mover", { nodeName: NODES[1] });
+      await patchSpec(ns, "mover", { nodeName: NODES[1] });
 
       const migrating = await history.until(
         (cs) => phaseOf(cs) === "Migrating",
@@ -132,7 +132,7 @@ describe(
         { since, show: phaseOf },
       );
       t.diagnostic(`spec.nodeName patched to phase Running: ${Date.now() - t0} ms`);
-    assert.equal(running.status?.agents?.[0]?.vmID, annotationsOf(moved)[ANNOTATIONS.vmID]);
+      assert.equal(running.status?.agents?.[0]?.vmID, annotationsOf(moved)[ANNOTATIONS.vmID]);
       const phases = history.fold(phaseOf, since);
       assert.deepEqual(
         phases.slice(phases.indexOf("Migrating")),

@@ -150,7 +150,7 @@ export function registerPlan(program: Command): void {
     .option("--json", "print the plan as one JSON document")
     .option(
       "--oci-registry <host[:port][/prefix]>",
-      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend is planned as the controller would carry it out, without it `suspend` is shown as not acted on",
+      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend or a migration to spec.nodeName is planned as the controller would carry it out, without it neither is shown",
     )
     .action(
       action(

@@ -154,9 +154,9 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     flag: "--oci-registry",
     // The node agent's and cocoon-operator's name for it: one variable for the whole stack.
     env: "OCI_REGISTRY",
-    defaultText: "none: spec.suspend is stored but not acted on",
+    defaultText: "none: spec.suspend and a migration to spec.nodeName are not acted on",
     description:
-      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends; http for a loopback host or an http:// prefix, else https",
+      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends or migrates to spec.nodeName; http for a loopback host or an http:// prefix, else https",
   },
 ];
 

@@ -150,6 +150,75 @@ describe(
       );
     });
 
+    test("a tag left by an earlier suspend is dropped first: the VM is snapshotted afresh, never rolled back", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "migrate-stale", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      const vm = vmNameFor(ns, "mover", 0);
+      await createCocoonSet(ns, "mover", { nodeName: NODES[0] });
+      await waitForConverged(ns, "mover", { replicas: 0 });
+      await waitForPods(ns, "mover", 1, vmReady, "the VM booted on node 0");
+      // A retain suspend and unsuspend leave <vm>:hibernate behind (as upstream).
+      await patchSpec(ns, "mover", { suspend: true });
+      await waitForPods(
+        ns,
+        "mover",
+        1,
+        (p) => annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+        "hibernated by the suspend",
+      );
+      await patchSpec(ns, "mover", { suspend: false });
+      const [woken] = await waitForPods(
+        ns,
+        "mover",
+        1,
+        (p) => vmReady(p) && annotationsOf(p)[ANNOTATIONS.hibernate] === undefined,
+        "woken",
+      );
+      assert.deepEqual(
+        await reg.listTags(vm),
+        [SNAPSHOT_TAGS.hibernate],
+        "the suspend's tag stays",
+      );
+
+      const history = await ObjectHistory.start<CocoonSet>(
+        t,
+        client,
+        paths.cocoonSets(ns),
+        "mover",
+      );
+      const podHistory = await ObjectHistory.start<Pod>(t, client, paths.pods(ns), "mover-0");
+      const since = podHistory.seen.length;
+      await patchSpec(ns, "mover", { nodeName: NODES[1] });
+      const generation = (await client.get<CocoonSet>(paths.cocoonSet(ns, "mover"))).metadata
+        .generation;
+      // The same pod is asked to hibernate again and does so for the new generation: the
+      // restore reads that snapshot, not the suspend's.
+      await podHistory.until(
+        (p) =>
+          p.metadata?.uid === woken.metadata?.uid &&
+          annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated" &&
+          Number(annotationsOf(p)[ANNOTATIONS.lifecycleObservedGeneration]) >= (generation ?? 0),
+        "the old pod hibernated again for the migration",
+        { since },
+      );
+      const [moved] = await waitForPods(
+        ns,
+        "mover",
+        1,
+        (p) => p.metadata?.uid !== woken.metadata?.uid && vmReady(p),
+        "restored on node 1",
+      );
+      assert.equal(moved.spec?.nodeName, NODES[1]);
+      await history.until(
+        (cs) => phaseOf(cs) === "Running" && cs.status?.observedGeneration === generation,
+        "phase Running",
+        { show: phaseOf },
+      );
+      assert.ok(history.fold(phaseOf).includes("Migrating"));
+      assert.deepEqual(await reg.listTags(vm), [], "no tag left");
+    });
+
     test("snapshotCompatibilityClass is immutable once set (the apiserver refuses)", async (t) => {
       const c = new Cleanup(t);
       const { ns } = await lifecycleNamespace(c, "migrate-class", registryAddress());

@@ -591,21 +591,16 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
     generationStamps: generationStamps(pass, steps),
   };
   if (writeStatus && !mutatesPods) {
-    const status = statusOf(pass, phase);
+    const status = deriveStatus({
+      cocoonSet: pass.cs,
+      pods: pass.input.pods,
+      nowMs: pass.input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase,
+    });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
   return plan;
-}
-
-/** The status the pass derives from its pods, with `phase` when the pass decided it. */
-function statusOf(pass: Pass, phase?: CocoonSetPhase): CocoonSetStatus {
-  return deriveStatus({
-    cocoonSet: pass.cs,
-    pods: pass.input.pods,
-    nowMs: pass.input.nowMs,
-    vanishingSlots: vanishingSlots(pass.createLog),
-    phase,
-  });
 }
 
 /** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
@@ -732,15 +727,17 @@ export function planPass(input: PlanInput): Plan {
     return planSuspend(pass, pods, facts);
   // Migration owns the pass while in flight; before the unsuspend, which would withdraw
   // the hibernate request it makes (docs/behaviour.md §3.17).
-  const migration =
-    facts && !(pods.main && isTerminal(pods.main))
-      ? planMigration({
-          cs,
-          owned: pods,
-          facts,
-          migratingStatus: () => statusOf(pass, "Migrating"),
-        })
-      : undefined;
+  const migrating = (): CocoonSetStatus =>
+    deriveStatus({
+      cocoonSet: cs,
+      pods: input.pods,
+      nowMs: input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase: "Migrating",
+    });
+  const migration = facts
+    ? planMigration({ cs, owned: pods, facts, migratingStatus: migrating })
+    : undefined;
   if (migration) {
     pass.steps.push(...migration.steps);
     pass.errors.push(...migration.errors);

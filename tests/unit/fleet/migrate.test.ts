@@ -6,6 +6,7 @@
 // and the adoption of pods created before it was set.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import {
   ANNOTATIONS,
   MIGRATE_POLL_MS,
@@ -390,5 +391,77 @@ describe("snapshotCompatibilityClass", () => {
     );
     const p = plan(after, [mainPod(before)]);
     assert.ok(!p.steps.some((s) => s.decision === "delete-drifted"), "no rebuild for the class");
+  });
+});
+
+describe("migration: safety properties over every main agent state", () => {
+  // "Never lose live state": whatever the pod, the tag and the stored phase, the old pod is
+  // deleted only once the gate holds for it, a restore only happens from an existing tag,
+  // the tag is dropped only when the VM is live (or the tag is one this migration never
+  // asked for), and Migrating is persisted before any side effect.
+  const stateArb = fc.record({
+    node: fc.constantFrom("", "node-a", "node-b"),
+    exists: fc.boolean(),
+    asked: fc.boolean(),
+    lifecycle: fc.constantFrom(undefined, "creating", "ready", "hibernating", "hibernated"),
+    observed: fc.constantFrom(undefined, "2", "3"),
+    vmID: fc.boolean(),
+    containerRunning: fc.boolean(),
+    tagged: fc.boolean(),
+    phase: fc.constantFrom(undefined, "Running" as const, "Migrating" as const),
+    target: fc.constantFrom("node-a", "node-b", undefined),
+  });
+
+  it("holds for every state", () => {
+    fc.assert(
+      fc.property(stateArb, (st) => {
+        const base = cocoonSet(st.target ? { nodeName: st.target } : {});
+        const cs: CocoonSet = st.phase ? { ...base, status: statusWith(st.phase) } : base;
+        let pod = on(mainPod(cs), st.node);
+        pod = withAnnotations(pod, {
+          [ANNOTATIONS.hibernate]: st.asked ? "true" : undefined,
+          [ANNOTATIONS.lifecycleState]: st.lifecycle,
+          [ANNOTATIONS.lifecycleObservedGeneration]: st.observed,
+          [ANNOTATIONS.vmID]: st.vmID ? "vm-1" : undefined,
+        });
+        if (st.containerRunning)
+          pod.status = {
+            ...pod.status,
+            containerStatuses: [{ name: "agent", state: { running: {} } }],
+          };
+        const pods = st.exists ? [pod] : [];
+        const p = plan(cs, pods, tags(...(st.tagged ? [VM] : [])));
+        const actions = p.steps.flatMap((s) => s.actions);
+        const migrating = p.steps.some(
+          (s) => s.decision.startsWith("migrate") || s.decision === "wait-migration",
+        );
+        if (!migrating) return;
+        const elsewhere = st.exists && !!st.target && st.node !== "" && st.node !== st.target;
+        for (const a of actions) {
+          if (a.kind === "delete-pod") {
+            assert.ok(
+              st.tagged && elsewhere && st.asked,
+              "deleted only with the tag, on the old node",
+            );
+            assert.equal(st.lifecycle, "hibernated", "deleted only once hibernated");
+            assert.equal(st.observed, "3", "hibernated for this generation");
+          }
+          if (a.kind === "create-pod") {
+            assert.ok(st.tagged && !st.exists, "recreated only over an existing tag");
+            assert.equal(a.pod.metadata.annotations[ANNOTATIONS.restoreFromHibernate], "true");
+          }
+          if (a.kind === "delete-snapshot-tag") {
+            const isLive = st.exists && st.vmID && st.containerRunning && !st.asked && !elsewhere;
+            const stale = elsewhere && !st.asked;
+            assert.ok(isLive || stale, "the tag goes only once the VM is live, or when stale");
+          }
+        }
+        const sideEffects = actions.filter((a) => a.kind !== "write-status");
+        if (st.phase !== "Migrating" && sideEffects.length > 0)
+          assert.equal(actions[0].kind, "write-status", "Migrating is persisted first");
+        if (actions[0]?.kind === "write-status") assert.equal(actions[0].status.phase, "Migrating");
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -8,11 +8,19 @@
  * - `spec.nodeName` set to node 1: phase Migrating (persisted before the hibernate request),
  *   the old pod hibernated to `<vm>:hibernate` and deleted, the new pod on node 1 restored
  *   from that tag, the tag dropped once the new VM is live, then phase Running;
+ * - `cocoonset plan --oci-registry` shows the first step (nothing without a registry);
+ * - a tag left by an earlier suspend is dropped first and the VM snapshotted afresh;
  * - the apiserver refuses a change or removal of the class (CEL).
  *
  * Every wait is a watch on the CocoonSet or its pods.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
 import { after, before, describe, test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
@@ -25,9 +33,10 @@ import {
 } from "../../provider/fleet/index.js";
 import { KubeApiError, PatchType, paths } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
-import { adminClient } from "../support/cluster.js";
+import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
-import { Cleanup } from "../support/controller-process.js";
+import { CLI_MAIN, Cleanup } from "../support/controller-process.js";
 import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
@@ -72,6 +81,45 @@ describe(
         [NODE_LABELS.snapshotClass]: CLASS,
       });
       assert.deepEqual(await reg.listTags(vm), [], "no snapshot before the migration");
+
+      // `cocoonset plan` shows the first step with a registry, nothing without; read-only.
+      const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-migrate-"));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const file = join(dir, "mover.yaml");
+      const live = await client.get<CocoonSet>(paths.cocoonSet(ns, "mover"));
+      const manifest = {
+        apiVersion: live.apiVersion,
+        kind: live.kind,
+        metadata: { name: "mover", namespace: ns },
+      };
+      writeFileSync(file, stringify({ ...manifest, spec: { ...live.spec, nodeName: NODES[1] } }));
+      const env = { ...process.env, KUBECONFIG: "", OCI_REGISTRY: "" };
+      const plan = async (...args: string[]) =>
+        (
+          await promisify(execFile)(
+            process.execPath,
+            [CLI_MAIN, "plan", "-f", file, "--kubeconfig", testKubeconfig(), ...args],
+            { env },
+          )
+        ).stdout;
+      const planned = JSON.parse(
+        await plan("--json", "--oci-registry", registryAddress()),
+      ) as PlanJSON;
+      assert.deepEqual(
+        planned.changes.map((x) => [x.target, x.decision]),
+        [["main", "migrate"]],
+      );
+      assert.match(
+        await plan("--oci-registry", registryAddress()),
+        /^main: hibernate \(migration to spec\.nodeName\)$/m,
+      );
+      assert.deepEqual(
+        (JSON.parse(await plan("--json")) as PlanJSON).changes,
+        [],
+        "no registry: no migration",
+      );
+      const after = await client.get<Pod>(paths.pod(ns, "mover-0"));
+      assert.equal(annotationsOf(after)[ANNOTATIONS.hibernate], undefined, "plan changed nothing");
 
       const history = await ObjectHistory.start<CocoonSet>(
         t,

@@ -156,9 +156,9 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     // The node agent's and cocoon-operator's name for it: one variable for the whole stack.
     env: "OCI_REGISTRY",
     defaultText:
-      "none: a retain spec.suspend is stored but not acted on; a release one fails the reconcile",
+      "none: a retain spec.suspend and a migration to spec.nodeName are not acted on; a release suspend fails the reconcile",
     description:
-      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends or wakes from a slot release; http for a loopback host or an http:// prefix, else https",
+      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends, wakes from a slot release or migrates to spec.nodeName; http for a loopback host or an http:// prefix, else https",
   },
 ];
 

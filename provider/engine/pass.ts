@@ -342,6 +342,7 @@ export async function runPass(
         return;
       }
       case "write-status": {
+        // Persisted before the step's next action: a phase that marks work in flight.
         cs = await client.patch<CocoonSet>(
           paths.cocoonSetStatus(ns, plan.cocoonSet.name),
           { status: { ...action.status, observedGeneration: cs.metadata.generation } },

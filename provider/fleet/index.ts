@@ -50,7 +50,14 @@ export {
   vmNameFor,
   type AgentPodOptions,
 } from "./pod-builder.js";
-export { controllerUid, isControlledBy, isReady, isTerminal, isTerminating } from "./pod-state.js";
+export {
+  controllerUid,
+  isControlledBy,
+  isReady,
+  isTerminal,
+  isTerminating,
+  vmLive,
+} from "./pod-state.js";
 export { classifyPods, isOwnedPod, parseSlot, type ClassifiedPods } from "./classify.js";
 export { agentDrift, toolboxDrift, VM_FIELDS, type Compare } from "./drift.js";
 export {
@@ -102,13 +109,21 @@ export {
   slotReleaseProbes,
   suspendsReleasing,
   unschedulableMessage,
-  vmLive,
   wakeMainPod,
   HINT_AFFINITY_WEIGHT,
   type SlotReleaseInput,
   type SlotReleasePlan,
   type WakePlacement,
 } from "./slot-release.js";
+export {
+  MIGRATE_POLL_MS,
+  migrationConsults,
+  migrationProbes,
+  planMigration,
+  type MigrationDecision,
+  type MigrationInput,
+  type MigrationPlan,
+} from "./migrate.js";
 export {
   agentSlotOfVm,
   deleteVmNamesStash,

@@ -60,6 +60,7 @@ import {
 } from "./suspend.js";
 import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
+import { planMigration, type MigrationDecision } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 
 /** What a plan step is about. */
@@ -113,7 +114,9 @@ export type Decision =
   /** Slot-release wake: the VM is live; drop its snapshot tag and the node hint. */
   | "wake-complete"
   /** Slot-release wake: the released main agent's pod is still terminating. */
-  | "wait-release";
+  | "wait-release"
+  /** A step of a migration to `spec.nodeName` (migrate.ts). */
+  | MigrationDecision;
 
 /** How the executor treats AlreadyExists on a create. */
 export type AlreadyExistsPolicy =
@@ -142,7 +145,10 @@ export type PlanAction =
   | { kind: "annotate-cocoonset"; annotations: Record<string, string | null> }
   /** Delete a tag from the snapshot registry (a missing tag counts as deleted). */
   | { kind: "delete-snapshot-tag"; vm: string; tag: string }
-  /** Write the CocoonSet's status now, before the step's next action (a wake's Waking). */
+  /**
+   * Write the CocoonSet's status now, before the step's next action (a wake's Waking, a
+   * migration's Migrating).
+   */
   | { kind: "write-status"; status: CocoonSetStatus }
   /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
   | { kind: "write-history"; value: string }
@@ -757,6 +763,26 @@ export function planPass(input: PlanInput): Plan {
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
     return planSuspend(pass, pods, facts);
+  // Migration owns the pass while in flight (it does nothing while suspended); before a
+  // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
+  // (docs/behaviour.md §3.17), as cocoon-operator orders them.
+  const migrating = (): CocoonSetStatus =>
+    deriveStatus({
+      cocoonSet: cs,
+      pods: input.pods,
+      nowMs: input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase: "Migrating",
+    });
+  const migration = facts
+    ? planMigration({ cs, owned: pods, facts, migratingStatus: migrating })
+    : undefined;
+  if (migration) {
+    pass.steps.push(...migration.steps);
+    pass.errors.push(...migration.errors);
+    pass.waits.push(migration.waitMs);
+    return finish(pass, migration.errors.length === 0 && !migration.persistsPhase, "Migrating");
+  }
   // hibernatePolicy release: its suspend, and the wake from a released seat (slot-release.ts).
   const released = planSlotRelease({
     cocoonSet: cs,

@@ -17,7 +17,7 @@ import type { CocoonSet, CocoonSetPhase, CocoonSetStatus } from "./generated/typ
 import type { Affinity, Pod, PodManifest } from "./kube-types.js";
 import type { PlanAction, PlanStep, PlanTarget } from "./plan.js";
 import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "./pod-builder.js";
-import { isTerminal, isTerminating } from "./pod-state.js";
+import { isTerminal, isTerminating, vmLive } from "./pod-state.js";
 import { deriveStatus, statusEqual } from "./status.js";
 import {
   SUSPEND_POLL_MS,
@@ -42,14 +42,6 @@ export function suspendsReleasing(cs: CocoonSet): boolean {
 /** The node hint a release suspend left on the CocoonSet ("" when none). */
 export function hibernatedOnNode(cs: CocoonSet): string {
   return cs.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] ?? "";
-}
-
-/** Whether the pod's VM runs: the node agent reported its id and its container is running. */
-export function vmLive(pod: Pod): boolean {
-  return (
-    !!pod.metadata?.annotations?.[ANNOTATIONS.vmID] &&
-    (pod.status?.containerStatuses ?? []).some((c) => c.state?.running !== undefined)
-  );
 }
 
 /** The scheduler's message when the pod is Unschedulable, else undefined. */

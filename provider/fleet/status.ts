@@ -183,7 +183,9 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
                 ? "suspended: every VM hibernated"
                 : phase === "Waking"
                   ? "waking: the main agent is restored from its snapshot"
-                  : "all members match the spec",
+                  : phase === "Migrating"
+                    ? "migrating: the main agent moves to spec.nodeName"
+                    : "all members match the spec",
         observedGeneration: generation,
       }),
       input.nowMs,

@@ -7,6 +7,7 @@ import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating } from "./pod-state.js";
+import { migrationProbes } from "./migrate.js";
 import { slotReleaseProbes } from "./slot-release.js";
 
 /**
@@ -86,14 +87,17 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
  * the registry (one HEAD each) before planning. Only a retain suspend consults tags: the
  * main agent's VM when the main agent is missing (its restore intent), else each owned pod
  * the node agent reports hibernated for this generation (the last part of the gate, so a
- * VM still hibernating costs no request). A fleet that is not suspended asks nothing: the
- * unsuspend only needs to know that a registry is configured. A terminal main agent is
+ * VM still hibernating costs no request). A fleet that is not suspended asks nothing but
+ * the main agent's tag while a migration consults it (migrate.ts): the unsuspend only
+ * needs to know that a registry is configured. A terminal main agent is
  * triaged first and asks nothing either.
  */
 export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  // The release policy's suspend and wake ask for their own (provider/fleet/slot-release.ts).
-  if (!suspendsRetaining(cs)) return slotReleaseProbes(cs, pods);
   const owned = classifyPods(cs, pods);
+  // The release policy's suspend and wake (provider/fleet/slot-release.ts) and a migration
+  // (provider/fleet/migrate.ts) ask for their own.
+  if (!suspendsRetaining(cs))
+    return [...new Set([...slotReleaseProbes(cs, pods), ...migrationProbes(cs, owned)])].sort();
   if (!owned.main) return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
   if (isTerminal(owned.main)) return [];
   return gateProbes(cs, [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()]);

@@ -271,10 +271,15 @@ describe("slot release: the wake", () => {
     assert.equal(create?.kind === "create-pod" && create.pod.spec.nodeName, undefined);
   });
 
-  it("a spec.nodeName pin wins over the hint (its required affinity is kept)", () => {
+  it("a spec.nodeName pin wins over the hint: the restore is the migration's, as upstream orders them (required affinity, no preferred one)", () => {
     const cs = releaseSet({ suspend: false, phase: "Suspended", hint: HINT, nodeName: "node-b" });
-    const create = actionsOf(plan(cs, [], tags(VM0)), "wake-restore").find(
-      (a) => a.kind === "create-pod",
+    const p = plan(cs, [], tags(VM0));
+    assert.deepEqual(actionsOf(p, "wake-restore"), []);
+    const create = actionsOf(p, "migrate-restore").find((a) => a.kind === "create-pod");
+    assert.equal(
+      create?.kind === "create-pod" &&
+        create.pod.metadata.annotations?.[ANNOTATIONS.restoreFromHibernate],
+      "true",
     );
     const affinity = create?.kind === "create-pod" ? create.pod.spec.affinity : undefined;
     assert.equal(

@@ -17,7 +17,9 @@ import {
   vmLive,
   KIND,
   agentPodName,
+  MIGRATE_POLL_MS,
   type CocoonSet,
+  type MigrationDecision,
   type Pod,
 } from "../fleet/index.js";
 import {
@@ -27,6 +29,7 @@ import {
   paths,
   waitForList,
   waitForObject,
+  WaitTimeoutError,
   type KubeClient,
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
@@ -278,6 +281,20 @@ export async function converge(
       continue;
     }
     if (last.requeueAfterMs === 0) continue;
+    if (mainStep && MIGRATION_WAITS.has(mainStep.decision)) {
+      // A migration to spec.nodeName in flight: it polls the registry, so wait (watch) for
+      // the next change of the main agent's pod, at most one poll interval, then plan again.
+      // These passes wait on the node agent, not on work of ours: the deadline bounds them.
+      if (Date.now() >= deadline) return last;
+      await waitForPodChange(
+        client,
+        namespace,
+        mainStep.podName,
+        Math.min(deadline - Date.now(), last.requeueAfterMs ?? MIGRATE_POLL_MS),
+      );
+      pass--;
+      continue;
+    }
     if (last.stalled) {
       // Same-name pods are still terminating: wait (watch) until they are gone, then go on.
       await waitForList(
@@ -295,6 +312,39 @@ export async function converge(
     return last;
   }
   return last!;
+}
+
+/** The migration steps after which a pass waits on the node agent (docs/behaviour.md §3.17). */
+const MIGRATION_WAITS: ReadonlySet<string> = new Set<MigrationDecision>([
+  "migrate",
+  "migrate-drop-stale",
+  "wait-migration",
+  "migrate-evict",
+  "migrate-restore",
+  "migrate-wake",
+]);
+
+/**
+ * Waits (watch) until the named pod changes (appears, goes, or gets a new resourceVersion),
+ * at most `timeoutMs`; returns either way.
+ */
+async function waitForPodChange(
+  client: KubeClient,
+  namespace: string,
+  podName: string,
+  timeoutMs: number,
+): Promise<void> {
+  const key = (p: Pod | undefined) =>
+    p ? `${p.metadata?.uid}/${p.metadata?.resourceVersion}` : "gone";
+  const seen = key(await client.getOrUndefined<Pod>(paths.pod(namespace, podName)));
+  try {
+    await waitForObject<Pod>(client, paths.pods(namespace), podName, (p) => key(p) !== seen, {
+      timeoutMs: Math.max(100, timeoutMs),
+      description: `a change of pod ${namespace}/${podName}`,
+    });
+  } catch (e) {
+    if (!(e instanceof WaitTimeoutError)) throw e;
+  }
 }
 
 /**

@@ -50,6 +50,8 @@ export interface Watch {
   labelSelector?: string;
   /** The key to reconcile when an object of this kind changes (none: ignore it). */
   keyOf(obj: KubeObject): ObjectKey | undefined;
+  /** More keys the same change enqueues (e.g. the CocoonHibernations targeting a pod). */
+  extraKeys?(obj: KubeObject): ObjectKey[];
   /** Whether an update needs a reconcile. @default every update does */
   updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
 }
@@ -322,12 +324,16 @@ function createSession(s: SessionDeps): Session {
         labelSelector: watch.labelSelector,
         log,
       });
+      const enqueueAll = (o: KubeObject) => {
+        enqueue(watch.keyOf(o));
+        for (const k of watch.extraKeys?.(o) ?? []) enqueue(k);
+      };
       inf.addHandlers({
-        onAdd: (o) => enqueue(watch.keyOf(o)),
+        onAdd: enqueueAll,
         onUpdate: (a, b) => {
-          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueue(watch.keyOf(b));
+          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueueAll(b);
         },
-        onDelete: (o) => enqueue(watch.keyOf(o)),
+        onDelete: enqueueAll,
       });
       return inf;
     });

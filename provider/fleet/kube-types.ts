@@ -96,6 +96,8 @@ export interface PodStatus {
   phase?: string;
   podIP?: string;
   conditions?: PodCondition[];
+  /** Only whether a container runs is read (per-pod wake, fleet/hibernation.ts). */
+  containerStatuses?: { name?: string; state?: { running?: unknown } }[];
 }
 
 /** A pod as listed from the cluster. */

@@ -59,6 +59,7 @@ import {
   type SnapshotFacts,
 } from "./suspend.js";
 import type { ClassifiedPods } from "./classify.js";
+import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 
 /** What a plan step is about. */
@@ -215,6 +216,12 @@ export interface PlanInput {
    * fails a suspend closed: nothing is planned and the error is reported.
    */
   snapshots?: SnapshotFacts;
+  /**
+   * The CocoonHibernations targeting pods of the namespace (restore-intent.ts): a pod
+   * rebuilt while its CR is Hibernated restores from its snapshot, and an unsuspend leaves
+   * a CR's hibernate request in place. @default none
+   */
+  hibernations?: readonly HibernationTarget[];
 }
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
@@ -283,6 +290,19 @@ interface Pass {
   createLog: Map<number, SlotCreateRecord>;
 }
 
+/** A pod about to be created, with restore intent where a CocoonHibernation asks for it. */
+function restoring<P extends Pod & { metadata: { name: string } }>(
+  pass: Pass,
+  pod: P,
+): P | undefined {
+  const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
+  if ("error" in r) {
+    pass.errors.push(r.error);
+    return undefined;
+  }
+  return r.pod as P;
+}
+
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
   pass.history = next;
   return { kind: "write-history", value: serializeRebuildHistory(next, pass.replicas) };
@@ -293,7 +313,8 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   const target: PlanTarget = { role: "main", slot: 0 };
   const podName = agentPodName(pass.name, 0);
   if (!main) {
-    const pod = buildAgentPod(pass.cs, 0);
+    const pod = restoring(pass, buildAgentPod(pass.cs, 0));
+    if (!pod) return undefined;
     pass.steps.push({
       target,
       decision: "create",
@@ -457,13 +478,9 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       pass.waits.push(recreate.waitMs);
       continue;
     }
-    const actions: PlanAction[] = [
-      {
-        kind: "create-pod",
-        pod: buildAgentPod(pass.cs, slot, placement),
-        onAlreadyExists: "success",
-      },
-    ];
+    const built = restoring(pass, buildAgentPod(pass.cs, slot, placement));
+    if (!built) continue;
+    const actions: PlanAction[] = [{ kind: "create-pod", pod: built, onAlreadyExists: "success" }];
     const { vanished } = recreate.record;
     if (vanished >= VANISH_REPORT_AFTER) {
       actions.push({
@@ -520,7 +537,8 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
     }
     const pod = toolboxes.get(toolbox.name);
     if (!pod) {
-      const manifest = buildToolboxPod(pass.cs, toolbox);
+      const manifest = restoring(pass, buildToolboxPod(pass.cs, toolbox));
+      if (!manifest) continue;
       pass.steps.push({
         target,
         decision: "create",
@@ -673,6 +691,8 @@ function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Pl
 function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
   for (const { target, pod } of members(pass, pods)) {
     if (!asksHibernate(pod) || isTerminating(pod)) continue;
+    // A CocoonHibernation that wants this pod hibernated keeps its request.
+    if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
     pass.steps.push({
       target,
       decision: "wake",

@@ -15,6 +15,8 @@ describe("controller metrics", () => {
     m.reconciled("requeue", 0.02);
     m.setQueueDepthSource(() => 5);
     m.setLeader(true);
+    m.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
+    m.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
     const text = await m.text();
     const expected = [
       'cocoonset_subagent_rebuild_total{namespace="ns1",cocoonset="fleet"} 1',
@@ -28,6 +30,8 @@ describe("controller metrics", () => {
       'cocoonset_reconcile_duration_seconds_count{result="error"} 1',
       "cocoonset_workqueue_depth 5",
       "cocoonset_leader 1",
+      'cocoonset_hibernate_phase_duration_seconds_count{result="ok"} 1',
+      'cocoonset_wake_phase_duration_seconds_count{result="timeout"} 1',
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
     const names = new Set(
@@ -37,6 +41,8 @@ describe("controller metrics", () => {
       [...names].sort(),
       [
         `${METRIC_NAMES.deadLetter} counter`,
+        `${METRIC_NAMES.hibernatePhase} histogram`,
+        `${METRIC_NAMES.wakePhase} histogram`,
         `${METRIC_NAMES.leader} gauge`,
         `${METRIC_NAMES.queueDepth} gauge`,
         `${METRIC_NAMES.reapDeleted} counter`,

@@ -100,7 +100,7 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     await waitForConverged(ns, "crew", { replicas: 1 });
     const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
     const target = booted.find((p) => p.metadata?.name === "crew-1")!;
-    const vm = annotationsOf(target)[ANNOTATIONS.vmName]!;
+    const vm = annotationsOf(target)[ANNOTATIONS.vmName];
     const idBefore = annotationsOf(target)[ANNOTATIONS.vmID];
     assert.deepEqual(await reg.listTags(vm), []);
 
@@ -164,12 +164,24 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
       { timeoutMs: 60_000, description: "crew-1 rebuilt" },
     ).then((all) => all.filter((p) => p.metadata?.name === "crew-1"));
     assert.equal(annotationsOf(rebuilt)[ANNOTATIONS.restoreFromHibernate], "true");
-    // The CR still wants it hibernated: it is hibernated again.
-    await history.until(
-      (h) =>
-        phaseOf(h) === "Hibernated" && history.seen.indexOf(h) > history.seen.indexOf(hibernated),
-      "Hibernated again after the rebuild",
-      { since: history.seen.length, show: phaseOf },
+    // The CR still wants it hibernated: the restored VM is hibernated again.
+    await waitForList<Pod>(
+      client,
+      paths.pods(ns),
+      (all) =>
+        all.some(
+          (p) =>
+            p.metadata?.uid === rebuilt.metadata?.uid &&
+            annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+        ),
+      { timeoutMs: 60_000, description: "the rebuilt crew-1 hibernated again" },
+    );
+    await waitForObject<CocoonHibernation>(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => h?.status?.phase === "Hibernated",
+      { timeoutMs: 60_000, description: "nap Hibernated after the rebuild" },
     );
 
     // Wake: the VM boots again with a new id, the tag is dropped.

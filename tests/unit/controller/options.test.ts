@@ -181,6 +181,18 @@ describe("controller options", () => {
       /\[--reap-interval\] must be at least 1s/,
     ],
     [
+      "--hibernate-timeout 500ms",
+      { hibernateTimeout: "500ms" },
+      {},
+      /^\[--hibernate-timeout\] must be at least 1s/,
+    ],
+    [
+      "COCOONSET_WAKE_TIMEOUT=later",
+      {},
+      { COCOONSET_WAKE_TIMEOUT: "later" },
+      /^\[--wake-timeout \(from COCOONSET_WAKE_TIMEOUT\)\] must be a duration/,
+    ],
+    [
       "--metrics-bind-address 8080",
       { metricsBindAddress: "8080" },
       {},

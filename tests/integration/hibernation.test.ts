@@ -240,6 +240,9 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
       "Waking",
       "Active",
     ]);
+    // Deleted while the controller runs, so its finalizer does not outlive the namespace.
+    await client.delete(paths.cocoonHibernation(ns, "flip"));
+    await waitGone(ns, "flip");
   });
 
   test("a VM slow to hibernate meets --hibernate-timeout: Failed, HibernateTimedOut", async (t) => {

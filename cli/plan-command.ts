@@ -150,7 +150,7 @@ export function registerPlan(program: Command): void {
     .option("--json", "print the plan as one JSON document")
     .option(
       "--oci-registry <host[:port][/prefix]>",
-      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend is planned as the controller would carry it out, without it `suspend` is shown as not acted on",
+      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend (retain or release), a release wake and a migration to spec.nodeName are planned as the controller would carry them out; without it a retain `suspend` and a migration are shown as not acted on and a release suspend as an error",
     )
     .action(
       action(

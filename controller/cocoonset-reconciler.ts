@@ -48,11 +48,17 @@ function hooksFor(ctx: ReconcileContext): EngineHooks {
       if (type === "Warning") ctx.log.warn({ reason }, message);
       void ctx.events.event(cs, type, reason, message);
     },
-    metric(name, cs) {
+    metric(name, cs, labels) {
       const ns = cs.metadata.namespace ?? "";
       const n = cs.metadata.name ?? "";
       if (name === PLAN_METRICS.subAgentRebuild) ctx.metrics.rebuild(ns, n);
       else if (name === PLAN_METRICS.subAgentDeadLetter) ctx.metrics.deadLetter(ns, n);
+      else if (name === PLAN_METRICS.slotReleasePodsDeleted)
+        ctx.metrics.slotReleasePodDeleted(ns, n);
+      else if (name === PLAN_METRICS.slotReleaseWake)
+        ctx.metrics.slotReleaseWake(ns, n, labels?.placement ?? "pool");
+      else if (name === PLAN_METRICS.slotReleaseWakeUnschedulable)
+        ctx.metrics.slotReleaseWakeUnschedulable(ns, n);
     },
     log(level, msg, fields) {
       logWithFields(ctx.log, level, msg, fields);

@@ -4,7 +4,7 @@
  * prefix no Kubernetes name can hold (`cocoonhibernation:`); a dispatcher hands each key to
  * its reconciler. Pod changes reach the CRs that target the pod through an index of
  * `spec.podRef` kept from the CR informer's events (the field is immutable).
- * Behaviour: docs/behaviour.md §3.16.
+ * Behaviour: docs/behaviour.md §3.18.
  */
 import {
   COCOONSET_API,

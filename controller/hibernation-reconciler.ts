@@ -4,7 +4,7 @@
  * (provider/fleet/hibernation.ts) what to do, and does it. CRs that target one pod are
  * reconciled one at a time (a per-pod lock): their opposing desires would race that pod's
  * hibernate annotation and its VM's tag.
- * Behaviour: docs/behaviour.md §3.16.
+ * Behaviour: docs/behaviour.md §3.18.
  */
 import type { SnapshotRegistry } from "../provider/engine/index.js";
 import {

@@ -26,6 +26,8 @@ export interface DeploymentControllerArgs {
   logLevel: string;
   /** Watched namespaces; empty means all. */
   watchNamespaces: string[];
+  /** The snapshot registry (`--oci-registry`), when the controller acts on `suspend`. */
+  ociRegistry?: string;
 }
 
 /** Container port of `/metrics` in the Operator's Deployment. */
@@ -52,5 +54,6 @@ export function deploymentControllerArgs(a: DeploymentControllerArgs): string[] 
     `--metrics-bind-address=:${METRICS_PORT}`,
     `--health-probe-bind-address=:${PROBE_PORT}`,
     ...a.watchNamespaces.map((w) => `--namespace=${w}`),
+    ...(a.ociRegistry ? [`--oci-registry=${a.ociRegistry}`] : []),
   ];
 }

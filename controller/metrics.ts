@@ -21,6 +21,9 @@ export const METRIC_NAMES = {
   leader: "cocoonset_leader",
   hibernatePhase: "cocoonset_hibernate_phase_duration_seconds",
   wakePhase: "cocoonset_wake_phase_duration_seconds",
+  slotReleasePodsDeleted: "cocoonset_slot_release_pods_deleted_total",
+  slotReleaseWake: "cocoonset_slot_release_wake_total",
+  slotReleaseWakeUnschedulable: "cocoonset_slot_release_wake_unschedulable_total",
 } as const;
 
 /** Options of {@link Metrics}. */
@@ -43,6 +46,9 @@ export class Metrics implements ControllerMetrics {
   /** Time spent Hibernating / Waking, by `ok` or `timeout` (CocoonHibernation). */
   private readonly phaseDurations: Record<string, Histogram<"result">>;
   private readonly leaderGauge: Gauge;
+  private readonly releasePodsDeleted: Counter<"namespace" | "cocoonset">;
+  private readonly releaseWakes: Counter<"namespace" | "cocoonset" | "placement">;
+  private readonly releaseWakeUnschedulable: Counter<"namespace" | "cocoonset">;
   private depthSource: () => number = () => 0;
 
   constructor(opts: MetricsOptions = {}) {
@@ -121,6 +127,24 @@ export class Metrics implements ControllerMetrics {
       registers,
     });
     this.leaderGauge.set(0);
+    this.releasePodsDeleted = new Counter({
+      name: METRIC_NAMES.slotReleasePodsDeleted,
+      help: "Pods deleted by a hibernatePolicy=release suspend once their VM hibernated",
+      labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
+    this.releaseWakes = new Counter({
+      name: METRIC_NAMES.slotReleaseWake,
+      help: "Slot-release wakes completed, by where the main agent landed (hint-node or pool)",
+      labelNames: ["namespace", "cocoonset", "placement"],
+      registers,
+    });
+    this.releaseWakeUnschedulable = new Counter({
+      name: METRIC_NAMES.slotReleaseWakeUnschedulable,
+      help: "Slot-release wake passes that found the restored main agent unschedulable",
+      labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -147,6 +171,21 @@ export class Metrics implements ControllerMetrics {
   /** {@inheritDoc ControllerMetrics.phaseDuration} */
   phaseDuration(metric: string, result: string, seconds: number): void {
     this.phaseDurations[metric]?.observe({ result }, seconds);
+  }
+
+  /** {@inheritDoc ControllerMetrics.slotReleasePodDeleted} */
+  slotReleasePodDeleted(namespace: string, cocoonset: string): void {
+    this.releasePodsDeleted.inc({ namespace, cocoonset });
+  }
+
+  /** {@inheritDoc ControllerMetrics.slotReleaseWake} */
+  slotReleaseWake(namespace: string, cocoonset: string, placement: string): void {
+    this.releaseWakes.inc({ namespace, cocoonset, placement });
+  }
+
+  /** {@inheritDoc ControllerMetrics.slotReleaseWakeUnschedulable} */
+  slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void {
+    this.releaseWakeUnschedulable.inc({ namespace, cocoonset });
   }
 
   /** Records one finished reconcile and how long it took. */

@@ -8,6 +8,7 @@ import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError } from "../provider/kube/branded-error.js";
 import { namespaceNameProblem } from "../provider/fleet/validate.js";
+import { parseRegistryAddress } from "../provider/registry/address.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
@@ -160,9 +161,10 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     flag: "--oci-registry",
     // The node agent's and cocoon-operator's name for it: one variable for the whole stack.
     env: "OCI_REGISTRY",
-    defaultText: "none: spec.suspend is stored but not acted on",
+    defaultText:
+      "none: a retain spec.suspend and a migration to spec.nodeName are not acted on; a release suspend fails the reconcile",
     description:
-      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends; http for a loopback host or an http:// prefix, else https",
+      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends, wakes from a slot release or migrates to spec.nodeName; http for a loopback host or an http:// prefix, else https",
   },
   {
     key: "hibernateTimeout",
@@ -241,31 +243,11 @@ export function parseLogLevelOption(text: string): LogLevel {
   return v as LogLevel;
 }
 
-const REGISTRY_HOST =
-  /^(?:(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::(\d{1,5}))?$/i;
-/** One repository path component, as the OCI distribution spec allows it. */
-const REGISTRY_PATH_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
-
 /**
  * Parses `--oci-registry`: `host[:port][/prefix]`, optionally with an `http://` or
- * `https://` scheme; the prefix is lower-case repository path components.
+ * `https://` scheme (the parser every registry input shares).
  */
-export function parseRegistryOption(text: string): string {
-  const t = text.trim();
-  const rule =
-    "must be host[:port][/prefix] (e.g. 127.0.0.1:5000 or registry.example.com/snapshots), optionally with http:// or https://";
-  const rest = t.replace(/^https?:\/\//, "").replace(/\/+$/, "");
-  const slash = rest.indexOf("/");
-  const host = slash < 0 ? rest : rest.slice(0, slash);
-  const prefix = slash < 0 ? "" : rest.slice(slash + 1);
-  const m = REGISTRY_HOST.exec(host);
-  if (!m || /\s/.test(t)) throw new Error(rule);
-  if (m[1] !== undefined && (Number(m[1]) < 1 || Number(m[1]) > 65535))
-    throw new Error("must have a port between 1 and 65535");
-  if (prefix !== "" && !prefix.split("/").every((c) => REGISTRY_PATH_COMPONENT.test(c)))
-    throw new Error(`${rule}; the prefix is lower-case letters, digits and . _ - between slashes`);
-  return t;
-}
+export const parseRegistryOption = parseRegistryAddress;
 
 /**
  * Merges flags, environment and defaults, and validates the result.

@@ -56,6 +56,12 @@ export interface ControllerMetrics {
    * or `wake_phase_duration_seconds`, `result` `ok` or `timeout`.
    */
   phaseDuration?(metric: string, result: string, seconds: number): void;
+  /** One pod deleted by a slot-release suspend (its VM hibernated, its seat freed). */
+  slotReleasePodDeleted(namespace: string, cocoonset: string): void;
+  /** One slot-release wake completed; `placement` is `hint-node` or `pool`. */
+  slotReleaseWake(namespace: string, cocoonset: string, placement: string): void;
+  /** One wake pass that found the restored main agent unschedulable. */
+  slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void;
 }
 
 /** What one reconcile receives besides the key. */

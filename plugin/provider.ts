@@ -100,6 +100,7 @@ const OPERATOR_PLAIN = [
   "fanoutConcurrency",
   "reapInterval",
   "logLevel",
+  "ociRegistry",
   "retainCrdOnDelete",
   "adoptCrd",
   "skipAwait",
@@ -107,7 +108,13 @@ const OPERATOR_PLAIN = [
 ] as const;
 
 /** Fleet inputs the component reads as plain values. */
-const FLEET_PLAIN = ["name", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds"] as const;
+const FLEET_PLAIN = [
+  "name",
+  "fanOut",
+  "timeoutSeconds",
+  "releaseTimeoutSeconds",
+  "suspendTimeoutSeconds",
+] as const;
 
 async function construct(
   name: string,
@@ -141,6 +148,7 @@ async function construct(
         podNames: fleet.podNames,
         podPhases: fleet.podPhases,
         mainVmName: fleet.mainVmName,
+        phase: fleet.phase,
       },
     };
   }

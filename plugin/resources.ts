@@ -20,6 +20,7 @@ class PackageSlots extends pulumi.CustomResource {
   declare readonly pods: Slots["pods"];
   declare readonly slots: Slots["slots"];
   declare readonly mainVmName: Slots["mainVmName"];
+  declare readonly phase: Slots["phase"];
   declare readonly uid: Slots["uid"];
   declare readonly spec: Slots["spec"];
 }
@@ -33,7 +34,7 @@ export const packageResources: ResourceFactory = {
     new PackageSlots(
       token("Slots"),
       name,
-      { ...args, pods: undefined, mainVmName: undefined },
+      { ...args, pods: undefined, mainVmName: undefined, phase: undefined },
       opts,
     ),
   operatorGuard: (name, args, opts) =>

@@ -61,6 +61,9 @@ const operatorInputs: Record<string, Property> = {
   fanoutConcurrency: int("Pod creates in flight per CocoonSet. Default 8."),
   reapInterval: str('How often the controller reaps finished pods. Default "5m".'),
   logLevel: str('Controller log level. Default "info".'),
+  ociRegistry: str(
+    "Snapshot registry of the VMs, `host[:port][/prefix]`: the controller gets `--oci-registry` and acts on `spec.suspend`.",
+  ),
   kubeconfig: secretKubeconfig("the Operator's guards"),
   retainCrdOnDelete: bool(
     "Keep the CocoonSet CRD (and every CocoonSet) when the Operator is destroyed. Default false.",
@@ -100,6 +103,12 @@ const fleetInputs: Record<string, Property> = {
   releaseTimeoutSeconds: int(
     "How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds. Default 120.",
   ),
+  registry: str(
+    "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Give it here even with an Operator whose `ociRegistry` is set (only a TypeScript Fleet takes its Operator's by default).",
+  ),
+  suspendTimeoutSeconds: int(
+    "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",
+  ),
 };
 
 const fleetOutputs: Record<string, Property> = {
@@ -108,6 +117,7 @@ const fleetOutputs: Record<string, Property> = {
   podNames: stringMap('Pod name of each slot ("0" is the main agent; toolboxes by name).'),
   podPhases: stringMap("Phase of each slot's pod."),
   mainVmName: str("VM name of the main agent."),
+  phase: str("The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, ...)."),
 };
 
 /** An engine-backed resource: created by the components, not meant to be declared by hand. */
@@ -165,6 +175,9 @@ export function packageSchema(version: string) {
         fanOut: { type: "integer" },
         timeoutSeconds: { type: "integer" },
         releaseTimeoutSeconds: { type: "integer" },
+        registry: { type: "string" },
+        suspendTimeoutSeconds: { type: "integer" },
+        phase: { type: "string" },
         checkNamespace: { type: "boolean" },
       }),
       "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {

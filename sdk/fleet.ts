@@ -5,6 +5,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { desiredSlots } from "../provider/dynamic/slot-view.js";
 import { slotsArgumentProblems } from "../provider/dynamic/slots.js";
+import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/lifecycle-view.js";
 import {
   API_VERSION,
   KIND,
@@ -73,6 +74,22 @@ export interface FleetArgs {
    * @default 120
    */
   releaseTimeoutSeconds?: number;
+  /**
+   * The snapshot registry of the fleet's VMs, `host[:port][/prefix]` (what the node agent is
+   * given as `OCI_REGISTRY`; `http://` or `https://` in front chooses the scheme, else http
+   * for a loopback host and https for any other). With it `pulumi up` acts on
+   * `spec.suspend` (it returns once the fleet is Suspended, or after a wake once every VM is
+   * up again) and `pulumi destroy` drops the VMs' snapshot tags per `snapshotPolicy`.
+   * Without it `suspend` is stored and only a controller with `--oci-registry` acts on it.
+   * @default the `ociRegistry` of the `operator`, if any
+   */
+  registry?: pulumi.Input<string>;
+  /**
+   * How long `pulumi up` waits for a suspend to reach phase Suspended, or a wake for every
+   * VM to be up again, in seconds; on timeout `up` fails naming the pods still waited for.
+   * @default 300
+   */
+  suspendTimeoutSeconds?: number;
 }
 
 /** Whether a value holds a Pulumi Output or a promise at any depth (then it is known later). */
@@ -125,6 +142,8 @@ export class Fleet extends pulumi.ComponentResource {
   readonly podPhases: pulumi.Output<Record<string, string>>;
   /** VM name of the main agent. */
   readonly mainVmName: pulumi.Output<string>;
+  /** The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, …). */
+  readonly phase: pulumi.Output<string>;
   /** The CocoonSet custom resource. */
   readonly cocoonSet: k8s.apiextensions.CustomResource;
   /** The slots resource. */
@@ -143,13 +162,18 @@ export class Fleet extends pulumi.ComponentResource {
       : specFailures(validateCocoonSetSpec(args.spec));
     const problems = [
       ...(cocoonSetNameProblem(csName) ? [`[name] ${cocoonSetNameProblem(csName)}`] : []),
-      ...slotsArgumentProblems(args).map((p) => p.reason),
+      // A registry given as an Output is checked by the slots resource's `check`.
+      ...slotsArgumentProblems({
+        ...args,
+        registry: typeof args.registry === "string" ? args.registry : undefined,
+      }).map((p) => p.reason),
       ...specProblems,
     ];
     if (problems.length > 0) {
       throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);
     }
     const ignore = fleetIgnoreChanges(name, opts.ignoreChanges);
+    const registry = args.registry ?? args.operator?.ociRegistry;
     super("cocoonset:index:Fleet", name, {}, componentOptions(opts));
     // provider(s), protect and transforms reach the children through `parent`, and they
     // wait for the Fleet's dependsOn; retainOnDelete and ignoreChanges are passed on here.
@@ -194,6 +218,8 @@ export class Fleet extends pulumi.ComponentResource {
         fanOut: args.fanOut ?? 8,
         timeoutSeconds: args.timeoutSeconds ?? 300,
         releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? 120,
+        ...(registry === undefined ? {} : { registry }),
+        suspendTimeoutSeconds: args.suspendTimeoutSeconds ?? DEFAULT_SUSPEND_TIMEOUT_SECONDS,
         // A namespace given as text must exist already; one from a resource, or one a
         // resource in `dependsOn` may create, may appear in this very deploy, so preview
         // cannot ask the cluster about it.
@@ -211,7 +237,9 @@ export class Fleet extends pulumi.ComponentResource {
       Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k, v.phase])),
     );
     this.mainVmName = this.slots.mainVmName;
+    this.phase = this.slots.phase.apply((p) => p ?? "");
     this.registerOutputs({
+      phase: this.phase,
       cocoonSetName: this.cocoonSetName,
       cocoonSetUid: this.cocoonSetUid,
       podNames: this.podNames,

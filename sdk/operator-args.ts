@@ -10,6 +10,7 @@ import {
   parseLogLevelOption,
   parseNamespaceOption,
   parseReapIntervalOption,
+  parseRegistryOption,
 } from "../controller/options.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
 import type { OperatorArgs } from "./operator.js";
@@ -54,6 +55,11 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
   if (args.logLevel !== undefined) {
     if (typeof args.logLevel !== "string") bad("logLevel", "must be a string", args.logLevel);
     else parsed("logLevel", args.logLevel, parseLogLevelOption);
+  }
+  if (args.ociRegistry !== undefined) {
+    if (typeof args.ociRegistry !== "string")
+      bad("ociRegistry", "must be a string host[:port][/prefix]", args.ociRegistry);
+    else parsed("ociRegistry", args.ociRegistry, parseRegistryOption);
   }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {

@@ -94,6 +94,14 @@ export interface OperatorArgs {
   /** @default "info" */
   logLevel?: string;
   /**
+   * The snapshot registry of the VMs, `host[:port][/prefix]` (the node agent's
+   * `OCI_REGISTRY`): the controller gets `--oci-registry` and then acts on `spec.suspend`
+   * and drops snapshot tags at a CocoonSet's deletion. A Fleet given this Operator takes it
+   * as its `registry` unless it names its own.
+   * @default none: `suspend` is stored and not acted on
+   */
+  ociRegistry?: string;
+  /**
    * Kubeconfig text the Operator's guards use (kept as a secret). Leave it out: they then use
    * the kubeconfig of the Kubernetes provider the Operator is given, so they reach the same
    * cluster as its CRD.
@@ -145,6 +153,8 @@ export class Operator extends pulumi.ComponentResource {
   readonly serviceAccountName: pulumi.Output<string>;
   /** Name of the controller Deployment. */
   readonly deploymentName: pulumi.Output<string>;
+  /** The snapshot registry the controller is given (`ociRegistry`), if any. */
+  readonly ociRegistry?: string;
   /** The CRD resource (Fleets depend on it). */
   readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
   /** The CocoonHibernation CRD resource (kept or adopted as the CocoonSet CRD is). */
@@ -164,6 +174,7 @@ export class Operator extends pulumi.ComponentResource {
     const ignore = operatorIgnoreChanges(name, opts.ignoreChanges);
     super("cocoonset:index:Operator", name, {}, componentOptions(opts));
     const ns = args.namespace ?? "cocoonset-system";
+    this.ociRegistry = args.ociRegistry?.trim();
     const watch = args.watchNamespaces ?? [];
     const leaderElect = args.leaderElect ?? true;
     const replicas = args.replicas ?? 1;
@@ -340,6 +351,7 @@ export class Operator extends pulumi.ComponentResource {
       reapInterval: args.reapInterval ?? "5m",
       logLevel: args.logLevel ?? "info",
       watchNamespaces: watch,
+      ociRegistry: args.ociRegistry?.trim(),
     });
     const image = args.image ?? defaultControllerImage(pkg.version);
     this.deployment = new k8s.apps.v1.Deployment(

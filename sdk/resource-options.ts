@@ -43,13 +43,20 @@ export function fleetIgnoreChanges(
       out.cocoonSet.push("metadata.namespace");
       out.slots.push("namespace");
     } else if (
-      ["kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds"].includes(first) &&
+      [
+        "kubeconfig",
+        "fanOut",
+        "timeoutSeconds",
+        "releaseTimeoutSeconds",
+        "registry",
+        "suspendTimeoutSeconds",
+      ].includes(first) &&
       tail(path) === ""
     ) {
       out.slots.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "suspendTimeoutSeconds" or "*"`,
       );
     }
   }

@@ -58,6 +58,8 @@ export class Slots extends pulumi.dynamic.Resource {
   declare readonly slots: pulumi.Output<SlotMap>;
   /** VM name of the main agent. */
   declare readonly mainVmName: pulumi.Output<string>;
+  /** The CocoonSet's phase after the last `up`. */
+  declare readonly phase: pulumi.Output<string | undefined>;
   /** uid of the CocoonSet. */
   declare readonly uid: pulumi.Output<string>;
   /** The spec the slots were built from. */
@@ -67,7 +69,7 @@ export class Slots extends pulumi.dynamic.Resource {
     super(
       slotsProvider,
       name,
-      { ...args, pods: undefined, mainVmName: undefined },
+      { ...args, pods: undefined, mainVmName: undefined, phase: undefined },
       opts,
       "cocoonset",
       "Slots",

@@ -12,6 +12,7 @@ import {
   namespaceNameProblem,
   prefixedProperty,
   validateCocoonSetSpec,
+  asksHibernate,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
@@ -29,6 +30,17 @@ import {
 } from "./slot-view.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { stableJson } from "../fleet/stable-json.js";
+import { parseRegistryAddress } from "../registry/address.js";
+import { OciRegistry } from "../registry/oci.js";
+import {
+  DEFAULT_SUSPEND_TIMEOUT_SECONDS,
+  isRegistrySilence,
+  lifecycleChange,
+  lifecycleCount,
+  lifecycleSummary,
+  type LifecycleChange,
+} from "./lifecycle-view.js";
+import { awaitLifecycle } from "./lifecycle-wait.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -54,6 +66,14 @@ export interface SlotsInputs {
   /** How long `destroy` waits for the fleet's tree to be gone. @default 120 */
   releaseTimeoutSeconds?: number;
   /**
+   * The snapshot registry of the fleet's VMs, `host[:port][/prefix]` (the node agent's
+   * `OCI_REGISTRY`). With it `spec.suspend` is acted on and `destroy` drops the VMs'
+   * snapshot tags per `snapshotPolicy`; without it `suspend` is stored only.
+   */
+  registry?: string;
+  /** How long `up` waits for a suspend (phase Suspended) or a wake (every VM up). @default 300 */
+  suspendTimeoutSeconds?: number;
+  /**
    * Whether `check` asks the cluster that the namespace exists: true when the program named it
    * as plain text, false when it comes from a resource (which may create it in the same deploy).
    */
@@ -66,6 +86,8 @@ export interface SlotsOutputs extends SlotsInputs {
   pods: Record<string, SlotStatus>;
   /** VM name of the main agent. */
   mainVmName: string;
+  /** The CocoonSet's status phase after the last `up` (`Running`, `Suspended`, …). */
+  phase?: string;
 }
 
 /** A check failure as Pulumi wants it. */
@@ -97,6 +119,8 @@ export function slotsArgumentProblems(args: {
   fanOut?: unknown;
   timeoutSeconds?: unknown;
   releaseTimeoutSeconds?: unknown;
+  suspendTimeoutSeconds?: unknown;
+  registry?: unknown;
 }): { property: string; reason: string }[] {
   const out: { property: string; reason: string }[] = [];
   const fanOut = args.fanOut;
@@ -110,7 +134,11 @@ export function slotsArgumentProblems(args: {
       reason: `[fanOut] must be an integer between 1 and ${MAX_FAN_OUT} (got ${describeValue(fanOut)})`,
     });
   }
-  for (const field of ["timeoutSeconds", "releaseTimeoutSeconds"] as const) {
+  for (const field of [
+    "timeoutSeconds",
+    "releaseTimeoutSeconds",
+    "suspendTimeoutSeconds",
+  ] as const) {
     const v = args[field];
     if (
       v !== undefined &&
@@ -123,7 +151,23 @@ export function slotsArgumentProblems(args: {
       });
     }
   }
+  const registry = registryProblem(args.registry);
+  if (registry) out.push({ property: "registry", reason: registry });
   return out;
+}
+
+/** What is wrong with a `registry` argument, as `[registry] rule (got value)`, if anything. */
+export function registryProblem(v: unknown): string | undefined {
+  if (v === undefined || isUnknown(v)) return undefined;
+  if (typeof v !== "string") {
+    return `[registry] must be a string host[:port][/prefix] (got ${describeValue(v)})`;
+  }
+  try {
+    parseRegistryAddress(v);
+    return undefined;
+  } catch (e) {
+    return `[registry] ${(e as Error).message} (got ${describeValue(v)})`;
+  }
 }
 
 /**
@@ -260,6 +304,8 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "fanOut",
   "timeoutSeconds",
   "releaseTimeoutSeconds",
+  "registry",
+  "suspendTimeoutSeconds",
 ];
 
 /** What `diff` returns (the dynamic provider's DiffResult). */
@@ -272,7 +318,9 @@ export interface DiffResult {
 /**
  * Compares old outputs with new inputs. When inputs differ, `changes` stays unset so the
  * engine prints its own per-slot input diff. When they match, one LIST of the fleet's pods
- * finds live drift (a deleted or drifted slot pod) and reports it as a change.
+ * finds live drift (a deleted or drifted slot pod) and reports it as a change. A flip of
+ * `spec.suspend` is one update whose input diff is `spec.suspend` alone (the slots are kept),
+ * and the provider prints one line saying what it is (lifecycle-view.ts).
  */
 export async function diff(
   _id: string,
@@ -283,6 +331,8 @@ export async function diff(
     (k) => !isUnknown(news[k]) && olds[k] !== news[k],
   );
   if (replaces.length > 0) return { replaces, deleteBeforeReplace: true };
+  const change = lifecycleChange(olds.spec, news.spec, isUnknown);
+  if (change) await reportLifecycleChange(change, olds, news);
   const inputsChanged =
     COMPARED.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||
     (!isUnknown(news.uid) && olds.uid !== news.uid) ||
@@ -295,6 +345,15 @@ export async function diff(
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
+    // A suspended fleet (acted on: a registry is given) creates no pod, so a missing slot is
+    // no drift an update could repair; a drifted pod still is.
+    if (news.spec.suspend === true && typeof news.registry === "string") {
+      return {
+        changes: Object.entries(live.slots).some(
+          ([key, view]) => stableJson(view) !== stableJson(news.slots[key]),
+        ),
+      };
+    }
     return { changes: stableJson(live.slots) !== stableJson(news.slots) };
   } catch (e) {
     process.stderr.write(
@@ -304,6 +363,35 @@ export async function diff(
   } finally {
     client.close();
   }
+}
+
+/**
+ * Prints the summary line of a suspend or a wake (`suspend fleet NS/NAME (N pods
+ * hibernate; …)`), counting the fleet's live pods when the cluster answers, else its slots.
+ */
+async function reportLifecycleChange(
+  change: LifecycleChange,
+  olds: SlotsOutputs,
+  news: SlotsInputs,
+): Promise<void> {
+  const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
+  let pods: Pod[] | undefined;
+  if (typeof news.kubeconfig === "string" && !isUnknown(news.kubeconfig)) {
+    const client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 30_000 });
+    try {
+      pods = await listFleetPods(client, cs);
+    } catch {
+      pods = undefined; // counted from the slots instead
+    } finally {
+      client.close();
+    }
+  }
+  const count = lifecycleCount(cs, pods, containsUnknown(news.slots) ? {} : news.slots);
+  let line = lifecycleSummary(change, news.namespace, news.name, count);
+  if (news.registry === undefined) {
+    line += `; the Fleet has no \`registry\`, so \`spec.suspend\` is stored and not acted on`;
+  }
+  console.log(line);
 }
 
 async function observe(
@@ -318,6 +406,7 @@ async function observe(
     uid: cs.metadata.uid ?? inputs.uid,
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
+    phase: cs.status?.phase ?? "",
   };
 }
 
@@ -366,18 +455,43 @@ export async function verifiedCocoonSet(
   return cs;
 }
 
-async function apply(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutputs }> {
+/** The registry client of the inputs' `registry`, if one is given. */
+function registryOf(inputs: Pick<SlotsInputs, "registry">): OciRegistry | undefined {
+  return typeof inputs.registry === "string" && inputs.registry !== ""
+    ? new OciRegistry(parseRegistryAddress(inputs.registry))
+    : undefined;
+}
+
+async function apply(
+  inputs: SlotsInputs,
+  olds?: SlotsOutputs,
+): Promise<{ id: string; outs: SlotsOutputs }> {
   const id = `${inputs.namespace}/${inputs.name}`;
   const client = KubeClient.fromString(inputs.kubeconfig);
   try {
-    await verifiedCocoonSet(client, inputs, {
+    const before = await verifiedCocoonSet(client, inputs, {
       missingOk: false,
       action: "create or update the slots",
     });
+    const registry = registryOf(inputs);
+    const suspend = inputs.spec.suspend === true;
+    if (suspend && !registry) {
+      console.log(
+        `${id}: spec.suspend is set but the Fleet has no \`registry\`: the slots resource does not act on it (docs/behaviour.md §3.15)`,
+      );
+    }
+    // A wake waits for the VMs when the last deploy was suspended, or when pods still carry
+    // a hibernate request (a wake an earlier `up` did not finish).
+    const wake =
+      !!registry &&
+      !suspend &&
+      (olds?.spec?.suspend === true ||
+        (before !== undefined && (await listFleetPods(client, before)).some(asksHibernate)));
     const total = Object.keys(inputs.slots).length;
     let lastReport = 0;
     const result = await converge(client, inputs.namespace, inputs.name, {
       fanOut: inputs.fanOut,
+      registry,
       timeoutMs: (inputs.timeoutSeconds ?? 300) * 1000,
       hooks: {
         progress(done, batch) {
@@ -390,9 +504,27 @@ async function apply(inputs: SlotsInputs): Promise<{ id: string; outs: SlotsOutp
         },
       },
     });
-    const outs = await observe(client, inputs, result.cocoonSet);
-    if (result.errors.length > 0) {
-      throw new SlotsInitError(id, outs, result.errors);
+    let cocoonSet = result.cocoonSet;
+    const errors = result.errors.filter((e) => !(registry && suspend && isRegistrySilence(e)));
+    if (registry && (suspend || wake) && errors.length === 0) {
+      // The registry's silence is waited out (the lifecycle wait retries it until its timeout).
+      const waited = await awaitLifecycle(
+        client,
+        inputs.namespace,
+        inputs.name,
+        suspend ? "suspend" : "wake",
+        {
+          pass: { fanOut: inputs.fanOut, registry },
+          timeoutMs: (inputs.suspendTimeoutSeconds ?? DEFAULT_SUSPEND_TIMEOUT_SECONDS) * 1000,
+          timeoutField: "suspendTimeoutSeconds",
+          log: (line) => console.log(line),
+        },
+      );
+      cocoonSet = waited.cocoonSet;
+    }
+    const outs = await observe(client, inputs, cocoonSet);
+    if (errors.length > 0) {
+      throw new SlotsInitError(id, outs, errors);
     }
     return { id, outs };
   } finally {
@@ -408,10 +540,10 @@ export async function create(inputs: SlotsInputs): Promise<{ id: string; outs: S
 /** Updates the slots: the same convergence against the CocoonSet's new spec. */
 export async function update(
   _id: string,
-  _olds: SlotsOutputs,
+  olds: SlotsOutputs,
   news: SlotsInputs,
 ): Promise<{ outs: SlotsOutputs }> {
-  const { outs } = await apply(news);
+  const { outs } = await apply(news, olds);
   return { outs };
 }
 
@@ -424,9 +556,21 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
       action: "release the fleet",
     });
     if (!cs) return;
-    await deleteFleet(client, props.namespace, props.name, {
+    // The registry of the last `up`: with it the VMs' snapshot tags are dropped per
+    // `snapshotPolicy` once the pods are gone (docs/behaviour.md §3.13).
+    const result = await deleteFleet(client, props.namespace, props.name, {
       timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
+      registry: registryOf(props),
+      log: (level, msg, fields) => {
+        if (level === "warn")
+          console.log(`${id}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ""}`);
+      },
     });
+    if (result?.snapshotTags) {
+      console.log(
+        `${id}: snapshot tags dropped: ${result.snapshotTags.dropped}, left in the registry: ${result.snapshotTags.failed}`,
+      );
+    }
   } catch (e) {
     throw explainStoredKubeconfig(e, "destroy", id, client.server);
   } finally {
@@ -458,6 +602,7 @@ export async function read(
     const inputs: SlotsInputs = { ...props };
     delete (inputs as Partial<SlotsOutputs>).pods;
     delete (inputs as Partial<SlotsOutputs>).mainVmName;
+    delete (inputs as Partial<SlotsOutputs>).phase;
     return {
       id,
       props: { ...props, slots: live.slots, pods: live.status },

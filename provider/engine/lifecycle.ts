@@ -13,6 +13,8 @@ import {
   teardownVmNames,
   isReady,
   isTerminal,
+  unschedulableMessage,
+  vmLive,
   KIND,
   agentPodName,
   type CocoonSet,
@@ -264,6 +266,13 @@ export async function converge(
       await waitForSameNamePod(client, namespace, mainStep.podName, deadline, opts);
       continue;
     }
+    if (mainStep?.decision === "wait-wake") {
+      // A slot-release wake: wait (watch) until the restored VM is live, then go on.
+      const full = mainStep.actions.find((a) => a.kind === "event");
+      if (full && full.kind === "event") throw new MainAgentNotReadyError(full.message);
+      await waitForWake(client, cs, deadline);
+      continue;
+    }
     if (mainStep?.decision === "wait-main" || mainStep?.decision === "create") {
       await waitForMainReady(client, cs, deadline);
       continue;
@@ -314,6 +323,29 @@ async function waitForSameNamePod(
     {
       timeoutMs: Math.max(1000, deadline - Date.now()),
       description: `terminating pod ${namespace}/${podName} to be gone`,
+    },
+  );
+}
+
+/**
+ * Waits (watch) until a waking main agent's VM is live, or it is unschedulable (no seat in
+ * the pool) or terminal: the next pass reports which.
+ */
+async function waitForWake(client: KubeClient, cs: CocoonSet, deadline: number): Promise<void> {
+  const ns = cs.metadata.namespace ?? "default";
+  const podName = agentPodName(cs.metadata.name ?? "", 0);
+  await waitForObject<Pod>(
+    client,
+    paths.pods(ns),
+    podName,
+    (pod) =>
+      pod === undefined ||
+      vmLive(pod) ||
+      isTerminal(pod) ||
+      unschedulableMessage(pod) !== undefined,
+    {
+      timeoutMs: Math.max(1000, deadline - Date.now()),
+      description: `main agent pod ${ns}/${podName} to be restored from its snapshot`,
     },
   );
 }

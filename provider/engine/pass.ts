@@ -45,8 +45,11 @@ import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
 export interface EngineHooks {
   /** An event on the CocoonSet (the controller posts it to the events API). */
   event?(cs: CocoonSet, type: "Normal" | "Warning", reason: string, message: string): void;
-  /** A counter increment, e.g. `subagent_rebuild_total`. */
-  metric?(name: string, cs: CocoonSet): void;
+  /**
+   * A counter increment, e.g. `subagent_rebuild_total`; `labels` are the ones besides
+   * namespace and cocoonset (a slot-release wake's `placement`).
+   */
+  metric?(name: string, cs: CocoonSet, labels?: Record<string, string>): void;
   /** One line per decision that changed the cluster. */
   log?(level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>): void;
   /** Progress of a fan-out: `done` of `total` creates settled. */
@@ -335,12 +338,50 @@ export async function runPass(
         return;
       }
       case "annotate-pod": {
-        await client.patch(
-          paths.pod(ns, action.name),
-          { metadata: { uid: action.uid, annotations: action.annotations } },
+        try {
+          await client.patch(
+            paths.pod(ns, action.name),
+            { metadata: { uid: action.uid, annotations: action.annotations } },
+            PatchType.merge,
+          );
+        } catch (e) {
+          if (!action.bestEffort) throw e;
+          // A lost keep-snapshot flag costs the wake a registry pull, not the seat.
+          hooks.log?.("warn", "could not annotate pod; going on", {
+            pod: action.name,
+            annotations: action.annotations,
+            error: (e as Error).message,
+          });
+          return;
+        }
+        hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
+        return;
+      }
+      case "annotate-cocoonset": {
+        cs = await client.patch<CocoonSet>(
+          paths.cocoonSet(ns, plan.cocoonSet.name),
+          { metadata: { annotations: action.annotations } },
           PatchType.merge,
         );
-        hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
+        result.cocoonSet = cs;
+        hooks.log?.("info", "annotated the CocoonSet", { annotations: action.annotations });
+        return;
+      }
+      case "delete-snapshot-tag": {
+        if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
+        await opts.registry.deleteManifest(action.vm, action.tag);
+        hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
+        return;
+      }
+      case "write-status": {
+        // Persisted before the step's next action: a phase that marks work in flight.
+        cs = await client.patch<CocoonSet>(
+          paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+          { status: { ...action.status, observedGeneration: cs.metadata.generation } },
+          PatchType.merge,
+        );
+        result.cocoonSet = cs;
+        result.statusWritten = true;
         return;
       }
       case "write-history": {
@@ -364,7 +405,7 @@ export async function runPass(
         hooks.event?.(cs, action.type, action.reason, action.message);
         return;
       case "count-metric":
-        hooks.metric?.(action.metric, cs);
+        hooks.metric?.(action.metric, cs, action.labels);
         return;
     }
   };

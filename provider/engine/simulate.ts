@@ -104,6 +104,11 @@ export function applyPlanToPods(
       case "count-metric":
         result.metrics[action.metric] = (result.metrics[action.metric] ?? 0) + 1;
         return;
+      // The CocoonSet and the registry are not simulated.
+      case "annotate-cocoonset":
+      case "delete-snapshot-tag":
+      case "write-status":
+        return;
     }
   };
   for (const step of plan.steps) {

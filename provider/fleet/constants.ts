@@ -99,6 +99,11 @@ export const ANNOTATIONS = {
    * CocoonSet: written before its pods are released, so the clean-up still knows them.
    */
   deleteVmNames: "cocoonset.cocoonstack.io/delete-vm-names",
+  /**
+   * The main agent's node at a slot-release suspend, on the CocoonSet: the wake prefers it,
+   * and its presence marks a wake in flight (docs/behaviour.md §3.16).
+   */
+  hibernatedOnNode: "cocoonset.cocoonstack.io/hibernated-on-node",
 } as const;
 
 /** Lifecycle states the node agent writes to {@link ANNOTATIONS.lifecycleState}. */
@@ -174,10 +179,18 @@ export const EVENT_REASONS = {
   podLifecycleFailed: "PodLifecycleFailed",
   recoveredFromFailure: "RecoveredFromFailure",
   subAgentPodVanishing: "SubAgentPodVanishing",
+  /** A slot-release wake's main agent pod cannot be scheduled (Warning). */
+  wakeNoCapacity: "WakeNoCapacity",
 } as const;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */
 export const PLAN_METRICS = {
   subAgentRebuild: "subagent_rebuild_total",
   subAgentDeadLetter: "subagent_dead_letter_total",
+  /** Pods deleted by a slot-release suspend (labels namespace, cocoonset). */
+  slotReleasePodsDeleted: "slot_release_pods_deleted_total",
+  /** Slot-release wakes completed (labels namespace, cocoonset, placement). */
+  slotReleaseWake: "slot_release_wake_total",
+  /** Slot-release wake passes that found the main agent unschedulable. */
+  slotReleaseWakeUnschedulable: "slot_release_wake_unschedulable_total",
 } as const;

@@ -1,7 +1,7 @@
 // The one schema of the CocoonHibernation resource (per-pod hibernate and wake). The CRD
 // (YAML and JSON) and the TypeScript types are derived from the objects below, as the
 // CocoonSet's are from schema-source.ts. Same group and version as the CocoonSet, as
-// cocoon-operator serves both under one group. Behaviour: docs/behaviour.md §3.16.
+// cocoon-operator serves both under one group. Behaviour: docs/behaviour.md §3.18.
 import { GROUP, VERSION } from "./constants.js";
 import {
   conditionSchema,

@@ -1,7 +1,7 @@
 // Per-pod hibernate and wake (the CocoonHibernation resource): what the next reconcile of
 // one CR does, from the CR, its target pod, the other CRs of the namespace, the registry's
 // answer and the time. Pure; the controller carries the plan out
-// (controller/hibernation-reconciler.ts). Behaviour: docs/behaviour.md §3.16; the upstream
+// (controller/hibernation-reconciler.ts). Behaviour: docs/behaviour.md §3.18; the upstream
 // it matches: docs/lifecycle-design.md ("CocoonHibernation").
 import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES } from "./constants.js";
 import type {
@@ -141,7 +141,7 @@ export function goDuration(ms: number): string {
 /**
  * The CR of `all` that holds the pod: the oldest live CR targeting it (by creation time,
  * then the one that already recorded the VM, then name). Upstream's admission webhook refuses a second CR for one pod; here the
- * reconciler refuses every CR but this one (docs/behaviour.md §3.16).
+ * reconciler refuses every CR but this one (docs/behaviour.md §3.18).
  */
 export function podHolder(
   all: readonly CocoonHibernation[],
@@ -281,7 +281,7 @@ function elapsedIn(cr: CocoonHibernation, phase: CocoonHibernationPhase, nowMs: 
 }
 
 /**
- * Plans one reconcile of a CocoonHibernation (docs/behaviour.md §3.16). The finalizer first;
+ * Plans one reconcile of a CocoonHibernation (docs/behaviour.md §3.18). The finalizer first;
  * then the pod and its VM name must exist (else `Pending`, polled); the CR must be the one
  * holding the pod (else `Failed`); a registry must be configured (else `Failed`). Then the
  * transition the desire (or the one in flight) asks for.

@@ -50,7 +50,14 @@ export {
   vmNameFor,
   type AgentPodOptions,
 } from "./pod-builder.js";
-export { controllerUid, isControlledBy, isReady, isTerminal, isTerminating } from "./pod-state.js";
+export {
+  controllerUid,
+  isControlledBy,
+  isReady,
+  isTerminal,
+  isTerminating,
+  vmLive,
+} from "./pod-state.js";
 export { classifyPods, isOwnedPod, parseSlot, type ClassifiedPods } from "./classify.js";
 export { agentDrift, toolboxDrift, VM_FIELDS, type Compare } from "./drift.js";
 export {
@@ -87,6 +94,7 @@ export {
 } from "./plan.js";
 export {
   asksHibernate,
+  gateProbes,
   hibernationGate,
   snapshotProbes,
   suspendsRetaining,
@@ -94,6 +102,28 @@ export {
   type HibernationGate,
   type SnapshotFacts,
 } from "./suspend.js";
+export {
+  hibernatedOnNode,
+  hintAffinity,
+  planSlotRelease,
+  slotReleaseProbes,
+  suspendsReleasing,
+  unschedulableMessage,
+  wakeMainPod,
+  HINT_AFFINITY_WEIGHT,
+  type SlotReleaseInput,
+  type SlotReleasePlan,
+  type WakePlacement,
+} from "./slot-release.js";
+export {
+  MIGRATE_POLL_MS,
+  migrationConsults,
+  migrationProbes,
+  planMigration,
+  type MigrationDecision,
+  type MigrationInput,
+  type MigrationPlan,
+} from "./migrate.js";
 export {
   agentSlotOfVm,
   deleteVmNamesStash,

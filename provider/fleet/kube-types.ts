@@ -57,6 +57,11 @@ export interface NodeSelectorTerm {
 export interface Affinity {
   nodeAffinity?: {
     requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: NodeSelectorTerm[] };
+    /** A slot-release wake's soft preference for the node the VM hibernated on. */
+    preferredDuringSchedulingIgnoredDuringExecution?: {
+      weight: number;
+      preference: NodeSelectorTerm;
+    }[];
   };
 }
 
@@ -89,6 +94,14 @@ export interface PodSpec {
 export interface PodCondition {
   type: string;
   status: string;
+  reason?: string;
+  message?: string;
+}
+
+/** One container's status (the part the engine reads: whether it runs). */
+export interface ContainerStatus {
+  name: string;
+  state?: { running?: object; waiting?: object; terminated?: object };
 }
 
 /** Pod status (the fields the engine reads). */
@@ -96,8 +109,7 @@ export interface PodStatus {
   phase?: string;
   podIP?: string;
   conditions?: PodCondition[];
-  /** Only whether a container runs is read (per-pod wake, fleet/hibernation.ts). */
-  containerStatuses?: { name?: string; state?: { running?: unknown } }[];
+  containerStatuses?: ContainerStatus[];
 }
 
 /** A pod as listed from the cluster. */

@@ -33,6 +33,22 @@ function describeStep(step: PlanStep): string {
     hibernate: () => "hibernate (suspend)",
     "wait-hibernation": () => "wait (hibernating)",
     wake: () => "wake (unsuspend)",
+    "release-stash": () => "record the VM names and the node hint (slot release)",
+    release: () => "delete (slot release: VM hibernated, seat freed)",
+    "wake-restore": () => "create, restoring from its snapshot (wake)",
+    "wait-wake": () =>
+      step.actions.some((a) => a.kind === "event")
+        ? "wait (wake: unschedulable, no capacity)"
+        : "wait (wake: restoring)",
+    "wake-complete": () => "drop its snapshot tag (wake done)",
+    "wait-release": () => "wait (released pod still terminating)",
+    migrate: () => "hibernate (migration to spec.nodeName)",
+    "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
+    "wait-migration": () => "wait (migration)",
+    "migrate-evict": () => "delete on the old node (migration: snapshot taken)",
+    "migrate-restore": () => "create on spec.nodeName, restoring its snapshot (migration)",
+    "migrate-wake": () => "wake in place (migration)",
+    "migrate-complete": () => "drop the snapshot tag (migration: restored VM live)",
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }

@@ -58,8 +58,10 @@ import {
   suspendsRetaining,
   type SnapshotFacts,
 } from "./suspend.js";
+import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
+import { planMigration, type MigrationDecision } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 
 /** What a plan step is about. */
@@ -101,7 +103,21 @@ export type Decision =
   /** The fleet is suspended and this pod's VM has not hibernated yet. */
   | "wait-hibernation"
   /** The fleet is no longer suspended: withdraw the pod's hibernate request. */
-  | "wake";
+  | "wake"
+  /** Slot release: record the VM names and the main agent's node on the CocoonSet. */
+  | "release-stash"
+  /** Slot release: every VM hibernated; delete the pod to free its seat. */
+  | "release"
+  /** Slot-release wake: the main agent is created again, restoring from its snapshot. */
+  | "wake-restore"
+  /** Slot-release wake: the restored main agent's VM is not live yet. */
+  | "wait-wake"
+  /** Slot-release wake: the VM is live; drop its snapshot tag and the node hint. */
+  | "wake-complete"
+  /** Slot-release wake: the released main agent's pod is still terminating. */
+  | "wait-release"
+  /** A step of a migration to `spec.nodeName` (migrate.ts). */
+  | MigrationDecision;
 
 /** How the executor treats AlreadyExists on a create. */
 export type AlreadyExistsPolicy =
@@ -123,13 +139,29 @@ export type PlanAction =
       name: string;
       uid: string;
       annotations: Record<string, string | null>;
+      /** A failure is logged and the step goes on (a slot release's keep-snapshot flag). */
+      bestEffort?: boolean;
     }
+  /** Merge-patch annotations onto the CocoonSet; null removes a key. */
+  | { kind: "annotate-cocoonset"; annotations: Record<string, string | null> }
+  /** Delete a tag from the snapshot registry (a missing tag counts as deleted). */
+  | { kind: "delete-snapshot-tag"; vm: string; tag: string }
+  /**
+   * Write the CocoonSet's status now, before the step's next action (a wake's Waking, a
+   * migration's Migrating).
+   */
+  | { kind: "write-status"; status: CocoonSetStatus }
   /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
   | { kind: "write-history"; value: string }
   /** Emit an event on the CocoonSet. */
   | { kind: "event"; type: "Normal" | "Warning"; reason: string; message: string }
   /** Increment a counter (name without the `cocoonset_` prefix). */
-  | { kind: "count-metric"; metric: (typeof PLAN_METRICS)[keyof typeof PLAN_METRICS] };
+  | {
+      kind: "count-metric";
+      metric: (typeof PLAN_METRICS)[keyof typeof PLAN_METRICS];
+      /** Labels besides `namespace` and `cocoonset` (a wake's `placement`). */
+      labels?: Record<string, string>;
+    };
 
 /** One member's decision and the actions that carry it out. */
 export interface PlanStep {
@@ -172,7 +204,10 @@ export interface Plan {
   requeueAfterMs: number | undefined;
   /** Whether any step creates or deletes a pod. */
   mutatesPods: boolean;
-  /** The status to write, when the pass changes no pod and the status differs. */
+  /**
+   * The status to write after the steps, when they all succeeded and it differs: for a pass
+   * that changes no pod, or a slot release's Suspended (written with its deletes).
+   */
   status?: CocoonSetStatus;
   /** Maximum sub-agent creates in flight. */
   fanOut: number;
@@ -687,6 +722,16 @@ function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Pl
   return finish(pass, true, pending.size > 0 ? "Suspending" : "Suspended");
 }
 
+/** Folds the slot-release part of a pass into the plan (docs/behaviour.md §3.16). */
+function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
+  pass.steps.push(...release.steps);
+  pass.errors.push(...release.errors);
+  if (release.waitMs !== undefined) pass.waits.push(release.waitMs);
+  const plan = finish(pass, release.writeStatus, release.phase);
+  if (release.statusAfter) plan.status = release.statusAfter;
+  return plan;
+}
+
 /** Not suspended: withdraw every hibernate request still on an owned pod (a wake). */
 function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
   for (const { target, pod } of members(pass, pods)) {
@@ -738,6 +783,41 @@ export function planPass(input: PlanInput): Plan {
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
     return planSuspend(pass, pods, facts);
+  // Migration owns the pass while in flight (it does nothing while suspended); before a
+  // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
+  // (docs/behaviour.md §3.17), as cocoon-operator orders them.
+  const migrating = (): CocoonSetStatus =>
+    deriveStatus({
+      cocoonSet: cs,
+      pods: input.pods,
+      nowMs: input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase: "Migrating",
+    });
+  const migration = facts
+    ? planMigration({
+        cs,
+        owned: pods,
+        facts,
+        migratingStatus: migrating,
+        hibernations: input.hibernations,
+      })
+    : undefined;
+  if (migration) {
+    pass.steps.push(...migration.steps);
+    pass.errors.push(...migration.errors);
+    pass.waits.push(migration.waitMs);
+    return finish(pass, migration.errors.length === 0 && !migration.persistsPhase, "Migrating");
+  }
+  // hibernatePolicy release: its suspend, and the wake from a released seat (slot-release.ts).
+  const released = planSlotRelease({
+    cocoonSet: cs,
+    owned: pods,
+    pods: input.pods,
+    snapshots: facts,
+    nowMs: input.nowMs,
+  });
+  if (released) return finishSlotRelease(pass, released);
   if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
   const main = planMain(pass, pods.main);
   if (main) {

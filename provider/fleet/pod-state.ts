@@ -32,3 +32,14 @@ export function controllerUid(pod: Pod): string | undefined {
 export function isControlledBy(pod: Pod, uid: string): boolean {
   return uid !== "" && controllerUid(pod) === uid;
 }
+
+/**
+ * Whether the pod's VM runs: the node agent gave it an id and its container is running (a
+ * restoring VM has a running container before it has an id).
+ */
+export function vmLive(pod: Pod): boolean {
+  return (
+    !!pod.metadata?.annotations?.[ANNOTATIONS.vmID] &&
+    (pod.status?.containerStatuses ?? []).some((c) => c.state?.running !== undefined)
+  );
+}

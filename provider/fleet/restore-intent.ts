@@ -1,46 +1,22 @@
 // What the CocoonSet pass needs to know of the CocoonHibernations targeting its pods: which
 // new pods restore from their `:hibernate` snapshot, and which hibernate requests an
 // unsuspend must leave in place. Pure; the executor lists the CRs and asks the registry
-// (provider/engine/pass.ts). Behaviour: docs/behaviour.md §3.16.
+// (provider/engine/pass.ts). Behaviour: docs/behaviour.md §3.18.
 import { classifyPods } from "./classify.js";
 import { ANNOTATIONS, ANNOTATION_TRUE } from "./constants.js";
 import type { CocoonSet } from "./generated/types.js";
-import type { CocoonHibernation } from "./generated/hibernation-types.js";
 import type { Pod } from "./kube-types.js";
 import { agentPodName, namespaceOf, toolboxPodName, vmNameFor } from "./pod-builder.js";
 import { isTerminal } from "./pod-state.js";
 import { asksHibernate, suspendsRetaining, type SnapshotFacts } from "./suspend.js";
+import { restoreIntended, type HibernationTarget } from "./hibernation-targets.js";
 
-/** One CocoonHibernation as the CocoonSet pass sees it. */
-export interface HibernationTarget {
-  /** `spec.podRef.name`. */
-  pod: string;
-  desire?: string;
-  phase?: string;
-}
-
-/** The pass's view of the namespace's CocoonHibernations (live ones only). */
-export function hibernationTargets(crs: readonly CocoonHibernation[]): HibernationTarget[] {
-  return crs
-    .filter((c) => !c.metadata.deletionTimestamp && (c.spec?.podRef?.name ?? "") !== "")
-    .map((c) => ({ pod: c.spec.podRef.name, desire: c.spec.desire, phase: c.status?.phase }));
-}
-
-/**
- * Whether a pod built under this name restores from `:hibernate`: a CR targeting it is
- * `Hibernated`, or `Waking` (the phase, not the desire: a leaked tag of an `Active` pod is
- * never booted).
- */
-export function restoreIntended(targets: readonly HibernationTarget[], pod: string): boolean {
-  return targets.some((t) => t.pod === pod && (t.phase === "Hibernated" || t.phase === "Waking"));
-}
-
-/** Whether an unsuspend must leave the pod's hibernate request alone (a CR still wants it). */
-export function hibernationHeld(targets: readonly HibernationTarget[], pod: string): boolean {
-  return targets.some(
-    (t) => t.pod === pod && (t.desire === "Hibernate" || t.phase === "Hibernating"),
-  );
-}
+export {
+  hibernationHeld,
+  hibernationTargets,
+  restoreIntended,
+  type HibernationTarget,
+} from "./hibernation-targets.js";
 
 /** The CocoonSet's member pod names with their VM names: agents by slot, then toolboxes. */
 function memberNames(cs: CocoonSet): { pod: string; vm: string }[] {

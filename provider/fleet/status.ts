@@ -181,7 +181,11 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
               ? "suspending: waiting for the VMs to hibernate"
               : phase === "Suspended"
                 ? "suspended: every VM hibernated"
-                : "all members match the spec",
+                : phase === "Waking"
+                  ? "waking: the main agent is restored from its snapshot"
+                  : phase === "Migrating"
+                    ? "migrating: the main agent moves to spec.nodeName"
+                    : "all members match the spec",
         observedGeneration: generation,
       }),
       input.nowMs,

@@ -7,6 +7,8 @@ import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating } from "./pod-state.js";
+import { migrationProbes } from "./migrate.js";
+import { slotReleaseProbes } from "./slot-release.js";
 
 /**
  * What the registry said, gathered by the executor before the pass: the VM names whose
@@ -85,16 +87,27 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
  * the registry (one HEAD each) before planning. Only a retain suspend consults tags: the
  * main agent's VM when the main agent is missing (its restore intent), else each owned pod
  * the node agent reports hibernated for this generation (the last part of the gate, so a
- * VM still hibernating costs no request). A fleet that is not suspended asks nothing: the
- * unsuspend only needs to know that a registry is configured. A terminal main agent is
+ * VM still hibernating costs no request). A fleet that is not suspended asks nothing but
+ * the main agent's tag while a migration consults it (migrate.ts): the unsuspend only
+ * needs to know that a registry is configured. A terminal main agent is
  * triaged first and asks nothing either.
  */
 export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  if (!suspendsRetaining(cs)) return [];
   const owned = classifyPods(cs, pods);
+  // The release policy's suspend and wake (provider/fleet/slot-release.ts) and a migration
+  // (provider/fleet/migrate.ts) ask for their own.
+  if (!suspendsRetaining(cs))
+    return [...new Set([...slotReleaseProbes(cs, pods), ...migrationProbes(cs, owned)])].sort();
   if (!owned.main) return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
   if (isTerminal(owned.main)) return [];
-  const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
+  return gateProbes(cs, [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()]);
+}
+
+/**
+ * The VMs among `members` whose tag the gate still has to confirm (the node agent reports
+ * them hibernated for this generation), sorted and unique.
+ */
+export function gateProbes(cs: CocoonSet, members: readonly Pod[]): string[] {
   const vms = new Set<string>();
   for (const pod of members) {
     const vm = gated(pod) ? awaitingTag(cs, pod) : undefined;

@@ -408,6 +408,102 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    name: "slot release and wake with hibernatePolicy release (node-agent simulator, registry)",
+    nodeAgent: true,
+    async run({ client, ns, checkpoint, registry }) {
+      const vm = vmNameFor(ns, "seat", 0);
+      await create(client, ns, "seat", {
+        hibernatePolicy: "release",
+        agent: { image: IMAGE, replicas: 0 },
+      });
+      await converged(client, ns, "seat", { replicas: 0 });
+      await podsAre(client, ns, "seat", 1, vmRunning, `the VM of ${ns}/seat booted`);
+      await vmIdsReported(client, ns, "seat", 1);
+      await checkpoint("running", "seat", { tags: true });
+      await patchSpec(client, ns, "seat", { suspend: true });
+      // The seat is freed: no pod, and a status that lists none (the peer writes Suspended
+      // with its deletes, still listing the deleted pod, and the pod-less one 5 s later).
+      await podsAre(client, ns, "seat", 0, () => true, `the pod of ${ns}/seat released`);
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "seat",
+        (o) => {
+          const cs = o as CocoonSet | undefined;
+          return (
+            cs?.status?.phase === "Suspended" &&
+            cs.status.observedGeneration === cs.metadata.generation &&
+            (cs.status.agents ?? []).length === 0
+          );
+        },
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/seat Suspended with no agent` },
+      );
+      await checkpoint("suspended", "seat", { tags: [vm] });
+      await patchSpec(client, ns, "seat", { suspend: false });
+      await podsAre(client, ns, "seat", 1, vmRunning, `the VM of ${ns}/seat restored`);
+      await converged(client, ns, "seat", { replicas: 0 });
+      await vmIdsReported(client, ns, "seat", 1);
+      // The wake is over once the tag is dropped and the hint cleared.
+      await waitForObject(
+        client,
+        paths.cocoonSets(ns),
+        "seat",
+        (o) => o?.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] === undefined,
+        { timeoutMs: TIMEOUT_MS, description: `${ns}/seat without its node hint` },
+      );
+      await checkpoint("woken", "seat", { tags: true });
+      // Teardown: the running VM's pod pushes `:latest` as it goes (snapshotPolicy always).
+      await client.delete(paths.cocoonSet(ns, "seat"));
+      await waitForObject(client, paths.cocoonSets(ns), "seat", (o) => o === undefined, {
+        timeoutMs: TIMEOUT_MS,
+        description: `${ns}/seat to be deleted`,
+      });
+      await waitForList(client, paths.pods(ns), (ps) => ps.length === 0, {
+        labelSelector: `${LABELS.name}=seat`,
+        timeoutMs: TIMEOUT_MS,
+        description: `the pods of ${ns}/seat to be gone`,
+      });
+      await waitForTag(registry, vm, SNAPSHOT_TAGS.latest);
+      await checkpoint("deleted", "seat", { tags: [vm] });
+    },
+  },
+  {
+    name: "migration to spec.nodeName (node-agent simulator, registry)",
+    nodeAgent: true,
+    async run({ client, ns, checkpoint, registry }) {
+      const [from, to] = ["kwok-node-0", "kwok-node-1"];
+      const vm = vmNameFor(ns, "mover", 0);
+      await create(client, ns, "mover", { nodeName: from, agent: { image: IMAGE, replicas: 0 } });
+      await converged(client, ns, "mover", { replicas: 0 });
+      await podsAre(
+        client,
+        ns,
+        "mover",
+        1,
+        (p) => vmRunning(p) && p.spec?.nodeName === from,
+        `the VM of ${ns}/mover booted on ${from}`,
+      );
+      await vmIdsReported(client, ns, "mover", 1);
+      await checkpoint("pinned", "mover", { tags: true });
+      const old = await getPod(client, ns, "mover-0");
+      await patchSpec(client, ns, "mover", { nodeName: to });
+      // The old pod is hibernated and deleted, its replacement restored on the target; the
+      // snapshot tag goes once the restored VM runs.
+      await podsAre(
+        client,
+        ns,
+        "mover",
+        1,
+        (p) => p.metadata?.uid !== old.metadata?.uid && p.spec?.nodeName === to && vmRunning(p),
+        `the VM of ${ns}/mover restored on ${to}`,
+      );
+      await waitForTag(registry, vm, SNAPSHOT_TAGS.hibernate, false);
+      await converged(client, ns, "mover", { replicas: 0 });
+      await vmIdsReported(client, ns, "mover", 1);
+      await checkpoint("migrated", "mover", { tags: true });
+    },
+  },
+  {
     name: "create with replicas 3, then scale 3 → 6 → 2",
     async run({ client, ns, checkpoint }) {
       await create(client, ns, "fleet", { agent: { image: IMAGE, replicas: 3 } });
@@ -575,15 +671,26 @@ export const SCENARIOS: readonly Scenario[] = [
 ];
 
 /**
- * Waits until the registry has `vm:tag` (the registry has no watch: asked again after 25 ms,
- * doubling to 400 ms).
+ * Waits until the registry has `vm:tag`, or with `present` false until it has not (the
+ * registry has no watch: asked again after 25 ms, doubling to 400 ms).
  */
-async function waitForTag(registry: OciRegistry | undefined, vm: string, tag: string) {
+async function waitForTag(
+  registry: OciRegistry | undefined,
+  vm: string,
+  tag: string,
+  present = true,
+) {
   if (!registry) throw new Error("this scenario needs the cluster's registry");
   const deadline = Date.now() + TIMEOUT_MS;
-  for (let delay = 25; !(await registry.hasManifest(vm, tag)); delay = Math.min(delay * 2, 400)) {
+  for (
+    let delay = 25;
+    (await registry.hasManifest(vm, tag)) !== present;
+    delay = Math.min(delay * 2, 400)
+  ) {
     if (Date.now() >= deadline)
-      throw new Error(`timed out waiting for ${vm}:${tag} in the registry`);
+      throw new Error(
+        `timed out waiting for ${vm}:${tag} to be ${present ? "in" : "gone from"} the registry`,
+      );
     await new Promise((r) => setTimeout(r, delay));
   }
 }

@@ -6,7 +6,8 @@
  * `cocoonstack.io` annotations, owner reference, container, scheduling fields and its node
  * relative to the main agent's; for the CocoonSet its status (phase, counts, condition
  * types/statuses/reasons, agents and toolboxes lists), its own annotations, labels and
- * finalizers; the event reasons emitted for it; and the rebuild and dead-letter counters.
+ * finalizers; the event reasons emitted for it; and the rebuild, dead-letter and slot-release
+ * counters.
  * Names that embed the namespace are rewritten to `<ns>`, times to `<time>`.
  *
  * The differences the project makes on purpose are in {@link DELIBERATE}, each with its
@@ -61,7 +62,15 @@ export interface Snapshot {
   status: Record<string, unknown>;
   pods: PodView[];
   eventReasons: string[];
-  metrics: { rebuilds: number; deadLetters: number };
+  metrics: {
+    rebuilds: number;
+    deadLetters: number;
+    /** The slot-release counters (namespace and cocoonset labels; wakes by placement). */
+    slotReleasePodsDeleted: number;
+    slotReleaseWakeHintNode: number;
+    slotReleaseWakePool: number;
+    slotReleaseWakeUnschedulable: number;
+  };
   /**
    * The registry's tags of each agent's VM, when the scenario asked (a suspend, and the
    * deletion after it).
@@ -327,17 +336,8 @@ interface EventLike {
   regarding?: { kind?: string; name?: string };
 }
 
-/** Metric names of the two counters per side. */
-const COUNTERS: Record<Side, { rebuilds: string; deadLetters: string }> = {
-  peer: {
-    rebuilds: "cocoon_operator_subagent_rebuild_total",
-    deadLetters: "cocoon_operator_subagent_dead_letter_total",
-  },
-  ours: {
-    rebuilds: "cocoonset_subagent_rebuild_total",
-    deadLetters: "cocoonset_subagent_dead_letter_total",
-  },
-};
+/** The metric name prefix per side: upstream's `cocoon_operator_<name>` is `cocoonset_<name>`. */
+const PREFIX: Record<Side, string> = { peer: "cocoon_operator_", ours: "cocoonset_" };
 
 /** Reads and normalises what `side` left for the CocoonSet `ns/name`. */
 export async function takeSnapshot(
@@ -372,6 +372,9 @@ export async function takeSnapshot(
   const annotations = pick(cs?.metadata.annotations, (k) =>
     k.startsWith("cocoonset.cocoonstack.io/"),
   );
+  // Which of the identical simulated nodes the scheduler picked is not the controller's doing.
+  if (annotations[ANNOTATIONS.hibernatedOnNode] !== undefined)
+    annotations[ANNOTATIONS.hibernatedOnNode] = "<node>";
   if (annotations[ANNOTATIONS.rebuildHistory] !== undefined)
     annotations[ANNOTATIONS.rebuildHistory] = historyShape(annotations[ANNOTATIONS.rebuildHistory]);
   const snap: Snapshot = {
@@ -383,8 +386,26 @@ export async function takeSnapshot(
     pods: pods.map((p) => podView(p, main?.spec?.nodeName, cs?.metadata.generation)),
     eventReasons: reasons,
     metrics: {
-      rebuilds: metricValue(text, COUNTERS[side].rebuilds, labels),
-      deadLetters: metricValue(text, COUNTERS[side].deadLetters, labels),
+      rebuilds: metricValue(text, `${PREFIX[side]}subagent_rebuild_total`, labels),
+      deadLetters: metricValue(text, `${PREFIX[side]}subagent_dead_letter_total`, labels),
+      slotReleasePodsDeleted: metricValue(
+        text,
+        `${PREFIX[side]}slot_release_pods_deleted_total`,
+        labels,
+      ),
+      slotReleaseWakeHintNode: metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
+        ...labels,
+        placement: "hint-node",
+      }),
+      slotReleaseWakePool: metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
+        ...labels,
+        placement: "pool",
+      }),
+      slotReleaseWakeUnschedulable: metricValue(
+        text,
+        `${PREFIX[side]}slot_release_wake_unschedulable_total`,
+        labels,
+      ),
     },
   };
   if (registry) {

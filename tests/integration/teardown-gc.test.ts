@@ -18,36 +18,22 @@ import { before, describe, test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
 import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../provider/fleet/index.js";
 import { paths, waitForObject } from "../../provider/kube/index.js";
-import { OCI_MANIFEST, OciRegistry } from "../../provider/registry/oci.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { Cleanup, freePort } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import {
+  lifecycleNamespace,
+  pushTag,
+  registryAddress,
+  vmReady,
+  waitForPods,
+} from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
 
 const phaseOf = (cs: CocoonSet) => cs.status?.phase ?? "";
-
-/** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
-async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void> {
-  const config = Buffer.from(JSON.stringify({ vmName: vm, tag, test: true }));
-  const digest = await reg.pushBlob(vm, config);
-  await reg.putManifest(
-    vm,
-    tag,
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: {
-        mediaType: "application/vnd.oci.image.config.v1+json",
-        digest,
-        size: config.length,
-      },
-      layers: [],
-    }),
-  );
-}
 
 /** Deletes the CocoonSet and waits (watch) until it is gone, finalizer released. */
 async function deleteAndWait(ns: string, name: string): Promise<void> {
@@ -109,17 +95,25 @@ describe(
       await createCocoonSet(ns, "crew", { replicas: 1, snapshotPolicy: "never" });
       await waitForConverged(ns, "crew", { replicas: 1 });
       await deleteAndWait(ns, "crew");
-      const failed = proc.logs(
-        (l) => l.msg === "could not drop a snapshot tag; it is left in the registry",
-      );
+      const dropFailed = "could not drop a snapshot tag; it is left in the registry";
+      const expected = [
+        `vk-${ns}-crew-0:hibernate`,
+        `vk-${ns}-crew-0:latest`,
+        `vk-${ns}-crew-1:hibernate`,
+        `vk-${ns}-crew-1:latest`,
+      ];
+      // The lines are written before the finalizer is lifted, but reach the test through the
+      // process's stdout pipe, which can lag behind the watch that saw the set go.
+      for (const tag of expected)
+        await proc.waitForLog(
+          `${dropFailed} (${tag})`,
+          (l) => l.msg === dropFailed && `${String(l.vm)}:${String(l.tag)}` === tag,
+          { timeoutMs: 30_000 },
+        );
+      const failed = proc.logs((l) => l.msg === dropFailed);
       assert.deepEqual(
         failed.map((l) => `${String(l.vm)}:${String(l.tag)}`).sort(),
-        [
-          `vk-${ns}-crew-0:hibernate`,
-          `vk-${ns}-crew-0:latest`,
-          `vk-${ns}-crew-1:hibernate`,
-          `vk-${ns}-crew-1:latest`,
-        ],
+        expected,
         proc.tail(),
       );
       for (const l of failed)

@@ -7,6 +7,7 @@ import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
 import { ANNOTATIONS, LABELS, type Pod } from "../../provider/fleet/index.js";
 import { paths, waitForList } from "../../provider/kube/index.js";
+import { OCI_MANIFEST, type OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
 import {
   controllerNamespace,
@@ -66,4 +67,24 @@ export async function waitForPods(
     { labelSelector: `${LABELS.name}=${name}`, timeoutMs, description },
   );
   return live(items);
+}
+
+/** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */
+export async function pushTag(reg: OciRegistry, vm: string, tag: string): Promise<void> {
+  const config = Buffer.from(JSON.stringify({ vmName: vm, tag, test: true }));
+  const digest = await reg.pushBlob(vm, config);
+  await reg.putManifest(
+    vm,
+    tag,
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest,
+        size: config.length,
+      },
+      layers: [],
+    }),
+  );
 }

@@ -17,6 +17,9 @@ describe("controller metrics", () => {
     m.setLeader(true);
     m.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
     m.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
+    m.slotReleasePodDeleted("ns1", "nap");
+    m.slotReleaseWake("ns1", "nap", "hint-node");
+    m.slotReleaseWakeUnschedulable("ns1", "nap");
     const text = await m.text();
     const expected = [
       'cocoonset_subagent_rebuild_total{namespace="ns1",cocoonset="fleet"} 1',
@@ -32,6 +35,9 @@ describe("controller metrics", () => {
       "cocoonset_leader 1",
       'cocoonset_hibernate_phase_duration_seconds_count{result="ok"} 1',
       'cocoonset_wake_phase_duration_seconds_count{result="timeout"} 1',
+      'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
+      'cocoonset_slot_release_wake_total{namespace="ns1",cocoonset="nap",placement="hint-node"} 1',
+      'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
     const names = new Set(
@@ -49,6 +55,9 @@ describe("controller metrics", () => {
         `${METRIC_NAMES.rebuild} counter`,
         `${METRIC_NAMES.reconcileDuration} histogram`,
         `${METRIC_NAMES.reconcileErrors} counter`,
+        `${METRIC_NAMES.slotReleasePodsDeleted} counter`,
+        `${METRIC_NAMES.slotReleaseWake} counter`,
+        `${METRIC_NAMES.slotReleaseWakeUnschedulable} counter`,
         `${METRIC_NAMES.reconcile} counter`,
         `${METRIC_NAMES.releaseDeleted} counter`,
       ].sort(),

@@ -61,6 +61,28 @@ describe("slots check", () => {
     assert.match(t.reason, /^\[timeoutSeconds\] must be a number of seconds between 1 and 86400/);
   });
 
+  it("refuses a registry that is not host[:port][/prefix], and a suspend timeout out of range", async () => {
+    const table: [unknown, RegExp][] = [
+      ["reg istry:5000", /^\[registry\] must be host\[:port\]\[\/prefix\]/],
+      [
+        "127.0.0.1:70000",
+        /^\[registry\] must have a port between 1 and 65535 \(got "127\.0\.0\.1:70000"\)/,
+      ],
+      ["reg:5000/UPPER", /the prefix is lower-case letters/],
+      [5000, /^\[registry\] must be a string host\[:port\]\[\/prefix\] \(got 5000\)/],
+    ];
+    for (const [registry, message] of table) {
+      const [f] = await failures({ registry });
+      assert.equal(f?.property, "registry", String(registry));
+      assert.match(f.reason, message);
+    }
+    for (const registry of ["127.0.0.1:5000", "http://reg.example.com/snap/shots", UNKNOWN])
+      assert.deepEqual(await failures({ registry }), [], String(registry));
+    const [t] = await failures({ suspendTimeoutSeconds: 0 });
+    assert.equal(t.property, "suspendTimeoutSeconds");
+    assert.match(t.reason, /^\[suspendTimeoutSeconds\] must be a number of seconds between 1/);
+  });
+
   it("skips what preview does not know yet", async () => {
     assert.deepEqual(
       await failures({ namespace: UNKNOWN, name: UNKNOWN, spec: { agent: { image: UNKNOWN } } }),

@@ -201,10 +201,13 @@ describe("suspend (retain): the plan", () => {
     assert.deepEqual(woken.steps, [], "and no unsuspend either");
   });
 
-  it("the release policy is not planned as a retain suspend", () => {
+  it("the release policy is planned by the slot release (tests/unit/fleet/slot-release.test.ts)", () => {
     const cs = suspended({ hibernatePolicy: "release" }, 0);
-    const p = plan(cs, [mainPod(cs)], tags());
-    assert.ok(!p.steps.some((s) => s.decision === "hibernate"));
+    const p = plan(cs, [hibernatedPod(mainPod(cs))], tags(vmOf(mainPod(cs))));
+    assert.ok(
+      p.steps.some((s) => s.decision === "release"),
+      "its pod is released, not kept",
+    );
   });
 });
 
@@ -250,8 +253,6 @@ describe("the registry facts a pass needs (what the executor asks before plannin
       ),
       [],
     );
-    const released = suspended({ hibernatePolicy: "release" }, 0);
-    assert.deepEqual(snapshotProbes(released, [hibernatedPod(mainPod(released))]), []);
   });
 
   it("a missing main agent: only its own tag (the restore intent)", () => {

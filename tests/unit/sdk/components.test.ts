@@ -432,6 +432,16 @@ describe("Operator arguments are refused before anything is registered", () => {
     ["reapInterval 10ms", { reapInterval: "10ms" }, /\[reapInterval\] must be at least 1s/],
     ["logLevel loud", { logLevel: "loud" }, /\[logLevel\] must be one of /],
     [
+      "ociRegistry with a path in upper case",
+      { ociRegistry: "127.0.0.1:5000/Snaps" },
+      /\[ociRegistry\] must be host\[:port\]\[\/prefix\]/,
+    ],
+    [
+      "ociRegistry port 0",
+      { ociRegistry: "reg:0" },
+      /\[ociRegistry\] must have a port between 1 and 65535/,
+    ],
+    [
       "watchNamespaces Bad_NS",
       { watchNamespaces: ["ok", "Bad_NS"] },
       /\[watchNamespaces\[1\]\] must be namespace names/,
@@ -597,6 +607,12 @@ describe("Fleet", () => {
       [{ fanOut: 2.5 }, /\[fanOut\] must be an integer between 1 and 10000 \(got 2\.5\)/],
       [{ fanOut: NaN }, /\[fanOut\] must be an integer between 1 and 10000 \(got NaN\)/],
       [{ timeoutSeconds: -1 }, /\[timeoutSeconds\] must be a number of seconds/],
+      [{ suspendTimeoutSeconds: 0 }, /\[suspendTimeoutSeconds\] must be a number of seconds/],
+      [
+        { registry: "registry.example.com/Snapshots" },
+        /\[registry\] must be host\[:port\]\[\/prefix\].*the prefix is lower-case .*\(got "registry\.example\.com\/Snapshots"\)/,
+      ],
+      [{ registry: "a b:5000" }, /\[registry\] must be host\[:port\]\[\/prefix\]/],
     ];
     for (const [args, message] of cases) {
       const before = registered.length;
@@ -628,6 +644,42 @@ describe("Fleet", () => {
       );
       assert.equal(registered.length, before, "nothing registered");
     }
+  });
+
+  it("takes the Operator's ociRegistry as its registry unless it names its own, and a suspend timeout", async () => {
+    const op = new sdk.Operator("snap", {
+      namespace: "snap-system",
+      kubeconfig: KUBECONFIG,
+      ociRegistry: "127.0.0.1:5000/snaps",
+    });
+    const spec = { agent: { image: "agents/coder:1" } };
+    const inherits = new sdk.Fleet("inherits", {
+      namespace: "agents",
+      operator: op,
+      spec,
+      kubeconfig: KUBECONFIG,
+    });
+    const own = new sdk.Fleet("own", {
+      namespace: "agents",
+      operator: op,
+      spec,
+      registry: "registry.example.com/other",
+      suspendTimeoutSeconds: 30,
+      kubeconfig: KUBECONFIG,
+    });
+    const none = new sdk.Fleet("none", { namespace: "agents", spec, kubeconfig: KUBECONFIG });
+    await Promise.all([settle(inherits.podNames), settle(own.podNames), settle(none.podNames)]);
+    const deployment = one("snap", "kubernetes:apps/v1:Deployment", "snap-controller");
+    const args = (
+      deployment.inputs.spec as { template: { spec: { containers: { args: string[] }[] } } }
+    ).template.spec.containers[0].args;
+    assert.ok(args.includes("--oci-registry=127.0.0.1:5000/snaps"), args.join(" "));
+    const slotsOf = (n: string) => one(n, SLOTS, `${n}-slots`).inputs;
+    assert.equal(slotsOf("inherits").registry, "127.0.0.1:5000/snaps");
+    assert.equal(slotsOf("inherits").suspendTimeoutSeconds, 300);
+    assert.equal(slotsOf("own").registry, "registry.example.com/other");
+    assert.equal(slotsOf("own").suspendTimeoutSeconds, 30);
+    assert.equal(slotsOf("none").registry, undefined);
   });
 
   it("an invalid spec holding Outputs gets no desired slots (the resource's check reports it)", async () => {

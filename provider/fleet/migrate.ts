@@ -1,0 +1,206 @@
+// Migration of the main agent to `spec.nodeName`: the pure steps of one pass. The VM is
+// quiesced where it runs (snapshot to `<vm>:hibernate`), its pod deleted once the snapshot
+// is there, recreated on the target with restore intent, and the snapshot dropped only
+// once the new VM is live. Only with a snapshot registry. Behaviour: docs/behaviour.md
+// §3.17; the upstream rules it follows: docs/lifecycle-design.md.
+import type { ClassifiedPods } from "./classify.js";
+import { ANNOTATIONS, ANNOTATION_TRUE, SNAPSHOT_TAGS } from "./constants.js";
+import type { CocoonSet, CocoonSetStatus } from "./generated/types.js";
+import type { Pod } from "./kube-types.js";
+import type { PlanAction, PlanStep } from "./plan.js";
+import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "./pod-builder.js";
+import { isTerminal, vmLive } from "./pod-state.js";
+import { asksHibernate, hibernationGate, type SnapshotFacts } from "./suspend.js";
+import { hibernationHeld, type HibernationTarget } from "./hibernation-targets.js";
+
+/** Requeue delay while a migration waits (the registry has no watch; as upstream polls). */
+export const MIGRATE_POLL_MS = 5_000;
+
+/** What a migration pass decided for the main agent. */
+export type MigrationDecision =
+  /** Persist Migrating, then ask the main agent's VM to hibernate where it runs. */
+  | "migrate"
+  /** A `<vm>:hibernate` tag this migration did not ask for: drop it before quiescing. */
+  | "migrate-drop-stale"
+  /** Waiting: for the snapshot on the old node, or for the restored VM on the target. */
+  | "wait-migration"
+  /** The snapshot is there: delete the old pod (on the old node). */
+  | "migrate-evict"
+  /** The old pod is gone: create the main agent again on the target, restoring. */
+  | "migrate-restore"
+  /** Quiesced on the node asked for (a re-target back mid-way): wake it where it is. */
+  | "migrate-wake"
+  /** The restored VM is live: drop the snapshot; the next pass settles to Running. */
+  | "migrate-complete";
+
+/** Inputs of {@link planMigration}. */
+export interface MigrationInput {
+  /** The CocoonSet, defaults applied. */
+  cs: CocoonSet;
+  /** Its owned live pods. */
+  owned: ClassifiedPods;
+  /** The registry facts of the pass. */
+  facts: SnapshotFacts;
+  /** The status the pass would write with phase Migrating (for persisting it first). */
+  migratingStatus: () => CocoonSetStatus;
+  /** The namespace's CocoonHibernations (hibernation-targets.ts). @default none */
+  hibernations?: readonly HibernationTarget[];
+}
+
+/** A pass that migration owns: its steps, or the registry error that stopped it. */
+export interface MigrationPlan {
+  steps: PlanStep[];
+  errors: string[];
+  /** Requeue after this long: every migration pass polls; at once after a dropped tag. */
+  waitMs: number;
+  /**
+   * Whether the steps persist the phase themselves (a write before their first side
+   * effect); when false the pass writes status Migrating after its steps as usual.
+   */
+  persistsPhase: boolean;
+}
+
+/** Whether the phase Migrating is stored: the durable mark of a migration in flight. */
+function migratingNow(cs: CocoonSet): boolean {
+  return cs.status?.phase === "Migrating";
+}
+
+/** The steady state of a pinned fleet: the main agent live on the node asked for. */
+function settledOn(main: Pod | undefined, desired: string): boolean {
+  return (
+    main !== undefined && main.spec?.nodeName === desired && vmLive(main) && !asksHibernate(main)
+  );
+}
+
+/**
+ * Whether a pass that is not suspending consults migration (and so the main agent's
+ * `<vm>:hibernate` tag): `spec.nodeName` set, or Migrating stored, unless the main agent is
+ * terminal (triaged first) or already settled on the target with no migration in flight.
+ */
+export function migrationConsults(
+  cs: CocoonSet,
+  owned: ClassifiedPods,
+  hibernations: readonly HibernationTarget[] = [],
+): boolean {
+  if (cs.spec.suspend === true) return false;
+  const desired = cs.spec.nodeName ?? "";
+  if (desired === "" && !migratingNow(cs)) return false;
+  if (owned.main && isTerminal(owned.main)) return false;
+  // A main agent a CocoonHibernation keeps hibernated on the node asked for is no migration
+  // (as cocoon-operator: that hibernation is the long-lived idle state), asked before the probe.
+  const main = owned.main;
+  if (
+    main &&
+    asksHibernate(main) &&
+    (desired === "" || main.spec?.nodeName === desired) &&
+    hibernationHeld(hibernations, main.metadata?.name ?? "")
+  )
+    return false;
+  return migratingNow(cs) || !settledOn(owned.main, desired);
+}
+
+/** The VM names migration asks the registry about: slot 0's, when it consults at all. */
+export function migrationProbes(cs: CocoonSet, owned: ClassifiedPods): string[] {
+  if (!migrationConsults(cs, owned)) return [];
+  return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
+}
+
+function mainStep(cs: CocoonSet, decision: MigrationDecision, actions: PlanAction[]): PlanStep {
+  return {
+    target: { role: "main", slot: 0 },
+    decision,
+    podName: agentPodName(cs.metadata.name ?? "", 0),
+    actions,
+  };
+}
+
+function annotate(pod: Pod, value: string | null): PlanAction {
+  return {
+    kind: "annotate-pod",
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+    annotations: { [ANNOTATIONS.hibernate]: value },
+  };
+}
+
+/**
+ * Plans a pass of a migration, or returns undefined when migration has nothing to do and
+ * the normal pass goes on (no target, settled, aborted before the snapshot, a fresh create).
+ * The rules, in order, with `desired` = `spec.nodeName` and the main agent's tag:
+ *
+ * - no tag, and the main agent runs on another node than `desired`: persist Migrating,
+ *   then ask it to hibernate (`migrate`); without the tag in any other case: not handled;
+ * - tag, main agent on another node: if this migration did not ask it to hibernate the tag
+ *   is stale and dropped (restoring it would roll the VM back); once the hibernation gate
+ *   holds for it, delete it (`migrate-evict`), else wait;
+ * - tag, no main agent: create it with restore-from-hibernate (on `desired` through its
+ *   hostname affinity; this also finishes a migration whose target was cleared);
+ * - tag, main agent asked to hibernate on `desired` (or no target): wake it in place;
+ * - tag, main agent's VM not live: wait while Migrating is stored, else not handled;
+ * - tag, VM live: drop the tag (`migrate-complete`).
+ *
+ * A pass that consults the registry and gets no answer changes nothing.
+ */
+export function planMigration(input: MigrationInput): MigrationPlan | undefined {
+  const { cs, owned, facts } = input;
+  if (!migrationConsults(cs, owned, input.hibernations)) return undefined;
+  const desired = cs.spec.nodeName ?? "";
+  const main = owned.main;
+  const vm = vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0);
+  const handled = (steps: PlanStep[], persistFirst = false): MigrationPlan => {
+    const persist = persistFirst && !migratingNow(cs);
+    if (persist && steps.length > 0)
+      steps[0].actions.unshift({ kind: "write-status", status: input.migratingStatus() });
+    // A dropped tag changes what the next pass decides and no watch reports it: at once.
+    const dropsTag = steps.some((s) => s.actions.some((a) => a.kind === "delete-snapshot-tag"));
+    return { steps, errors: [], waitMs: dropsTag ? 0 : MIGRATE_POLL_MS, persistsPhase: persist };
+  };
+  if ("error" in facts) {
+    return {
+      steps: [],
+      errors: [
+        `[spec.nodeName] cannot tell whether the main agent's snapshot exists: the snapshot registry did not answer: ${facts.error}`,
+      ],
+      waitMs: MIGRATE_POLL_MS,
+      persistsPhase: false,
+    };
+  }
+  const tagged = facts.hibernate.has(vm);
+  const mainNode = main?.spec?.nodeName ?? "";
+  const elsewhere = main !== undefined && desired !== "" && mainNode !== "" && mainNode !== desired;
+
+  if (!tagged) {
+    if (!elsewhere || !main) return undefined;
+    if (asksHibernate(main)) return handled([mainStep(cs, "wait-migration", [])], true);
+    return handled([mainStep(cs, "migrate", [annotate(main, ANNOTATION_TRUE)])], true);
+  }
+  const dropTag: PlanAction = { kind: "delete-snapshot-tag", vm, tag: SNAPSHOT_TAGS.hibernate };
+  if (elsewhere && main) {
+    if (!asksHibernate(main)) return handled([mainStep(cs, "migrate-drop-stale", [dropTag])], true);
+    const gate = hibernationGate(cs, [main], facts.hibernate);
+    if (gate.pending.length > 0) return handled([mainStep(cs, "wait-migration", [])], true);
+    const evict: PlanAction = {
+      kind: "delete-pod",
+      name: main.metadata?.name ?? "",
+      uid: main.metadata?.uid ?? "",
+    };
+    return handled([mainStep(cs, "migrate-evict", [evict])], true);
+  }
+  if (!main) {
+    const pod = buildAgentPod(cs, 0);
+    pod.metadata.annotations = {
+      ...pod.metadata.annotations,
+      [ANNOTATIONS.restoreFromHibernate]: ANNOTATION_TRUE,
+    };
+    const create: PlanAction = { kind: "create-pod", pod, onAlreadyExists: "retry-later" };
+    return handled([mainStep(cs, "migrate-restore", [create])], true);
+  }
+  if (asksHibernate(main))
+    return handled([mainStep(cs, "migrate-wake", [annotate(main, null)])], true);
+  if (!vmLive(main)) {
+    // Without the stored phase this is a wake of some other kind in flight, not ours.
+    if (!migratingNow(cs)) return undefined;
+    return handled([mainStep(cs, "wait-migration", [])]);
+  }
+  return handled([mainStep(cs, "migrate-complete", [dropTag])], true);
+}

@@ -1,0 +1,177 @@
+/**
+ * The suspend-wake example through the real pulumi CLI (file backend) on the embedded
+ * cluster, with the node-agent simulator playing the VMs and the cluster's registry holding
+ * their snapshots; no controller runs, so `pulumi up` itself drives every pass. Every
+ * assertion reads the cluster's objects or the registry's tag lists.
+ *
+ * - up: a main agent and 2 sub-agents, every VM booted;
+ * - preview of `suspended=true`: the slots resource is one update whose diff is
+ *   `spec.suspend` alone, no slot entry, and the preview says "suspend fleet NS/coder
+ *   (3 pods hibernate …)";
+ * - up: returns with the CocoonSet Suspended, every pod asked to hibernate and hibernated,
+ *   and `<vm>:hibernate` in the registry for each VM;
+ * - up of `suspended=false`: Running, no pod asked to hibernate, every VM up again;
+ * - a suspend whose pod the simulator holds in `hibernating`: up fails after
+ *   `suspendTimeoutSeconds`, naming that pod and only it;
+ * - destroy: no pod, no CocoonSet, and the tags dropped as `snapshotPolicy: main-only` says
+ *   (every `:hibernate`, the sub-agents' `:latest`; the main agent's `:latest` kept).
+ */
+import type { EngineEvent } from "@pulumi/pulumi/automation/index.js";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { test } from "node:test";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  SNAPSHOT_TAGS,
+  type CocoonSet,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { paths, waitForList } from "../../provider/kube/index.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
+import { adminClient, suffix } from "../support/cluster.js";
+import { pushTag, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { programStack, repoRoot } from "../support/pulumi.js";
+
+const example = join(repoRoot, "examples", "suspend-wake");
+const SLOTS_TYPE = "pulumi-nodejs:dynamic/cocoonset:Slots";
+const client = adminClient();
+
+const hibernated = (p: Pod) =>
+  p.metadata?.annotations?.[ANNOTATIONS.hibernate] === "true" &&
+  p.metadata?.annotations?.[ANNOTATIONS.lifecycleState] === "hibernated";
+const awake = (p: Pod) =>
+  vmReady(p) && p.metadata?.annotations?.[ANNOTATIONS.hibernate] === undefined;
+
+test("suspend and wake a fleet with pulumi up, a suspend that times out, and destroy's tag clean-up", async (t) => {
+  await ensureCrd(client);
+  const ns = `e2e-suspend-${suffix()}`.slice(0, 63);
+  const name = "coder";
+  const registry = registryAddress();
+  const reg = new OciRegistry(registry);
+  const vms = [0, 1, 2].map((s) => `vk-${ns}-${name}-${s}`);
+  const { stack } = await programStack(t, example, {
+    registry: { value: registry },
+    namespace: { value: ns },
+    replicas: { value: "2" },
+    operator: { value: "false" },
+    snapshotPolicy: { value: "main-only" },
+  });
+  t.after(async () => {
+    // A failed step leaves the stack up: take it down (the namespace is the stack's).
+    await stack.destroy().catch(() => undefined);
+  });
+  const phase = async () =>
+    (await client.get<CocoonSet>(paths.cocoonSet(ns, name))).status?.phase ?? "";
+
+  // 1. A running fleet: 3 pods, every VM booted by the simulator.
+  const up = await stack.up();
+  assert.equal(up.summary.result, "succeeded");
+  await waitForPods(ns, name, 3, vmReady, "every VM booted");
+
+  // 2. Preview of the suspend: one update of the slots resource, `spec.suspend` its whole
+  // diff, and the summary line.
+  await stack.setConfig("suspended", { value: "true" });
+  let slotsStep: { op: string; keys: string[] } | undefined;
+  const messages: string[] = [];
+  const preview = await stack.preview({
+    diff: true,
+    onEvent: (e: EngineEvent) => {
+      if (e.diagnosticEvent) messages.push(e.diagnosticEvent.message);
+      const md = e.resourcePreEvent?.metadata;
+      if (md?.type !== SLOTS_TYPE) return;
+      slotsStep = { op: md.op, keys: Object.keys(md.detailedDiff ?? {}).sort() };
+    },
+  });
+  assert.deepEqual(slotsStep, { op: "update", keys: ["spec.suspend"] }, "no per-slot entry");
+  const summary = `suspend fleet ${ns}/${name} (3 pods hibernate; the slots are kept)`;
+  assert.ok(
+    messages.some((m) => m.includes(summary)),
+    `the preview says what the update is: ${messages.join(" | ")}`,
+  );
+  assert.equal(preview.changeSummary.update, 2, "the CocoonSet and the slots, nothing else");
+
+  // 3. The suspend: up returns once the fleet is Suspended.
+  const logged: string[] = [];
+  const onEvent = (e: EngineEvent) => {
+    if (e.diagnosticEvent) logged.push(e.diagnosticEvent.message);
+  };
+  const suspend = await stack.up({ onEvent });
+  assert.equal(suspend.summary.result, "succeeded");
+  assert.equal(await phase(), "Suspended");
+  const pods = (await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` }))
+    .items;
+  assert.deepEqual(pods.map((p) => p.metadata?.name).sort(), ["coder-0", "coder-1", "coder-2"]);
+  assert.ok(pods.every(hibernated), "every pod asked to hibernate and hibernated");
+  for (const vm of vms) {
+    assert.ok((await reg.listTags(vm)).includes(SNAPSHOT_TAGS.hibernate), `${vm}:hibernate`);
+  }
+  assert.ok(
+    logged.some((m) =>
+      /: suspend pass \d+: phase Suspending, \d pod\(s\) not hibernated yet/.test(m),
+    ),
+    `each pass is logged: ${logged.join(" | ")}`,
+  );
+  assert.ok(logged.some((m) => m.includes(`${ns}/${name}: Suspended after `)));
+  assert.equal(suspend.outputs.phase.value, "Suspended");
+
+  // 4. The wake: up returns once the fleet is Running and every VM is up again.
+  await stack.setConfig("suspended", { value: "false" });
+  const wake = await stack.up();
+  assert.equal(wake.summary.result, "succeeded");
+  assert.equal(await phase(), "Running");
+  const woken = (
+    await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` })
+  ).items;
+  assert.equal(woken.length, 3);
+  assert.ok(woken.every(awake), "no pod asked to hibernate, every VM ready");
+  assert.deepEqual(
+    woken.map((p) => p.metadata?.uid).sort(),
+    pods.map((p) => p.metadata?.uid).sort(),
+    "the same pods: a retain suspend keeps them",
+  );
+
+  // 5. A suspend that does not finish in time: the simulator holds coder-1 in `hibernating`.
+  await client.patch(paths.pod(ns, "coder-1"), {
+    metadata: { annotations: { [SIM_ANNOTATIONS.hibernateDelayMs]: "600000" } },
+  });
+  await stack.setConfig("suspended", { value: "true" });
+  await stack.setConfig("suspendTimeoutSeconds", { value: "3" });
+  await assert.rejects(stack.up(), (e: Error) => {
+    assert.match(
+      e.message,
+      new RegExp(
+        `suspend of fleet ${ns}/${name} did not finish within 3s \\(suspendTimeoutSeconds\\): phase Suspending; pods that did not hibernate: coder-1 \\(lifecycle state hibernating\\)\\.`,
+      ),
+    );
+    return true;
+  });
+  await waitForPods(
+    ns,
+    name,
+    3,
+    (p) => (p.metadata?.name === "coder-1" ? !hibernated(p) : hibernated(p)),
+    "the other two hibernated, coder-1 not",
+  );
+
+  // 6. Destroy: the tags go as snapshotPolicy main-only says. `:latest` of every VM stands
+  // for an earlier deletion's (hibernated VMs push none).
+  for (const vm of vms) await pushTag(reg, vm, SNAPSHOT_TAGS.latest);
+  logged.length = 0;
+  const destroyed = await stack.destroy({ onEvent });
+  assert.equal(destroyed.summary.result, "succeeded");
+  assert.equal(await client.getOrUndefined(paths.cocoonSet(ns, name)), undefined);
+  await waitForList(client, paths.pods(ns), (items) => items.length === 0, {
+    labelSelector: `${LABELS.name}=${name}`,
+    description: "no pod of the fleet left",
+  });
+  assert.deepEqual(await reg.listTags(vms[0]), [SNAPSHOT_TAGS.latest], "main keeps :latest");
+  assert.deepEqual(await reg.listTags(vms[1]), [], "slot 1: both tags dropped");
+  assert.deepEqual(await reg.listTags(vms[2]), [], "slot 2: both tags dropped");
+  assert.ok(
+    logged.some((m) => m.includes("snapshot tags dropped: 5, left in the registry: 0")),
+    logged.join(" | "),
+  );
+});

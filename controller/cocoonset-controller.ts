@@ -32,6 +32,20 @@ import {
 } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
 
+/** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
+export const WATCHES_PER_SCOPE = 3;
+/** Sockets left for requests beside the watches (the KubeClient's default pool size). */
+export const REQUEST_SOCKETS = 32;
+
+/**
+ * The controller client's socket pool: each informer's watch holds a socket for as long as
+ * it runs, so the pool is the watches plus room for the reconciles' requests. (A fixed pool
+ * smaller than the watches starves every request once enough namespaces are watched.)
+ */
+export function controllerSockets(namespaces: number): number {
+  return Math.max(1, namespaces) * WATCHES_PER_SCOPE + REQUEST_SOCKETS;
+}
+
 /** Label selector of the pods the controller watches. */
 export const MANAGED_POD_SELECTOR = `${LABELS.managedBy}=cocoonset`;
 

@@ -145,7 +145,13 @@ export async function runManager(
   const log = runtime.logger ?? createLogger({ level: opts.logLevel });
   const metrics = runtime.metrics ?? new Metrics({ defaultMetrics: true });
   const ownClient = !runtime.client;
-  const client = runtime.client ?? new KubeClient({ kubeconfig: opts.kubeconfig });
+  const client =
+    runtime.client ??
+    new KubeClient({
+      kubeconfig: opts.kubeconfig,
+      // One socket per watch (one per watched kind and scope), plus the default for requests.
+      maxSockets: Math.max(1, opts.namespaces.length) * (1 + def.owns.length) + 32,
+    });
   const identity = runtime.identity ?? defaultIdentity();
   const graceMs = runtime.shutdownGraceMs ?? 30_000;
   const resyncMs = runtime.resyncIntervalMs ?? 600_000;

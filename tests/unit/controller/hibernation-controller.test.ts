@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import {
   cocoonSetController,
+  controllerSockets,
   MANAGED_POD_SELECTOR,
 } from "../../../controller/cocoonset-controller.js";
 import {
@@ -115,5 +116,16 @@ describe("the controller definition with the CocoonHibernation controller", () =
     await def.reconciler.reconcile({ namespace: "team", name: "crew" }, ctx);
     await def.reconciler.reconcile(hibernationKey("team", "nap"), ctx);
     assert.deepEqual(seen, ["cocoonset team/crew", "hibernation team/nap"]);
+  });
+});
+
+describe("the controller client's socket pool", () => {
+  test("holds every watch and still leaves the default room for requests", () => {
+    assert.equal(controllerSockets(0), 3 + 32, "all namespaces: one watch per kind");
+    assert.equal(
+      controllerSockets(11),
+      33 + 32,
+      "11 namespaces: 33 watches, none starves a request",
+    );
   });
 });

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import {
   CONTROLLER_OPTIONS,
+  controllerSockets,
   detectPodNamespace,
   OptionsError,
   resolveControllerOptions,
@@ -75,7 +76,10 @@ export function registerController(program: Command, deps: ControllerDepsFactory
       }
       let client: KubeClient;
       try {
-        client = new KubeClient({ kubeconfig: options.kubeconfig });
+        client = new KubeClient({
+          kubeconfig: options.kubeconfig,
+          maxSockets: controllerSockets(options.namespaces.length),
+        });
       } catch (e) {
         if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
         throw e;

@@ -17,6 +17,8 @@ import { reapNamespace } from "../provider/release/index.js";
 import { OciRegistry } from "../provider/registry/oci.js";
 import { isReady, LABELS } from "../provider/fleet/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
+import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
+import { HibernationReconciler } from "./hibernation-reconciler.js";
 import type { CheckResult } from "./health.js";
 import { logWithFields } from "./logger.js";
 import type { Logger } from "./types.js";
@@ -29,6 +31,20 @@ import {
   type Watch,
 } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+
+/** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
+export const WATCHES_PER_SCOPE = 3;
+/** Sockets left for requests beside the watches (the KubeClient's default pool size). */
+export const REQUEST_SOCKETS = 32;
+
+/**
+ * The controller client's socket pool: each informer's watch holds a socket for as long as
+ * it runs, so the pool is the watches plus room for the reconciles' requests. (A fixed pool
+ * smaller than the watches starves every request once enough namespaces are watched.)
+ */
+export function controllerSockets(namespaces: number): number {
+  return Math.max(1, namespaces) * WATCHES_PER_SCOPE + REQUEST_SOCKETS;
+}
 
 /** Label selector of the pods the controller watches. */
 export const MANAGED_POD_SELECTOR = `${LABELS.managedBy}=cocoonset`;
@@ -114,15 +130,22 @@ export interface ControllerDeps {
   reconciler: Reconciler;
   /** One orphan reaper pass over a namespace. Receives a context for logs and metrics. */
   reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
+  /** The CocoonHibernation reconciler; with it the controller also runs that controller. */
+  hibernation?: HibernationReconcilerLike;
 }
 
 /** The reconciler's options from the controller's resolved options. */
 export function reconcilerOptionsOf(
-  options: Pick<ControllerOptions, "fanoutConcurrency" | "ociRegistry">,
+  options: Pick<
+    ControllerOptions,
+    "fanoutConcurrency" | "ociRegistry" | "hibernateTimeoutMs" | "wakeTimeoutMs"
+  >,
 ): CocoonSetReconcilerOptions {
   return {
     fanOut: options.fanoutConcurrency,
     registry: options.ociRegistry ? new OciRegistry(options.ociRegistry) : undefined,
+    hibernateTimeoutMs: options.hibernateTimeoutMs,
+    wakeTimeoutMs: options.wakeTimeoutMs,
   };
 }
 
@@ -133,6 +156,12 @@ export function cocoonSetControllerDeps(
 ): ControllerDeps {
   return {
     reconciler: new CocoonSetReconciler(client, opts),
+    hibernation: new HibernationReconciler(client, {
+      registry: opts.registry,
+      hibernateTimeoutMs: opts.hibernateTimeoutMs,
+      wakeTimeoutMs: opts.wakeTimeoutMs,
+      now: opts.now,
+    }),
     reap: (namespace, ctx) =>
       reapNamespace(client, namespace, {
         log: (level, msg, fields) => logWithFields(ctx.log, level, msg, fields),
@@ -162,7 +191,7 @@ export function cocoonSetController(
   deps: ControllerDeps,
   opts: Pick<ControllerOptions, "reapIntervalMs">,
 ): ControllerDefinition {
-  return {
+  const def: ControllerDefinition = {
     primary: cocoonSets,
     owns: [ownedPods],
     reconciler: deps.reconciler,
@@ -171,6 +200,7 @@ export function cocoonSetController(
     notReadyMessage: "CocoonSet CRD not available; not ready",
     tasks: deps.reap ? [{ name: "reap", intervalMs: opts.reapIntervalMs, run: deps.reap }] : [],
   };
+  return deps.hibernation ? withHibernation(def, deps.hibernation, ownedPods) : def;
 }
 
 /**

@@ -35,6 +35,10 @@ export interface CocoonSetReconcilerOptions {
   now?: () => number;
   /** The snapshot registry (`--oci-registry`); without it `spec.suspend` is not acted on. */
   registry?: SnapshotRegistry;
+  /** How long a CocoonHibernation may stay Hibernating. @default 180000 */
+  hibernateTimeoutMs?: number;
+  /** How long a CocoonHibernation may stay Waking. @default 300000 */
+  wakeTimeoutMs?: number;
 }
 
 function hooksFor(ctx: ReconcileContext): EngineHooks {

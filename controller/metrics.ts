@@ -19,6 +19,8 @@ export const METRIC_NAMES = {
   reconcileDuration: "cocoonset_reconcile_duration_seconds",
   queueDepth: "cocoonset_workqueue_depth",
   leader: "cocoonset_leader",
+  hibernatePhase: "cocoonset_hibernate_phase_duration_seconds",
+  wakePhase: "cocoonset_wake_phase_duration_seconds",
   slotReleasePodsDeleted: "cocoonset_slot_release_pods_deleted_total",
   slotReleaseWake: "cocoonset_slot_release_wake_total",
   slotReleaseWakeUnschedulable: "cocoonset_slot_release_wake_unschedulable_total",
@@ -41,6 +43,8 @@ export class Metrics implements ControllerMetrics {
   private readonly reconciles: Counter<"result">;
   private readonly reconcileErrors: Counter;
   private readonly duration: Histogram<"result">;
+  /** Time spent Hibernating / Waking, by `ok` or `timeout` (CocoonHibernation). */
+  private readonly phaseDurations: Record<string, Histogram<"result">>;
   private readonly leaderGauge: Gauge;
   private readonly releasePodsDeleted: Counter<"namespace" | "cocoonset">;
   private readonly releaseWakes: Counter<"namespace" | "cocoonset" | "placement">;
@@ -91,6 +95,23 @@ export class Metrics implements ControllerMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
+    const phaseBuckets = [1, 2.5, 5, 10, 20, 30, 60, 90, 120, 180, 240, 300, 600];
+    this.phaseDurations = {
+      hibernate_phase_duration_seconds: new Histogram({
+        name: METRIC_NAMES.hibernatePhase,
+        help: "Time a CocoonHibernation spent Hibernating, by result (ok or timeout)",
+        labelNames: ["result"],
+        buckets: phaseBuckets,
+        registers,
+      }),
+      wake_phase_duration_seconds: new Histogram({
+        name: METRIC_NAMES.wakePhase,
+        help: "Time a CocoonHibernation spent Waking, by result (ok or timeout)",
+        labelNames: ["result"],
+        buckets: phaseBuckets,
+        registers,
+      }),
+    };
     const depth = () => this.depthSource();
     new Gauge({
       name: METRIC_NAMES.queueDepth,
@@ -145,6 +166,11 @@ export class Metrics implements ControllerMetrics {
   /** {@inheritDoc ControllerMetrics.releaseDeleted} */
   releaseDeleted(kind: string, n = 1): void {
     if (n > 0) this.released.inc({ kind }, n);
+  }
+
+  /** {@inheritDoc ControllerMetrics.phaseDuration} */
+  phaseDuration(metric: string, result: string, seconds: number): void {
+    this.phaseDurations[metric]?.observe({ result }, seconds);
   }
 
   /** {@inheritDoc ControllerMetrics.slotReleasePodDeleted} */

@@ -37,6 +37,10 @@ export interface ControllerOptions {
    * undefined: none, and `spec.suspend` is stored but not acted on.
    */
   ociRegistry?: string;
+  /** How long a CocoonHibernation may stay Hibernating. @default 180000 (3m) */
+  hibernateTimeoutMs?: number;
+  /** How long a CocoonHibernation may stay Waking. @default 300000 (5m) */
+  wakeTimeoutMs?: number;
 }
 
 /** Raw flag values as commander hands them over (undefined when the flag was not given). */
@@ -52,6 +56,8 @@ export interface ControllerFlags {
   reapInterval?: string;
   logLevel?: string;
   ociRegistry?: string;
+  hibernateTimeout?: string;
+  wakeTimeout?: string;
 }
 
 /** One documented option: its flag, env var, default and help text. */
@@ -160,6 +166,23 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     description:
       "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends, wakes from a slot release or migrates to spec.nodeName; http for a loopback host or an http:// prefix, else https",
   },
+  {
+    key: "hibernateTimeout",
+    valueName: "<duration>",
+    flag: "--hibernate-timeout",
+    env: "COCOONSET_HIBERNATE_TIMEOUT",
+    defaultText: "3m",
+    description:
+      "how long a CocoonHibernation may stay Hibernating before it is Failed (HibernateTimedOut)",
+  },
+  {
+    key: "wakeTimeout",
+    valueName: "<duration>",
+    flag: "--wake-timeout",
+    env: "COCOONSET_WAKE_TIMEOUT",
+    defaultText: "5m",
+    description: "how long a CocoonHibernation may stay Waking before it is Failed (WakeTimedOut)",
+  },
 ];
 
 /** A bad option value; the message names the flag (and the env var when it came from there). */
@@ -191,6 +214,11 @@ export function parseNamespaceOption(text: string): string {
   const ns = text.trim();
   if (!isNamespaceName(ns)) throw new Error("must be namespace names (DNS-1123 labels)");
   return ns;
+}
+
+/** Parses `--hibernate-timeout` / `--wake-timeout`: as `--reap-interval`, in milliseconds. */
+export function parseTransitionTimeoutOption(text: string): number {
+  return parseReapIntervalOption(text);
 }
 
 /** Parses `--reap-interval`: a duration of at least 1s, in milliseconds. */
@@ -311,6 +339,11 @@ export function resolveControllerOptions(
   const reg = pick("ociRegistry");
   const ociRegistry = reg ? parse(reg, parseRegistryOption) : undefined;
 
+  const ht = pick("hibernateTimeout");
+  const hibernateTimeoutMs = ht ? parse(ht, parseTransitionTimeoutOption) : 180_000;
+  const wt = pick("wakeTimeout");
+  const wakeTimeoutMs = wt ? parse(wt, parseTransitionTimeoutOption) : 300_000;
+
   const kc = pick("kubeconfig");
   return {
     kubeconfig: kc?.value.trim() || undefined,
@@ -324,6 +357,8 @@ export function resolveControllerOptions(
     reapIntervalMs,
     logLevel,
     ociRegistry,
+    hibernateTimeoutMs,
+    wakeTimeoutMs,
   };
 }
 

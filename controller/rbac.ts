@@ -43,7 +43,10 @@ export const COCOONSET_CRD_NAME = CRD_NAME;
  *   release, reaper), patch (dead-letter mark);
  * - jobs and configmaps: list and watch (release waits until they are gone; the reaper
  *   lists), delete (release, reaper);
- * - events.k8s.io events: create (the event recorder only creates).
+ * - events.k8s.io events: create (the event recorder only creates);
+ * - cocoonhibernations: get (each reconcile reads its CR), list and watch (informer; the
+ *   reconcile's duplicate and tag checks; the CocoonSet pass's restore intent), patch
+ *   (finalizer add/remove); cocoonhibernations/status: patch (the phase).
  */
 export function namespacedRules(): PolicyRule[] {
   return [
@@ -70,6 +73,12 @@ export function namespacedRules(): PolicyRule[] {
     { apiGroups: ["batch"], resources: ["jobs"], verbs: ["list", "watch", "delete"] },
     { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "delete"] },
     { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create"] },
+    {
+      apiGroups: [GROUP],
+      resources: ["cocoonhibernations"],
+      verbs: ["get", "list", "watch", "patch"],
+    },
+    { apiGroups: [GROUP], resources: ["cocoonhibernations/status"], verbs: ["patch"] },
   ];
 }
 

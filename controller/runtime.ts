@@ -50,6 +50,8 @@ export interface Watch {
   labelSelector?: string;
   /** The key to reconcile when an object of this kind changes (none: ignore it). */
   keyOf(obj: KubeObject): ObjectKey | undefined;
+  /** More keys the same change enqueues (e.g. the CocoonHibernations targeting a pod). */
+  extraKeys?(obj: KubeObject): ObjectKey[];
   /** Whether an update needs a reconcile. @default every update does */
   updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
 }
@@ -143,7 +145,13 @@ export async function runManager(
   const log = runtime.logger ?? createLogger({ level: opts.logLevel });
   const metrics = runtime.metrics ?? new Metrics({ defaultMetrics: true });
   const ownClient = !runtime.client;
-  const client = runtime.client ?? new KubeClient({ kubeconfig: opts.kubeconfig });
+  const client =
+    runtime.client ??
+    new KubeClient({
+      kubeconfig: opts.kubeconfig,
+      // One socket per watch (one per watched kind and scope), plus the default for requests.
+      maxSockets: Math.max(1, opts.namespaces.length) * (1 + def.owns.length) + 32,
+    });
   const identity = runtime.identity ?? defaultIdentity();
   const graceMs = runtime.shutdownGraceMs ?? 30_000;
   const resyncMs = runtime.resyncIntervalMs ?? 600_000;
@@ -322,12 +330,16 @@ function createSession(s: SessionDeps): Session {
         labelSelector: watch.labelSelector,
         log,
       });
+      const enqueueAll = (o: KubeObject) => {
+        enqueue(watch.keyOf(o));
+        for (const k of watch.extraKeys?.(o) ?? []) enqueue(k);
+      };
       inf.addHandlers({
-        onAdd: (o) => enqueue(watch.keyOf(o)),
+        onAdd: enqueueAll,
         onUpdate: (a, b) => {
-          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueue(watch.keyOf(b));
+          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueueAll(b);
         },
-        onDelete: (o) => enqueue(watch.keyOf(o)),
+        onDelete: enqueueAll,
       });
       return inf;
     });

@@ -51,6 +51,11 @@ export interface ControllerMetrics {
   reapDeleted(kind: string, reason: string, n?: number): void;
   /** Objects deleted by owner release. @param n @default 1 */
   releaseDeleted(kind: string, n?: number): void;
+  /**
+   * One finished CocoonHibernation transition: `metric` is `hibernate_phase_duration_seconds`
+   * or `wake_phase_duration_seconds`, `result` `ok` or `timeout`.
+   */
+  phaseDuration?(metric: string, result: string, seconds: number): void;
   /** One pod deleted by a slot-release suspend (its VM hibernated, its seat freed). */
   slotReleasePodDeleted(namespace: string, cocoonset: string): void;
   /** One slot-release wake completed; `placement` is `hint-node` or `pool`. */

@@ -23,8 +23,20 @@ import {
   cocoonSetSchema,
   namedSchemas,
   objectMetaSchema,
+  type NamedSchema,
   type SchemaNode,
 } from "../provider/fleet/schema-source.js";
+import {
+  cocoonHibernationSchema,
+  HIBERNATION_API_VERSION,
+  HIBERNATION_CRD_NAME,
+  HIBERNATION_KIND,
+  HIBERNATION_LIST_KIND,
+  HIBERNATION_PLURAL,
+  HIBERNATION_SHORT_NAMES,
+  HIBERNATION_SINGULAR,
+  hibernationNamedSchemas,
+} from "../provider/fleet/hibernation-schema.js";
 
 /** Directory of the generated files, relative to the repository root. */
 export const GENERATED_DIR = "provider/fleet/generated";
@@ -67,15 +79,51 @@ export function buildCrd(): Record<string, unknown> {
   };
 }
 
+/** The CocoonHibernation CustomResourceDefinition, built from its schema source. */
+export function buildHibernationCrd(): Record<string, unknown> {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: HIBERNATION_CRD_NAME },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: HIBERNATION_KIND,
+        listKind: HIBERNATION_LIST_KIND,
+        plural: HIBERNATION_PLURAL,
+        singular: HIBERNATION_SINGULAR,
+        shortNames: [...HIBERNATION_SHORT_NAMES],
+        categories: [...CATEGORIES],
+      },
+      scope: "Namespaced",
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: "Pod", type: "string", jsonPath: ".spec.podRef.name" },
+            { name: "Desire", type: "string", jsonPath: ".spec.desire" },
+            { name: "Phase", type: "string", jsonPath: ".status.phase" },
+            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+          ],
+          schema: { openAPIV3Schema: cocoonHibernationSchema },
+        },
+      ],
+    },
+  };
+}
+
 /** The CRD as YAML, ready for `kubectl apply -f`. */
-export function renderCrdYaml(): string {
-  const body = toYaml(buildCrd(), { lineWidth: 0 });
+export function renderCrdYaml(crd: Record<string, unknown> = buildCrd()): string {
+  const body = toYaml(crd, { lineWidth: 0 });
   return `# ${HEADER} Do not edit.\n${body}`;
 }
 
 /** The CRD as JSON, which the runtime imports instead of parsing YAML. */
-export function renderCrdJson(): string {
-  return `${JSON.stringify(buildCrd(), null, 2)}\n`;
+export function renderCrdJson(crd: Record<string, unknown> = buildCrd()): string {
+  return `${JSON.stringify(crd, null, 2)}\n`;
 }
 
 function docComment(text: string | undefined, defaultValue: unknown): string {
@@ -91,9 +139,9 @@ class TypeWriter {
   private readonly byIdentity = new Map<SchemaNode, string>();
   private readonly byEnum = new Map<string, string>();
 
-  constructor() {
+  constructor(private readonly named: readonly NamedSchema[] = namedSchemas) {
     this.byIdentity.set(objectMetaSchema, "ObjectMeta");
-    for (const { name, schema } of namedSchemas) {
+    for (const { name, schema } of named) {
       this.byIdentity.set(schema, name);
       // Enum properties that add a default are copies, so they are matched by their values.
       if (schema.enum) this.byEnum.set(schema.enum.join("|"), name);
@@ -130,10 +178,10 @@ class TypeWriter {
   declaration(name: string, node: SchemaNode, base?: string): string {
     const doc = docComment(node.description, undefined);
     if (!node.properties) return `${doc}export type ${name} = ${this.typeOf(node, false)};\n`;
-    const inherited = base ? namedSchemas.find((n) => n.name === base)?.schema.properties : {};
+    const inherited = base ? this.named.find((n) => n.name === base)?.schema.properties : {};
     const required = new Set(node.required ?? []);
     // Every object read from the apiserver has metadata, though no schema can require it.
-    if (name === "CocoonSet") required.add("metadata");
+    if (name === "CocoonSet" || name === "CocoonHibernation") required.add("metadata");
     const members = Object.entries(node.properties)
       .filter(([key, prop]) => inherited?.[key] !== prop)
       .map(([key, prop]) => {
@@ -166,12 +214,38 @@ export async function renderTypes(root: string): Promise<string> {
   return prettier.format(parts.join("\n"), { ...options, parser: "typescript" });
 }
 
+/** The generated CocoonHibernation types, formatted like {@link renderTypes}'. */
+export async function renderHibernationTypes(root: string): Promise<string> {
+  const writer = new TypeWriter(hibernationNamedSchemas);
+  const parts = [
+    `// ${HEADER.replace("schema-source.ts", "hibernation-schema.ts")} Do not edit.`,
+    `import type { ObjectMeta } from "../kube-types.js";`,
+    "",
+    `/** The \`apiVersion\` of a CocoonHibernation. */`,
+    `export const COCOONHIBERNATION_API_VERSION = ${JSON.stringify(HIBERNATION_API_VERSION)};`,
+    "",
+    ...hibernationNamedSchemas.map(({ name, schema, extends: base }) =>
+      writer.declaration(name, schema, base),
+    ),
+  ];
+  const target = join(root, GENERATED_DIR, "hibernation-types.ts");
+  const options = (await prettier.resolveConfig(target)) ?? {};
+  return prettier.format(parts.join("\n"), { ...options, parser: "typescript" });
+}
+
 /** Every generated file: path relative to the repository root, and its content. */
 export async function generatedFiles(root: string): Promise<{ path: string; content: string }[]> {
+  const hibernation = buildHibernationCrd();
   return [
     { path: `${GENERATED_DIR}/crd.yaml`, content: renderCrdYaml() },
     { path: `${GENERATED_DIR}/crd.json`, content: renderCrdJson() },
     { path: `${GENERATED_DIR}/types.ts`, content: await renderTypes(root) },
+    { path: `${GENERATED_DIR}/hibernation-crd.yaml`, content: renderCrdYaml(hibernation) },
+    { path: `${GENERATED_DIR}/hibernation-crd.json`, content: renderCrdJson(hibernation) },
+    {
+      path: `${GENERATED_DIR}/hibernation-types.ts`,
+      content: await renderHibernationTypes(root),
+    },
   ];
 }
 

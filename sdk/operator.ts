@@ -23,6 +23,13 @@ import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" }
 import { LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../provider/fleet/constants.js";
 
 // The generated CRD, typed as the Kubernetes provider's input.
+import hibernationCrdJson from "../provider/fleet/generated/hibernation-crd.json" with { type: "json" };
+
+// The CocoonHibernation CRD (per-pod hibernate and wake), installed beside the CocoonSet's.
+const hibernationCrd: {
+  metadata: { name: string };
+  spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
+} = hibernationCrdJson;
 const crd: {
   metadata: { name: string };
   spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
@@ -150,6 +157,8 @@ export class Operator extends pulumi.ComponentResource {
   readonly ociRegistry?: string;
   /** The CRD resource (Fleets depend on it). */
   readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
+  /** The CocoonHibernation CRD resource (kept or adopted as the CocoonSet CRD is). */
+  readonly hibernationCrd: k8s.apiextensions.v1.CustomResourceDefinition;
   /** The controller Deployment (Fleets depend on it, so they are destroyed first). */
   readonly deployment: k8s.apps.v1.Deployment;
   /** The rollout check of the controller Deployment (absent with `skipAwait`). */
@@ -231,6 +240,18 @@ export class Operator extends pulumi.ComponentResource {
           annotations: { [INSTALLED_BY]: owner },
         },
         spec: crd.spec,
+      },
+      { ...child, dependsOn: [guard], ...(retain ? { retainOnDelete: true } : {}) },
+    );
+    this.hibernationCrd = new k8s.apiextensions.v1.CustomResourceDefinition(
+      `${name}-hibernation-crd`,
+      {
+        metadata: {
+          name: hibernationCrd.metadata.name,
+          labels: MANAGED_BY,
+          annotations: { [INSTALLED_BY]: owner },
+        },
+        spec: hibernationCrd.spec,
       },
       { ...child, dependsOn: [guard], ...(retain ? { retainOnDelete: true } : {}) },
     );
@@ -402,7 +423,7 @@ export class Operator extends pulumi.ComponentResource {
       },
       {
         ...inNs,
-        dependsOn: [...(namespace ? [namespace] : []), this.crd, ...rbac],
+        dependsOn: [...(namespace ? [namespace] : []), this.crd, this.hibernationCrd, ...rbac],
         ignoreChanges: ignore.deployment,
       },
     );

@@ -1,5 +1,6 @@
 /**
- * Installs the CocoonSet CustomResourceDefinition and waits until the apiserver serves it.
+ * Installs the CocoonSet and CocoonHibernation CustomResourceDefinitions and waits until the
+ * apiserver serves them.
  * Tests, the CLI and the demo call this before they create CocoonSets.
  *
  * Guarantees: the CRD is created when missing and replaced when its spec differs from the
@@ -9,7 +10,15 @@
  *
  * Caveats: a CRD that is being deleted is waited out and then created again.
  */
-import { CRD_NAME, PLURAL, cocoonSetCrd } from "../fleet/index.js";
+import {
+  CRD_NAME,
+  HIBERNATION_CRD_NAME,
+  HIBERNATION_PLURAL,
+  PLURAL,
+  cocoonHibernationCrd,
+  cocoonSetCrd,
+  type CrdManifest,
+} from "../fleet/index.js";
 import {
   isAlreadyExists,
   isConflict,
@@ -59,47 +68,75 @@ export function isSubset(want: unknown, have: unknown): boolean {
   return want === have;
 }
 
-function isEstablished(crd: KubeObject | undefined): boolean {
+function isEstablished(crd: KubeObject | undefined, plural: string): boolean {
   if (!crd || crd.metadata.deletionTimestamp) return false;
   const status = crd.status as
     { conditions?: CrdCondition[]; acceptedNames?: { plural?: string } } | undefined;
   const ok = (type: string) =>
     status?.conditions?.some((c) => c.type === type && c.status === "True") ?? false;
-  return ok("Established") && ok("NamesAccepted") && status?.acceptedNames?.plural === PLURAL;
+  return ok("Established") && ok("NamesAccepted") && status?.acceptedNames?.plural === plural;
 }
 
 /**
- * Creates or updates the CocoonSet CRD from the generated manifest and waits (watch) until
- * it is Established and the resource is served.
+ * Creates or updates the CocoonHibernation CRD, then the CocoonSet CRD, from the generated
+ * manifests and waits (watch) until each is Established and its resource is served.
  * @param client an admin client (CRDs are cluster-scoped)
- * @returns what was done and the live CRD
+ * @returns what was done to the CocoonSet CRD, and the live CocoonSet CRD
  */
 export async function ensureCrd(
   client: KubeClient,
   opts: EnsureCrdOptions = {},
 ): Promise<EnsureCrdResult> {
   const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  await ensureOneCrd(client, deadline, {
+    manifest: cocoonHibernationCrd,
+    name: HIBERNATION_CRD_NAME,
+    plural: HIBERNATION_PLURAL,
+    collection: paths.cocoonHibernations(),
+  });
+  return ensureOneCrd(client, deadline, {
+    manifest: cocoonSetCrd,
+    name: CRD_NAME,
+    plural: PLURAL,
+    collection: paths.cocoonSets(),
+  });
+}
+
+interface CrdTarget {
+  manifest: CrdManifest;
+  name: string;
+  plural: string;
+  /** The resource's collection across namespaces, probed until served. */
+  collection: string;
+}
+
+async function ensureOneCrd(
+  client: KubeClient,
+  deadline: number,
+  target: CrdTarget,
+): Promise<EnsureCrdResult> {
+  const { manifest, name: crdName } = target;
   const remaining = () => Math.max(1000, deadline - Date.now());
   let action: EnsureCrdResult["action"] = "unchanged";
   for (;;) {
-    const live = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+    const live = await client.getOrUndefined<KubeObject>(paths.crd(crdName));
     if (live?.metadata.deletionTimestamp) {
       const uid = live.metadata.uid;
-      await waitForObject(client, paths.crds(), CRD_NAME, (o) => o?.metadata.uid !== uid, {
+      await waitForObject(client, paths.crds(), crdName, (o) => o?.metadata.uid !== uid, {
         timeoutMs: remaining(),
-        description: `CRD ${CRD_NAME} (being deleted) to be gone`,
+        description: `CRD ${crdName} (being deleted) to be gone`,
       });
       continue;
     }
     try {
       if (!live) {
-        await client.create(paths.crds(), cocoonSetCrd);
+        await client.create(paths.crds(), manifest);
         action = "created";
-      } else if (!isSubset(cocoonSetCrd.spec, live.spec)) {
-        await client.replace(paths.crd(CRD_NAME), {
-          ...cocoonSetCrd,
-          metadata: { ...live.metadata, name: CRD_NAME },
-          spec: cocoonSetCrd.spec,
+      } else if (!isSubset(manifest.spec, live.spec)) {
+        await client.replace(paths.crd(crdName), {
+          ...manifest,
+          metadata: { ...live.metadata, name: crdName },
+          spec: manifest.spec,
         });
         action = "updated";
       }
@@ -113,11 +150,17 @@ export async function ensureCrd(
       throw e;
     }
   }
-  const crd = await waitForObject(client, paths.crds(), CRD_NAME, isEstablished, {
-    timeoutMs: remaining(),
-    description: `CRD ${CRD_NAME} to be Established`,
-  });
-  await waitUntilServed(client, deadline);
+  const crd = await waitForObject(
+    client,
+    paths.crds(),
+    crdName,
+    (o) => isEstablished(o, target.plural),
+    {
+      timeoutMs: remaining(),
+      description: `CRD ${crdName} to be Established`,
+    },
+  );
+  await waitUntilServed(client, target.collection, deadline);
   return { action, crd: crd! };
 }
 
@@ -126,10 +169,14 @@ export async function ensureCrd(
  * may still answer 404 for a moment, and there is nothing to watch for that, so this probes
  * the collection with a short doubling pause until it answers.
  */
-async function waitUntilServed(client: KubeClient, deadline: number): Promise<void> {
+async function waitUntilServed(
+  client: KubeClient,
+  collection: string,
+  deadline: number,
+): Promise<void> {
   for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
     try {
-      await client.list(paths.cocoonSets(), { limit: 1 });
+      await client.list(collection, { limit: 1 });
       return;
     } catch (e) {
       if (!isNotFound(e) || Date.now() + delay > deadline) throw e;

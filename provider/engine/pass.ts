@@ -13,8 +13,13 @@ import pLimit from "p-limit";
 import {
   ANNOTATIONS,
   LABELS,
+  hibernationTargets,
+  needsHibernationTargets,
   planPass,
+  restoreProbes,
   snapshotProbes,
+  type CocoonHibernation,
+  type HibernationTarget,
   toolboxPodName,
   type CocoonSet,
   type Plan,
@@ -203,9 +208,34 @@ export async function readSnapshotFacts(
   registry: SnapshotRegistry | undefined,
   cs: CocoonSet,
   pods: readonly Pod[],
+  hibernations: readonly HibernationTarget[] = [],
 ): Promise<SnapshotFacts | undefined> {
   if (!registry) return undefined;
-  return gatherSnapshotFacts(registry, snapshotProbes(cs, pods));
+  const vms = new Set([...snapshotProbes(cs, pods), ...restoreProbes(cs, pods, hibernations)]);
+  return gatherSnapshotFacts(registry, [...vms].sort());
+}
+
+/**
+ * The CocoonHibernations of the CocoonSet's namespace, as the plan reads them; only asked
+ * with a registry and when a pod may be built or an unsuspend may withdraw a hibernate
+ * request (a steady fleet asks nothing). A cluster without the CocoonHibernation CRD has none.
+ */
+export async function readHibernationTargets(
+  client: KubeClient,
+  registry: SnapshotRegistry | undefined,
+  cs: CocoonSet,
+  pods: readonly Pod[],
+): Promise<HibernationTarget[] | undefined> {
+  if (!registry || !needsHibernationTargets(cs, pods)) return undefined;
+  try {
+    const list = await client.list<CocoonHibernation>(
+      paths.cocoonHibernations(cs.metadata.namespace ?? "default"),
+    );
+    return hibernationTargets(list.items);
+  } catch (e) {
+    if (isNotFound(e)) return [];
+    throw e;
+  }
 }
 
 /** A plan of the live cluster and the registry facts it was planned with. */
@@ -220,8 +250,10 @@ async function planLiveWithFacts(
   opts: PassOptions,
 ): Promise<LivePlan> {
   const pods = await readFleetPods(client, cs);
-  const snapshots = await readSnapshotFacts(opts.registry, cs, pods);
+  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
+  const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
   const plan = planPass({
+    hibernations,
     cocoonSet: cs,
     pods,
     nowMs: (opts.now ?? Date.now)(),

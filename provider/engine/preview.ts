@@ -6,7 +6,7 @@
  */
 import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { readFleetPods, readSnapshotFacts } from "./pass.js";
+import { readFleetPods, readHibernationTargets, readSnapshotFacts } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 
@@ -45,6 +45,7 @@ export async function previewPlan(
   const nowMs = opts.nowMs ?? Date.now();
   if (!opts.exists) return planNewFleet(cs, nowMs);
   const pods = await readFleetPods(client, cs);
-  const snapshots = await readSnapshotFacts(opts.registry, cs, pods);
-  return planPass({ cocoonSet: cs, pods, nowMs, snapshots });
+  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
+  const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
+  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations });
 }

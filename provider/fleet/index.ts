@@ -4,7 +4,7 @@ export * from "./constants.js";
 export type * from "./generated/types.js";
 export { COCOONSET_API_VERSION } from "./generated/types.js";
 export type * from "./kube-types.js";
-export { cocoonSetCrd } from "./crd-manifest.js";
+export { cocoonHibernationCrd, cocoonSetCrd, type CrdManifest } from "./crd-manifest.js";
 export {
   DEFAULT_AGENT_MODE,
   DEFAULT_BACKEND,
@@ -157,3 +157,15 @@ export {
   type QuotaUsage,
   type ResourceQuotaObject,
 } from "./quota-room.js";
+export type {
+  CocoonHibernation,
+  CocoonHibernationPhase,
+  CocoonHibernationSpec,
+  CocoonHibernationStatus,
+  HibernationDesire,
+  HibernationPodRef,
+} from "./generated/hibernation-types.js";
+export { COCOONHIBERNATION_API_VERSION } from "./generated/hibernation-types.js";
+export * from "./hibernation-schema.js";
+export * from "./hibernation.js";
+export * from "./restore-intent.js";

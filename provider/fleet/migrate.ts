@@ -11,6 +11,7 @@ import type { PlanAction, PlanStep } from "./plan.js";
 import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, vmLive } from "./pod-state.js";
 import { asksHibernate, hibernationGate, type SnapshotFacts } from "./suspend.js";
+import { hibernationHeld, type HibernationTarget } from "./hibernation-targets.js";
 
 /** Requeue delay while a migration waits (the registry has no watch; as upstream polls). */
 export const MIGRATE_POLL_MS = 5_000;
@@ -42,6 +43,8 @@ export interface MigrationInput {
   facts: SnapshotFacts;
   /** The status the pass would write with phase Migrating (for persisting it first). */
   migratingStatus: () => CocoonSetStatus;
+  /** The namespace's CocoonHibernations (hibernation-targets.ts). @default none */
+  hibernations?: readonly HibernationTarget[];
 }
 
 /** A pass that migration owns: its steps, or the registry error that stopped it. */
@@ -74,11 +77,25 @@ function settledOn(main: Pod | undefined, desired: string): boolean {
  * `<vm>:hibernate` tag): `spec.nodeName` set, or Migrating stored, unless the main agent is
  * terminal (triaged first) or already settled on the target with no migration in flight.
  */
-export function migrationConsults(cs: CocoonSet, owned: ClassifiedPods): boolean {
+export function migrationConsults(
+  cs: CocoonSet,
+  owned: ClassifiedPods,
+  hibernations: readonly HibernationTarget[] = [],
+): boolean {
   if (cs.spec.suspend === true) return false;
   const desired = cs.spec.nodeName ?? "";
   if (desired === "" && !migratingNow(cs)) return false;
   if (owned.main && isTerminal(owned.main)) return false;
+  // A main agent a CocoonHibernation keeps hibernated on the node asked for is no migration
+  // (as cocoon-operator: that hibernation is the long-lived idle state), asked before the probe.
+  const main = owned.main;
+  if (
+    main &&
+    asksHibernate(main) &&
+    (desired === "" || main.spec?.nodeName === desired) &&
+    hibernationHeld(hibernations, main.metadata?.name ?? "")
+  )
+    return false;
   return migratingNow(cs) || !settledOn(owned.main, desired);
 }
 
@@ -126,7 +143,7 @@ function annotate(pod: Pod, value: string | null): PlanAction {
  */
 export function planMigration(input: MigrationInput): MigrationPlan | undefined {
   const { cs, owned, facts } = input;
-  if (!migrationConsults(cs, owned)) return undefined;
+  if (!migrationConsults(cs, owned, input.hibernations)) return undefined;
   const desired = cs.spec.nodeName ?? "";
   const main = owned.main;
   const vm = vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0);

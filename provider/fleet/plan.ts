@@ -60,6 +60,7 @@ import {
 } from "./suspend.js";
 import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
+import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
 import { planMigration, type MigrationDecision } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 
@@ -250,6 +251,12 @@ export interface PlanInput {
    * fails a suspend closed: nothing is planned and the error is reported.
    */
   snapshots?: SnapshotFacts;
+  /**
+   * The CocoonHibernations targeting pods of the namespace (restore-intent.ts): a pod
+   * rebuilt while its CR is Hibernated restores from its snapshot, and an unsuspend leaves
+   * a CR's hibernate request in place. @default none
+   */
+  hibernations?: readonly HibernationTarget[];
 }
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
@@ -318,6 +325,19 @@ interface Pass {
   createLog: Map<number, SlotCreateRecord>;
 }
 
+/** A pod about to be created, with restore intent where a CocoonHibernation asks for it. */
+function restoring<P extends Pod & { metadata: { name: string } }>(
+  pass: Pass,
+  pod: P,
+): P | undefined {
+  const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
+  if ("error" in r) {
+    pass.errors.push(r.error);
+    return undefined;
+  }
+  return r.pod as P;
+}
+
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
   pass.history = next;
   return { kind: "write-history", value: serializeRebuildHistory(next, pass.replicas) };
@@ -328,7 +348,8 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   const target: PlanTarget = { role: "main", slot: 0 };
   const podName = agentPodName(pass.name, 0);
   if (!main) {
-    const pod = buildAgentPod(pass.cs, 0);
+    const pod = restoring(pass, buildAgentPod(pass.cs, 0));
+    if (!pod) return undefined;
     pass.steps.push({
       target,
       decision: "create",
@@ -492,13 +513,9 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       pass.waits.push(recreate.waitMs);
       continue;
     }
-    const actions: PlanAction[] = [
-      {
-        kind: "create-pod",
-        pod: buildAgentPod(pass.cs, slot, placement),
-        onAlreadyExists: "success",
-      },
-    ];
+    const built = restoring(pass, buildAgentPod(pass.cs, slot, placement));
+    if (!built) continue;
+    const actions: PlanAction[] = [{ kind: "create-pod", pod: built, onAlreadyExists: "success" }];
     const { vanished } = recreate.record;
     if (vanished >= VANISH_REPORT_AFTER) {
       actions.push({
@@ -555,7 +572,8 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
     }
     const pod = toolboxes.get(toolbox.name);
     if (!pod) {
-      const manifest = buildToolboxPod(pass.cs, toolbox);
+      const manifest = restoring(pass, buildToolboxPod(pass.cs, toolbox));
+      if (!manifest) continue;
       pass.steps.push({
         target,
         decision: "create",
@@ -718,6 +736,8 @@ function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
 function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
   for (const { target, pod } of members(pass, pods)) {
     if (!asksHibernate(pod) || isTerminating(pod)) continue;
+    // A CocoonHibernation that wants this pod hibernated keeps its request.
+    if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
     pass.steps.push({
       target,
       decision: "wake",
@@ -775,7 +795,13 @@ export function planPass(input: PlanInput): Plan {
       phase: "Migrating",
     });
   const migration = facts
-    ? planMigration({ cs, owned: pods, facts, migratingStatus: migrating })
+    ? planMigration({
+        cs,
+        owned: pods,
+        facts,
+        migratingStatus: migrating,
+        hibernations: input.hibernations,
+      })
     : undefined;
   if (migration) {
     pass.steps.push(...migration.steps);

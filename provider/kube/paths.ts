@@ -54,4 +54,13 @@ export const paths = {
     `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/${PLURAL}/${enc(name)}`,
   cocoonSetStatus: (ns: string, name: string) =>
     `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/${PLURAL}/${enc(name)}/status`,
+  /** CocoonHibernations in one namespace, or in all namespaces when `ns` is undefined. */
+  cocoonHibernations: (ns?: string) =>
+    ns === undefined
+      ? `/apis/${COCOONSET_API}/cocoonhibernations`
+      : `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonhibernations`,
+  cocoonHibernation: (ns: string, name: string) =>
+    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonhibernations/${enc(name)}`,
+  cocoonHibernationStatus: (ns: string, name: string) =>
+    `/apis/${COCOONSET_API}/namespaces/${enc(ns)}/cocoonhibernations/${enc(name)}/status`,
 } as const;

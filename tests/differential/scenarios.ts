@@ -10,6 +10,7 @@ import {
   SNAPSHOT_TAGS,
   parseRebuildHistory,
   vmNameFor,
+  type CocoonHibernation,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
@@ -39,7 +40,7 @@ export interface ScenarioContext {
   checkpoint: (
     label: string,
     name: string,
-    opts?: { tags?: boolean | readonly string[] },
+    opts?: { tags?: boolean | readonly string[]; hibernation?: string },
   ) => Promise<void>;
   /** The cluster's registry, when it has one. */
   registry?: OciRegistry;
@@ -279,8 +280,78 @@ async function vmIdsReported(client: KubeClient, ns: string, name: string, count
   );
 }
 
+/** Waits until the CocoonHibernation `ns/name` satisfies `ok`. */
+async function hibernationIs(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  ok: (h: CocoonHibernation | undefined) => boolean,
+  description: string,
+) {
+  await waitForObject<CocoonHibernation>(client, paths.cocoonHibernations(ns), name, ok, {
+    timeoutMs: TIMEOUT_MS,
+    description: `${ns}/${name} ${description}`,
+  });
+}
+
 /** The scenarios, in the order they run. */
 export const SCENARIOS: readonly Scenario[] = [
+  {
+    name: "CocoonHibernation hibernate/wake (node-agent simulator, registry)",
+    nodeAgent: true,
+    async run({ client, ns, checkpoint }) {
+      await create(client, ns, "solo", { agent: { image: IMAGE, replicas: 1 } });
+      await converged(client, ns, "solo", { replicas: 1 });
+      await podsAre(client, ns, "solo", 2, vmRunning, `the VMs of ${ns}/solo booted`);
+      await vmIdsReported(client, ns, "solo", 2);
+      await client.create(paths.cocoonHibernations(ns), {
+        apiVersion: "cocoonset.cocoonstack.io/v1",
+        kind: "CocoonHibernation",
+        metadata: { name: "nap" },
+        spec: { podRef: { name: "solo-1" }, desire: "Hibernate" },
+      });
+      await hibernationIs(
+        client,
+        ns,
+        "nap",
+        (h) => h?.status?.phase === "Hibernated",
+        "Hibernated",
+      );
+      await podsAre(
+        client,
+        ns,
+        "solo",
+        2,
+        (p) => (nameOf(p) === "solo-1" ? vmState(p) === "hibernated" : vmRunning(p)),
+        `${ns}/solo-1 hibernated`,
+      );
+      await checkpoint("hibernated", "solo", { tags: true, hibernation: "nap" });
+      await client.patch(
+        paths.cocoonHibernation(ns, "nap"),
+        { spec: { desire: "Wake" } },
+        PatchType.merge,
+      );
+      await hibernationIs(client, ns, "nap", (h) => h?.status?.phase === "Active", "Active");
+      await podsAre(client, ns, "solo", 2, vmRunning, `the VMs of ${ns}/solo woken`);
+      await vmIdsReported(client, ns, "solo", 2);
+      await checkpoint("woken", "solo", { tags: true, hibernation: "nap" });
+      await client.patch(
+        paths.cocoonHibernation(ns, "nap"),
+        { spec: { desire: "Hibernate" } },
+        PatchType.merge,
+      );
+      await hibernationIs(
+        client,
+        ns,
+        "nap",
+        (h) => h?.status?.phase === "Hibernated",
+        "Hibernated again",
+      );
+      await client.delete(paths.cocoonHibernation(ns, "nap"));
+      await hibernationIs(client, ns, "nap", (h) => h === undefined, "gone");
+      await checkpoint("deleted", "solo", { tags: true, hibernation: "nap" });
+    },
+  },
   {
     name: "suspend and unsuspend with hibernatePolicy retain (node-agent simulator, registry)",
     nodeAgent: true,
@@ -649,7 +720,16 @@ export async function runScenarios(
             throw new Error("this scenario needs the cluster's registry");
           const reg = opts?.tags ? registry : undefined;
           const vms = Array.isArray(opts?.tags) ? (opts.tags as readonly string[]) : undefined;
-          const snap = await takeSnapshot(client, side, ns, name, metricsText, reg, vms);
+          const snap = await takeSnapshot(
+            client,
+            side,
+            ns,
+            name,
+            metricsText,
+            reg,
+            vms,
+            opts?.hibernation,
+          );
           // An empty tag record would compare equal on both sides and prove nothing.
           if (reg && Object.keys(snap.registryTags ?? {}).length === 0)
             throw new Error(`${label}: the status of ${ns}/${name} names no VM to list tags of`);

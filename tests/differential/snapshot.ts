@@ -18,7 +18,9 @@ import {
   ANNOTATIONS,
   KIND,
   LABELS,
+  HIBERNATION_KIND,
   PLACEHOLDER_IMAGE,
+  type CocoonHibernation,
   type CocoonSet,
   type Pod,
 } from "../../provider/fleet/index.js";
@@ -74,6 +76,22 @@ export interface Snapshot {
    * deletion after it).
    */
   registryTags?: Record<string, string[]>;
+  /** A CocoonHibernation of the scenario, when it asked for one. */
+  hibernation?: HibernationView;
+}
+
+/** One CocoonHibernation, normalised: what both controllers write on it and emit for it. */
+export interface HibernationView {
+  exists: boolean;
+  finalizers: string[];
+  desire?: string;
+  status: {
+    phase?: string;
+    vmName?: string;
+    observedGenerationIsCurrent: boolean;
+    conditions: { type?: string; status?: string; reason?: string; message?: string }[];
+  };
+  eventReasons: string[];
 }
 
 /** A difference the project makes on purpose, and how the comparison folds it away. */
@@ -94,6 +112,15 @@ export const PEER_PLACEHOLDER_IMAGE = "ghcr.io/cocoonstack/placeholder:latest";
  * test finds is a bug in the project.
  */
 export const DELIBERATE: readonly Deliberate[] = [
+  {
+    what: "A CocoonHibernation's event `WokenActive` is emitted at every wake; the peer can leave it out.",
+    reason:
+      "the peer announces a phase exit only on its first sight of a new Ready transition time, which its informer cache misses when the wake completes before the `Waking` write reaches it; the project reads the CR from the apiserver on each reconcile and announces every exit",
+    fold: (s) => {
+      if (s.hibernation)
+        s.hibernation.eventReasons = s.hibernation.eventReasons.filter((r) => r !== "WokenActive");
+    },
+  },
   {
     what: "Pods carry the extra label `app.kubernetes.io/managed-by: cocoonset`.",
     reason:
@@ -273,6 +300,37 @@ function statusView(cs: CocoonSet): Record<string, unknown> {
   };
 }
 
+/** The CocoonHibernation `ns/name` as both controllers leave it. */
+async function hibernationView(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  events: EventLike[],
+): Promise<HibernationView> {
+  const cr = await client.getOrUndefined<CocoonHibernation>(paths.cocoonHibernation(ns, name));
+  const st = cr?.status;
+  return {
+    exists: cr !== undefined,
+    finalizers: [...(cr?.metadata.finalizers ?? [])].sort(),
+    desire: cr?.spec.desire,
+    status: {
+      phase: st?.phase,
+      vmName: st?.vmName,
+      observedGenerationIsCurrent: st?.observedGeneration === cr?.metadata.generation,
+      conditions: (st?.conditions ?? [])
+        .map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message }))
+        .sort((a, b) => a.type.localeCompare(b.type)),
+    },
+    eventReasons: [
+      ...new Set(
+        events
+          .filter((e) => e.regarding?.kind === HIBERNATION_KIND && e.regarding?.name === name)
+          .map((e) => e.reason ?? ""),
+      ),
+    ].sort(),
+  };
+}
+
 interface EventLike {
   reason?: string;
   regarding?: { kind?: string; name?: string };
@@ -291,6 +349,8 @@ export async function takeSnapshot(
   registry?: OciRegistry,
   /** The VMs whose tags to list instead of the ones the status names (a CocoonSet gone). */
   vms?: readonly string[],
+  /** A CocoonHibernation to add to the snapshot. */
+  hibernation?: string,
 ): Promise<Snapshot> {
   const cs = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name));
   const pods = (
@@ -355,6 +415,7 @@ export async function takeSnapshot(
     for (const vm of names) tags[vm] = await registry.listTags(vm);
     snap.registryTags = tags;
   }
+  if (hibernation) snap.hibernation = await hibernationView(client, ns, hibernation, events);
   const out = replaceNs(snap, ns);
   for (const d of DELIBERATE) d.fold(out, side);
   return out;

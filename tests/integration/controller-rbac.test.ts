@@ -56,6 +56,16 @@ before(async () => {
 });
 
 const SA = "cocoonset-controller";
+
+/** A CocoonHibernation asking `pod` to hibernate. */
+function hibernation(name: string, pod: string): KubeObject {
+  return {
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: { name },
+    spec: { podRef: { name: pod }, desire: "Hibernate" },
+  };
+}
 /** How long a controller process may take to start and sync on a loaded machine. */
 const STARTUP_MS = 240_000;
 const EXPIRES = "cocoonset.cocoonstack.io/expires-at";
@@ -552,6 +562,19 @@ describe(
           await failPod(ns, "f-1", f1.metadata.uid!);
         }),
         "customresourcedefinitions get": nothing,
+        "cocoonhibernations get": afterSync(async (ns) => {
+          await admin.create(paths.cocoonHibernations(ns), hibernation("h", "absent"));
+        }),
+        "cocoonhibernations list": nothing,
+        "cocoonhibernations watch": nothing,
+        // The first reconcile adds the finalizer.
+        "cocoonhibernations patch": afterSync(async (ns) => {
+          await admin.create(paths.cocoonHibernations(ns), hibernation("h", "absent"));
+        }),
+        // With the finalizer on, a CR whose pod is missing is written Pending.
+        "cocoonhibernations/status patch": afterSync(async (ns) => {
+          await admin.create(paths.cocoonHibernations(ns), hibernation("h", "absent"));
+        }),
         "leases get": nothing,
         "leases create": nothing,
         // It creates the Lease, then renews it: an update.

@@ -15,6 +15,8 @@ describe("controller metrics", () => {
     m.reconciled("requeue", 0.02);
     m.setQueueDepthSource(() => 5);
     m.setLeader(true);
+    m.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
+    m.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
     m.slotReleasePodDeleted("ns1", "nap");
     m.slotReleaseWake("ns1", "nap", "hint-node");
     m.slotReleaseWakeUnschedulable("ns1", "nap");
@@ -31,6 +33,8 @@ describe("controller metrics", () => {
       'cocoonset_reconcile_duration_seconds_count{result="error"} 1',
       "cocoonset_workqueue_depth 5",
       "cocoonset_leader 1",
+      'cocoonset_hibernate_phase_duration_seconds_count{result="ok"} 1',
+      'cocoonset_wake_phase_duration_seconds_count{result="timeout"} 1',
       'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
       'cocoonset_slot_release_wake_total{namespace="ns1",cocoonset="nap",placement="hint-node"} 1',
       'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
@@ -43,6 +47,8 @@ describe("controller metrics", () => {
       [...names].sort(),
       [
         `${METRIC_NAMES.deadLetter} counter`,
+        `${METRIC_NAMES.hibernatePhase} histogram`,
+        `${METRIC_NAMES.wakePhase} histogram`,
         `${METRIC_NAMES.leader} gauge`,
         `${METRIC_NAMES.queueDepth} gauge`,
         `${METRIC_NAMES.reapDeleted} counter`,

@@ -26,6 +26,8 @@ describe("controller options", () => {
       reapIntervalMs: 300_000,
       logLevel: "info",
       ociRegistry: undefined,
+      hibernateTimeoutMs: 180_000,
+      wakeTimeoutMs: 300_000,
     });
   });
 
@@ -44,6 +46,8 @@ describe("controller options", () => {
         COCOONSET_REAP_INTERVAL: "90s",
         COCOONSET_LOG_LEVEL: "debug",
         OCI_REGISTRY: "127.0.0.1:5000/snapshots",
+        COCOONSET_HIBERNATE_TIMEOUT: "10s",
+        COCOONSET_WAKE_TIMEOUT: "1m",
       },
     );
     assert.deepEqual(o, {
@@ -58,6 +62,8 @@ describe("controller options", () => {
       reapIntervalMs: 90_000,
       logLevel: "debug",
       ociRegistry: "127.0.0.1:5000/snapshots",
+      hibernateTimeoutMs: 10_000,
+      wakeTimeoutMs: 60_000,
     });
   });
 
@@ -175,6 +181,18 @@ describe("controller options", () => {
       /\[--reap-interval\] must be at least 1s/,
     ],
     [
+      "--hibernate-timeout 500ms",
+      { hibernateTimeout: "500ms" },
+      {},
+      /^\[--hibernate-timeout\] must be at least 1s/,
+    ],
+    [
+      "COCOONSET_WAKE_TIMEOUT=later",
+      {},
+      { COCOONSET_WAKE_TIMEOUT: "later" },
+      /^\[--wake-timeout \(from COCOONSET_WAKE_TIMEOUT\)\] must be a duration/,
+    ],
+    [
       "--metrics-bind-address 8080",
       { metricsBindAddress: "8080" },
       {},
@@ -217,7 +235,7 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 11);
+    assert.equal(CONTROLLER_OPTIONS.length, 13);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack.

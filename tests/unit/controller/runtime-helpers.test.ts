@@ -157,7 +157,9 @@ describe("small helpers", () => {
       rules.find((r) => r.resources.includes("customresourcedefinitions"))?.resourceNames,
       ["cocoonsets.cocoonset.cocoonstack.io"],
     );
-    assert.equal(rules.length, 8, "no other rule");
+    assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations"), ["get", "list", "watch", "patch"]);
+    assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations/status"), ["patch"]);
+    assert.equal(rules.length, 10, "no other rule");
     assert.ok(!rules.some((r) => r.verbs.includes("*") || r.resources.includes("*")));
 
     // The Lease: create (not limitable by name), get and update of the controller's own Lease.

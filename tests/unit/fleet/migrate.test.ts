@@ -303,6 +303,20 @@ describe("migration to spec.nodeName: the plan", () => {
     assert.deepEqual(decisions(plan(cs, [broken], tags(VM))), ["demo-0:main-failed"]);
   });
 
+  it("a main agent a CocoonHibernation keeps hibernated on the target is no migration", () => {
+    const cs = pinned("Running");
+    const main = hibernated(on(mainPod(cs), "node-b"));
+    const byCr = planPass({
+      cocoonSet: cs,
+      pods: [main],
+      nowMs: NOW,
+      snapshots: tags(VM),
+      hibernations: [{ pod: "demo-0", desire: "Hibernate", phase: "Hibernated" }],
+    });
+    assert.deepEqual(decisions(byCr), [], "neither migrated nor woken: the CR holds it");
+    assert.notDeepEqual(decisions(plan(cs, [main], tags(VM))), [], "without the CR it is handled");
+  });
+
   it("a restore in flight without the stored phase is someone else's wake: not handled", () => {
     const cs = pinned("Running");
     const pod = on(mainPod(cs), "node-b");

@@ -104,6 +104,7 @@ describe("Operator", () => {
     const kids = childrenOf("ops");
     assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
       "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition ops-crd",
+      "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition ops-hibernation-crd",
       "kubernetes:apps/v1:Deployment ops-controller",
       "kubernetes:core/v1:Namespace ops-ns",
       "kubernetes:core/v1:ServiceAccount ops-sa",
@@ -130,6 +131,15 @@ describe("Operator", () => {
       "cocoonsets.cocoonset.cocoonstack.io",
     );
     assert.deepEqual(crd.inputs.spec, crdJson.spec, "the CRD spec is the generated schema");
+    const hibernationCrd = one(
+      "ops",
+      "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+      "ops-hibernation-crd",
+    );
+    assert.equal(
+      (hibernationCrd.inputs.metadata as { name: string }).name,
+      "cocoonhibernations.cocoonset.cocoonstack.io",
+    );
 
     const sa = one("ops", "kubernetes:core/v1:ServiceAccount", "ops-sa");
     assert.deepEqual(

@@ -1,0 +1,276 @@
+/**
+ * CocoonHibernation end to end: the real controller process (with `--oci-registry` at the
+ * embedded registry), the node-agent simulator in an opted-in namespace, and the real
+ * registry, whose tag lists are read over HTTP.
+ *
+ * - hibernate a sub-agent: Hibernating → Hibernated, its `<vm>:hibernate` tag pushed; a
+ *   second CR for the pod is refused (Failed, Warning) and its deletion keeps the tag; the
+ *   pod deleted while hibernated is rebuilt with `restore-from-hibernate`; wake: Active with
+ *   a new VM id and the tag dropped; hibernated again, then the CR deleted: the tag is GC'd;
+ * - a desire reversed while Hibernating finishes the hibernation first, then wakes;
+ * - a VM slow to hibernate (simulator delay) meets `--hibernate-timeout`: Failed with a
+ *   HibernateTimedOut Warning.
+ *
+ * Every wait is a watch on the CR, the pods or the events.
+ */
+import assert from "node:assert/strict";
+import { before, describe, test } from "node:test";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import {
+  ANNOTATIONS,
+  HIBERNATION_FINALIZER,
+  SNAPSHOT_TAGS,
+  type CocoonHibernation,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { paths, waitForList, waitForObject } from "../../provider/kube/index.js";
+import { OciRegistry } from "../../provider/registry/oci.js";
+import { adminClient, testKubeconfig } from "../support/cluster.js";
+import { createCocoonSet, waitForConverged, type EventV1 } from "../support/controller-fleet.js";
+import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
+import { registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { ObjectHistory } from "../support/object-history.js";
+
+const client = adminClient();
+const annotationsOf = (p: Pod | undefined) => p?.metadata?.annotations ?? {};
+const phaseOf = (h: CocoonHibernation) => h.status?.phase ?? "";
+
+before(async () => {
+  await ensureCrd(client);
+});
+
+/** An opted-in namespace and a controller on it with the registry and `extraArgs`, synced. */
+async function setUp(c: Cleanup, prefix: string, extraArgs: string[] = []) {
+  const ns = await controllerNamespace(c, prefix);
+  await client.patch(paths.namespace(ns), {
+    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+  });
+  const proc = await startController(c, {
+    kubeconfig: testKubeconfig(),
+    namespaces: [ns],
+    extraArgs: ["--oci-registry", registryAddress(), ...extraArgs],
+  });
+  await proc.synced();
+  return { ns, proc };
+}
+
+async function createHibernation(
+  ns: string,
+  name: string,
+  pod: string,
+  desire: "Hibernate" | "Wake",
+): Promise<void> {
+  await client.create(paths.cocoonHibernations(ns), {
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: { name },
+    spec: { podRef: { name: pod }, desire },
+  });
+}
+
+async function setDesire(ns: string, name: string, desire: "Hibernate" | "Wake"): Promise<void> {
+  await client.patch(paths.cocoonHibernation(ns, name), { spec: { desire } });
+}
+
+/** Waits (watch) for an event with `reason` on the named CocoonHibernation. */
+async function waitForCrEvent(ns: string, name: string, reason: string): Promise<EventV1> {
+  const matches = (e: EventV1) =>
+    e.reason === reason && e.regarding?.kind === "CocoonHibernation" && e.regarding?.name === name;
+  const items = await waitForList<EventV1>(client, paths.events(ns), (all) => all.some(matches), {
+    timeoutMs: 60_000,
+    description: `event ${reason} on CocoonHibernation ${ns}/${name}`,
+  });
+  return items.find(matches)!;
+}
+
+async function waitGone(ns: string, name: string): Promise<void> {
+  await waitForObject(client, paths.cocoonHibernations(ns), name, (o) => o === undefined, {
+    timeoutMs: 60_000,
+    description: `CocoonHibernation ${name} to be gone`,
+  });
+}
+
+describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_000 }, () => {
+  test("hibernate a sub-agent, refuse a duplicate, restore a rebuilt pod, wake, GC the tag", async (t) => {
+    const c = new Cleanup(t);
+    const { ns } = await setUp(c, "hib");
+    const reg = new OciRegistry(registryAddress());
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    const target = booted.find((p) => p.metadata?.name === "crew-1")!;
+    const vm = annotationsOf(target)[ANNOTATIONS.vmName];
+    const idBefore = annotationsOf(target)[ANNOTATIONS.vmID];
+    assert.deepEqual(await reg.listTags(vm), []);
+
+    // Hibernate.
+    await createHibernation(ns, "nap", "crew-1", "Hibernate");
+    const history = await ObjectHistory.start<CocoonHibernation>(
+      t,
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+    );
+    const hibernated = await history.until((h) => phaseOf(h) === "Hibernated", "Hibernated", {
+      show: phaseOf,
+    });
+    assert.deepEqual(history.fold(phaseOf).filter(Boolean), ["Hibernating", "Hibernated"]);
+    assert.deepEqual(hibernated.metadata.finalizers, [HIBERNATION_FINALIZER]);
+    assert.equal(hibernated.status?.vmName, vm);
+    const ready = hibernated.status?.conditions?.find((x) => x.type === "Ready");
+    assert.deepEqual(
+      [ready?.status, ready?.reason, ready?.message],
+      ["True", "Done", "Hibernated"],
+    );
+    const pod = await client.get<Pod>(paths.pod(ns, "crew-1"));
+    assert.equal(annotationsOf(pod)[ANNOTATIONS.hibernate], "true");
+    assert.equal(annotationsOf(pod)[ANNOTATIONS.lifecycleState], "hibernated");
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate]);
+    const event = await waitForCrEvent(ns, "nap", "Hibernated");
+    assert.equal(event.type, "Normal");
+    assert.equal(event.note, `snapshot ${vm} pushed to the registry`);
+
+    // A second CR for the same pod is refused, and deleting it keeps the holder's tag.
+    await createHibernation(ns, "again", "crew-1", "Wake");
+    const refused = await waitForObject<CocoonHibernation>(
+      client,
+      paths.cocoonHibernations(ns),
+      "again",
+      (h) => h?.status?.phase === "Failed",
+      { timeoutMs: 60_000, description: "the duplicate Failed" },
+    );
+    assert.match(
+      refused!.status?.conditions?.[0].message ?? "",
+      /already targeted by CocoonHibernation nap/,
+    );
+    const warning = await waitForCrEvent(ns, "again", "DuplicateHibernation");
+    assert.equal(warning.type, "Warning");
+    assert.equal(
+      annotationsOf(await client.get<Pod>(paths.pod(ns, "crew-1")))[ANNOTATIONS.hibernate],
+      "true",
+    );
+    await client.delete(paths.cocoonHibernation(ns, "again"));
+    await waitGone(ns, "again");
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the holder's tag is kept");
+
+    // The pod deleted while hibernated: the CocoonSet rebuilds it to restore from the tag.
+    await client.delete(paths.pod(ns, "crew-1"));
+    const [rebuilt] = await waitForList<Pod>(
+      client,
+      paths.pods(ns),
+      (all) =>
+        all.some((p) => p.metadata?.name === "crew-1" && p.metadata.uid !== pod.metadata?.uid),
+      { timeoutMs: 60_000, description: "crew-1 rebuilt" },
+    ).then((all) => all.filter((p) => p.metadata?.name === "crew-1"));
+    assert.equal(annotationsOf(rebuilt)[ANNOTATIONS.restoreFromHibernate], "true");
+    // The CR still wants it hibernated: the restored VM is hibernated again.
+    await waitForList<Pod>(
+      client,
+      paths.pods(ns),
+      (all) =>
+        all.some(
+          (p) =>
+            p.metadata?.uid === rebuilt.metadata?.uid &&
+            annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+        ),
+      { timeoutMs: 60_000, description: "the rebuilt crew-1 hibernated again" },
+    );
+    await waitForObject<CocoonHibernation>(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => h?.status?.phase === "Hibernated",
+      { timeoutMs: 60_000, description: "nap Hibernated after the rebuild" },
+    );
+
+    // Wake: the VM boots again with a new id, the tag is dropped.
+    const since = history.seen.length;
+    await setDesire(ns, "nap", "Wake");
+    await history.until((h) => phaseOf(h) === "Active", "Active", { since, show: phaseOf });
+    assert.deepEqual(
+      history.fold(phaseOf, since).filter((p) => p !== "Hibernated"),
+      ["Waking", "Active"],
+    );
+    const woken = await client.get<Pod>(paths.pod(ns, "crew-1"));
+    assert.equal(annotationsOf(woken)[ANNOTATIONS.hibernate], undefined);
+    const idAfter = annotationsOf(woken)[ANNOTATIONS.vmID];
+    assert.ok(idAfter && idAfter !== idBefore, `a new VM id (${idBefore} → ${idAfter})`);
+    assert.deepEqual(await reg.listTags(vm), [], "the tag is dropped once awake");
+    assert.equal((await waitForCrEvent(ns, "nap", "WokenActive")).type, "Normal");
+
+    // Hibernated again, then the CR deleted: the last holder GCs the tag.
+    const again = history.seen.length;
+    await setDesire(ns, "nap", "Hibernate");
+    await history.until((h) => phaseOf(h) === "Hibernated", "Hibernated (2)", {
+      since: again,
+      show: phaseOf,
+    });
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate]);
+    await client.delete(paths.cocoonHibernation(ns, "nap"));
+    await waitGone(ns, "nap");
+    assert.deepEqual(await reg.listTags(vm), [], "deleting the CR dropped the tag");
+  });
+
+  test("a desire reversed while Hibernating finishes the hibernation first", async (t) => {
+    const c = new Cleanup(t);
+    const { ns } = await setUp(c, "hib-rev");
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    await client.patch(paths.pod(ns, "crew-1"), {
+      metadata: { annotations: { [SIM_ANNOTATIONS.hibernateDelayMs]: "3000" } },
+    });
+    await createHibernation(ns, "flip", "crew-1", "Hibernate");
+    const history = await ObjectHistory.start<CocoonHibernation>(
+      t,
+      client,
+      paths.cocoonHibernations(ns),
+      "flip",
+    );
+    await history.until((h) => phaseOf(h) === "Hibernating", "Hibernating", { show: phaseOf });
+    await setDesire(ns, "flip", "Wake");
+    await history.until((h) => phaseOf(h) === "Active", "Active", {
+      timeoutMs: 90_000,
+      show: phaseOf,
+    });
+    assert.deepEqual(history.fold(phaseOf).filter(Boolean), [
+      "Hibernating",
+      "Hibernated",
+      "Waking",
+      "Active",
+    ]);
+    // Deleted while the controller runs, so its finalizer does not outlive the namespace.
+    await client.delete(paths.cocoonHibernation(ns, "flip"));
+    await waitGone(ns, "flip");
+  });
+
+  test("a VM slow to hibernate meets --hibernate-timeout: Failed, HibernateTimedOut", async (t) => {
+    const c = new Cleanup(t);
+    const { ns } = await setUp(c, "hib-slow", ["--hibernate-timeout", "3s"]);
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    await client.patch(paths.pod(ns, "crew-1"), {
+      metadata: { annotations: { [SIM_ANNOTATIONS.hibernateDelayMs]: "600000" } },
+    });
+    await createHibernation(ns, "slow", "crew-1", "Hibernate");
+    const history = await ObjectHistory.start<CocoonHibernation>(
+      t,
+      client,
+      paths.cocoonHibernations(ns),
+      "slow",
+    );
+    const failed = await history.until((h) => phaseOf(h) === "Failed", "Failed", {
+      show: phaseOf,
+    });
+    assert.match(failed.status?.conditions?.[0].message ?? "", /hibernate not confirmed within 3s/);
+    const warning = await waitForCrEvent(ns, "slow", "HibernateTimedOut");
+    assert.equal(warning.type, "Warning");
+    assert.match(warning.note ?? "", /not confirmed in the registry within 3s/);
+    // As upstream, Failed is retried: RetryRequested, Hibernating again with a fresh clock.
+    assert.equal((await waitForCrEvent(ns, "slow", "RetryRequested")).type, "Normal");
+    await client.delete(paths.cocoonHibernation(ns, "slow"));
+    await waitGone(ns, "slow");
+  });
+});

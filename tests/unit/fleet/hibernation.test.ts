@@ -1,0 +1,332 @@
+// The CocoonHibernation planner, with a fake clock: finalizer, pending, duplicates, no
+// registry, hibernate (gate, tag, timeout), wake (running with a VM id, timeout), reversed
+// desires, retries after Failed, deletion with the last-holder tag GC.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  ANNOTATIONS,
+  DEFAULT_HIBERNATE_TIMEOUT_MS,
+  DEFAULT_WAKE_TIMEOUT_MS,
+  HIBERNATION_FINALIZER,
+  HIBERNATION_POLL_MS,
+  goDuration,
+  hibernationProbe,
+  planHibernation,
+  type CocoonHibernation,
+  type CocoonHibernationPhase,
+  type HibernationInput,
+  type Pod,
+} from "../../../provider/fleet/index.js";
+
+const NOW = Date.parse("2025-06-01T12:00:00Z");
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+const VM = "vk-team-demo-1";
+
+function cr(
+  desire: "Hibernate" | "Wake",
+  phase?: CocoonHibernationPhase,
+  opts: { since?: number; name?: string; created?: string; finalizer?: boolean; uid?: string } = {},
+): CocoonHibernation {
+  const name = opts.name ?? "h";
+  return {
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: {
+      name,
+      namespace: "team",
+      uid: opts.uid ?? `uid-${name}`,
+      generation: 1,
+      creationTimestamp: opts.created ?? "2025-06-01T11:00:00Z",
+      finalizers: opts.finalizer === false ? [] : [HIBERNATION_FINALIZER],
+    },
+    spec: { podRef: { name: "demo-1" }, desire },
+    ...(phase
+      ? {
+          status: {
+            observedGeneration: 1,
+            phase,
+            vmName: VM,
+            conditions: [
+              {
+                type: "Ready",
+                status: phase === "Hibernated" || phase === "Active" ? "True" : "False",
+                reason:
+                  phase === "Hibernated" || phase === "Active"
+                    ? "Done"
+                    : phase === "Failed"
+                      ? "Failed"
+                      : "Pending",
+                message: phase,
+                observedGeneration: 1,
+                lastTransitionTime: iso(opts.since ?? NOW - 10_000),
+              },
+            ],
+          },
+        }
+      : {}),
+  };
+}
+
+function pod(a: Record<string, string> = {}, running = true): Pod {
+  return {
+    metadata: {
+      name: "demo-1",
+      namespace: "team",
+      uid: "pod-uid",
+      annotations: {
+        [ANNOTATIONS.vmName]: VM,
+        [ANNOTATIONS.generation]: "3",
+        ...a,
+      },
+    },
+    status: {
+      phase: "Running",
+      containerStatuses: [{ name: "agent", state: running ? { running: {} } : {} }],
+    },
+  };
+}
+
+const live = (extra: Record<string, string> = {}) =>
+  pod({ [ANNOTATIONS.vmID]: "vm-1", [ANNOTATIONS.lifecycleState]: "ready", ...extra });
+const hibernating = () =>
+  pod({ [ANNOTATIONS.hibernate]: "true", [ANNOTATIONS.lifecycleState]: "hibernating" });
+const hibernated = (observed = "3") =>
+  pod({
+    [ANNOTATIONS.hibernate]: "true",
+    [ANNOTATIONS.lifecycleState]: "hibernated",
+    [ANNOTATIONS.lifecycleObservedGeneration]: observed,
+  });
+
+function plan(c: CocoonHibernation, p: Pod | undefined, extra: Partial<HibernationInput> = {}) {
+  return planHibernation({ cr: c, pod: p, all: [c], registry: true, nowMs: NOW, ...extra });
+}
+const reasons = (pl: { events: { reason: string }[] }) => pl.events.map((e) => e.reason);
+
+describe("CocoonHibernation plan: before any transition", () => {
+  it("adds the finalizer first and does nothing else", () => {
+    const p = plan(cr("Hibernate", undefined, { finalizer: false }), live());
+    assert.equal(p.finalizer, "add");
+    assert.equal(p.annotate, undefined);
+    assert.equal(p.status, undefined);
+  });
+
+  const cases: [string, Pod | undefined, RegExp][] = [
+    ["no pod", undefined, /pod team\/demo-1 not yet present/],
+    [
+      "no VM name",
+      { metadata: { name: "demo-1", namespace: "team" } },
+      /has no vm\.cocoonstack\.io\/name/,
+    ],
+  ];
+  for (const [what, p, message] of cases) {
+    it(`${what}: Pending, polled`, () => {
+      const pl = plan(cr("Hibernate"), p);
+      assert.equal(pl.status?.phase, "Pending");
+      assert.match(pl.status?.conditions?.[0].message ?? "", message);
+      assert.equal(pl.requeueAfterMs, HIBERNATION_POLL_MS);
+    });
+  }
+
+  it("never demotes Hibernated or Waking to Pending (they carry restore intent)", () => {
+    for (const phase of ["Hibernated", "Waking"] as const) {
+      assert.equal(plan(cr("Hibernate", phase), undefined).status, undefined, phase);
+    }
+  });
+
+  it("refuses a second CR for the pod: Failed and a Warning naming the holder", () => {
+    const holder = cr("Hibernate", "Hibernated", {
+      name: "first",
+      created: "2025-06-01T10:00:00Z",
+    });
+    const second = cr("Wake", undefined, { name: "second" });
+    const pl = plan(second, live(), { all: [second, holder] });
+    assert.equal(pl.status?.phase, "Failed");
+    assert.equal(pl.annotate, undefined);
+    assert.deepEqual(reasons(pl), ["DuplicateHibernation"]);
+    assert.match(pl.events[0].message, /already targeted by CocoonHibernation first/);
+    // Written once: a second reconcile changes nothing and says nothing.
+    const again = { ...second, status: pl.status };
+    const quiet = plan(again, live(), { all: [again, holder] });
+    assert.equal(quiet.status, undefined);
+    assert.deepEqual(quiet.events, []);
+  });
+
+  it("within one second of creation, the CR that already acted holds the pod", () => {
+    const at = "2025-06-01T11:00:00Z";
+    const holder = cr("Hibernate", "Hibernated", { name: "zz", created: at });
+    const second = cr("Wake", undefined, { name: "aa", created: at });
+    assert.equal(plan(second, live(), { all: [second, holder] }).decision, "refuse-duplicate");
+    assert.notEqual(plan(holder, live(), { all: [second, holder] }).decision, "refuse-duplicate");
+  });
+
+  it("without a registry: Failed, saying so once", () => {
+    const pl = plan(cr("Hibernate"), live(), { registry: false });
+    assert.equal(pl.status?.phase, "Failed");
+    assert.deepEqual(reasons(pl), ["RegistryNotConfigured"]);
+    assert.match(pl.status?.conditions?.[0].message ?? "", /--oci-registry/);
+  });
+});
+
+describe("CocoonHibernation plan: hibernate", () => {
+  it("asks the pod to hibernate and enters Hibernating with the clock at now", () => {
+    const pl = plan(cr("Hibernate", "Active", { since: NOW - 3_600_000 }), live());
+    assert.deepEqual(pl.annotate, { pod: "demo-1", uid: "pod-uid", value: "true" });
+    assert.equal(pl.status?.phase, "Hibernating");
+    assert.equal(pl.status?.conditions?.[0].lastTransitionTime, iso(NOW));
+    assert.equal(pl.requeueAfterMs, HIBERNATION_POLL_MS);
+  });
+
+  it("asks the registry only once the node agent reports hibernated for this generation", () => {
+    const base = { all: [] as CocoonHibernation[], registry: true, nowMs: NOW };
+    const c = cr("Hibernate", "Hibernating");
+    assert.equal(hibernationProbe({ ...base, cr: c, all: [c], pod: hibernating() }), undefined);
+    assert.equal(hibernationProbe({ ...base, cr: c, all: [c], pod: hibernated("2") }), undefined);
+    assert.equal(hibernationProbe({ ...base, cr: c, all: [c], pod: hibernated() }), VM);
+  });
+
+  it("Hibernated once the tag exists: event, histogram, no requeue", () => {
+    const pl = plan(cr("Hibernate", "Hibernating", { since: NOW - 12_000 }), hibernated(), {
+      tag: { exists: true },
+    });
+    assert.equal(pl.annotate, undefined);
+    assert.equal(pl.status?.phase, "Hibernated");
+    assert.equal(pl.status?.conditions?.[0].status, "True");
+    assert.deepEqual(reasons(pl), ["Hibernated"]);
+    assert.deepEqual(pl.observe, {
+      metric: "hibernate_phase_duration_seconds",
+      result: "ok",
+      seconds: 12,
+    });
+    assert.equal(pl.requeueAfterMs, undefined);
+  });
+
+  it("a missing tag keeps it Hibernating; a probe error retries with backoff", () => {
+    const c = cr("Hibernate", "Hibernating");
+    assert.equal(plan(c, hibernated(), { tag: { exists: false } }).decision, "wait-hibernated");
+    const failed = plan(c, hibernated(), { tag: { error: "probe: 503" } });
+    assert.equal(failed.error, "probe: 503");
+    assert.equal(failed.status, undefined);
+  });
+
+  it("times out after the hibernate timeout: Failed, HibernateTimedOut, histogram timeout", () => {
+    const since = NOW - DEFAULT_HIBERNATE_TIMEOUT_MS - 1;
+    const pl = plan(cr("Hibernate", "Hibernating", { since }), hibernating());
+    assert.equal(pl.status?.phase, "Failed");
+    assert.match(pl.status?.conditions?.[0].message ?? "", /within 3m0s/);
+    assert.deepEqual(reasons(pl), ["HibernateTimedOut"]);
+    assert.equal(pl.observe?.result, "timeout");
+    // A registry that keeps failing meets the deadline too.
+    const probeFails = plan(cr("Hibernate", "Hibernating", { since }), hibernated(), {
+      tag: { error: "down" },
+    });
+    assert.equal(probeFails.status?.phase, "Failed");
+  });
+
+  it("a configured timeout is honoured and spelt in the message", () => {
+    const pl = plan(cr("Hibernate", "Hibernating", { since: NOW - 2_500 }), hibernating(), {
+      hibernateTimeoutMs: 2_000,
+    });
+    assert.match(pl.events[0].message, /within 2s/);
+  });
+
+  it("a retry after Failed says RetryRequested and restarts the clock", () => {
+    const pl = plan(cr("Hibernate", "Failed", { since: NOW - 3_600_000 }), hibernating());
+    assert.deepEqual(reasons(pl), ["RetryRequested"]);
+    assert.equal(pl.status?.phase, "Hibernating");
+    assert.equal(pl.status?.conditions?.[0].lastTransitionTime, iso(NOW));
+  });
+});
+
+describe("CocoonHibernation plan: wake", () => {
+  it("withdraws the hibernate request and waits in Waking", () => {
+    const pl = plan(cr("Wake", "Hibernated"), hibernated());
+    assert.deepEqual(pl.annotate, { pod: "demo-1", uid: "pod-uid", value: null });
+    assert.equal(pl.status?.phase, "Waking");
+    assert.equal(pl.deleteTag, undefined);
+  });
+
+  it("Active once the container runs with a VM id: the tag is dropped", () => {
+    const pl = plan(cr("Wake", "Waking", { since: NOW - 4_000 }), live());
+    assert.equal(pl.status?.phase, "Active");
+    assert.equal(pl.deleteTag, VM);
+    assert.deepEqual(reasons(pl), ["WokenActive"]);
+    assert.deepEqual(pl.observe, {
+      metric: "wake_phase_duration_seconds",
+      result: "ok",
+      seconds: 4,
+    });
+  });
+
+  it("a running container without a VM id is not awake", () => {
+    const p = pod({ [ANNOTATIONS.lifecycleState]: "creating" });
+    assert.equal(plan(cr("Wake", "Waking"), p).status, undefined);
+  });
+
+  it("times out after the wake timeout", () => {
+    const since = NOW - DEFAULT_WAKE_TIMEOUT_MS - 1;
+    const pl = plan(cr("Wake", "Waking", { since }), pod({}, false));
+    assert.equal(pl.status?.phase, "Failed");
+    assert.deepEqual(reasons(pl), ["WakeTimedOut"]);
+    assert.match(pl.status?.conditions?.[0].message ?? "", /after 5m0s/);
+  });
+});
+
+describe("CocoonHibernation plan: reversed desires finish the transition in flight", () => {
+  it("Wake while Hibernating keeps hibernating", () => {
+    const pl = plan(cr("Wake", "Hibernating"), hibernating());
+    assert.equal(pl.annotate, undefined, "the hibernate request stays");
+    assert.equal(pl.status, undefined, "still Hibernating");
+    assert.equal(pl.decision, "wait-hibernated");
+    const done = plan(cr("Wake", "Hibernating"), hibernated(), { tag: { exists: true } });
+    assert.equal(done.status?.phase, "Hibernated");
+    // Then the wake starts.
+    const next = plan({ ...cr("Wake"), status: done.status }, hibernated());
+    assert.equal(next.status?.phase, "Waking");
+  });
+
+  it("Hibernate while Waking keeps waking", () => {
+    const pl = plan(cr("Hibernate", "Waking"), pod({}, false));
+    assert.equal(pl.annotate, undefined);
+    assert.equal(pl.decision, "wait-woken");
+  });
+});
+
+describe("CocoonHibernation plan: deletion", () => {
+  const deleting = (c: CocoonHibernation): CocoonHibernation => ({
+    ...c,
+    metadata: { ...c.metadata, deletionTimestamp: iso(NOW) },
+  });
+
+  it("the last holder drops the tag, then releases the finalizer", () => {
+    const c = deleting(cr("Hibernate", "Hibernated"));
+    const pl = plan(c, hibernated());
+    assert.equal(pl.deleteTag, VM);
+    assert.equal(pl.finalizer, "remove");
+  });
+
+  it("keeps the tag while another live CR tracks the pod", () => {
+    const c = deleting(cr("Hibernate", "Hibernated"));
+    const other = cr("Hibernate", undefined, { name: "other" });
+    const pl = plan(c, hibernated(), { all: [c, other] });
+    assert.equal(pl.deleteTag, undefined);
+    assert.equal(pl.finalizer, "remove");
+  });
+
+  it("without a registry it only releases the finalizer", () => {
+    const pl = plan(deleting(cr("Hibernate", "Hibernated")), undefined, { registry: false });
+    assert.deepEqual([pl.deleteTag, pl.finalizer], [undefined, "remove"]);
+  });
+});
+
+describe("goDuration", () => {
+  it("spells durations as Go does", () => {
+    assert.deepEqual([180_000, 300_000, 2_000, 1_500, 3_723_000, 250].map(goDuration), [
+      "3m0s",
+      "5m0s",
+      "2s",
+      "1.5s",
+      "1h2m3s",
+      "250ms",
+    ]);
+  });
+});

@@ -9,37 +9,28 @@ import {
   HIBERNATION_CRD_NAME,
   HIBERNATION_FINALIZER,
 } from "../../provider/fleet/index.js";
-import { isNotFound, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import {
+  isNotFound,
+  paths,
+  waitForObject,
+  WaitTimeoutError,
+  type KubeObject,
+} from "../../provider/kube/index.js";
 import { adminClient } from "./cluster.js";
 
 /**
- * Deletes the CocoonHibernation CRD (its CRs' finalizers lifted first), then the CocoonSet
- * CRD, and waits until each is gone. CocoonSets left by earlier tests
- * lose this project's finalizer first (no controller runs to release them), so the CRD's
- * deletion cannot hang on them.
+ * Deletes the CocoonHibernation CRD, then the CocoonSet CRD, and waits until each is gone.
+ * Objects left by earlier tests lose this project's finalizer first (no controller runs to
+ * release them), so a CRD's deletion cannot hang on them.
  */
 export async function removeCrd(): Promise<void> {
-  await removeHibernationCrd();
-  const client = adminClient();
-  const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
-  if (!crd) return;
-  for (const cs of (await client.list(paths.cocoonSets())).items) {
-    if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) continue;
-    // It may be gone by now, with its namespace: a namespace left terminating by an earlier
-    // test finishes once its last CocoonSet is released.
-    await client
-      .patch(paths.cocoonSet(cs.metadata.namespace ?? "", cs.metadata.name ?? ""), {
-        metadata: { finalizers: null },
-      })
-      .catch((e: unknown) => {
-        if (!isNotFound(e)) throw e;
-      });
-  }
-  if (!crd.metadata.deletionTimestamp) await client.delete(paths.crd(CRD_NAME));
-  await waitForObject(client, paths.crds(), CRD_NAME, (o) => o === undefined, {
-    timeoutMs: 60_000,
-    description: `CRD ${CRD_NAME} to be gone`,
-  });
+  await removeOneCrd(
+    HIBERNATION_CRD_NAME,
+    paths.cocoonHibernations(),
+    paths.cocoonHibernation,
+    HIBERNATION_FINALIZER,
+  );
+  await removeOneCrd(CRD_NAME, paths.cocoonSets(), paths.cocoonSet, FINALIZER);
 }
 
 /** The Operator stamp on the CRD, or undefined (no stamp, or no CRD). */
@@ -48,24 +39,69 @@ export async function crdStamp(): Promise<string | undefined> {
   return crd?.metadata.annotations?.["cocoonset.cocoonstack.io/installed-by"];
 }
 
-/** Deletes the CocoonHibernation CRD and waits until it is gone (no controller runs here). */
-async function removeHibernationCrd(): Promise<void> {
+/**
+ * Deletes one CRD and waits (watch) until it is gone. Until then, every object of it that
+ * still carries `finalizer` has it lifted, again whenever a wait round ends with the CRD
+ * still there: a controller an earlier test stopped may have put it back on its way out.
+ * On timeout the error names what is left.
+ */
+async function removeOneCrd(
+  name: string,
+  collection: string,
+  objectPath: (ns: string, name: string) => string,
+  finalizer: string,
+): Promise<void> {
   const client = adminClient();
-  const crd = await client.getOrUndefined<KubeObject>(paths.crd(HIBERNATION_CRD_NAME));
+  const crd = await client.getOrUndefined<KubeObject>(paths.crd(name));
   if (!crd) return;
-  for (const h of (await client.list(paths.cocoonHibernations())).items) {
-    if (!(h.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER)) continue;
-    await client
-      .patch(paths.cocoonHibernation(h.metadata.namespace ?? "", h.metadata.name ?? ""), {
-        metadata: { finalizers: null },
-      })
-      .catch((e: unknown) => {
+  const deadline = Date.now() + 60_000;
+  let deleted = crd.metadata.deletionTimestamp !== undefined;
+  for (;;) {
+    const left = await client.list(collection).then(
+      (l) => l.items,
+      (e: unknown) => {
+        if (isNotFound(e)) return []; // the resource is no longer served: nothing is left
+        throw e;
+      },
+    );
+    for (const o of left) {
+      if (!(o.metadata.finalizers ?? []).includes(finalizer)) continue;
+      // It may be gone by now, with its namespace.
+      await client
+        .patch(objectPath(o.metadata.namespace ?? "", o.metadata.name ?? ""), {
+          metadata: { finalizers: null },
+        })
+        .catch((e: unknown) => {
+          if (!isNotFound(e)) throw e;
+        });
+    }
+    if (!deleted) {
+      await client.delete(paths.crd(name)).catch((e: unknown) => {
         if (!isNotFound(e)) throw e;
       });
+      deleted = true;
+    }
+    try {
+      await waitForObject(client, paths.crds(), name, (o) => o === undefined, {
+        timeoutMs: Math.min(5_000, Math.max(100, deadline - Date.now())),
+        description: `CRD ${name} to be gone`,
+      });
+      return;
+    } catch (e) {
+      if (!(e instanceof WaitTimeoutError)) throw e;
+      if (Date.now() < deadline) continue;
+      const what = left.map(
+        (o) =>
+          `${o.metadata.namespace}/${o.metadata.name} (finalizers: ${(o.metadata.finalizers ?? []).join(", ") || "none"}; deleting: ${o.metadata.deletionTimestamp ?? "no"})`,
+      );
+      const live = await client.getOrUndefined<KubeObject>(paths.crd(name));
+      const status = JSON.stringify(
+        (live?.status as { conditions?: unknown } | undefined)?.conditions,
+      );
+      throw new Error(
+        `CRD ${name} is still there after 60 s (conditions ${status}); left of it: ${what.join("; ") || "nothing"}`,
+        { cause: e },
+      );
+    }
   }
-  if (!crd.metadata.deletionTimestamp) await client.delete(paths.crd(HIBERNATION_CRD_NAME));
-  await waitForObject(client, paths.crds(), HIBERNATION_CRD_NAME, (o) => o === undefined, {
-    timeoutMs: 60_000,
-    description: `CRD ${HIBERNATION_CRD_NAME} to be gone`,
-  });
 }

@@ -66,14 +66,10 @@ async function removeOneCrd(
     );
     for (const o of left) {
       if (!(o.metadata.finalizers ?? []).includes(finalizer)) continue;
-      // It may be gone by now, with its namespace.
-      await client
-        .patch(objectPath(o.metadata.namespace ?? "", o.metadata.name ?? ""), {
-          metadata: { finalizers: null },
-        })
-        .catch((e: unknown) => {
-          if (!isNotFound(e)) throw e;
-        });
+      await liftFinalizers(
+        o.metadata.namespace ?? "",
+        objectPath(o.metadata.namespace ?? "", o.metadata.name ?? ""),
+      );
     }
     if (!deleted) {
       await client.delete(paths.crd(name)).catch((e: unknown) => {
@@ -103,5 +99,35 @@ async function removeOneCrd(
         { cause: e },
       );
     }
+  }
+}
+
+/**
+ * Lifts the finalizers of one namespaced object. It may be gone by now; or its namespace
+ * may be gone while it was left in storage (a namespace whose deletion ran while the
+ * object's CRD was being replaced skips it): the apiserver answers 404 to a patch there, so
+ * the namespace is created for the patch and deleted again.
+ */
+async function liftFinalizers(ns: string, path: string): Promise<void> {
+  const client = adminClient();
+  const lift = () => client.patch(path, { metadata: { finalizers: null } });
+  try {
+    await lift();
+    return;
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+  }
+  if (await client.getOrUndefined(paths.namespace(ns))) return; // the object itself is gone
+  await client.create("/api/v1/namespaces", {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: ns },
+  });
+  try {
+    await lift().catch((e: unknown) => {
+      if (!isNotFound(e)) throw e;
+    });
+  } finally {
+    await client.delete(paths.namespace(ns)).catch(() => undefined);
   }
 }

@@ -12,18 +12,10 @@
  *   node, restored from its snapshot, and the tag dropped.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
-import {
-  create,
-  desiredSlots,
-  remove,
-  update,
-  type SlotsInputs,
-  type SlotsOutputs,
-} from "../../provider/dynamic/index.js";
+import { create, remove, update, type SlotsOutputs } from "../../provider/dynamic/index.js";
 import {
   ANNOTATIONS,
   API_VERSION,
@@ -35,34 +27,22 @@ import {
   type CocoonSetSpec,
   type Pod,
 } from "../../provider/fleet/index.js";
-import { paths, PatchType } from "../../provider/kube/index.js";
+import { paths } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
-import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
-import { registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { adminClient, withNamespace } from "../support/cluster.js";
+import {
+  registryAddress,
+  slotsInputs,
+  vmReady,
+  waitForPods,
+  writeSpec,
+} from "../support/lifecycle.js";
 
 const client = adminClient();
 const NAME = "fleet";
 
-function inputs(ns: string, uid: string, spec: CocoonSetSpec): SlotsInputs {
-  return {
-    kubeconfig: readFileSync(testKubeconfig(), "utf8"),
-    namespace: ns,
-    name: NAME,
-    uid,
-    spec,
-    slots: desiredSlots(ns, NAME, spec),
-    providerVersion: "test",
-    fanOut: 8,
-    timeoutSeconds: 60,
-    releaseTimeoutSeconds: 60,
-    registry: registryAddress(),
-  };
-}
-
-/** The CocoonSet's spec as the Fleet's CocoonSet resource writes it before the slots step. */
-async function writeSpec(ns: string, spec: CocoonSetSpec): Promise<void> {
-  await client.patch(paths.cocoonSet(ns, NAME), { spec }, PatchType.merge);
-}
+const inputs = (ns: string, uid: string, spec: CocoonSetSpec) =>
+  slotsInputs(ns, NAME, uid, spec, { registry: registryAddress() });
 
 async function pods(ns: string): Promise<Pod[]> {
   const list = await client.list<Pod>(paths.pods(ns), {
@@ -108,7 +88,7 @@ test("the slots resource carries a release suspend and its wake", async (t) => {
   const reg = new OciRegistry(registryAddress());
 
   const suspended = { ...running, suspend: true };
-  await writeSpec(f.ns, suspended);
+  await writeSpec(f.ns, NAME, suspended);
   f.set((await update("", f.outs(), inputs(f.ns, f.uid, suspended))).outs);
   assert.equal(f.outs().phase, "Suspended");
   assert.deepEqual(await pods(f.ns), [], "the seat is freed: no pod");
@@ -120,7 +100,7 @@ test("the slots resource carries a release suspend and its wake", async (t) => {
     "the node hint is the main agent's node",
   );
 
-  await writeSpec(f.ns, running);
+  await writeSpec(f.ns, NAME, running);
   f.set((await update("", f.outs(), inputs(f.ns, f.uid, running))).outs);
   assert.equal(f.outs().phase, "Running");
   const [main] = await pods(f.ns);
@@ -140,7 +120,7 @@ test("the slots resource carries a migration to spec.nodeName", async (t) => {
   assert.equal(before.spec?.nodeName, from);
 
   const moved = { ...pinned, nodeName: to };
-  await writeSpec(f.ns, moved);
+  await writeSpec(f.ns, NAME, moved);
   f.set((await update("", f.outs(), inputs(f.ns, f.uid, moved))).outs);
   const [main] = await pods(f.ns);
   assert.equal(main?.spec?.nodeName, to, "the main agent runs on the new node");

@@ -15,13 +15,11 @@
  *   created while suspended), unless no registry is given.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { SIM_ANNOTATIONS, NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   create,
-  desiredSlots,
   diff,
   remove,
   update,
@@ -36,34 +34,21 @@ import {
   type CocoonSetSpec,
   type Pod,
 } from "../../provider/fleet/index.js";
-import { paths, PatchType } from "../../provider/kube/index.js";
-import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
-import { registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { paths } from "../../provider/kube/index.js";
+import { adminClient, withNamespace } from "../support/cluster.js";
+import {
+  registryAddress,
+  slotsInputs,
+  vmReady,
+  waitForPods,
+  writeSpec,
+} from "../support/lifecycle.js";
 
 const client = adminClient();
 const NAME = "fleet";
 
-function inputs(ns: string, uid: string, spec: CocoonSetSpec, extra: Partial<SlotsInputs>) {
-  const i: SlotsInputs = {
-    kubeconfig: readFileSync(testKubeconfig(), "utf8"),
-    namespace: ns,
-    name: NAME,
-    uid,
-    spec,
-    slots: desiredSlots(ns, NAME, spec),
-    providerVersion: "test",
-    fanOut: 8,
-    timeoutSeconds: 60,
-    releaseTimeoutSeconds: 60,
-    ...extra,
-  };
-  return i;
-}
-
-/** The CocoonSet's spec as the Fleet's CocoonSet resource writes it before the slots step. */
-async function writeSpec(ns: string, spec: CocoonSetSpec): Promise<void> {
-  await client.patch(paths.cocoonSet(ns, NAME), { spec }, PatchType.merge);
-}
+const inputs = (ns: string, uid: string, spec: CocoonSetSpec, extra: Partial<SlotsInputs>) =>
+  slotsInputs(ns, NAME, uid, spec, extra);
 
 const asked = (p: Pod) => p.metadata?.annotations?.[ANNOTATIONS.hibernate] === "true";
 
@@ -94,7 +79,7 @@ test("the slots resource's suspend and wake: no registry, a silent registry, a w
   await waitForPods(ns, NAME, 2, vmReady, "both VMs booted");
 
   // No registry: stored, not acted on.
-  await writeSpec(ns, suspended);
+  await writeSpec(ns, NAME, suspended);
   last = (await update("", last, inputs(ns, uid, suspended, {}))).outs;
   const untouched = (
     await client.list<Pod>(paths.pods(ns), {
@@ -127,7 +112,7 @@ test("the slots resource's suspend and wake: no registry, a silent registry, a w
   await client.patch(paths.pod(ns, "fleet-1"), {
     metadata: { annotations: { [SIM_ANNOTATIONS.wakeDelayMs]: "6000" } },
   });
-  await writeSpec(ns, running);
+  await writeSpec(ns, NAME, running);
   await assert.rejects(
     update("", last, inputs(ns, uid, running, { registry, suspendTimeoutSeconds: 2 })),
     (e: Error) => {
@@ -148,7 +133,7 @@ test("the slots resource's suspend and wake: no registry, a silent registry, a w
 
   // Suspended again, a pod deleted outside Pulumi is no drift: nothing is created while
   // suspended, so preview shows no change (a running fleet's would, and `up` recreates it).
-  await writeSpec(ns, suspended);
+  await writeSpec(ns, NAME, suspended);
   last = (await update("", last, inputs(ns, uid, suspended, { registry }))).outs;
   assert.equal(last.phase, "Suspended");
   const same = inputs(ns, uid, suspended, { registry });

@@ -3,10 +3,12 @@
  * registry, and a namespace the node-agent simulator acts on with a controller on it.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { ANNOTATIONS, LABELS, type Pod } from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { desiredSlots, type SlotsInputs } from "../../provider/dynamic/index.js";
+import { ANNOTATIONS, LABELS, type CocoonSetSpec, type Pod } from "../../provider/fleet/index.js";
+import { paths, PatchType, waitForList } from "../../provider/kube/index.js";
 import { OCI_MANIFEST, type OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
 import {
@@ -87,4 +89,32 @@ export async function pushTag(reg: OciRegistry, vm: string, tag: string): Promis
       layers: [],
     }),
   );
+}
+
+/** The slots resource's inputs for the CocoonSet `name` of `spec`, as the Fleet passes them. */
+export function slotsInputs(
+  ns: string,
+  name: string,
+  uid: string,
+  spec: CocoonSetSpec,
+  extra: Partial<SlotsInputs> = {},
+): SlotsInputs {
+  return {
+    kubeconfig: readFileSync(testKubeconfig(), "utf8"),
+    namespace: ns,
+    name,
+    uid,
+    spec,
+    slots: desiredSlots(ns, name, spec),
+    providerVersion: "test",
+    fanOut: 8,
+    timeoutSeconds: 60,
+    releaseTimeoutSeconds: 60,
+    ...extra,
+  };
+}
+
+/** Writes the CocoonSet's spec as the Fleet's CocoonSet resource does before the slots step. */
+export async function writeSpec(ns: string, name: string, spec: CocoonSetSpec): Promise<void> {
+  await adminClient().patch(paths.cocoonSet(ns, name), { spec }, PatchType.merge);
 }

@@ -12,6 +12,8 @@ import type {
 } from "./generated/hibernation-types.js";
 import { HIBERNATION_FINALIZER } from "./hibernation-schema.js";
 import type { Pod } from "./kube-types.js";
+import { vmLive } from "./pod-state.js";
+import { asksHibernate } from "./suspend.js";
 
 /** Poll interval while a transition is in flight or the pod is not there yet. */
 export const HIBERNATION_POLL_MS = 5_000;
@@ -93,12 +95,6 @@ const READY = "Ready";
 /** The VM name the node agent runs for the pod (`vm.cocoonstack.io/name`), or "". */
 export function podVmName(pod: Pod | undefined): string {
   return pod?.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
-}
-
-/** Whether the pod's container is running and the node agent reports a VM id (a live VM). */
-export function vmRunning(pod: Pod): boolean {
-  const running = (pod.status?.containerStatuses ?? []).some((c) => c.state?.running);
-  return running && (pod.metadata?.annotations?.[ANNOTATIONS.vmID] ?? "") !== "";
 }
 
 /**
@@ -375,14 +371,13 @@ function planHibernate(
 ): HibernationPlan {
   const { cr, nowMs } = input;
   const timeoutMs = input.hibernateTimeoutMs ?? DEFAULT_HIBERNATE_TIMEOUT_MS;
-  const annotate =
-    pod.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE
-      ? undefined
-      : {
-          pod: pod.metadata?.name ?? "",
-          uid: pod.metadata?.uid ?? "",
-          value: ANNOTATION_TRUE as typeof ANNOTATION_TRUE,
-        };
+  const annotate = asksHibernate(pod)
+    ? undefined
+    : {
+        pod: pod.metadata?.name ?? "",
+        uid: pod.metadata?.uid ?? "",
+        value: ANNOTATION_TRUE as typeof ANNOTATION_TRUE,
+      };
   const elapsed = elapsedIn(cr, "Hibernating", nowMs);
   const overdue = elapsed !== undefined && elapsed > timeoutMs;
   if (podReportsHibernated(pod)) {
@@ -440,13 +435,12 @@ function planWake(
 ): HibernationPlan {
   const { cr, nowMs } = input;
   const timeoutMs = input.wakeTimeoutMs ?? DEFAULT_WAKE_TIMEOUT_MS;
-  const annotate =
-    pod.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE
-      ? { pod: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "", value: null }
-      : undefined;
+  const annotate = asksHibernate(pod)
+    ? { pod: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "", value: null }
+    : undefined;
   // As upstream: a running container with a VM id is awake (the node agent drops the id at
   // hibernation and writes a fresh one once the VM is cloned back).
-  if (vmRunning(pod)) {
+  if (vmLive(pod)) {
     const status = phaseStatus(cr, nowMs, "Active", vm);
     if (status && cr.status?.phase !== "Active") {
       events.push({

@@ -238,6 +238,7 @@ async function scenarioNamespace(prefix: string): Promise<{ ns: string; drop(): 
         [paths.jobs(ns), (n: string) => paths.job(ns, n)],
         [paths.configMaps(ns), (n: string) => paths.configMap(ns, n)],
         [paths.cocoonSets(ns), (n: string) => paths.cocoonSet(ns, n)],
+        [paths.cocoonHibernations(ns), (n: string) => paths.cocoonHibernation(ns, n)],
       ] as const) {
         for (const o of (await admin.list(list)).items) {
           if (!o.metadata.finalizers?.length) continue;
@@ -250,22 +251,32 @@ async function scenarioNamespace(prefix: string): Promise<{ ns: string; drop(): 
       }
       await admin.delete(paths.namespace(ns));
       // The next scenario's controller watches every namespace and would put its finalizer
-      // back on a CocoonSet still here, then stop with the finalizer left: lift it again
-      // until the namespace holds no CocoonSet, so no scenario leaves one behind.
-      await waitForList(
-        admin,
-        paths.cocoonSets(ns),
-        (items) => {
-          for (const o of items) {
-            if (!o.metadata.finalizers?.length) continue;
-            void admin
-              .patch(paths.cocoonSet(ns, o.metadata.name ?? ""), { metadata: { finalizers: null } })
-              .catch(() => undefined);
-          }
-          return items.length === 0;
-        },
-        { timeoutMs: 60_000, description: `no CocoonSet left in ${ns}` },
-      );
+      // back on a CocoonSet or CocoonHibernation still here, then stop with the finalizer
+      // left (and the namespace stuck terminating): lift it again until the namespace holds
+      // neither, so no scenario leaves one behind.
+      for (const [list, one, what] of [
+        [paths.cocoonSets(ns), (n: string) => paths.cocoonSet(ns, n), "CocoonSet"],
+        [
+          paths.cocoonHibernations(ns),
+          (n: string) => paths.cocoonHibernation(ns, n),
+          "CocoonHibernation",
+        ],
+      ] as const) {
+        await waitForList(
+          admin,
+          list,
+          (items) => {
+            for (const o of items) {
+              if (!o.metadata.finalizers?.length) continue;
+              void admin
+                .patch(one(o.metadata.name ?? ""), { metadata: { finalizers: null } })
+                .catch(() => undefined);
+            }
+            return items.length === 0;
+          },
+          { timeoutMs: 60_000, description: `no ${what} left in ${ns}` },
+        );
+      }
     },
   };
 }

@@ -108,13 +108,21 @@ test("suspend and wake a fleet with pulumi up, a suspend that times out, and des
   for (const vm of vms) {
     assert.ok((await reg.listTags(vm)).includes(SNAPSHOT_TAGS.hibernate), `${vm}:hibernate`);
   }
-  assert.ok(
-    logged.some((m) =>
-      /: suspend pass \d+: phase Suspending, \d pod\(s\) not hibernated yet/.test(m),
-    ),
-    `each pass is logged: ${logged.join(" | ")}`,
-  );
-  assert.ok(logged.some((m) => m.includes(`${ns}/${name}: Suspended after `)));
+  const done = logged
+    .map((m) => new RegExp(`${ns}/${name}: Suspended after (\\d+) pass\\(es\\)`).exec(m))
+    .find((m) => m !== null);
+  assert.ok(done, `the end is logged: ${logged.join(" | ")}`);
+  // A wait pass that does not finish says what is left. The converge before the wait
+  // already asks every pod to hibernate; when the node agent is done before the wait's
+  // first pass (converge is slow on a loaded machine), that pass finishes and logs none.
+  if (Number(done[1]) > 1) {
+    assert.ok(
+      logged.some((m) =>
+        /: suspend pass \d+: phase Suspending, \d pod\(s\) not hibernated yet/.test(m),
+      ),
+      `each pass is logged: ${logged.join(" | ")}`,
+    );
+  }
   assert.equal(suspend.outputs.phase.value, "Suspended");
 
   // 4. The wake: up returns once the fleet is Running and every VM is up again.

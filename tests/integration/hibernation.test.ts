@@ -188,9 +188,13 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     const since = history.seen.length;
     await setDesire(ns, "nap", "Wake");
     await history.until((h) => phaseOf(h) === "Active", "Active", { since, show: phaseOf });
-    assert.deepEqual(
-      history.fold(phaseOf, since).filter((p) => p !== "Hibernated"),
-      ["Waking", "Active"],
+    // The CocoonSet's pass also withdraws the hibernate request once no CR holds the pod
+    // (docs/behaviour.md §3.18); when it is first, the node agent may have woken the VM
+    // before this CR's reconcile, which then reads a live VM and goes straight to Active.
+    const wakePhases = history.fold(phaseOf, since).filter((p) => p !== "Hibernated");
+    assert.ok(
+      ["Waking,Active", "Active"].includes(wakePhases.join(",")),
+      `the wake's phases: ${wakePhases.join(" → ")}`,
     );
     const woken = await client.get<Pod>(paths.pod(ns, "crew-1"));
     assert.equal(annotationsOf(woken)[ANNOTATIONS.hibernate], undefined);

@@ -108,9 +108,8 @@ test("suspend and wake a fleet with pulumi up, a suspend that times out, and des
   for (const vm of vms) {
     assert.ok((await reg.listTags(vm)).includes(SNAPSHOT_TAGS.hibernate), `${vm}:hibernate`);
   }
-  const done = logged
-    .map((m) => new RegExp(`${ns}/${name}: Suspended after (\\d+) pass\\(es\\)`).exec(m))
-    .find((m) => m !== null);
+  const end = new RegExp(`${ns}/${name}: Suspended after (\\d+) pass\\(es\\)`);
+  const done = logged.map((m) => end.exec(m)).find((m) => m !== null);
   assert.ok(done, `the end is logged: ${logged.join(" | ")}`);
   // A wait pass that does not finish says what is left. The converge before the wait
   // already asks every pod to hibernate; when the node agent is done before the wait's

@@ -234,12 +234,18 @@ async function scenarioNamespace(prefix: string): Promise<{ ns: string; drop(): 
   return {
     ns,
     async drop() {
-      for (const [list, one] of [
-        [paths.jobs(ns), (n: string) => paths.job(ns, n)],
-        [paths.configMaps(ns), (n: string) => paths.configMap(ns, n)],
-        [paths.cocoonSets(ns), (n: string) => paths.cocoonSet(ns, n)],
-        [paths.cocoonHibernations(ns), (n: string) => paths.cocoonHibernation(ns, n)],
-      ] as const) {
+      /** What a scenario may leave finalized; `what` names the kinds a controller finalizes. */
+      const held: { list: string; one: (n: string) => string; what?: string }[] = [
+        { list: paths.jobs(ns), one: (n) => paths.job(ns, n) },
+        { list: paths.configMaps(ns), one: (n) => paths.configMap(ns, n) },
+        { list: paths.cocoonSets(ns), one: (n) => paths.cocoonSet(ns, n), what: "CocoonSet" },
+        {
+          list: paths.cocoonHibernations(ns),
+          one: (n) => paths.cocoonHibernation(ns, n),
+          what: "CocoonHibernation",
+        },
+      ];
+      for (const { list, one } of held) {
         for (const o of (await admin.list(list)).items) {
           if (!o.metadata.finalizers?.length) continue;
           await admin.patch(
@@ -254,14 +260,8 @@ async function scenarioNamespace(prefix: string): Promise<{ ns: string; drop(): 
       // back on a CocoonSet or CocoonHibernation still here, then stop with the finalizer
       // left (and the namespace stuck terminating): lift it again until the namespace holds
       // neither, so no scenario leaves one behind.
-      for (const [list, one, what] of [
-        [paths.cocoonSets(ns), (n: string) => paths.cocoonSet(ns, n), "CocoonSet"],
-        [
-          paths.cocoonHibernations(ns),
-          (n: string) => paths.cocoonHibernation(ns, n),
-          "CocoonHibernation",
-        ],
-      ] as const) {
+      for (const { list, one, what } of held) {
+        if (!what) continue;
         await waitForList(
           admin,
           list,

@@ -280,6 +280,33 @@ async function vmIdsReported(client: KubeClient, ns: string, name: string, count
   );
 }
 
+/**
+ * Waits until every agent the CocoonSet's status lists carries its live pod's VM id and IP
+ * (both absent once the VM hibernates): the status pass that follows the node agent's
+ * annotation write can lag behind a watch on the pods.
+ */
+async function statusFollowsVms(client: KubeClient, ns: string, name: string) {
+  const listed = await client.list<Pod>(paths.pods(ns), {
+    labelSelector: `${LABELS.name}=${name}`,
+  });
+  const pods = new Map(
+    listed.items.filter(live).map((p) => [nameOf(p), p.metadata?.annotations ?? {}]),
+  );
+  await waitForObject(
+    client,
+    paths.cocoonSets(ns),
+    name,
+    (o) => {
+      const agents = (o as unknown as CocoonSet | undefined)?.status?.agents ?? [];
+      return agents.every((a) => {
+        const ann = pods.get(a.podName ?? "");
+        return !!ann && a.vmID === ann[ANNOTATIONS.vmID] && a.ip === ann[ANNOTATIONS.vmIP];
+      });
+    },
+    { timeoutMs: TIMEOUT_MS, description: `${ns}/${name}'s status showing each VM's id and IP` },
+  );
+}
+
 /** Waits until the CocoonHibernation `ns/name` satisfies `ok`. */
 async function hibernationIs(
   client: KubeClient,
@@ -325,6 +352,7 @@ export const SCENARIOS: readonly Scenario[] = [
         (p) => (nameOf(p) === "solo-1" ? vmState(p) === "hibernated" : vmRunning(p)),
         `${ns}/solo-1 hibernated`,
       );
+      await statusFollowsVms(client, ns, "solo");
       await checkpoint("hibernated", "solo", { tags: true, hibernation: "nap" });
       await client.patch(
         paths.cocoonHibernation(ns, "nap"),

@@ -327,6 +327,8 @@ export const SCENARIOS: readonly Scenario[] = [
     name: "CocoonHibernation hibernate/wake (node-agent simulator, registry)",
     nodeAgent: true,
     async run({ client, ns, checkpoint }) {
+      const onlySolo1Hibernated = (p: Pod) =>
+        nameOf(p) === "solo-1" ? vmState(p) === "hibernated" : vmRunning(p);
       await create(client, ns, "solo", { agent: { image: IMAGE, replicas: 1 } });
       await converged(client, ns, "solo", { replicas: 1 });
       await podsAre(client, ns, "solo", 2, vmRunning, `the VMs of ${ns}/solo booted`);
@@ -344,14 +346,7 @@ export const SCENARIOS: readonly Scenario[] = [
         (h) => h?.status?.phase === "Hibernated",
         "Hibernated",
       );
-      await podsAre(
-        client,
-        ns,
-        "solo",
-        2,
-        (p) => (nameOf(p) === "solo-1" ? vmState(p) === "hibernated" : vmRunning(p)),
-        `${ns}/solo-1 hibernated`,
-      );
+      await podsAre(client, ns, "solo", 2, onlySolo1Hibernated, `${ns}/solo-1 hibernated`);
       await statusFollowsVms(client, ns, "solo");
       await checkpoint("hibernated", "solo", { tags: true, hibernation: "nap" });
       await client.patch(
@@ -375,6 +370,11 @@ export const SCENARIOS: readonly Scenario[] = [
         (h) => h?.status?.phase === "Hibernated",
         "Hibernated again",
       );
+      await podsAre(client, ns, "solo", 2, onlySolo1Hibernated, `${ns}/solo-1 hibernated again`);
+      // The CocoonSet pass that follows the node agent's write must be done before the CR
+      // goes: a pass that runs after the deletion finds no CR holding solo-1 and withdraws
+      // its hibernate request (both controllers do), which the checkpoint would catch half-way.
+      await statusFollowsVms(client, ns, "solo");
       await client.delete(paths.cocoonHibernation(ns, "nap"));
       await hibernationIs(client, ns, "nap", (h) => h === undefined, "gone");
       await checkpoint("deleted", "solo", { tags: true, hibernation: "nap" });

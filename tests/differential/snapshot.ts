@@ -213,6 +213,29 @@ function relativeGeneration(raw: string, current: number | undefined): string {
 /** The node agent's per-boot values: whether one is set, not which (random per VM boot). */
 const PER_BOOT = new Set<string>([ANNOTATIONS.vmID, ANNOTATIONS.vmIP]);
 
+const OWN_NODE = "<the pod's node>";
+
+/**
+ * `value` with the pod's own node name put as `<the pod's node>`, in strings at any depth (a
+ * restore message, a preferred-node affinity). Which of the identical simulated nodes the
+ * scheduler picked first is not the controller's doing; whether a pod came back to the node
+ * it names is. Other node names are kept as they are.
+ */
+export function ownNodeRelative<T>(value: T, node: string | undefined): T {
+  if (!node) return value;
+  const escaped = node.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const within = new RegExp(`(?<![\\w.-])${escaped}(?![\\w.-])`, "g");
+  const walk = (v: unknown): unknown =>
+    typeof v === "string"
+      ? v.replace(within, OWN_NODE)
+      : Array.isArray(v)
+        ? v.map(walk)
+        : v && typeof v === "object"
+          ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]))
+          : v;
+  return walk(value) as T;
+}
+
 function podView(pod: Pod, mainNode: string | undefined, generation?: number): PodView {
   const md = pod.metadata ?? {};
   const spec = pod.spec ?? { containers: [] };
@@ -236,7 +259,7 @@ function podView(pod: Pod, mainNode: string | undefined, generation?: number): P
       ...Object.fromEntries(
         Object.entries(pick(md.annotations, ownAnnotation)).map(([k, v]) => [
           k,
-          PER_BOOT.has(k) ? "<set>" : v,
+          PER_BOOT.has(k) ? "<set>" : ownNodeRelative(v, nodeName),
         ]),
       ),
       ...(md.annotations?.[ANNOTATIONS.lifecycleObservedGeneration] !== undefined
@@ -266,7 +289,7 @@ function podView(pod: Pod, mainNode: string | undefined, generation?: number): P
     container: { name: c.name, image: c.image, resources: c.resources ?? {} },
     nodeSelector: pick(spec.nodeSelector, () => true),
     tolerations: spec.tolerations ?? [],
-    affinity: spec.affinity,
+    affinity: ownNodeRelative(spec.affinity, nodeName),
     terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds,
     node,
     phase: pod.status?.phase,

@@ -12,10 +12,14 @@ export interface HibernationTarget {
   phase?: string;
 }
 
-/** The pass's view of the namespace's CocoonHibernations (live ones only). */
+/**
+ * The pass's view of the namespace's CocoonHibernations. A CR being deleted still counts until
+ * it is gone (its finalizer drops the tag first), as upstream: a pass run in between neither
+ * wakes its pod nor restores it from a tag about to go.
+ */
 export function hibernationTargets(crs: readonly CocoonHibernation[]): HibernationTarget[] {
   return crs
-    .filter((c) => !c.metadata.deletionTimestamp && (c.spec?.podRef?.name ?? "") !== "")
+    .filter((c) => (c.spec?.podRef?.name ?? "") !== "")
     .map((c) => ({ pod: c.spec.podRef.name, desire: c.spec.desire, phase: c.status?.phase }));
 }
 

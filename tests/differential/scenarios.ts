@@ -377,6 +377,23 @@ export const SCENARIOS: readonly Scenario[] = [
       await statusFollowsVms(client, ns, "solo");
       await client.delete(paths.cocoonHibernation(ns, "nap"));
       await hibernationIs(client, ns, "nap", (h) => h === undefined, "gone");
+      // Nothing the CR's deletion changes makes either controller look at the CocoonSet again:
+      // a test annotation on the pod (not compared) does, and with no CR left holding solo-1
+      // that pass withdraws its hibernate request and the node agent wakes it.
+      await client.patch(
+        paths.pod(ns, "solo-1"),
+        { metadata: { annotations: { "sim.cocoonset.cocoonstack.io/poke": "after-delete" } } },
+        PatchType.merge,
+      );
+      await podsAre(
+        client,
+        ns,
+        "solo",
+        2,
+        vmRunning,
+        `the VMs of ${ns}/solo woken once nap is gone`,
+      );
+      await vmIdsReported(client, ns, "solo", 2);
       await checkpoint("deleted", "solo", { tags: true, hibernation: "nap" });
     },
   },

@@ -6,9 +6,13 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
   ANNOTATIONS,
+  hibernationHeld,
+  hibernationTargets,
   needsHibernationTargets,
+  restoreIntended,
   planPass,
   restoreProbes,
+  type CocoonHibernation,
   type CocoonSet,
   type HibernationTarget,
   type Plan,
@@ -159,5 +163,30 @@ describe("unsuspend leaves the pods a CocoonHibernation wants hibernated", () =>
 
   it("needs the CRs while a pod still asks to hibernate", () => {
     assert.equal(needsHibernationTargets(cs, [asked(mainPod(cs)), one]), true);
+  });
+});
+
+describe("the pass's view of the CocoonHibernations", () => {
+  const cr = (name: string, pod: string, deleting: boolean): CocoonHibernation => ({
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: {
+      name,
+      namespace: "team",
+      ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z", finalizers: ["f"] } : {}),
+    },
+    spec: { podRef: { name: pod }, desire: "Hibernate" },
+    status: { phase: "Hibernated" },
+  });
+
+  it("a CR being deleted still holds its pod and its restore until it is gone (as upstream)", () => {
+    const targets = hibernationTargets([cr("nap", "demo-1", true), cr("other", "demo-2", false)]);
+    assert.deepEqual(
+      targets.map((t) => t.pod),
+      ["demo-1", "demo-2"],
+    );
+    assert.ok(hibernationHeld(targets, "demo-1"));
+    assert.ok(restoreIntended(targets, "demo-1"));
+    assert.ok(!hibernationHeld(hibernationTargets([]), "demo-1"));
   });
 });

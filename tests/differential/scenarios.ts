@@ -394,6 +394,9 @@ export const SCENARIOS: readonly Scenario[] = [
         `the VMs of ${ns}/solo woken once nap is gone`,
       );
       await vmIdsReported(client, ns, "solo", 2);
+      // With the tag gone the wake may fail and solo-1 be rebuilt; either way the checkpoint
+      // waits for the fleet's settled status (the peer writes it a pass later than ours).
+      await converged(client, ns, "solo", { replicas: 1 });
       await checkpoint("deleted", "solo", { tags: true, hibernation: "nap" });
     },
   },

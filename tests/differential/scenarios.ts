@@ -382,7 +382,7 @@ export const SCENARIOS: readonly Scenario[] = [
       // that pass withdraws its hibernate request and the node agent wakes it.
       await client.patch(
         paths.pod(ns, "solo-1"),
-        { metadata: { annotations: { "sim.cocoonset.cocoonstack.io/poke": "after-delete" } } },
+        { metadata: { annotations: { [NUDGE]: "after-delete" } } },
         PatchType.merge,
       );
       await podsAre(

@@ -28,6 +28,10 @@ export interface DeploymentControllerArgs {
   watchNamespaces: string[];
   /** The snapshot registry (`--oci-registry`), when the controller acts on `suspend`. */
   ociRegistry?: string;
+  /** `--hibernate-timeout`, when not the controller's default. */
+  hibernateTimeout?: string;
+  /** `--wake-timeout`, when not the controller's default. */
+  wakeTimeout?: string;
 }
 
 /** Container port of `/metrics` in the Operator's Deployment. */
@@ -55,5 +59,7 @@ export function deploymentControllerArgs(a: DeploymentControllerArgs): string[] 
     `--health-probe-bind-address=:${PROBE_PORT}`,
     ...a.watchNamespaces.map((w) => `--namespace=${w}`),
     ...(a.ociRegistry ? [`--oci-registry=${a.ociRegistry}`] : []),
+    ...(a.hibernateTimeout ? [`--hibernate-timeout=${a.hibernateTimeout}`] : []),
+    ...(a.wakeTimeout ? [`--wake-timeout=${a.wakeTimeout}`] : []),
   ];
 }

@@ -101,6 +101,8 @@ const OPERATOR_PLAIN = [
   "reapInterval",
   "logLevel",
   "ociRegistry",
+  "hibernateTimeout",
+  "wakeTimeout",
   "retainCrdOnDelete",
   "adoptCrd",
   "skipAwait",

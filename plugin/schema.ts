@@ -4,6 +4,9 @@
  * engine-backed resources they create as custom resources of the package.
  */
 
+import type { FleetArgs } from "../sdk/fleet.js";
+import type { OperatorArgs } from "../sdk/operator.js";
+
 /** A property of the schema. */
 interface Property {
   type?: string;
@@ -34,7 +37,8 @@ const secretKubeconfig = (who: string): Property => ({
   description: `Kubeconfig text ${who} use (kept as a secret). Default: the kubeconfig of the Kubernetes provider the component is given, else the stack's \`kubernetes:kubeconfig\` config, else \`$KUBECONFIG\`, else \`~/.kube/config\`.`,
 });
 
-const operatorInputs: Record<string, Property> = {
+// Keyed by every Operator argument: an argument added there and not here fails to compile.
+const operatorInputs: Record<keyof OperatorArgs, Property> = {
   namespace: str(
     'Namespace of the controller (created unless `createNamespace` is false). Default "cocoonset-system".',
   ),
@@ -64,6 +68,12 @@ const operatorInputs: Record<string, Property> = {
   ociRegistry: str(
     "Snapshot registry of the VMs, `host[:port][/prefix]`: the controller gets `--oci-registry` and acts on `spec.suspend`.",
   ),
+  hibernateTimeout: str(
+    'How long a CocoonHibernation may stay Hibernating before it is Failed (`--hibernate-timeout`). Default "3m".',
+  ),
+  wakeTimeout: str(
+    'How long a CocoonHibernation may stay Waking before it is Failed (`--wake-timeout`). Default "5m".',
+  ),
   kubeconfig: secretKubeconfig("the Operator's guards"),
   retainCrdOnDelete: bool(
     "Keep the CocoonSet CRD (and every CocoonSet) when the Operator is destroyed. Default false.",
@@ -84,7 +94,8 @@ const operatorOutputs: Record<string, Property> = {
   deploymentName: str("Name of the controller Deployment."),
 };
 
-const fleetInputs: Record<string, Property> = {
+// Keyed by every Fleet argument, as the Operator's above.
+const fleetInputs: Record<keyof FleetArgs, Property> = {
   namespace: str("Namespace of the CocoonSet (it must exist)."),
   name: str("Name of the CocoonSet. Default: the resource name."),
   spec: any(

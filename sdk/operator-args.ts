@@ -11,6 +11,7 @@ import {
   parseNamespaceOption,
   parseReapIntervalOption,
   parseRegistryOption,
+  parseTransitionTimeoutOption,
 } from "../controller/options.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
 import type { OperatorArgs } from "./operator.js";
@@ -51,6 +52,12 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     if (typeof args.reapInterval !== "string")
       bad("reapInterval", "must be a string such as 5m", args.reapInterval);
     else parsed("reapInterval", args.reapInterval, parseReapIntervalOption);
+  }
+  for (const field of ["hibernateTimeout", "wakeTimeout"] as const) {
+    const v = args[field];
+    if (v === undefined) continue;
+    if (typeof v !== "string") bad(field, "must be a string such as 5m", v);
+    else parsed(field, v, parseTransitionTimeoutOption);
   }
   if (args.logLevel !== undefined) {
     if (typeof args.logLevel !== "string") bad("logLevel", "must be a string", args.logLevel);

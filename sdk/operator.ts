@@ -102,6 +102,19 @@ export interface OperatorArgs {
    */
   ociRegistry?: string;
   /**
+   * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
+   * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
+   * `--hibernate-timeout`).
+   * @default "3m"
+   */
+  hibernateTimeout?: string;
+  /**
+   * How long a CocoonHibernation may stay `Waking` before it is `Failed` (`WakeTimedOut`): a
+   * duration such as `90s`, `10m` or `1h` (the controller's `--wake-timeout`).
+   * @default "5m"
+   */
+  wakeTimeout?: string;
+  /**
    * Kubeconfig text the Operator's guards use (kept as a secret). Leave it out: they then use
    * the kubeconfig of the Kubernetes provider the Operator is given, so they reach the same
    * cluster as its CRD.
@@ -352,6 +365,8 @@ export class Operator extends pulumi.ComponentResource {
       logLevel: args.logLevel ?? "info",
       watchNamespaces: watch,
       ociRegistry: args.ociRegistry?.trim(),
+      hibernateTimeout: args.hibernateTimeout?.trim(),
+      wakeTimeout: args.wakeTimeout?.trim(),
     });
     const image = args.image ?? defaultControllerImage(pkg.version);
     this.deployment = new k8s.apps.v1.Deployment(

@@ -245,6 +245,8 @@ export const operatorArgsArb = fc
     ),
     reapInterval: optional(field(fc.constantFrom("5m", "30s", "1h"), hostileString(20))),
     logLevel: optional(field(fc.constantFrom("info", "debug", "warn"), hostileString(20))),
+    hibernateTimeout: optional(field(fc.constantFrom("3m", "90s", "1h"), hostileString(20))),
+    wakeTimeout: optional(field(fc.constantFrom("5m", "45s", "2h"), hostileString(20))),
     watchNamespaces: optional(
       field(
         fc.array(fc.constantFrom("team-a", "team-b")),

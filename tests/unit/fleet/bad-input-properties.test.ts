@@ -128,6 +128,8 @@ describe("bad input never throws, is refused naming a field, within 50 ms", () =
               logLevel: a.logLevel ?? "info",
               namespace: a.watchNamespaces ?? [],
               leaderElect: String(a.leaderElect ?? true),
+              hibernateTimeout: a.hibernateTimeout?.trim(),
+              wakeTimeout: a.wakeTimeout?.trim(),
             },
             {},
             a.namespace ?? "cocoonset-system",

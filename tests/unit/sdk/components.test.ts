@@ -448,6 +448,16 @@ describe("Operator arguments are refused before anything is registered", () => {
     ],
     ["namespace Bad_NS", { namespace: "Bad_NS" }, /\[namespace\] must be a DNS-1123 label/],
     [
+      "hibernateTimeout soon",
+      { hibernateTimeout: "soon" },
+      /\[hibernateTimeout\] must be a duration/,
+    ],
+    [
+      "wakeTimeout a number",
+      { wakeTimeout: 300 },
+      /\[wakeTimeout\] must be a string such as 5m \(got 300\)/,
+    ],
+    [
       "image blank",
       { image: " " },
       /\[image\] must be an image reference with no whitespace \(got " "\)/,
@@ -644,6 +654,24 @@ describe("Fleet", () => {
       );
       assert.equal(registered.length, before, "nothing registered");
     }
+  });
+
+  it("hands the controller its hibernate and wake timeouts", async () => {
+    const op = new sdk.Operator("timeouts", {
+      namespace: "timeouts-system",
+      kubeconfig: KUBECONFIG,
+      hibernateTimeout: " 10m ",
+      wakeTimeout: "90s",
+    });
+    await settle(op.deploymentName);
+    const deployment = one("timeouts", "kubernetes:apps/v1:Deployment", "timeouts-controller");
+    const args = (
+      deployment.inputs.spec as { template: { spec: { containers: { args: string[] }[] } } }
+    ).template.spec.containers[0].args;
+    assert.deepEqual(
+      args.filter((a) => /^--(hibernate|wake)-timeout/.test(a)),
+      ["--hibernate-timeout=10m", "--wake-timeout=90s"],
+    );
   });
 
   it("takes the Operator's ociRegistry as its registry unless it names its own, and a suspend timeout", async () => {

@@ -48,16 +48,16 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     if (typeof v !== "number") bad(field, "must be a number", v);
     else parsed(field, v, parseCountOption);
   }
-  if (args.reapInterval !== undefined) {
-    if (typeof args.reapInterval !== "string")
-      bad("reapInterval", "must be a string such as 5m", args.reapInterval);
-    else parsed("reapInterval", args.reapInterval, parseReapIntervalOption);
-  }
-  for (const field of ["hibernateTimeout", "wakeTimeout"] as const) {
+  const durations = [
+    ["reapInterval", parseReapIntervalOption],
+    ["hibernateTimeout", parseTransitionTimeoutOption],
+    ["wakeTimeout", parseTransitionTimeoutOption],
+  ] as const;
+  for (const [field, parser] of durations) {
     const v = args[field];
     if (v === undefined) continue;
     if (typeof v !== "string") bad(field, "must be a string such as 5m", v);
-    else parsed(field, v, parseTransitionTimeoutOption);
+    else parsed(field, v, parser);
   }
   if (args.logLevel !== undefined) {
     if (typeof args.logLevel !== "string") bad("logLevel", "must be a string", args.logLevel);

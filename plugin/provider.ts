@@ -15,6 +15,7 @@ import {
   crdGuardProvider,
   operatorGuardProvider,
 } from "../sdk/operator-resources.js";
+import { fleetGuardProvider } from "../sdk/fleet-guard.js";
 import { useResources } from "../sdk/resource-factory.js";
 import { slotsProvider } from "../sdk/slots.js";
 import { packageResources, token } from "./resources.js";
@@ -27,6 +28,7 @@ export const engines: Record<string, pulumi.dynamic.ResourceProvider> = {
   [token("OperatorGuard")]: operatorGuardProvider,
   [token("ControllerRollout")]: controllerRolloutProvider,
   [token("CrdGuard")]: crdGuardProvider,
+  [token("FleetGuard")]: fleetGuardProvider,
 };
 
 /** The type token of a URN (`urn:pulumi:stack::project::parent$type::name`). */

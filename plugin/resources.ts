@@ -1,6 +1,7 @@
 /**
  * The engine-backed resources as custom resources of the `cocoonset` package
- * (`cocoonset:index:Slots`, `OperatorGuard`, `ControllerRollout`, `CrdGuard`). Components
+ * (`cocoonset:index:Slots`, `OperatorGuard`, `ControllerRollout`, `CrdGuard`,
+ * `FleetGuard`). Components
  * constructed by the package provider create these instead of dynamic resources; the engine
  * sends their operations to this package's provider (./provider.ts), which runs the same
  * provider objects the dynamic resources store.
@@ -42,4 +43,5 @@ export const packageResources: ResourceFactory = {
   controllerRollout: (name, args, opts) =>
     new PackageResource(token("ControllerRollout"), name, args, opts),
   crdGuard: (name, args, opts) => new PackageResource(token("CrdGuard"), name, args, opts),
+  fleetGuard: (name, args, opts) => new PackageResource(token("FleetGuard"), name, args, opts),
 };

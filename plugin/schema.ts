@@ -120,6 +120,9 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   suspendTimeoutSeconds: int(
     "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",
   ),
+  adoptCocoonSet: bool(
+    "Take over a CocoonSet of the same name that no Fleet created (applied with kubectl or another tool): this stack then manages it and `pulumi destroy` deletes it. Without it such a CocoonSet is refused. Default false.",
+  ),
 };
 
 const fleetOutputs: Record<string, Property> = {
@@ -206,6 +209,17 @@ export function packageSchema(version: string) {
           image: { type: "string" },
           generation: { type: "integer" },
           timeoutSeconds: { type: "integer" },
+        },
+      ),
+      "cocoonset:index:FleetGuard": engineResource(
+        "A Fleet creates its CocoonSet or refuses one that another Fleet, or no stack, created.",
+        {
+          kubeconfig: { type: "string", secret: true },
+          namespace: { type: "string" },
+          name: { type: "string" },
+          owner: { type: "string" },
+          adopt: { type: "boolean" },
+          requireCrd: { type: "boolean" },
         },
       ),
       "cocoonset:index:CrdGuard": engineResource(

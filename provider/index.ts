@@ -7,7 +7,8 @@
  * `./provider` export path (each stored provider method runs
  * `import("pulumi-cocoonset/provider")`), and the function names of `dynamic` that those
  * methods call (`check`, `diff`, `create`, `update`, `remove`, `read`, `guardCheck`,
- * `guardCreate`, `guardUpdate`, `crdGuardDelete`, `rolloutCreate`, `rolloutUpdate`). A stack
+ * `guardCreate`, `guardUpdate`, `crdGuardDelete`, `rolloutCreate`, `rolloutUpdate`,
+ * `fleetGuardCheck`, `fleetGuardCreate`, `fleetGuardUpdate`). A stack
  * deployed with one version calls them by name from the next.
  */
 export * as fleet from "./fleet/index.js";

@@ -15,6 +15,7 @@ import {
   validateCocoonSetSpec,
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
+import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
 import { kubeconfigOf } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
@@ -90,6 +91,33 @@ export interface FleetArgs {
    * @default 300
    */
   suspendTimeoutSeconds?: number;
+  /**
+   * Take over a CocoonSet of the same name that exists and that no Fleet created (applied
+   * with `kubectl` or another tool, or by a Fleet of a pulumi-cocoonset that did not record
+   * its owner): this stack then manages it, and `pulumi destroy` deletes it and its pods.
+   * Without it such a CocoonSet is refused at preview and at `up`. A CocoonSet another Fleet
+   * created (another stack, or another Fleet of this program) is refused either way.
+   * @default false
+   */
+  adoptCocoonSet?: boolean;
+}
+
+/**
+ * The CocoonSets the Fleets of this program declare, `namespace/name` → the Fleet's name: two
+ * Fleets of one program must not declare the same CocoonSet (removing one would delete both).
+ */
+const declared = new Map<string, string>();
+
+/** Records a Fleet's CocoonSet; fails naming the other Fleet when one declared it already. */
+function claimInProgram(fleet: string, namespace: string, name: string): void {
+  const key = `${namespace}/${name}`;
+  const other = declared.get(key);
+  if (other !== undefined && other !== fleet) {
+    throw new pulumi.RunError(
+      `Fleet ${fleet}: [name] the CocoonSet ${key} is already declared by the Fleet ${other} of this program; each Fleet needs a CocoonSet of its own (give one of them another \`name\` or namespace)`,
+    );
+  }
+  declared.set(key, fleet);
 }
 
 /** Whether a value holds a Pulumi Output or a promise at any depth (then it is known later). */
@@ -169,9 +197,15 @@ export class Fleet extends pulumi.ComponentResource {
       }).map((p) => p.reason),
       ...specProblems,
     ];
+    if (args.adoptCocoonSet !== undefined && typeof args.adoptCocoonSet !== "boolean") {
+      problems.push(
+        `[adoptCocoonSet] must be a boolean (got ${JSON.stringify(args.adoptCocoonSet)})`,
+      );
+    }
     if (problems.length > 0) {
       throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);
     }
+    if (typeof args.namespace === "string") claimInProgram(name, args.namespace, csName);
     const ignore = fleetIgnoreChanges(name, opts.ignoreChanges);
     const registry = args.registry ?? args.operator?.ociRegistry;
     super("cocoonset:index:Fleet", name, {}, componentOptions(opts));
@@ -190,22 +224,43 @@ export class Fleet extends pulumi.ComponentResource {
         ]
       : [];
 
+    // A Fleet creates its CocoonSet or refuses one that another Fleet, or no stack, created:
+    // the guard runs before the CocoonSet is applied (an apply takes over an existing object).
+    const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
+    const kubeconfig =
+      args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig);
+    const guard = resources().fleetGuard(
+      `${name}-guard`,
+      {
+        kubeconfig,
+        namespace: pulumi.output(args.namespace).apply((ns) => {
+          claimInProgram(name, ns, csName);
+          return ns;
+        }),
+        name: csName,
+        owner,
+        ...(args.adoptCocoonSet ? { adopt: true } : {}),
+        // Without an Operator (or a dependsOn that may install it) the CRD must be there.
+        requireCrd: args.operator === undefined && opts.dependsOn === undefined,
+      },
+      child,
+    );
+
     this.cocoonSet = new k8s.apiextensions.CustomResource(
       `${name}-cocoonset`,
       {
         apiVersion: API_VERSION,
         kind: KIND,
-        metadata: { name: csName, namespace: args.namespace },
+        metadata: { name: csName, namespace: args.namespace, annotations: { [CREATED_BY]: owner } },
         spec,
       },
-      { ...child, dependsOn: operatorDeps, ignoreChanges: ignore.cocoonSet },
+      { ...child, dependsOn: [guard, ...operatorDeps], ignoreChanges: ignore.cocoonSet },
     );
 
     this.slots = resources().slots(
       `${name}-slots`,
       {
-        kubeconfig:
-          args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig),
+        kubeconfig,
         namespace: args.namespace,
         name: csName,
         uid: this.cocoonSet.metadata.uid,

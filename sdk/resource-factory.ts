@@ -6,6 +6,7 @@
  * constructed for another language. Both run the same provider objects.
  */
 import type * as pulumi from "@pulumi/pulumi";
+import { FleetGuard } from "./fleet-guard.js";
 import { ControllerRollout, CrdGuard, OperatorGuard } from "./operator-resources.js";
 import { Slots, type SlotsArgs } from "./slots.js";
 
@@ -30,6 +31,11 @@ export interface ResourceFactory {
     args: ArgsOf<typeof CrdGuard>,
     opts: pulumi.CustomResourceOptions,
   ): CrdGuard;
+  fleetGuard(
+    name: string,
+    args: ArgsOf<typeof FleetGuard>,
+    opts: pulumi.CustomResourceOptions,
+  ): FleetGuard;
 }
 
 /** The dynamic resources a program's components create. */
@@ -38,6 +44,7 @@ export const dynamicResources: ResourceFactory = {
   operatorGuard: (name, args, opts) => new OperatorGuard(name, args, opts),
   controllerRollout: (name, args, opts) => new ControllerRollout(name, args, opts),
   crdGuard: (name, args, opts) => new CrdGuard(name, args, opts),
+  fleetGuard: (name, args, opts) => new FleetGuard(name, args, opts),
 };
 
 let current: ResourceFactory = dynamicResources;

@@ -5,4 +5,5 @@
 export * from "./slot-view.js";
 export * from "./slots.js";
 export * from "./operator-guard.js";
+export * from "./fleet-guard.js";
 export * from "./controller-rollout.js";

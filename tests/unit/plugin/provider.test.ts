@@ -18,6 +18,7 @@ let plugin: typeof import("../../../plugin/provider.js");
 let schema: typeof import("../../../plugin/schema.js");
 let sdk: typeof import("../../../sdk/index.js");
 let operatorResources: typeof import("../../../sdk/operator-resources.js");
+let fleetGuard: typeof import("../../../sdk/fleet-guard.js");
 
 before(async () => {
   await pulumi.runtime.setMocks(
@@ -44,6 +45,7 @@ before(async () => {
   schema = await import("../../../plugin/schema.js");
   sdk = await import("../../../sdk/index.js");
   operatorResources = await import("../../../sdk/operator-resources.js");
+  fleetGuard = await import("../../../sdk/fleet-guard.js");
 });
 
 function settle<T>(o: pulumi.Output<T>): Promise<T> {
@@ -62,6 +64,7 @@ describe("the package schema", () => {
       "cocoonset:index:ControllerRollout custom",
       "cocoonset:index:CrdGuard custom",
       "cocoonset:index:Fleet component",
+      "cocoonset:index:FleetGuard custom",
       "cocoonset:index:Operator component",
       "cocoonset:index:OperatorGuard custom",
       "cocoonset:index:Slots custom",
@@ -85,6 +88,7 @@ describe("the package's custom resources", () => {
   it("run the same provider objects as the TypeScript SDK's dynamic resources", () => {
     assert.equal(plugin.engines["cocoonset:index:Slots"], sdk.slotsProvider);
     assert.equal(plugin.engines["cocoonset:index:CrdGuard"], operatorResources.crdGuardProvider);
+    assert.equal(plugin.engines["cocoonset:index:FleetGuard"], fleetGuard.fleetGuardProvider);
     assert.equal(
       plugin.engines["cocoonset:index:OperatorGuard"],
       operatorResources.operatorGuardProvider,
@@ -155,6 +159,7 @@ describe("components built by the package provider", () => {
       "cocoonset:index:ControllerRollout ops-rollout",
       "cocoonset:index:CrdGuard ops-crd-guard",
       "cocoonset:index:Fleet coder",
+      "cocoonset:index:FleetGuard coder-guard",
       "cocoonset:index:Operator ops",
       "cocoonset:index:OperatorGuard ops-guard",
       "cocoonset:index:Slots coder-slots",

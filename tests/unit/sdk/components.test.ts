@@ -527,24 +527,44 @@ describe("Fleet", () => {
     const kids = childrenOf("coder");
     assert.deepEqual(kids.map((k) => `${k.type} ${k.name}`).sort(), [
       "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet coder-cocoonset",
+      "pulumi-nodejs:dynamic/cocoonset:FleetGuard coder-guard",
       "pulumi-nodejs:dynamic/cocoonset:Slots coder-slots",
     ]);
     for (const k of kids) assert.equal(k.parentType, "cocoonset:index:Fleet", k.name);
 
+    const guard = one("coder", "pulumi-nodejs:dynamic/cocoonset:FleetGuard", "coder-guard");
+    assert.deepEqual(
+      { ...guard.inputs, kubeconfig: undefined, __provider: undefined },
+      {
+        kubeconfig: undefined,
+        __provider: undefined,
+        namespace: "agents",
+        name: "coder",
+        owner: "project/stack/coder",
+        requireCrd: false,
+      },
+      "the guard claims the CocoonSet for this Fleet; with an Operator the CRD may come in the same deploy",
+    );
+
     const cs = one("coder", "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet", "coder-cocoonset");
     assert.equal(cs.inputs.apiVersion, "cocoonset.cocoonstack.io/v1");
     assert.equal(cs.inputs.kind, "CocoonSet");
-    assert.deepEqual(cs.inputs.metadata, { name: "coder", namespace: "agents" });
+    assert.deepEqual(cs.inputs.metadata, {
+      name: "coder",
+      namespace: "agents",
+      annotations: { "cocoonset.cocoonstack.io/created-by": "project/stack/coder" },
+    });
     assert.deepEqual(cs.inputs.spec, {
       agent: { replicas: 3, image: "agents/coder:1" },
       toolboxes: [{ name: "browser", image: "tools/browser:1" }],
     });
     const csOpts = seen.find((s) => s.name === "coder-cocoonset")?.opts;
     assert.ok(csOpts?.parent === fleet, "the CocoonSet's parent is the Fleet");
+    const guardOpts = seen.find((s) => s.name === "coder-guard");
     assert.deepEqual(
       csOpts.dependsOn,
-      [op.crd, op.deployment, op.crdGuard, op.rollout],
-      "the CocoonSet waits for the CRD and the controller's rollout, and is destroyed before them and before the CRD guard checks what is left",
+      [guardOpts?.resource, op.crd, op.deployment, op.crdGuard, op.rollout],
+      "the CocoonSet waits for the claim guard, the CRD and the controller's rollout, and is destroyed before them and before the CRD guard checks what is left",
     );
 
     const slots = one("coder", "pulumi-nodejs:dynamic/cocoonset:Slots", "coder-slots");
@@ -633,6 +653,68 @@ describe("Fleet", () => {
       );
       assert.equal(registered.length, before, "nothing registered");
     }
+  });
+
+  it("refuses a second Fleet of the program declaring the same CocoonSet, naming the first, before it registers anything", () => {
+    const spec = { agent: { image: "agents/coder:1" } };
+    new sdk.Fleet("first-claim", {
+      namespace: "dup",
+      name: "shared",
+      kubeconfig: KUBECONFIG,
+      spec,
+    });
+    const before = registered.length;
+    assert.throws(
+      () =>
+        new sdk.Fleet("second-claim", {
+          namespace: "dup",
+          name: "shared",
+          kubeconfig: KUBECONFIG,
+          spec,
+        }),
+      (e: unknown) =>
+        pulumi.RunError.isInstance(e) &&
+        e.message ===
+          "Fleet second-claim: [name] the CocoonSet dup/shared is already declared by the Fleet first-claim of this program; each Fleet needs a CocoonSet of its own (give one of them another `name` or namespace)",
+    );
+    assert.equal(registered.length, before, "nothing registered");
+    // Another namespace, or another name, is another CocoonSet.
+    new sdk.Fleet("third-claim", {
+      namespace: "dup2",
+      name: "shared",
+      kubeconfig: KUBECONFIG,
+      spec,
+    });
+    new sdk.Fleet("fourth-claim", {
+      namespace: "dup",
+      name: "other",
+      kubeconfig: KUBECONFIG,
+      spec,
+    });
+  });
+
+  it("refuses an adoptCocoonSet that is not a boolean, and a Fleet without an Operator asks for the CRD", async () => {
+    assert.throws(
+      () =>
+        new sdk.Fleet("adopt-bad", {
+          namespace: "agents",
+          name: "adopt-bad",
+          kubeconfig: KUBECONFIG,
+          spec: { agent: { image: "agents/coder:1" } },
+          adoptCocoonSet: "yes" as unknown as boolean,
+        }),
+      /\[adoptCocoonSet\] must be a boolean \(got "yes"\)/,
+    );
+    const fleet = new sdk.Fleet("adopter", {
+      namespace: "agents",
+      kubeconfig: KUBECONFIG,
+      spec: { agent: { image: "agents/coder:1" } },
+      adoptCocoonSet: true,
+    });
+    await settle(fleet.podNames);
+    const guard = one("adopter", "pulumi-nodejs:dynamic/cocoonset:FleetGuard", "adopter-guard");
+    assert.equal(guard.inputs.adopt, true);
+    assert.equal(guard.inputs.requireCrd, true, "no Operator and no dependsOn: the CRD must exist");
   });
 
   it("refuses a spec of plain values naming the field, before anything is registered", () => {

@@ -4,7 +4,7 @@
  * Config: `namespace` (required, must exist), `name` [fleet], `replicas` [10], `image`
  * [agents/coder:1], `toolboxes` (JSON array of toolbox specs) [[]], `withOperator` [false],
  * `operatorName` [cocoonset], `operatorNamespace` [cocoonset-system], `retainCrdOnDelete`
- * [false], `adoptCrd` [none], `fanOut` [8], `providerKubeconfig` (secret; when set, the
+ * [false], `adoptCrd` [none], `adoptCocoonSet` [false], `fanOut` [8], `providerKubeconfig` (secret; when set, the
  * Operator and the Fleet go through a Kubernetes provider built from it, and nothing else
  * is told the kubeconfig).
  */
@@ -41,6 +41,7 @@ const fleet = new Fleet(
     timeoutSeconds: 120,
     releaseTimeoutSeconds: 60,
     fanOut: config.getNumber("fanOut"),
+    adoptCocoonSet: config.getBoolean("adoptCocoonSet"),
     spec: {
       agent: {
         replicas: config.getNumber("replicas") ?? 10,

@@ -1,0 +1,180 @@
+/**
+ * The Fleet's claim guard: a Fleet creates its CocoonSet, or refuses.
+ *
+ * pulumi-kubernetes applies a custom resource with server-side apply, which takes over an
+ * object of the same name that already exists. Without this guard a second stack (or a
+ * second Fleet of the same program) declaring the same CocoonSet would take over the first
+ * one's fleet, and its `pulumi destroy` would delete it. The guard is registered before the
+ * CocoonSet; its `check` (run by `pulumi preview` and again by `up`) and its `create` read
+ * the CocoonSet and refuse one that another Fleet, or no Pulumi stack, created.
+ *
+ * Guarantees: a CocoonSet is claimed only when it does not exist yet, when it carries this
+ * Fleet's own stamp (`<project>/<stack>/<name>`), or when the program asks for it with
+ * `adoptCocoonSet`. The guard's outputs carry no credential (the kubeconfig is an input only).
+ * Caveats: two stacks whose `pulumi up` create the same new CocoonSet at the same instant can
+ * both pass the read; the second apply then meets the first one's stamp (a server-side apply
+ * conflict when the field managers differ).
+ */
+import { CRD_NAME, describeValue, type CocoonSet } from "../fleet/index.js";
+import { KubeClient, paths, type KubeObject } from "../kube/index.js";
+import { BrandedError } from "../kube/branded-error.js";
+
+/** Annotation on a CocoonSet naming the Fleet (`<project>/<stack>/<name>`) that created it. */
+export const CREATED_BY = "cocoonset.cocoonstack.io/created-by";
+
+/** Label pulumi-kubernetes puts on every object it creates. */
+const PULUMI_MANAGED = { key: "app.kubernetes.io/managed-by", value: "pulumi" } as const;
+
+/** The placeholder Pulumi sends for values not known during preview. */
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/** Inputs of the Fleet's claim guard. */
+export interface FleetGuardInputs {
+  /** Kubeconfig YAML (a secret input; never returned as an output). */
+  kubeconfig: string;
+  /** Namespace of the CocoonSet. */
+  namespace: string;
+  /** Name of the CocoonSet. */
+  name: string;
+  /** `<project>/<stack>/<component name>` of this Fleet. */
+  owner: string;
+  /** Whether the Fleet may take over a CocoonSet it did not create (`adoptCocoonSet`). */
+  adopt?: boolean;
+  /**
+   * Whether the CocoonSet CRD must already be in the cluster: true when the Fleet has no
+   * Operator in its program (an Operator installs the CRD in the same deploy).
+   */
+  requireCrd?: boolean;
+}
+
+/** Outputs of the guard: the inputs without the kubeconfig. */
+export type FleetGuardOutputs = Omit<FleetGuardInputs, "kubeconfig">;
+
+/** A CocoonSet this Fleet may not claim. */
+export class CocoonSetClaimError extends BrandedError {}
+
+/** What the guard found in the cluster: the CocoonSet (if any) and whether its CRD exists. */
+export interface ClaimView {
+  crdInstalled: boolean;
+  cocoonSet?: Pick<CocoonSet, "metadata">;
+}
+
+/**
+ * Why this Fleet may not claim the CocoonSet it declares, or undefined when it may. Pure: the
+ * decision the guard's `check` and `create` both take from one read of the cluster.
+ */
+export function claimProblem(
+  view: ClaimView,
+  p: Pick<FleetGuardInputs, "namespace" | "name" | "owner" | "adopt" | "requireCrd">,
+): string | undefined {
+  const id = `${p.namespace}/${p.name}`;
+  if (!view.crdInstalled) {
+    return p.requireCrd
+      ? `[operator] the CocoonSet CRD ${CRD_NAME} is not installed in the cluster, and this Fleet has no \`operator\` to install it: add an Operator to the program (\`new Operator(...)\`, passed as the Fleet's \`operator\`), or install the controller and its CRD first (\`cocoonset manifests\` or another stack's Operator)`
+      : undefined;
+  }
+  const live = view.cocoonSet;
+  if (!live) return undefined;
+  const stamp = live.metadata.annotations?.[CREATED_BY];
+  if (stamp === p.owner) return undefined;
+  if (stamp) {
+    return `[name] the CocoonSet ${id} is held by the Fleet ${stamp}; a Fleet creates its own CocoonSet and never takes over another's (its \`pulumi destroy\` would delete that fleet): give this Fleet another \`name\` or namespace, or remove the Fleet from that stack first`;
+  }
+  if (p.adopt) return undefined;
+  const byPulumi = live.metadata.labels?.[PULUMI_MANAGED.key] === PULUMI_MANAGED.value;
+  const holder = byPulumi
+    ? "was created by a Pulumi stack that did not record its owner (a Fleet of an earlier pulumi-cocoonset, or another Pulumi program)"
+    : "was not created by Pulumi (applied with kubectl or another tool)";
+  return `[adoptCocoonSet] the CocoonSet ${id} exists and ${holder}; a Fleet does not take over a CocoonSet it did not create unless the program says so: set \`adoptCocoonSet: true\` on the Fleet to adopt it (this stack then manages it, and \`pulumi destroy\` deletes it and its pods), or give this Fleet another \`name\``;
+}
+
+/** Reads what {@link claimProblem} decides on. */
+export async function readClaimView(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<ClaimView> {
+  const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+  if (!crd) return { crdInstalled: false };
+  const cocoonSet = await client.getOrUndefined<CocoonSet>(paths.cocoonSet(namespace, name));
+  return { crdInstalled: true, ...(cocoonSet ? { cocoonSet } : {}) };
+}
+
+/** Whether every input the claim decision needs is known (not a preview placeholder). */
+function known(news: Record<string, unknown>): news is Record<string, unknown> & FleetGuardInputs {
+  return ["kubeconfig", "namespace", "name", "owner"].every(
+    (k) => typeof news[k] === "string" && news[k] !== UNKNOWN && news[k] !== "",
+  );
+}
+
+/**
+ * Guard `check`, run by `pulumi preview` and by `up` before the CocoonSet is applied: the
+ * claim decision, as a check failure. A cluster that cannot be asked is no failure here (the
+ * CocoonSet's own apply reports it); `create` asks again and fails closed.
+ */
+export async function fleetGuardCheck(
+  _olds: unknown,
+  news: Record<string, unknown>,
+): Promise<{ inputs: Record<string, unknown>; failures: { property: string; reason: string }[] }> {
+  const failures: { property: string; reason: string }[] = [];
+  if (news.adopt !== undefined && typeof news.adopt !== "boolean" && news.adopt !== UNKNOWN) {
+    failures.push({
+      property: "adopt",
+      reason: `[adoptCocoonSet] must be a boolean (got ${describeValue(news.adopt)})`,
+    });
+  }
+  if (failures.length > 0 || !known(news)) return { inputs: news, failures };
+  let client: KubeClient;
+  try {
+    client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 15_000 });
+  } catch {
+    return { inputs: news, failures };
+  }
+  try {
+    const problem = claimProblem(await readClaimView(client, news.namespace, news.name), news);
+    if (problem) failures.push({ property: "", reason: problem });
+  } catch {
+    // Unreachable or forbidden: the deploy reports it; `create` re-reads and fails closed.
+  } finally {
+    client.close();
+  }
+  return { inputs: news, failures };
+}
+
+/** The claim decision against the cluster, failing closed. */
+async function assertClaim(inputs: FleetGuardInputs): Promise<void> {
+  const client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: 30_000 });
+  try {
+    const problem = claimProblem(
+      await readClaimView(client, inputs.namespace, inputs.name),
+      inputs,
+    );
+    if (problem) throw new CocoonSetClaimError(problem);
+  } finally {
+    client.close();
+  }
+}
+
+function outputsOf(inputs: FleetGuardInputs): FleetGuardOutputs {
+  const outs: Partial<FleetGuardInputs> = { ...inputs };
+  delete outs.kubeconfig;
+  return outs as FleetGuardOutputs;
+}
+
+/** Guard `create`: the claim decision, then the guard exists (its id is the owner). */
+export async function fleetGuardCreate(
+  inputs: FleetGuardInputs,
+): Promise<{ id: string; outs: FleetGuardOutputs }> {
+  await assertClaim(inputs);
+  return { id: `${inputs.namespace}/${inputs.name}`, outs: outputsOf(inputs) };
+}
+
+/** Guard `update` (the CocoonSet, owner or adoption changed): the same decision. */
+export async function fleetGuardUpdate(
+  _id: string,
+  _olds: FleetGuardOutputs,
+  news: FleetGuardInputs,
+): Promise<{ outs: FleetGuardOutputs }> {
+  await assertClaim(news);
+  return { outs: outputsOf(news) };
+}

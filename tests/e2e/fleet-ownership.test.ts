@@ -25,7 +25,9 @@ async function podUids(ns: string, name: string): Promise<Record<string, string>
   const pods = await adminClient().list(paths.pods(ns), {
     labelSelector: `${LABELS.name}=${name}`,
   });
-  return Object.fromEntries(pods.items.map((p) => [p.metadata.name, p.metadata.uid ?? ""]));
+  return Object.fromEntries(
+    pods.items.map((p): [string, string] => [p.metadata.name ?? "", p.metadata.uid ?? ""]),
+  );
 }
 
 /** Runs the steps; whatever happens, destroys the stacks after. */

@@ -31,14 +31,9 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
     const m = await import("pulumi-cocoonset/provider");
     return m.dynamic.guardUpdate(id, olds, news);
   },
-  async diff(_id, olds: OperatorGuardInputs, news: OperatorGuardInputs) {
-    // Re-check on every deploy: another stack may have installed an Operator since.
-    return {
-      changes:
-        olds.owner !== news.owner ||
-        olds.kubeconfig !== news.kubeconfig ||
-        olds.adoptCrd !== news.adoptCrd,
-    };
+  async diff(_id, olds: Omit<OperatorGuardInputs, "kubeconfig">, news: OperatorGuardInputs) {
+    // The outputs carry no kubeconfig (provider/dynamic/outputs.ts), so it is not compared.
+    return { changes: olds.owner !== news.owner || olds.adoptCrd !== news.adoptCrd };
   },
 };
 
@@ -84,8 +79,13 @@ export const controllerRolloutProvider: pulumi.dynamic.ResourceProvider = {
     const m = await import("pulumi-cocoonset/provider");
     return m.dynamic.rolloutUpdate(id, olds, news);
   },
-  async diff(_id, olds: ControllerRolloutInputs, news: ControllerRolloutInputs) {
-    const keys = ["kubeconfig", "namespace", "deployment", "image", "generation"] as const;
+  async diff(
+    _id,
+    olds: Omit<ControllerRolloutInputs, "kubeconfig">,
+    news: ControllerRolloutInputs,
+  ) {
+    // The outputs carry no kubeconfig (provider/dynamic/outputs.ts), so it is not compared.
+    const keys = ["namespace", "deployment", "image", "generation"] as const;
     return { changes: keys.some((k) => olds[k] !== news[k]) };
   },
 };

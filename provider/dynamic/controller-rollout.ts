@@ -5,6 +5,7 @@
  */
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
 import { sleep } from "../kube/sleep.js";
+import { withoutKubeconfig } from "./outputs.js";
 
 /** Inputs of the rollout check resource. */
 export interface ControllerRolloutInputs {
@@ -167,17 +168,17 @@ export async function awaitControllerRollout(
 /** Rollout check `create`. */
 export async function rolloutCreate(
   inputs: ControllerRolloutInputs,
-): Promise<{ id: string; outs: ControllerRolloutInputs }> {
+): Promise<{ id: string; outs: Omit<ControllerRolloutInputs, "kubeconfig"> }> {
   await awaitControllerRollout(inputs);
-  return { id: `${inputs.namespace}/${inputs.deployment}`, outs: inputs };
+  return { id: `${inputs.namespace}/${inputs.deployment}`, outs: withoutKubeconfig(inputs) };
 }
 
 /** Rollout check `update` (the Deployment changed). */
 export async function rolloutUpdate(
   _id: string,
-  _olds: ControllerRolloutInputs,
+  _olds: Omit<ControllerRolloutInputs, "kubeconfig">,
   news: ControllerRolloutInputs,
-): Promise<{ outs: ControllerRolloutInputs }> {
+): Promise<{ outs: Omit<ControllerRolloutInputs, "kubeconfig"> }> {
   await awaitControllerRollout(news);
-  return { outs: news };
+  return { outs: withoutKubeconfig(news) };
 }

@@ -18,6 +18,7 @@
 import { CRD_NAME, describeValue, type CocoonSet } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
 import { BrandedError } from "../kube/branded-error.js";
+import { withoutKubeconfig } from "./outputs.js";
 
 /** Annotation on a CocoonSet naming the Fleet (`<project>/<stack>/<name>`) that created it. */
 export const CREATED_BY = "cocoonset.cocoonstack.io/created-by";
@@ -155,18 +156,12 @@ async function assertClaim(inputs: FleetGuardInputs): Promise<void> {
   }
 }
 
-function outputsOf(inputs: FleetGuardInputs): FleetGuardOutputs {
-  const outs: Partial<FleetGuardInputs> = { ...inputs };
-  delete outs.kubeconfig;
-  return outs as FleetGuardOutputs;
-}
-
 /** Guard `create`: the claim decision, then the guard exists (its id is the owner). */
 export async function fleetGuardCreate(
   inputs: FleetGuardInputs,
 ): Promise<{ id: string; outs: FleetGuardOutputs }> {
   await assertClaim(inputs);
-  return { id: `${inputs.namespace}/${inputs.name}`, outs: outputsOf(inputs) };
+  return { id: `${inputs.namespace}/${inputs.name}`, outs: withoutKubeconfig(inputs) };
 }
 
 /** Guard `update` (the CocoonSet, owner or adoption changed): the same decision. */
@@ -176,5 +171,5 @@ export async function fleetGuardUpdate(
   news: FleetGuardInputs,
 ): Promise<{ outs: FleetGuardOutputs }> {
   await assertClaim(news);
-  return { outs: outputsOf(news) };
+  return { outs: withoutKubeconfig(news) };
 }

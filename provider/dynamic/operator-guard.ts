@@ -13,6 +13,7 @@
 import { CRD_NAME } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
 import { missingNamespaceReason } from "./namespace-check.js";
+import { withoutKubeconfig } from "./outputs.js";
 
 /** Annotation on the CRD naming the Operator that installed it. */
 export const INSTALLED_BY = "cocoonset.cocoonstack.io/installed-by";
@@ -96,9 +97,9 @@ export async function assertSingleOperator(
 /** Guard `create`: checks, then records this Operator as the owner. */
 export async function guardCreate(
   inputs: OperatorGuardInputs,
-): Promise<{ id: string; outs: OperatorGuardInputs }> {
+): Promise<{ id: string; outs: Omit<OperatorGuardInputs, "kubeconfig"> }> {
   await assertSingleOperator(inputs);
-  return { id: inputs.owner, outs: inputs };
+  return { id: inputs.owner, outs: withoutKubeconfig(inputs) };
 }
 
 /** Guard `update`: the same check (the stamp or the cluster may have changed). */
@@ -106,9 +107,9 @@ export async function guardUpdate(
   _id: string,
   _olds: OperatorGuardInputs,
   news: OperatorGuardInputs,
-): Promise<{ outs: OperatorGuardInputs }> {
+): Promise<{ outs: Omit<OperatorGuardInputs, "kubeconfig"> }> {
   await assertSingleOperator(news);
-  return { outs: news };
+  return { outs: withoutKubeconfig(news) };
 }
 
 /** Inputs of the CRD guard resource. */

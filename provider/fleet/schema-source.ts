@@ -353,7 +353,9 @@ export const cocoonSetSpecSchema: SchemaNode = {
   description: "Desired state of a CocoonSet.",
   required: ["agent"],
   properties: {
-    suspend: boolean("Suspend the fleet (reserved; suspend and wake come in a later milestone)."),
+    suspend: boolean(
+      "Suspend the fleet: each VM is hibernated to its snapshot (with hibernatePolicy release the pods are deleted too); false wakes it. Acted on only by a controller with --oci-registry, or a Fleet with a registry.",
+    ),
     nodePool: string("Node pool the pods select with the cocoonstack.io/pool label.", {
       default: DEFAULT_NODE_POOL,
       maxLength: 63,

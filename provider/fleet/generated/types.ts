@@ -20,7 +20,7 @@ export interface CocoonSet {
 
 /** Desired state of a CocoonSet. */
 export interface CocoonSetSpec {
-  /** Suspend the fleet (reserved; suspend and wake come in a later milestone). */
+  /** Suspend the fleet: each VM is hibernated to its snapshot (with hibernatePolicy release the pods are deleted too); false wakes it. Acted on only by a controller with --oci-registry, or a Fleet with a registry. */
   suspend?: boolean;
   /**
    * Node pool the pods select with the cocoonstack.io/pool label.

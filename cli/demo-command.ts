@@ -5,7 +5,7 @@
  * leaves nothing behind. Everything it starts is stopped, even on Ctrl-C.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -80,6 +80,7 @@ export function registerDemo(program: Command): void {
       action(async () => {
         const scratch = mkdtempSync(join(tmpdir(), "cocoonset-demo-"));
         const stateDir = join(scratch, "cluster");
+        const controllerLog = join(tmpdir(), `cocoonset-demo-controller-${process.pid}.log`);
         let controller: ChildProcess | undefined;
         let client: KubeClient | undefined;
         let cleaning = false;
@@ -92,6 +93,7 @@ export function registerDemo(program: Command): void {
           controller?.kill("SIGTERM");
           await clusterDown(stateDir);
           rmSync(scratch, { recursive: true, force: true });
+          say(`  the controller's log is kept in ${controllerLog}`);
         };
         const onSignal = () => {
           say("\ninterrupted");
@@ -123,6 +125,9 @@ export function registerDemo(program: Command): void {
             3,
             "controller: `cocoonset controller` against the cluster (waits for the CRD)",
             async () => {
+              // Its log goes to a file of its own (kept after the demo), so Pulumi's output
+              // reads as one story; the path is printed here and at the end.
+              const log = openSync(controllerLog, "a");
               controller = spawn(
                 process.execPath,
                 [
@@ -134,9 +139,9 @@ export function registerDemo(program: Command): void {
                   "--health-probe-bind-address=0",
                   "--log-level=warn",
                 ],
-                { stdio: ["ignore", "inherit", "inherit"] },
+                { stdio: ["ignore", log, log] },
               );
-              say(`    controller pid ${controller.pid}`);
+              say(`    controller pid ${controller.pid}, its log: ${controllerLog}`);
             },
           );
 
@@ -155,7 +160,7 @@ export function registerDemo(program: Command): void {
               await run("pulumi", ["config", "set", "createNamespace", "false"], env, quiet);
               await run(
                 "pulumi",
-                ["up", "--yes", "--non-interactive", "--skip-preview"],
+                ["up", "--yes", "--non-interactive", "--skip-preview", "--suppress-progress"],
                 env,
                 quiet,
               );
@@ -172,7 +177,12 @@ export function registerDemo(program: Command): void {
           );
 
           await step(6, "pulumi up: apply the scale-up", async () => {
-            await run("pulumi", ["up", "--yes", "--non-interactive", "--skip-preview"], env, quiet);
+            await run(
+              "pulumi",
+              ["up", "--yes", "--non-interactive", "--skip-preview", "--suppress-progress"],
+              env,
+              quiet,
+            );
             const pods = await client!.list(paths.pods(NAMESPACE), {
               labelSelector: `cocoonset.cocoonstack.io/name=${FLEET}`,
             });
@@ -264,7 +274,7 @@ export function registerDemo(program: Command): void {
             async () => {
               await run(
                 "pulumi",
-                ["destroy", "--yes", "--non-interactive", "--skip-preview"],
+                ["destroy", "--yes", "--non-interactive", "--skip-preview", "--suppress-progress"],
                 env,
                 quiet,
               );

@@ -251,7 +251,15 @@ export class Fleet extends pulumi.ComponentResource {
       {
         apiVersion: API_VERSION,
         kind: KIND,
-        metadata: { name: csName, namespace: args.namespace, annotations: { [CREATED_BY]: owner } },
+        metadata: {
+          name: csName,
+          namespace: args.namespace,
+          // The program's spec wins over an edit made with kubectl: a refreshing preview plans
+          // to set it back, as the up that follows does (without force the preview failed on
+          // the edit's field manager while the up went through). Taking over someone else's
+          // CocoonSet is the claim guard's to refuse, not the apply's.
+          annotations: { [CREATED_BY]: owner, "pulumi.com/patchForce": "true" },
+        },
         spec,
       },
       { ...child, dependsOn: [guard, ...operatorDeps], ignoreChanges: ignore.cocoonSet },

@@ -66,6 +66,20 @@ test("a second stack's Fleet of the same CocoonSet is refused at preview and up,
     assert.equal(after.metadata.annotations?.[CREATED_BY], ownerA, "and still stack A's");
     assert.deepEqual(after.spec, cs.spec, "its spec untouched");
     assert.deepEqual(await podUids(ns, "coder"), before, "every pod of stack A is the same pod");
+
+    // A replicas edit made with kubectl: a refreshing preview and a refreshing up agree that
+    // the program's spec wins (before, the preview failed on a server-side apply conflict
+    // while the up set it back).
+    await client.patch(`${paths.cocoonSet(ns, "coder")}?fieldManager=kubectl-patch`, {
+      spec: { agent: { replicas: 4 } },
+    });
+    const previewed = await a.stack.preview({ refresh: true });
+    assert.equal(previewed.changeSummary.update, 1, "the preview plans the CocoonSet's update");
+    await a.stack.up({ refresh: true });
+    const reverted = await client.get<{ spec: { agent: { replicas: number } } }>(
+      paths.cocoonSet(ns, "coder"),
+    );
+    assert.equal(reverted.spec.agent.replicas, 2, "up set the program's replicas back");
   });
 });
 

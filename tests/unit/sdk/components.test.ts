@@ -552,7 +552,10 @@ describe("Fleet", () => {
     assert.deepEqual(cs.inputs.metadata, {
       name: "coder",
       namespace: "agents",
-      annotations: { "cocoonset.cocoonstack.io/created-by": "project/stack/coder" },
+      annotations: {
+        "cocoonset.cocoonstack.io/created-by": "project/stack/coder",
+        "pulumi.com/patchForce": "true",
+      },
     });
     assert.deepEqual(cs.inputs.spec, {
       agent: { replicas: 3, image: "agents/coder:1" },

@@ -118,8 +118,12 @@ export function registerDemo(program: Command): void {
             ...process.env,
             ...pulumiEnv(join(scratch, "pulumi-home"), backend, cluster.kubeconfig),
           };
+          // Pulumi's non-interactive display repeats a resource's line at each status update
+          // (`creating (0s)`, then again with a message, then `created`): the bare in-progress
+          // lines go, each resource keeps its outcome and any message.
           const quiet = (l: string) =>
-            !/warning|using pulumi-resource-kubernetes|plugin kubernetes is expected/.test(l);
+            !/warning|using pulumi-resource-kubernetes|plugin kubernetes is expected/.test(l) &&
+            !/ (creating|updating|deleting|reading|refreshing) \([\d.]+s\)\s*$/.test(l);
 
           await step(
             3,

@@ -62,6 +62,27 @@ describe("the published package", () => {
     );
   });
 
+  it("ships its LICENSE, a main and types for `moduleResolution: node`, and source maps that carry their sources", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      license: string;
+      main: string;
+      types: string;
+      exports: Record<string, string>;
+    };
+    assert.ok(packed.has("LICENSE"), "LICENSE is packed");
+    assert.match(readFileSync(join(root, "LICENSE"), "utf8"), /Apache License\s+Version 2\.0/);
+    assert.equal(pkg.license, "Apache-2.0");
+    assert.equal(normalize(pkg.main), normalize(pkg.exports["."]));
+    assert.ok(packed.has(normalize(pkg.types)), `${pkg.types} is packed`);
+    const maps = files.filter((f) => f.endsWith(".js.map"));
+    assert.ok(maps.length > 0);
+    const bare = maps.filter((f) => {
+      const map = JSON.parse(readFileSync(join(root, f), "utf8")) as { sourcesContent?: unknown[] };
+      return !Array.isArray(map.sourcesContent) || map.sourcesContent.length === 0;
+    });
+    assert.deepEqual(bare, [], "a shipped source map points at sources that are not shipped");
+  });
+
   it("has every relative import of a shipped module inside the package", () => {
     const missing: string[] = [];
     for (const file of files.filter((f) => f.endsWith(".js"))) {

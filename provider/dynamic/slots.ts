@@ -449,7 +449,7 @@ export async function verifiedCocoonSet(
   }
   if (cs.metadata.uid !== p.uid) {
     throw new Error(
-      `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} in the cluster the slots resource's kubeconfig reaches (${client.server}) has uid ${cs.metadata.uid}, not ${p.uid}, the one this Fleet created; nothing was changed. Either that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider (${KUBECONFIG_HINT}), or the CocoonSet was deleted and recreated outside Pulumi (then \`pulumi up --refresh\` takes the new one over)`,
+      `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} in the cluster the slots resource's kubeconfig reaches (${client.server}) has uid ${cs.metadata.uid}, not ${p.uid}, the one this Fleet created; nothing was changed. Either that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider (${KUBECONFIG_HINT}), or the CocoonSet was deleted and recreated outside Pulumi (then \`pulumi up --refresh\` takes the new one over; when it lost this Fleet's created-by annotation, set \`adoptCocoonSet: true\` on the Fleet first)`,
     );
   }
   return cs;

@@ -58,7 +58,9 @@ test("a Fleet given a Kubernetes provider takes its kubeconfig, and its slots ne
     const other = await client.create<KubeObject>(paths.cocoonSets(ns), {
       apiVersion: API_VERSION,
       kind: KIND,
-      metadata: { name: "fleet", namespace: ns },
+      // As a saved manifest re-applied: with the Fleet's created-by stamp (without it the
+      // Fleet's claim guard refuses the new one until the program says adoptCocoonSet).
+      metadata: { name: "fleet", namespace: ns, annotations: ours.metadata.annotations },
       spec: ours.spec,
     });
 

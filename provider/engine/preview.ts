@@ -6,7 +6,13 @@
  */
 import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { readFleetPods, readHibernationTargets, readSnapshotFacts } from "./pass.js";
+import {
+  listCocoonSetsVisible,
+  readFleetPods,
+  readFleetsForVmNames,
+  readHibernationTargets,
+  readSnapshotFacts,
+} from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 
@@ -15,12 +21,13 @@ import { applyPlanToPods } from "./simulate.js";
  * once it is Ready; showing only the main agent would hide what the spec asks for, so this
  * also plans the pass after a (simulated) Ready main agent and shows both.
  */
-export function planNewFleet(cs: CocoonSet, nowMs: number): Plan {
+export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
   const planned: CocoonSet = {
     ...cs,
     metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
   };
-  const first = planPass({ cocoonSet: planned, pods: [], nowMs });
+  const first = planPass({ cocoonSet: planned, pods: [], nowMs, fleets });
+  if (first.errors.length > 0 && first.steps.length === 0) return { ...first, status: undefined };
   const after = applyPlanToPods([], first, { nowMs });
   const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
   return {
@@ -43,9 +50,15 @@ export async function previewPlan(
   opts: { exists: boolean; nowMs?: number; registry?: SnapshotRegistry },
 ): Promise<Plan> {
   const nowMs = opts.nowMs ?? Date.now();
-  if (!opts.exists) return planNewFleet(cs, nowMs);
+  if (!opts.exists)
+    return planNewFleet(
+      cs,
+      nowMs,
+      await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
+    );
   const pods = await readFleetPods(client, cs);
   const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
   const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
-  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations });
+  const fleets = await readFleetsForVmNames(client, cs, pods);
+  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations, fleets });
 }

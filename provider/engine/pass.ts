@@ -22,6 +22,7 @@ import {
   SNAPSHOT_OWNER_ANNOTATION,
   restoreProbes,
   snapshotProbes,
+  vmNameClash,
   type CocoonHibernation,
   type HibernationTarget,
   toolboxPodName,
@@ -311,14 +312,11 @@ async function planLiveWithFacts(
   opts: PassOptions,
 ): Promise<LivePlan> {
   const pods = await readFleetPods(client, cs);
-  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
-  const { facts: snapshots, record } = await readOwnSnapshotFacts(
-    opts.registry,
-    cs,
-    pods,
-    hibernations,
-  );
   const fleets = await readFleetsForVmNames(client, cs, pods);
+  // A fleet refused for its VM names asks the registry nothing about them.
+  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, cs, pods);
+  const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
   const plan = planPass({
     fleets,
     hibernations,

@@ -4,7 +4,7 @@
  * without changing anything. `cocoonset plan` prints it.
  * Behaviour: docs/behaviour.md §3 and §8.
  */
-import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
+import { planPass, vmNameClash, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
 import {
   listCocoonSetsVisible,
@@ -57,8 +57,9 @@ export async function previewPlan(
       await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
     );
   const pods = await readFleetPods(client, cs);
-  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
-  const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
   const fleets = await readFleetsForVmNames(client, cs, pods);
+  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, cs, pods);
+  const snapshots = await readSnapshotFacts(registry, cs, pods, hibernations);
   return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations, fleets });
 }

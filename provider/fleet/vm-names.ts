@@ -142,7 +142,7 @@ export type PodVmAttribution = { vm: string } | { refusal: string };
 
 /**
  * The VM name the controller can attribute to a pod of the CR's namespace: a pod whose
- * controller is a live CocoonSet of that namespace (same uid) must carry the name that fleet
+ * controller is a CocoonSet of that namespace (same uid) must carry the name that fleet
  * derives for its slot label; any other pod must carry its own derived name,
  * `vk-<namespace>-<pod>`. Either way the name must not be held by a fleet other than the
  * pod's own. The annotation is anyone's to write, so it is only believed when it says what
@@ -156,9 +156,9 @@ export function attributePodVm(pod: Pod, fleets: readonly CocoonSet[]): PodVmAtt
   let owner: CocoonSet | undefined;
   let expected: string;
   if (ref) {
+    // Being deleted or not: it is still the pod's owner.
     owner = fleets.find(
       (f) =>
-        live(f) &&
         (f.metadata.namespace ?? "default") === ns &&
         f.metadata.name === ref.name &&
         f.metadata.uid === ref.uid,

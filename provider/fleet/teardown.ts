@@ -44,7 +44,10 @@ export function teardownVmNames(cs: CocoonSet, pods: readonly Pod[]): string[] {
     const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName];
     if (vm) names.add(vm);
   }
-  return [...names].sort();
+  // A pod's annotation is writable by whoever may edit the pod: only names this fleet derives
+  // (`vk-<ns>-<cs>-…`) are its own to clean up.
+  const prefix = `vk-${namespaceOf(cs)}-${cs.metadata.name ?? ""}-`;
+  return [...names].filter((n) => n.startsWith(prefix)).sort();
 }
 
 /**

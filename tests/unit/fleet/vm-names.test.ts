@@ -22,6 +22,7 @@ import {
   planPass,
   recordedSnapshots,
   snapshotRecordUpdate,
+  teardownVmNames,
   vmNameClash,
   vmNamesFreeToDrop,
   type CocoonHibernation,
@@ -416,6 +417,12 @@ describe("the snapshots a fleet took", () => {
         create.pod.metadata.annotations?.[ANNOTATIONS.restoreFromHibernate],
       undefined,
     );
+  });
+
+  it("a deletion cleans up only the VM names the fleet derives, whatever its pods' annotations say", () => {
+    const p = live(buildAgentPod(cs, 1));
+    p.metadata!.annotations = { ...p.metadata!.annotations, [ANNOTATIONS.vmName]: "vk-p13-f13-1" };
+    assert.deepEqual(teardownVmNames(cs, [live(buildAgentPod(cs, 0)), p]), ["vk-p12-f12-0"]);
   });
 
   it("a deletion waits for the hibernations in flight, not for pods no node agent reports on", () => {

@@ -27,7 +27,8 @@ export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly Coc
     metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
   };
   const first = planPass({ cocoonSet: planned, pods: [], nowMs, fleets });
-  if (first.errors.length > 0 && first.steps.length === 0) return { ...first, status: undefined };
+  // Refused outright (a VM name another fleet holds): nothing follows.
+  if (first.errors.length > 0 && !first.mutatesPods) return { ...first, status: undefined };
   const after = applyPlanToPods([], first, { nowMs });
   const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
   return {

@@ -134,7 +134,11 @@ describe(
         suspend: true,
       }) as unknown as CocoonSet;
       const plan = await previewPlan(client, planned, { exists: false });
-      assert.equal(plan.steps.length, 0);
+      assert.equal(plan.mutatesPods, false);
+      assert.deepEqual(
+        plan.steps.map((st) => st.decision),
+        ["refuse-vm-names"],
+      );
       assert.match(
         plan.errors.join("\n"),
         new RegExp(`${vm} of CocoonSet ${ns}/x-yy is already held by CocoonSet ${nsx}/yy`),

@@ -117,20 +117,26 @@ export function vmNameHolders(vm: string, fleets: readonly CocoonSet[]): string[
 }
 
 /**
- * The VMs of a deletion's tag clean-up that no other live fleet claims: a fleet being
- * deleted never drops a tag a live fleet still holds.
+ * The VMs of a deletion's tag clean-up that no other live fleet has acted on (its status or
+ * stash names them): a fleet being deleted never drops a tag a live fleet still holds. A fleet
+ * that only asks for the name (one refused for it, or a new fleet of the same name) holds no
+ * tag of it: those are the deleted fleet's and go.
  */
 export function vmNamesFreeToDrop(
   cs: CocoonSet,
   vms: readonly string[],
   fleets: readonly CocoonSet[],
 ): { drop: string[]; kept: { vm: string; holders: string[] }[] } {
-  // Another fleet of the same name (a new uid) counts: it holds the names as much as any.
-  const others = fleets.filter((f) => !(sameFleet(f, cs) && f.metadata.uid === cs.metadata.uid));
+  const others = fleets.filter(
+    (f) => live(f) && !(sameFleet(f, cs) && f.metadata.uid === cs.metadata.uid),
+  );
   const drop: string[] = [];
   const kept: { vm: string; holders: string[] }[] = [];
   for (const vm of vms) {
-    const holders = vmNameHolders(vm, others);
+    const holders = others
+      .filter((f) => usedVmNames(f).has(vm))
+      .map(fleetKey)
+      .sort();
     if (holders.length > 0) kept.push({ vm, holders });
     else drop.push(vm);
   }

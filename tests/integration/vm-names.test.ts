@@ -173,7 +173,21 @@ describe(
       );
       assert.deepEqual(await fleetPods(client, ns, "x-yy"), [], "the refused fleet has no pod");
 
-      // Its deletion drops no tag the holder still holds; the holder's wake restores it.
+      // As if it had run that VM before the refusal existed (a clash already in the cluster):
+      // its deletion still drops no tag the holder holds; the holder's wake restores it.
+      await client.patch(
+        paths.cocoonSetStatus(ns, "x-yy"),
+        {
+          status: {
+            readyAgents: 0,
+            desiredAgents: 1,
+            readyToolboxes: 0,
+            desiredToolboxes: 0,
+            agents: [{ slot: 0, role: "main", vmName: vm }],
+          },
+        },
+        PatchType.merge,
+      );
       await client.delete(paths.cocoonSet(ns, "x-yy"));
       await waitForObject(client, paths.cocoonSets(ns), "x-yy", (o) => o === undefined, {
         timeoutMs: 60_000,

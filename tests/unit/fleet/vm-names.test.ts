@@ -201,16 +201,23 @@ describe("VM names across fleets", () => {
     assert.equal(planPass({ cocoonSet: younger, pods: [], nowMs: NOW }).mutatesPods, true);
   });
 
-  it("a deletion keeps the tags of a VM name another live fleet claims", () => {
+  it("a deletion keeps the tags of a VM name another live fleet has acted on", () => {
     const gone = fleet("q", "x-yy", { ran: true, deleting: true });
-    const holder = fleet("q-x", "yy", { replicas: 1 });
+    const holder = fleet("q-x", "yy", { ran: true });
+    const refused = fleet("q-x", "yy");
     const sameNameNew = fleet("q", "x-yy", { uid: "new-uid" });
     assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], [gone, holder]), {
       drop: ["vk-q-x-yy-9"],
       kept: [{ vm: "vk-q-x-yy-0", holders: ["q-x/yy"] }],
     });
     assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone]).drop, ["vk-q-x-yy-0"]);
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, sameNameNew]).drop, []);
+    // Asking for the name is not holding a tag of it.
+    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, refused]).drop, [
+      "vk-q-x-yy-0",
+    ]);
+    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, sameNameNew]).drop, [
+      "vk-q-x-yy-0",
+    ]);
   });
 });
 

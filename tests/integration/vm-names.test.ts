@@ -18,7 +18,8 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { dryRunRefusals } from "../../provider/dynamic/dry-run.js";
-import { ensureCrd, previewPlan } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import type { PlanJSON } from "../../provider/fleet/plan-render.js";
 import {
   ANNOTATIONS,
   HIBERNATION_EVENTS,
@@ -31,7 +32,12 @@ import {
 } from "../../provider/fleet/index.js";
 import { paths, PatchType, waitForList, waitForObject } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
-import { readFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   IMAGE,
@@ -43,7 +49,12 @@ import {
   waitForEvent,
   type EventV1,
 } from "../support/controller-fleet.js";
-import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
+import {
+  CLI_MAIN,
+  Cleanup,
+  controllerNamespace,
+  startController,
+} from "../support/controller-process.js";
 import { pushTag, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
@@ -133,11 +144,20 @@ describe(
         agent: { image: IMAGE },
         suspend: true,
       }) as unknown as CocoonSet;
-      const plan = await previewPlan(client, planned, { exists: false });
-      assert.equal(plan.mutatesPods, false);
+      const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-vmnames-"));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const file = join(dir, "x-yy.yaml");
+      writeFileSync(file, stringify(planned));
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [CLI_MAIN, "plan", "-f", file, "--kubeconfig", testKubeconfig(), "--json"],
+        { env: { ...process.env, KUBECONFIG: "", OCI_REGISTRY: "" } },
+      );
+      const plan = JSON.parse(stdout) as PlanJSON;
       assert.deepEqual(
-        plan.steps.map((st) => st.decision),
+        plan.changes.map((x) => x.decision),
         ["refuse-vm-names"],
+        "cocoonset plan creates nothing",
       );
       assert.match(
         plan.errors.join("\n"),

@@ -6,7 +6,7 @@
  * hibernate annotation and its VM's tag.
  * Behaviour: docs/behaviour.md §3.18.
  */
-import type { SnapshotRegistry } from "../provider/engine/index.js";
+import { listCocoonSetsVisible, type SnapshotRegistry } from "../provider/engine/index.js";
 import {
   ANNOTATIONS,
   HIBERNATION_FINALIZER,
@@ -92,10 +92,14 @@ export class HibernationReconciler implements Reconciler {
     const all = (await this.client.list<CocoonHibernation>(paths.cocoonHibernations(ns))).items;
     const podName = cr.spec?.podRef?.name ?? "";
     const pod = podName ? await this.client.getOrUndefined<Pod>(paths.pod(ns, podName)) : undefined;
+    // Every fleet a VM name could belong to: the pod's annotation is believed only when the
+    // controller can attribute it (docs/behaviour.md §3.18).
+    const fleets = await listCocoonSetsVisible(this.client, ns);
     const base = {
       cr,
       pod,
       all,
+      fleets,
       registry: registry !== undefined,
       nowMs: (this.opts.now ?? Date.now)(),
       hibernateTimeoutMs: this.opts.hibernateTimeoutMs,

@@ -17,6 +17,7 @@
  */
 import {
   groupByShape,
+  listCocoonSetsVisible,
   listFleetPods,
   plannedCocoonSet,
   previewCreates,
@@ -34,6 +35,8 @@ import {
   type PodManifest,
   type QuotaOverflow,
   type ResourceQuotaObject,
+  vmNameClash,
+  vmNameClashMessage,
 } from "../fleet/index.js";
 import { isAlreadyExists, KubeApiError, KubeClient, paths, type KubeList } from "../kube/index.js";
 
@@ -141,6 +144,9 @@ export async function dryRunRefusals(inputs: DryRunInputs): Promise<string[]> {
     if (!live && inputs.uid) return [];
     if (!live && !(await cocoonSetsServed(client, namespace))) return [];
     const cs: CocoonSet = plannedCocoonSet(namespace, name, inputs.spec, live);
+    // A VM name another live fleet holds refuses the whole fleet, as `up` would.
+    const clash = vmNameClash(cs, await listCocoonSetsVisible(client, namespace));
+    if (clash) return [vmNameClashMessage(cs, clash)];
     const pods = live ? await listFleetPods(client, cs) : [];
     const preview = previewCreates({
       cocoonSet: cs,

@@ -8,7 +8,9 @@ import {
   ANNOTATIONS,
   FINALIZER,
   deleteVmNamesStash,
+  hibernationsInFlight,
   isOwnedPod,
+  vmNamesFreeToDrop,
   teardownTags,
   teardownVmNames,
   isReady,
@@ -34,6 +36,7 @@ import {
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import {
+  listCocoonSetsVisible,
   listFleetPods,
   podSelector,
   readCocoonSet,
@@ -138,7 +141,10 @@ export async function finalizeDeletion(
   opts: FinalizeOptions = {},
 ): Promise<FinalizeResult> {
   let vms: string[] = [];
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
   if (opts.registry) {
+    await waitForHibernationsInFlight(client, cs, deadline, opts.log);
     const pods = (await listFleetPods(client, cs)).filter((p) => isOwnedPod(cs, p));
     vms = teardownVmNames(cs, pods);
     const stash = deleteVmNamesStash(cs, vms);
@@ -160,14 +166,21 @@ export async function finalizeDeletion(
     { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
     cs.metadata.namespace ?? "default",
     {
-      timeoutMs: opts.timeoutMs ?? 120_000,
+      timeoutMs: Math.max(1000, deadline - Date.now()),
       metrics: opts.metrics,
       log: opts.log,
       pvcs: opts.pvcs,
     },
   );
   if (opts.registry) {
-    const { dropped, failed } = await dropSnapshotTags(opts.registry, teardownTags(cs, vms));
+    const { drop, kept } = await vmsFreeToDrop(client, cs, vms);
+    for (const k of kept) {
+      opts.log?.("warn", "kept the snapshot tags of a VM name another fleet holds", {
+        vm: k.vm,
+        holders: k.holders.join(","),
+      });
+    }
+    const { dropped, failed } = await dropSnapshotTags(opts.registry, teardownTags(cs, drop));
     for (const f of failed) {
       opts.log?.("warn", "could not drop a snapshot tag; it is left in the registry", {
         vm: f.tag.vm,
@@ -179,6 +192,68 @@ export async function finalizeDeletion(
   }
   await removeFinalizer(client, cs);
   return released;
+}
+
+/** How long a deletion waits at most for the hibernations in flight before it goes on. */
+export const TEARDOWN_HIBERNATION_WAIT_MS = 60_000;
+
+/**
+ * Waits (watch) until no pod of the fleet is hibernating (teardown.ts), at most
+ * {@link TEARDOWN_HIBERNATION_WAIT_MS} and never past `deadline`: a snapshot pushed after the
+ * tags were dropped would outlive the fleet. On timeout it goes on and says so.
+ */
+async function waitForHibernationsInFlight(
+  client: KubeClient,
+  cs: CocoonSet,
+  deadline: number,
+  log: FinalizeOptions["log"],
+): Promise<void> {
+  const ns = cs.metadata.namespace ?? "default";
+  const name = cs.metadata.name ?? "";
+  const first = hibernationsInFlight(cs, await listFleetPods(client, cs));
+  if (first.length === 0) return;
+  log?.("info", "waiting for the hibernations in flight before the deletion", {
+    pods: first.join(","),
+  });
+  try {
+    await waitForList<Pod>(
+      client,
+      paths.pods(ns),
+      (items) => hibernationsInFlight(cs, items).length === 0,
+      {
+        labelSelector: podSelector(name),
+        timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
+        description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
+      },
+    );
+  } catch (e) {
+    if (!(e instanceof WaitTimeoutError)) throw e;
+    log?.("warn", "hibernations still in flight; the deletion goes on and their tags may stay", {
+      pods: first.join(","),
+    });
+  }
+}
+
+/**
+ * The VMs whose tags the deletion may drop: those no other live fleet claims. When the
+ * CocoonSets cannot be listed, none: a tag left behind is better than another fleet's lost.
+ */
+async function vmsFreeToDrop(
+  client: KubeClient,
+  cs: CocoonSet,
+  vms: readonly string[],
+): Promise<ReturnType<typeof vmNamesFreeToDrop>> {
+  if (vms.length === 0) return { drop: [], kept: [] };
+  let fleets: CocoonSet[];
+  try {
+    fleets = await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default");
+  } catch (e) {
+    return {
+      drop: [],
+      kept: vms.map((vm) => ({ vm, holders: [`unknown (${(e as Error).message})`] })),
+    };
+  }
+  return vmNamesFreeToDrop(cs, vms, fleets);
 }
 
 /**

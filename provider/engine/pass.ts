@@ -15,9 +15,14 @@ import {
   LABELS,
   hibernationTargets,
   needsHibernationTargets,
+  needsVmNameCheck,
+  ownSnapshotFacts,
   planPass,
+  snapshotRecordUpdate,
+  SNAPSHOT_OWNER_ANNOTATION,
   restoreProbes,
   snapshotProbes,
+  vmNameClash,
   type CocoonHibernation,
   type HibernationTarget,
   toolboxPodName,
@@ -34,6 +39,7 @@ import {
   isAlreadyExists,
   isConflict,
   isNotFound,
+  KubeApiError,
   PatchType,
   paths,
   type KubeClient,
@@ -210,9 +216,28 @@ export async function readSnapshotFacts(
   pods: readonly Pod[],
   hibernations: readonly HibernationTarget[] = [],
 ): Promise<SnapshotFacts | undefined> {
-  if (!registry) return undefined;
-  const vms = new Set([...snapshotProbes(cs, pods), ...restoreProbes(cs, pods, hibernations)]);
-  return gatherSnapshotFacts(registry, [...vms].sort());
+  return (await readOwnSnapshotFacts(registry, cs, pods, hibernations)).facts;
+}
+
+/**
+ * {@link readSnapshotFacts}, with the new value of the fleet's record of the snapshots it
+ * took when this pass adds to it. Only tags the fleet can attribute to itself count
+ * (snapshot-owner.ts, docs/behaviour.md §3.19).
+ */
+export async function readOwnSnapshotFacts(
+  registry: SnapshotRegistry | undefined,
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  hibernations: readonly HibernationTarget[] = [],
+): Promise<{ facts: SnapshotFacts | undefined; record?: string }> {
+  if (!registry) return { facts: undefined };
+  const vouched = restoreProbes(cs, pods, hibernations);
+  const vms = new Set([...snapshotProbes(cs, pods), ...vouched]);
+  const facts = await gatherSnapshotFacts(registry, [...vms].sort());
+  return {
+    facts: ownSnapshotFacts(cs, pods, facts, vouched),
+    record: snapshotRecordUpdate(cs, pods, facts),
+  };
 }
 
 /**
@@ -238,10 +263,47 @@ export async function readHibernationTargets(
   }
 }
 
+/**
+ * The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7): every one in
+ * the cluster, or, for credentials that may not list them cluster-wide, those of its own
+ * namespace. Undefined when the pass creates nothing (all pods present): nothing to check.
+ */
+export async function readFleetsForVmNames(
+  client: KubeClient,
+  cs: CocoonSet,
+  pods?: readonly Pod[],
+): Promise<CocoonSet[] | undefined> {
+  if (pods && !needsVmNameCheck(cs, pods)) return undefined;
+  return listCocoonSetsVisible(client, cs.metadata.namespace ?? "default");
+}
+
+/** Every CocoonSet the credentials may list: the cluster's, else one namespace's. */
+export async function listCocoonSetsVisible(
+  client: KubeClient,
+  namespace: string,
+): Promise<CocoonSet[]> {
+  // No CocoonSet resource served yet (a preview before the CRD is installed): none exists.
+  const absent = (e: unknown) => KubeApiError.isInstance(e) && e.status === 404;
+  try {
+    return (await client.list<CocoonSet>(paths.cocoonSets())).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    if (!(KubeApiError.isInstance(e) && e.status === 403)) throw e;
+  }
+  try {
+    return (await client.list<CocoonSet>(paths.cocoonSets(namespace))).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    throw e;
+  }
+}
+
 /** A plan of the live cluster and the registry facts it was planned with. */
 interface LivePlan {
   plan: Plan;
   snapshots: SnapshotFacts | undefined;
+  /** The fleet's snapshot record to write before the steps, when it grows. */
+  record?: string;
 }
 
 async function planLiveWithFacts(
@@ -250,9 +312,13 @@ async function planLiveWithFacts(
   opts: PassOptions,
 ): Promise<LivePlan> {
   const pods = await readFleetPods(client, cs);
-  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
-  const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
+  const fleets = await readFleetsForVmNames(client, cs, pods);
+  // A fleet refused for its VM names asks the registry nothing about them.
+  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, cs, pods);
+  const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
   const plan = planPass({
+    fleets,
     hibernations,
     cocoonSet: cs,
     pods,
@@ -261,7 +327,7 @@ async function planLiveWithFacts(
     createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
     snapshots,
   });
-  return { plan, snapshots };
+  return { plan, snapshots, record };
 }
 
 /** Plans a pass against the live cluster (and registry) without changing anything. */
@@ -281,7 +347,7 @@ export async function runPass(
 ): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
-  const { plan, snapshots } = await planLiveWithFacts(client, cs, opts);
+  const { plan, snapshots, record } = await planLiveWithFacts(client, cs, opts);
   const registryError = snapshots && "error" in snapshots ? snapshots.error : undefined;
   const result: PassResult = {
     plan,
@@ -299,6 +365,22 @@ export async function runPass(
   };
   if (opts.dryRun) return result;
   const ns = plan.cocoonSet.namespace;
+  if (record !== undefined && plan.errors.length === 0) {
+    // Before any step: a slot release or a migration deletes the pod that was the evidence.
+    try {
+      cs = await client.patch<CocoonSet>(
+        paths.cocoonSet(ns, plan.cocoonSet.name),
+        { metadata: { annotations: { [SNAPSHOT_OWNER_ANNOTATION]: record } } },
+        PatchType.merge,
+      );
+      result.cocoonSet = cs;
+      hooks.log?.("info", "recorded the fleet's own hibernation snapshots", { record });
+    } catch (e) {
+      result.failures.push(new StepFailure(plan.cocoonSet.name, "snapshot record", e));
+      result.errors.push(result.failures[result.failures.length - 1].message);
+      return result;
+    }
+  }
 
   const perform = async (step: PlanStep, action: PlanAction): Promise<void> => {
     switch (action.kind) {

@@ -4,9 +4,15 @@
  * without changing anything. `cocoonset plan` prints it.
  * Behaviour: docs/behaviour.md §3 and §8.
  */
-import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
+import { planPass, vmNameClash, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { readFleetPods, readHibernationTargets, readSnapshotFacts } from "./pass.js";
+import {
+  listCocoonSetsVisible,
+  readFleetPods,
+  readFleetsForVmNames,
+  readHibernationTargets,
+  readSnapshotFacts,
+} from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 
@@ -15,12 +21,14 @@ import { applyPlanToPods } from "./simulate.js";
  * once it is Ready; showing only the main agent would hide what the spec asks for, so this
  * also plans the pass after a (simulated) Ready main agent and shows both.
  */
-export function planNewFleet(cs: CocoonSet, nowMs: number): Plan {
+export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
   const planned: CocoonSet = {
     ...cs,
     metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
   };
-  const first = planPass({ cocoonSet: planned, pods: [], nowMs });
+  const first = planPass({ cocoonSet: planned, pods: [], nowMs, fleets });
+  // Refused outright (a VM name another fleet holds): nothing follows.
+  if (first.errors.length > 0 && !first.mutatesPods) return { ...first, status: undefined };
   const after = applyPlanToPods([], first, { nowMs });
   const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
   return {
@@ -43,9 +51,16 @@ export async function previewPlan(
   opts: { exists: boolean; nowMs?: number; registry?: SnapshotRegistry },
 ): Promise<Plan> {
   const nowMs = opts.nowMs ?? Date.now();
-  if (!opts.exists) return planNewFleet(cs, nowMs);
+  if (!opts.exists)
+    return planNewFleet(
+      cs,
+      nowMs,
+      await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
+    );
   const pods = await readFleetPods(client, cs);
-  const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
-  const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
-  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations });
+  const fleets = await readFleetsForVmNames(client, cs, pods);
+  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, cs, pods);
+  const snapshots = await readSnapshotFacts(registry, cs, pods, hibernations);
+  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations, fleets });
 }

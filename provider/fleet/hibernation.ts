@@ -14,6 +14,8 @@ import { HIBERNATION_FINALIZER } from "./hibernation-schema.js";
 import type { Pod } from "./kube-types.js";
 import { vmLive } from "./pod-state.js";
 import { asksHibernate } from "./suspend.js";
+import type { CocoonSet } from "./generated/types.js";
+import { attributePodVm, vmNameHolders } from "./vm-names.js";
 
 /** Poll interval while a transition is in flight or the pod is not there yet. */
 export const HIBERNATION_POLL_MS = 5_000;
@@ -33,6 +35,8 @@ export const HIBERNATION_EVENTS = {
   duplicate: "DuplicateHibernation",
   /** Ours: the controller runs without `--oci-registry` and cannot confirm a snapshot. */
   noRegistry: "RegistryNotConfigured",
+  /** Ours: the pod's VM name is not one the controller can attribute to it (vm-names.ts). */
+  vmNameMismatch: "VMNameMismatch",
 } as const;
 
 /** Histograms (without the `cocoonset_` prefix) of the time spent in a transition. */
@@ -53,6 +57,12 @@ export interface HibernationInput {
   all: readonly CocoonHibernation[];
   /** Whether the controller has a snapshot registry. */
   registry: boolean;
+  /**
+   * The cluster's CocoonSets: the pod's VM name is acted on only when it is the one the
+   * controller derives for that pod and no other fleet holds it (vm-names.ts). Omitted: not
+   * checked.
+   */
+  fleets?: readonly CocoonSet[];
   /** The answer for {@link hibernationProbe}'s VM; omitted when none was asked. */
   tag?: TagFact;
   nowMs: number;
@@ -192,6 +202,7 @@ export function hibernationProbe(input: Omit<HibernationInput, "tag">): string |
   const vm = podVmName(pod);
   if (vm === "" || podHolder(input.all, cr.spec.podRef.name)?.metadata.uid !== cr.metadata.uid)
     return undefined;
+  if (input.fleets && "refusal" in attributePodVm(pod, input.fleets)) return undefined;
   return flowOf(cr) === "hibernate" && podReportsHibernated(pod) ? vm : undefined;
 }
 
@@ -310,6 +321,18 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
       requeueAfterMs: HIBERNATION_POLL_MS,
       decision: "wait-vm-name",
     };
+  }
+  // The annotation is anyone's to write: act only on a VM name the controller can attribute.
+  const attributed = input.fleets ? attributePodVm(pod, input.fleets) : { vm };
+  if ("refusal" in attributed) {
+    const status = failedStatus(cr, nowMs, attributed.refusal);
+    if (status)
+      events.push({
+        type: "Warning",
+        reason: HIBERNATION_EVENTS.vmNameMismatch,
+        message: attributed.refusal,
+      });
+    return { status, events, decision: "refuse-vm-name" };
   }
   const holder = podHolder(input.all, podName);
   if (holder && holder.metadata.uid !== cr.metadata.uid) {
@@ -487,18 +510,37 @@ function planWake(
 }
 
 /**
+ * Whether a CR of namespace `ns` may drop `<vm>:hibernate`: the name is one of that
+ * namespace's (`vk-<ns>-…`) and no fleet of another namespace holds it (a status recorded
+ * before the name was checked, or a fleet created since, never costs another tenant its VM).
+ */
+function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet[]): boolean {
+  if (!vm.startsWith(`vk-${ns}-`)) return false;
+  return (
+    vmNameHolders(
+      vm,
+      fleets.filter((f) => (f.metadata.namespace ?? "default") !== ns),
+    ).length === 0
+  );
+}
+
+/**
  * A CR being deleted: drop `<status.vmName>:hibernate` unless another live CR still tracks
  * that VM (the last holder drops it), then release the finalizer. Best effort: the tag
  * delete's failure does not hold the CR.
  */
 export function planHibernationDeletion(
-  input: Pick<HibernationInput, "cr" | "all" | "registry">,
+  input: Pick<HibernationInput, "cr" | "all" | "registry" | "fleets">,
 ): HibernationPlan {
   const { cr } = input;
   if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER))
     return { events: [], decision: "deleted" };
   const vm = cr.status?.vmName ?? "";
-  const drop = input.registry && vm !== "" && !vmHeldByAnother(cr, input.all);
+  const drop =
+    input.registry &&
+    vm !== "" &&
+    !vmHeldByAnother(cr, input.all) &&
+    (!input.fleets || mayDropFromNamespace(cr.metadata.namespace ?? "default", vm, input.fleets));
   return {
     ...(drop ? { deleteTag: vm } : {}),
     finalizer: "remove",

@@ -127,6 +127,7 @@ export {
 export {
   agentSlotOfVm,
   deleteVmNamesStash,
+  hibernationsInFlight,
   keepsLatestTag,
   parseDeleteVmNames,
   teardownTags,
@@ -169,3 +170,5 @@ export { COCOONHIBERNATION_API_VERSION } from "./generated/hibernation-types.js"
 export * from "./hibernation-schema.js";
 export * from "./hibernation.js";
 export * from "./restore-intent.js";
+export * from "./vm-names.js";
+export * from "./snapshot-owner.js";

@@ -49,6 +49,7 @@ function describeStep(step: PlanStep): string {
     "migrate-restore": () => "create on spec.nodeName, restoring its snapshot (migration)",
     "migrate-wake": () => "wake in place (migration)",
     "migrate-complete": () => "drop the snapshot tag (migration: restored VM live)",
+    "refuse-vm-names": () => "refused (a VM name is held by another fleet; see the error)",
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }

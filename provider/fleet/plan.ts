@@ -63,6 +63,13 @@ import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
 import { planMigration, type MigrationDecision } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
+import {
+  VM_NAME_CONDITION,
+  VM_NAME_CONFLICT_REASON,
+  vmNameClash,
+  vmNameClashMessage,
+  type VmNameClash,
+} from "./vm-names.js";
 
 /** What a plan step is about. */
 export type PlanTarget =
@@ -116,6 +123,8 @@ export type Decision =
   | "wake-complete"
   /** Slot-release wake: the released main agent's pod is still terminating. */
   | "wait-release"
+  /** A VM name the fleet asks for is held by another live fleet: nothing is created (vm-names.ts). */
+  | "refuse-vm-names"
   /** A step of a migration to `spec.nodeName` (migrate.ts). */
   | MigrationDecision;
 
@@ -257,6 +266,11 @@ export interface PlanInput {
    * a CR's hibernate request in place. @default none
    */
   hibernations?: readonly HibernationTarget[];
+  /**
+   * The cluster's CocoonSets (this one may be among them): a fleet that asks for a VM name
+   * another live fleet holds is refused (vm-names.ts). Omitted: not checked.
+   */
+  fleets?: readonly CocoonSet[];
 }
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
@@ -748,6 +762,47 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
 }
 
 /**
+ * A fleet refused for a VM name another live fleet holds (docs/behaviour.md §2.7): no pod is
+ * touched; the condition and a Warning are written once (while the message stays the same)
+ * and the error is reported on every pass until the clash is gone.
+ */
+function planVmNameRefusal(pass: Pass, clash: VmNameClash): Plan {
+  const message = vmNameClashMessage(pass.cs, clash);
+  pass.errors.push(message);
+  const said = pass.cs.status?.conditions?.some(
+    (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
+  );
+  if (!said) {
+    const status = deriveStatus({
+      cocoonSet: pass.cs,
+      pods: pass.input.pods,
+      nowMs: pass.input.nowMs,
+    });
+    status.conditions = [
+      ...(status.conditions ?? []),
+      {
+        type: VM_NAME_CONDITION,
+        status: "False",
+        reason: VM_NAME_CONFLICT_REASON,
+        message,
+        observedGeneration: pass.cs.metadata.generation,
+        lastTransitionTime: new Date(pass.input.nowMs).toISOString().replace(/\.\d{3}Z$/, "Z"),
+      },
+    ];
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "refuse-vm-names",
+      podName: agentPodName(pass.name, 0),
+      actions: [
+        { kind: "write-status", status },
+        { kind: "event", type: "Warning", reason: VM_NAME_CONFLICT_REASON, message },
+      ],
+    });
+  }
+  return finish(pass, false);
+}
+
+/**
  * Plans one reconcile pass of a CocoonSet. Pure: no I/O, time comes from `nowMs`.
  * The main agent comes first; sub-agents and toolboxes are planned only once it is Ready.
  */
@@ -779,6 +834,8 @@ export function planPass(input: PlanInput): Plan {
     pass.errors.push(...nameErrors);
     return finish(pass, false);
   }
+  const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
+  if (clash) return planVmNameRefusal(pass, clash);
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))

@@ -6,7 +6,9 @@
  * `always`: none).
  * Behaviour: docs/behaviour.md §3.13.
  */
-import { ANNOTATIONS, SNAPSHOT_TAGS } from "./constants.js";
+import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES, SNAPSHOT_TAGS } from "./constants.js";
+import { isOwnedPod } from "./classify.js";
+import { isTerminal } from "./pod-state.js";
 import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { namespaceOf } from "./pod-builder.js";
@@ -42,7 +44,10 @@ export function teardownVmNames(cs: CocoonSet, pods: readonly Pod[]): string[] {
     const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName];
     if (vm) names.add(vm);
   }
-  return [...names].sort();
+  // A pod's annotation is writable by whoever may edit the pod: only names this fleet derives
+  // (`vk-<ns>-<cs>-…`) are its own to clean up.
+  const prefix = `vk-${namespaceOf(cs)}-${cs.metadata.name ?? ""}-`;
+  return [...names].filter((n) => n.startsWith(prefix)).sort();
 }
 
 /**
@@ -88,4 +93,23 @@ export function teardownTags(cs: CocoonSet, vms: readonly string[]): TeardownTag
     if (!keepsLatestTag(cs, vm)) out.push({ vm, tag: SNAPSHOT_TAGS.latest });
   }
   return out;
+}
+
+/**
+ * The fleet's pods whose VM is hibernating right now (asked to, and the node agent reports a
+ * lifecycle state other than `hibernated` or `failed`), sorted. Its snapshot is pushed when the
+ * hibernation ends, pod or no pod: a deletion that dropped the tags before would leave that
+ * one behind, so it waits for these first. A pod no node agent reports on is not waited for.
+ */
+export function hibernationsInFlight(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  const out: string[] = [];
+  for (const pod of pods) {
+    const a = pod.metadata?.annotations ?? {};
+    const state = a[ANNOTATIONS.lifecycleState] ?? "";
+    if (!isOwnedPod(cs, pod) || isTerminal(pod)) continue;
+    if (a[ANNOTATIONS.hibernate] !== ANNOTATION_TRUE || state === "") continue;
+    if (state === LIFECYCLE_STATES.hibernated || state === LIFECYCLE_STATES.failed) continue;
+    out.push(pod.metadata?.name ?? "");
+  }
+  return out.sort();
 }

@@ -166,6 +166,26 @@ export const DELIBERATE: readonly Deliberate[] = [
         }
     },
   },
+  {
+    what: "A fleet whose VM name (`vk-<namespace>-<cocoonset>-<member>`) another live fleet already holds is refused (condition `VMNamesAvailable` `False`, Warning `VMNameConflict` naming both, no pod; `cocoonset plan` and `pulumi preview` say so), and a deletion never drops a tag of a VM name another live fleet holds; the peer creates the pods and drops the tags.",
+    reason:
+      "a dash may sit in a namespace, a CocoonSet name or a toolbox name, so namespace `q-x` fleet `yy` and namespace `q` fleet `x-yy` derive the same VM names; the peer's scheme stays (node agents rely on it), and refusing the younger fleet is what keeps one tenant from restoring or dropping another's snapshot. The differential stories have no such pair, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A CocoonHibernation acts only on a VM name the controller can attribute to its pod (a member of a live CocoonSet of the namespace carrying the name that fleet derives for it, or a standalone pod carrying `vk-<namespace>-<pod>`), held by no other fleet; any other is `Failed` with a Warning `VMNameMismatch`, and its deletion drops no tag of another namespace. The peer trusts the pod's `vm.cocoonstack.io/name`.",
+    reason:
+      "anyone who may create a pod may write that annotation, and the CR's finalizer and wake would then drop another namespace's snapshot tag. The differential scenario targets a fleet member, whose name is attributable, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A fleet restores (suspend, slot-release wake, migration) only from a `:hibernate` tag it took: one its own live pod reports hibernated, or one it recorded on the CocoonSet, under its uid, in the annotation `snapshot.cocoonset.cocoonstack.io/taken-by`; and its deletion waits (at most 60 s) for a hibernation in flight before it drops the tags. The peer restores from any tag of the VM name and drops the tags at once.",
+    reason:
+      "a tag says nothing about who pushed it: a fleet deleted mid-suspend left one that a new fleet of the same name restored, booting the old fleet's VM. The record's key is outside the peer's `cocoonset.cocoonstack.io/` keys, so it is folded away",
+    fold: (s) => {
+      delete s.annotations["snapshot.cocoonset.cocoonstack.io/taken-by"];
+    },
+  },
 ];
 
 const NS = "<ns>";

@@ -874,7 +874,9 @@ async function restartCluster(
   if (supervisor) await stopComponents([supervisor]);
   const stopped = components.filter((c) => c.name !== SUPERVISOR && !isAlive(c));
   progress(
-    `cluster: ${stopped.map((c) => c.name).join(", ") || "nothing"} stopped in ${stateDir}; starting ${stopped.length === 1 ? "it" : "them"} again on the same ports, with etcd's data`,
+    stopped.length > 0
+      ? `cluster: ${stopped.map((c) => c.name).join(", ")} stopped in ${stateDir}; starting ${stopped.length === 1 ? "it" : "them"} again on the same ports, with etcd's data`
+      : `cluster: the cluster in ${stateDir} runs but does not answer yet, or its supervisor stopped; waiting for it`,
   );
   const ca = readCa(stateDir);
   for (let i = 0; i < components.length; i++) {
@@ -931,7 +933,9 @@ async function restartCluster(
   else components.push(sup);
   save();
   const restarted = stopped.map((c) => c.name);
-  progress(`cluster: restarted ${restarted.join(", ") || "the supervisor"}; the cluster is up`);
+  progress(
+    `cluster: ${restarted.length > 0 ? `restarted ${restarted.join(", ")}` : "nothing to restart"}; the cluster is up with its data`,
+  );
   return { ...existing, components, reused: true, restarted };
 }
 

@@ -132,7 +132,11 @@ export function passFailureSummary(result: PassResult): string {
   return summarizeFailures(
     result.failures.map((f) =>
       StepFailure.isInstance(f)
-        ? { pod: f.pod, decision: f.decision, message: (f.cause as Error).message }
+        ? {
+            pod: f.pod,
+            decision: f.decision,
+            message: f.cause instanceof Error ? f.cause.message : String(f.cause),
+          }
         : { message: f.message },
     ),
     result.unsentCreates,

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import {
+  cannotRestart,
   isAlive,
   readState,
   startProcess,
@@ -91,4 +92,43 @@ test("one look restarts a dead component with its recorded arguments and records
     false,
     "another supervisor is recorded: this one stops",
   );
+});
+
+test("a recorded cluster is restarted in place unless it cannot be: no recorded arguments, or etcd's data or the certificates gone", () => {
+  const dir = mkdtempSync(join(tmpdir(), "cocoonset-restartable-"));
+  try {
+    for (const d of ["etcd/member", "pki", "logs"]) mkdirSync(join(dir, d), { recursive: true });
+    for (const f of ["pki/apiserver.crt", "pki/tokens.csv", "kubeconfig"])
+      writeFileSync(join(dir, f), "");
+    const component = (name: string, args?: string[]) => ({
+      name,
+      pid: 1,
+      binary: "/bin/true",
+      log: join(dir, "logs", `${name}.log`),
+      startTicks: "0",
+      args,
+    });
+    const st = (components: ReturnType<typeof component>[]): ClusterState => ({
+      version: 1,
+      stateDir: dir,
+      kubeconfig: join(dir, "kubeconfig"),
+      server: "https://127.0.0.1:1",
+      token: "t",
+      startedAt: "",
+      nodes: [],
+      components,
+    });
+    assert.equal(cannotRestart(st([component("etcd", ["--x=1"])])), undefined);
+    assert.match(
+      cannotRestart(st([component("etcd", ["--x=1"]), component("kwok")])) ?? "",
+      /started by an earlier version, which did not record how to start kwok again/,
+    );
+    rmSync(join(dir, "etcd", "member"), { recursive: true });
+    assert.match(
+      cannotRestart(st([component("etcd", [])])) ?? "",
+      /etcd's data folder .*member is missing/,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

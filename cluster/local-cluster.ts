@@ -868,10 +868,11 @@ async function restartCluster(
   deadline: number,
 ): Promise<UpResult> {
   const { stateDir, server, token } = existing;
-  const components = [...existing.components];
-  const save = () => writeState(stateDir, { ...existing, components });
-  const supervisor = components.find((c) => c.name === SUPERVISOR);
+  const supervisor = existing.components.find((c) => c.name === SUPERVISOR);
   if (supervisor) await stopComponents([supervisor]);
+  // Read again: the supervisor may have restarted something since the caller read the file.
+  const components = [...(readState(stateDir) ?? existing).components];
+  const save = () => writeState(stateDir, { ...existing, components });
   const stopped = components.filter((c) => c.name !== SUPERVISOR && !isAlive(c));
   progress(
     stopped.length > 0

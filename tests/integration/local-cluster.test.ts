@@ -14,7 +14,6 @@ import { test } from "node:test";
 import {
   isAlive,
   readState,
-  SUPERVISOR,
   type ClusterState,
   type ComponentRecord,
 } from "../../cluster/local-cluster.js";
@@ -240,11 +239,11 @@ test("a killed component is restarted on its port, and up after a crash restarts
   // A crash of the supervisor and of etcd, the registry and the scheduler with it: up
   // restarts them, on the same ports, and every object is still there.
   const before = readState(stateDir) as ClusterState;
-  for (const name of [SUPERVISOR, "etcd", "registry", "kube-scheduler"])
+  for (const name of ["supervisor", "etcd", "registry", "kube-scheduler"])
     process.kill(recorded(stateDir, name).pid, "SIGKILL");
   await until("the killed processes to be gone", () =>
     Promise.resolve(
-      [SUPERVISOR, "etcd", "registry", "kube-scheduler"].every(
+      ["supervisor", "etcd", "registry", "kube-scheduler"].every(
         (n) => !isAlive(before.components.find((c) => c.name === n)!),
       ),
     ),

@@ -6,7 +6,7 @@ import type { CocoonSetStatus, Condition } from "./generated/types.js";
 import { deriveStatus, rfc3339Seconds, type StatusInput } from "./status.js";
 
 /** Most characters of one failure's message a summary or a condition quotes. */
-export const MAX_REASON_CHARS = 400;
+export const MAX_REASON_CHARS = 1000;
 
 /** `text` cut to `max` characters, saying how long it was. */
 export function clip(text: string, max: number = MAX_REASON_CHARS): string {
@@ -44,7 +44,8 @@ export function quotaRefusalOf(message: string): QuotaRefusal | undefined {
 export function summarizeFailures(failures: readonly FailedStep[], unsentCreates = 0): string {
   const byDecision = new Map<string, number>();
   for (const f of failures) {
-    const d = f.decision ?? "pass";
+    // A failure without a decision is the planner's refusal (or the registry's silence).
+    const d = f.decision ?? "plan";
     byDecision.set(d, (byDecision.get(d) ?? 0) + 1);
   }
   const counts = [...byDecision].map(([d, n]) => `${d} ×${n}`).slice(0, 8);

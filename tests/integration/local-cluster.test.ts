@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "node:net";
@@ -198,7 +198,7 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
   }
 }
 
-test("a killed component is restarted on its port, and up after a crash restarts what stopped and keeps etcd's data; only --reset starts over", async (t) => {
+test("a killed component is restarted on its port, and up after a crash restarts what stopped and keeps etcd's data; only --reset or unreadable etcd data starts over", async (t) => {
   const stateDir = mkdtempSync(join(tmpdir(), "cocoonset-restart-"));
   t.after(() => {
     cocoonset("cluster", "down", "--state-dir", stateDir);
@@ -288,4 +288,19 @@ test("a killed component is restarted on its port, and up after a crash restarts
     freshClient.close();
   }
   for (const c of after.components) assert.equal(isAlive(c), false, `${c.name} was stopped`);
+
+  // Every process killed and etcd's database unreadable: the one case up starts over by itself.
+  const crashed = readState(stateDir) as ClusterState;
+  for (const c of [...crashed.components].reverse()) process.kill(c.pid, "SIGKILL");
+  await until("every process to be gone", () =>
+    Promise.resolve(crashed.components.every((c) => !isAlive(c))),
+  );
+  writeFileSync(join(stateDir, "etcd", "member", "snap", "db"), "not a bbolt database");
+  const corrupt = cocoonset("cluster", "up", "--state-dir", stateDir, "--json");
+  assert.equal(corrupt.status, 0, corrupt.stderr);
+  assert.match(
+    corrupt.stderr,
+    /etcd's data in .*etcd cannot be used \(etcd exited during start-up; .*\n[\s\S]*starting a new cluster: its namespaces and objects are lost/,
+  );
+  assert.equal((JSON.parse(corrupt.stdout) as { reused: boolean }).reused, false);
 });

@@ -25,7 +25,7 @@ export function registerCluster(program: Command): void {
     );
   cl.command("up")
     .description(
-      "start the cluster and its OCI registry (building missing binaries first) and wait until its nodes are Ready; reports the running one if already up",
+      "start the cluster and its OCI registry (building missing binaries first) and wait until its nodes are Ready; reports the running one if already up, and starts again, on the same ports and with etcd's data, the components of one that stopped",
     )
     .option("--state-dir <dir>", stateDirHelp)
     .option("--nodes <n>", "number of simulated nodes", parsePositiveInt, 2)
@@ -33,6 +33,10 @@ export function registerCluster(program: Command): void {
       "--apiserver-arg <flag>",
       "extra kube-apiserver flag, e.g. --apiserver-arg=--feature-gates=Foo=true (repeatable)",
       (v: string, prev: string[] = []) => [...prev, v],
+    )
+    .option(
+      "--reset",
+      "stop the cluster in the state directory and delete its data (every namespace and object), then start a new one; without it the data is kept unless etcd cannot use it",
     )
     .option("--json", "print the cluster's kubeconfig path and server as JSON")
     .action(
@@ -42,6 +46,7 @@ export function registerCluster(program: Command): void {
           nodes: number;
           json?: boolean;
           apiserverArg?: string[];
+          reset?: boolean;
         }) => {
           // Refuse a wrong OS or a folder that is not the cluster's before building anything.
           assertSupportedPlatform();
@@ -61,6 +66,7 @@ export function registerCluster(program: Command): void {
             stateDir: opts.stateDir,
             nodes: opts.nodes,
             apiserverArgs: opts.apiserverArg,
+            reset: opts.reset,
           });
           if (opts.json)
             return printJson({
@@ -68,10 +74,17 @@ export function registerCluster(program: Command): void {
               server: st.server,
               registry: st.registry,
               reused: st.reused,
+              restarted: st.restarted,
               nodes: st.nodes,
             });
+          const what =
+            st.restarted.length > 0
+              ? `cluster restarted (${st.restarted.join(", ")}; its data kept)`
+              : st.reused
+                ? "cluster already running"
+                : "cluster up";
           process.stdout.write(
-            `${st.reused ? "cluster already running" : "cluster up"}: ${st.server}\nkubeconfig: ${st.kubeconfig}\n${st.registry ? `registry: ${st.registry}\n` : ""}run: export KUBECONFIG=${st.kubeconfig}\n`,
+            `${what}: ${st.server}\nkubeconfig: ${st.kubeconfig}\n${st.registry ? `registry: ${st.registry}\n` : ""}run: export KUBECONFIG=${st.kubeconfig}\n`,
           );
         },
       ),

@@ -3,9 +3,12 @@
  * kube-scheduler and kwok with simulated nodes, and a small OCI registry (a test fixture),
  * all on loopback and free ports, in a state directory of their own.
  *
- * Guarantees: processes survive the CLI that started them; `down` stops exactly the
- * processes recorded in the state file (by pid, after checking the pid still runs the
- * binary it recorded) and removes the state; a failed `up` stops whatever it started.
+ * Guarantees: processes survive the CLI that started them; a supervisor process restarts
+ * a component that dies, with the same flags and ports; `up` on a cluster that is partly
+ * stopped restarts what stopped and keeps etcd's data (it starts over only when etcd's data
+ * cannot be used, or when asked with `reset`); `down` stops exactly the processes recorded
+ * in the state file (by pid, after checking the pid still runs the binary it recorded) and
+ * removes the state; a failed `up` stops whatever it started.
  *
  * Caveats: pods never run anything — kwok moves them through their lifecycle (see
  * `kwok-stages.yaml` for the annotations tests use to drive a pod to Failed), and the
@@ -23,6 +26,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from "node:fs";
 import { createServer } from "node:net";
@@ -53,7 +57,17 @@ export interface ComponentRecord {
   log: string;
   /** Start time of the process (field 22 of /proc/<pid>/stat), to detect pid reuse. */
   startTicks: string;
+  /**
+   * The arguments it was started with, and the environment variables set on top of the
+   * caller's, so that it can be restarted the same way (same ports, same data). Absent in a
+   * state written before restarts existed.
+   */
+  args?: string[];
+  env?: Record<string, string>;
 }
+
+/** The name of the supervisor process among the components. */
+export const SUPERVISOR = "supervisor";
 
 /** The state file of a running cluster. */
 export interface ClusterState {
@@ -86,6 +100,12 @@ export interface UpOptions {
   apiserverArgs?: string[];
   /** The operating system (tests inject another). @default process.platform */
   platform?: NodeJS.Platform;
+  /**
+   * Start a new cluster even when the state directory holds one that could be restarted:
+   * its processes are stopped and its data (every namespace and object) is deleted.
+   * @default false
+   */
+  reset?: boolean;
 }
 
 /** Most simulated nodes `up` creates. */
@@ -105,6 +125,22 @@ function podFinaliserScript(): string {
   const p = join(here, "pod-finaliser-main.js");
   if (!existsSync(p)) throw new ClusterError(`pod-finaliser-main.js not found next to ${here}`);
   return p;
+}
+
+/** The compiled entry point of the supervisor (next to this module in dist/). */
+function supervisorScript(): string {
+  const p = join(here, "supervisor-main.js");
+  if (!existsSync(p)) throw new ClusterError(`supervisor-main.js not found next to ${here}`);
+  return p;
+}
+
+/** Starts the process that restarts the components that die (cluster/supervisor.ts). */
+function startSupervisor(stateDir: string): ComponentRecord {
+  return startProcess(stateDir, SUPERVISOR, process.execPath, [
+    supervisorScript(),
+    "--state-dir",
+    stateDir,
+  ]);
 }
 
 /** The compiled entry point of the node-agent simulator (next to this module in dist/). */
@@ -233,6 +269,8 @@ function procStartTicks(pid: number): string | undefined {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name may contain spaces; fields are counted after its closing paren.
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // A process that exited and was not reaped yet (state Z or X) has not run for a while.
+    if (rest[0] === "Z" || rest[0] === "X") return undefined;
     return rest[19];
   } catch {
     return undefined;
@@ -271,17 +309,21 @@ function startComponent(
   name: string,
   binary: BinaryName,
   args: string[],
-  env: NodeJS.ProcessEnv = process.env,
+  env: Record<string, string> = {},
 ): ComponentRecord {
   return startProcess(stateDir, name, requireBinary(binary), args, env);
 }
 
-function startProcess(
+/**
+ * Starts a process in its own process group, its output appended to `logs/<name>.log`.
+ * @param env variables set on top of this process's environment (recorded for restarts)
+ */
+export function startProcess(
   stateDir: string,
   name: string,
   path: string,
   args: string[],
-  env: NodeJS.ProcessEnv = process.env,
+  env: Record<string, string> = {},
 ): ComponentRecord {
   const log = join(stateDir, "logs", `${name}.log`);
   const fd = openSync(log, "a");
@@ -289,15 +331,29 @@ function startProcess(
     const child = spawn(path, args, {
       detached: true,
       stdio: ["ignore", fd, fd],
-      env,
+      env: { ...process.env, ...env },
       cwd: stateDir,
     });
     child.unref();
     if (child.pid === undefined) throw new ClusterError(`${name} did not start (${path})`);
-    return { name, pid: child.pid, binary: path, log, startTicks: procStartTicks(child.pid) ?? "" };
+    return {
+      name,
+      pid: child.pid,
+      binary: path,
+      log,
+      startTicks: procStartTicks(child.pid) ?? "",
+      args,
+      ...(Object.keys(env).length > 0 ? { env } : {}),
+    };
   } finally {
     closeSync(fd);
   }
+}
+
+/** Starts a recorded component again, the same way (same binary, flags, ports, data). */
+export function restartComponent(stateDir: string, c: ComponentRecord): ComponentRecord {
+  if (!c.args) throw new ClusterError(`${c.name}: the state file does not say how it was started`);
+  return startProcess(stateDir, c.name, c.binary, c.args, c.env ?? {});
 }
 
 /** Waits for `check` to return true, failing early when the component dies. */
@@ -348,7 +404,7 @@ function writeKubeconfig(path: string, server: string, ca: string, token: string
 }
 
 /** Stops processes in reverse start order: SIGTERM to the group, then SIGKILL. */
-async function stopComponents(components: ComponentRecord[]): Promise<void> {
+export async function stopComponents(components: ComponentRecord[]): Promise<void> {
   for (const c of [...components].reverse()) {
     if (!isAlive(c)) continue;
     try {
@@ -416,11 +472,20 @@ function readCa(stateDir: string): string {
   return readFileSync(join(stateDir, "pki", "apiserver.crt"), "utf8");
 }
 
+/** What {@link clusterUp} returns. */
+export type UpResult = ClusterState & {
+  /** The cluster was there already (running, or restarted with its data). */
+  reused: boolean;
+  /** The components that had stopped and were started again, keeping etcd's data. */
+  restarted: string[];
+};
+
 /**
- * Starts the cluster, or reports the one already running in `stateDir`. Returns when the
- * default namespace exists and every simulated node is Ready.
+ * Starts the cluster, or reports the one already running in `stateDir`, or restarts the
+ * components of that one that stopped (keeping etcd's data). Returns when the default
+ * namespace exists and every simulated node is Ready.
  */
-export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { reused: boolean }> {
+export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
   assertSupportedPlatform(opts.platform);
   const stateDir = resolveStateDir(opts.stateDir ?? defaultStateDir());
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
@@ -434,11 +499,30 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
       );
   assertOwnStateDir(stateDir);
   const existing = readState(stateDir);
-  if (existing) {
+  if (existing && opts.reset) {
+    progress(
+      `cluster: --reset: stopping the cluster in ${stateDir} and deleting its data; starting a new one`,
+    );
+    await stopRecorded(stateDir, existing);
+  } else if (existing) {
     const status = await clusterStatus(stateDir);
-    if (status.running && status.healthy) return { ...existing, reused: true };
-    progress(`cluster: found a stopped or broken cluster in ${stateDir}; cleaning it up`);
-    await stopComponents(existing.components);
+    if (status.running && status.healthy) return { ...existing, reused: true, restarted: [] };
+    const why = cannotRestart(existing);
+    if (why === undefined) {
+      try {
+        return await restartCluster(existing, progress, Date.now() + (opts.timeoutMs ?? 180_000));
+      } catch (e) {
+        if (!EtcdDataUnusable.isInstance(e)) throw e;
+        progress(
+          `cluster: etcd's data in ${join(stateDir, "etcd")} cannot be used (${e.message}); starting a new cluster: its namespaces and objects are lost`,
+        );
+      }
+    } else {
+      progress(
+        `cluster: the cluster in ${stateDir} cannot be restarted (${why}); starting a new one: its namespaces and objects are lost`,
+      );
+    }
+    await stopRecorded(stateDir, readState(stateDir) ?? existing);
   }
   rmSync(stateDir, { recursive: true, force: true });
   mkdirSync(stateDir, { recursive: true });
@@ -584,7 +668,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
           "--node-lease-duration-seconds=40",
           "--server-address=",
         ],
-        { ...process.env, HOME: join(stateDir, "kwok-home") },
+        { HOME: join(stateDir, "kwok-home") },
       ),
     );
     // kwok's own delete is name-only (a stale one kills a recreated pod of the same name),
@@ -657,20 +741,8 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
         throw new ClusterError(`creating node ${name}: HTTP ${r.status} ${r.body}`);
     }
     const kwok = started.find((c) => c.name === "kwok");
-    await waitFor("simulated nodes to be Ready", kwok, deadline, async () => {
-      const r = await rawRequest(`${server}/api/v1/nodes?labelSelector=type%3Dkwok`, { token, ca });
-      if (r.status !== 200) return false;
-      const list = JSON.parse(r.body) as {
-        items: {
-          metadata: { name: string };
-          status?: { conditions?: { type: string; status: string }[] };
-        }[];
-      };
-      const ready = list.items.filter((n) =>
-        n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-      );
-      return ready.length >= nodeCount;
-    });
+    await waitForNodes({ server, token, ca, count: nodeCount, kwok, deadline });
+    started.push(startSupervisor(stateDir));
     for (const c of started) {
       if (!isAlive(c))
         throw new ClusterError(
@@ -690,7 +762,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
     };
     writeState(stateDir, state);
     progress(`cluster: ${nodeCount} simulated node(s) Ready; cluster up in ${stamp()}`);
-    return { ...state, reused: false };
+    return { ...state, reused: false, restarted: [] };
   } catch (e) {
     await stopComponents(started);
     if (!process.env.COCOONSET_KEEP_FAILED_CLUSTER) {
@@ -703,7 +775,183 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState & { 
   }
 }
 
-function writeState(stateDir: string, state: ClusterState): void {
+/** Waits until `count` simulated nodes are Ready. */
+async function waitForNodes(o: {
+  server: string;
+  token: string;
+  ca: string;
+  count: number;
+  kwok: ComponentRecord | undefined;
+  deadline: number;
+}): Promise<void> {
+  await waitFor("simulated nodes to be Ready", o.kwok, o.deadline, async () => {
+    const r = await rawRequest(`${o.server}/api/v1/nodes?labelSelector=type%3Dkwok`, {
+      token: o.token,
+      ca: o.ca,
+    });
+    if (r.status !== 200) return false;
+    const list = JSON.parse(r.body) as {
+      items: {
+        metadata: { name: string };
+        status?: { conditions?: { type: string; status: string }[] };
+      }[];
+    };
+    const ready = list.items.filter((n) =>
+      n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    );
+    return ready.length >= o.count;
+  });
+}
+
+/** etcd did not come back on its data: the one case where `up` starts over by itself. */
+class EtcdDataUnusable extends BrandedError {}
+
+/**
+ * Why a recorded cluster cannot be restarted in place, or undefined when it can: every
+ * component says how it was started, and etcd's data, the certificates and the kubeconfig
+ * are still there.
+ */
+export function cannotRestart(st: ClusterState): string | undefined {
+  const unknown = st.components.filter((c) => c.name !== SUPERVISOR && !c.args);
+  if (unknown.length > 0)
+    return `it was started by an earlier version, which did not record how to start ${unknown.map((c) => c.name).join(", ")} again`;
+  if (!existsSync(join(st.stateDir, "etcd", "member")))
+    return `etcd's data folder ${join(st.stateDir, "etcd", "member")} is missing`;
+  for (const f of [join("pki", "apiserver.crt"), join("pki", "tokens.csv"), "kubeconfig"])
+    if (!existsSync(join(st.stateDir, f))) return `${join(st.stateDir, f)} is missing`;
+  return undefined;
+}
+
+/** The value of `--flag=value` among a component's recorded arguments. */
+function flagValue(c: ComponentRecord | undefined, flag: string): string | undefined {
+  const a = c?.args?.find((x) => x.startsWith(`${flag}=`));
+  return a?.slice(flag.length + 1);
+}
+
+/** True when nothing listens on 127.0.0.1:`port`. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+  });
+}
+
+function logSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** Whether `line` was logged to `path` after byte `offset`. */
+function loggedSince(path: string, offset: number, line: string): boolean {
+  try {
+    return readFileSync(path).subarray(offset).toString("utf8").includes(line);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Starts again, with the flags and ports they were started with, the components of a
+ * recorded cluster that stopped; etcd restarts on its data, so every namespace and object
+ * is still there. The supervisor is stopped first (it would restart the same processes)
+ * and started again last.
+ * @throws EtcdDataUnusable when etcd exits or does not answer on its data
+ */
+async function restartCluster(
+  existing: ClusterState,
+  progress: (line: string) => void,
+  deadline: number,
+): Promise<UpResult> {
+  const { stateDir, server, token } = existing;
+  const supervisor = existing.components.find((c) => c.name === SUPERVISOR);
+  if (supervisor) await stopComponents([supervisor]);
+  // Read again: the supervisor may have restarted something since the caller read the file.
+  const components = [...(readState(stateDir) ?? existing).components];
+  const save = () => writeState(stateDir, { ...existing, components });
+  const stopped = components.filter((c) => c.name !== SUPERVISOR && !isAlive(c));
+  progress(
+    stopped.length > 0
+      ? `cluster: ${stopped.map((c) => c.name).join(", ")} stopped in ${stateDir}; starting ${stopped.length === 1 ? "it" : "them"} again on the same ports, with etcd's data`
+      : `cluster: the cluster in ${stateDir} runs but does not answer yet, or its supervisor stopped; waiting for it`,
+  );
+  const ca = readCa(stateDir);
+  for (let i = 0; i < components.length; i++) {
+    const old = components[i];
+    if (old.name === SUPERVISOR || isAlive(old)) continue;
+    const clientUrl = old.name === "etcd" ? flagValue(old, "--listen-client-urls") : undefined;
+    if (clientUrl !== undefined) {
+      const port = Number(new URL(clientUrl).port);
+      if (!(await portFree(port)))
+        throw new ClusterError(
+          `etcd cannot start again: its port ${port} is taken by another process (stop that process, or run \`cocoonset cluster up --reset\` to start a new cluster on new ports; its data is lost)`,
+        );
+    }
+    const offset = logSize(old.log);
+    const c = restartComponent(stateDir, old);
+    components[i] = c;
+    save();
+    if (clientUrl !== undefined) {
+      try {
+        await waitFor("etcd /health", c, deadline, async () => {
+          const r = await rawRequest(`${clientUrl}/health`);
+          return r.status === 200 && r.body.includes("true");
+        });
+      } catch (e) {
+        throw new EtcdDataUnusable((e as Error).message);
+      }
+    } else if (c.name === "kube-apiserver") {
+      await waitFor("kube-apiserver /readyz", c, deadline, async () => {
+        const r = await rawRequest(`${server}/readyz`, { token, ca });
+        return r.status === 200;
+      });
+    } else if (c.name === "registry" && existing.registry) {
+      await waitFor("the registry's /v2/", c, deadline, async () => {
+        const r = await rawRequest(`http://${existing.registry}/v2/`);
+        return r.status === 200;
+      });
+    } else if (c.name === "pod-finaliser" || c.name === "node-agent") {
+      const line = c.name === "pod-finaliser" ? POD_FINALISER_SYNCED : NODE_AGENT_SYNCED;
+      await waitFor(`${c.name} to sync`, c, deadline, () =>
+        Promise.resolve(loggedSince(c.log, offset, line)),
+      );
+    }
+  }
+  const apiserver = components.find((c) => c.name === "kube-apiserver");
+  await waitFor("kube-apiserver /readyz", apiserver, deadline, async () => {
+    const r = await rawRequest(`${server}/readyz`, { token, ca });
+    return r.status === 200;
+  });
+  const kwok = components.find((c) => c.name === "kwok");
+  await waitForNodes({ server, token, ca, count: existing.nodes.length, kwok, deadline });
+  const sup = startSupervisor(stateDir);
+  const at = components.findIndex((c) => c.name === SUPERVISOR);
+  if (at >= 0) components[at] = sup;
+  else components.push(sup);
+  save();
+  const restarted = stopped.map((c) => c.name);
+  progress(
+    `cluster: ${restarted.length > 0 ? `restarted ${restarted.join(", ")}` : "nothing to restart"}; the cluster is up with its data`,
+  );
+  return { ...existing, components, reused: true, restarted };
+}
+
+/**
+ * Stops every recorded process: the supervisor first (it would start the others again),
+ * then, from the state file as it is after that, the rest.
+ */
+async function stopRecorded(stateDir: string, st: ClusterState): Promise<void> {
+  const supervisor = st.components.find((c) => c.name === SUPERVISOR);
+  if (supervisor) await stopComponents([supervisor]);
+  await stopComponents((readState(stateDir) ?? st).components);
+}
+
+/** Writes the state file atomically (the supervisor rewrites it while the cluster runs). */
+export function writeState(stateDir: string, state: ClusterState): void {
   const p = statePath(stateDir);
   writeFileSync(`${p}.tmp`, JSON.stringify(state, null, 2), { mode: 0o600 });
   renameSync(`${p}.tmp`, p);
@@ -732,7 +980,7 @@ export async function clusterDown(dir: string = defaultStateDir()): Promise<{ st
   const stopped: string[] = [];
   if (st) {
     for (const c of st.components) if (isAlive(c)) stopped.push(c.name);
-    await stopComponents(st.components);
+    await stopRecorded(stateDir, st);
   }
   rmSync(stateDir, { recursive: true, force: true });
   return { stopped };

@@ -7,6 +7,7 @@ import {
   ensureFinalizer,
   finalizeDeletion,
   PassError,
+  passFailureSummary,
   readCocoonSet,
   runPass,
   type CreateLogs,
@@ -104,10 +105,8 @@ export class CocoonSetReconciler implements Reconciler {
       signal: ctx.signal,
     });
     if (result.errors.length > 0) {
-      throw new PassError(
-        `${result.errors.length} step(s) failed: ${result.errors.join("; ")}`,
-        result,
-      );
+      // One bounded line however many steps failed (the runtime logs it once per pass).
+      throw new PassError(passFailureSummary(result), result);
     }
     return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
   }

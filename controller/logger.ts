@@ -19,6 +19,38 @@ export interface LoggerOptions {
   base?: Record<string, unknown>;
 }
 
+/** Most characters of one string in a log line (a message or a field's value). */
+export const MAX_LOG_STRING = 2048;
+/** Most entries of one array or object in a log line. */
+export const MAX_LOG_ENTRIES = 32;
+
+/**
+ * A value made small enough for one log line: strings cut to {@link MAX_LOG_STRING}
+ * characters (saying how long they were), arrays and objects to {@link MAX_LOG_ENTRIES}
+ * entries, nesting to 4 levels; an Error becomes its type, message and stack. A line's size
+ * then has a bound whatever a caller passes.
+ */
+export function boundLogValue(value: unknown, depth = 0): unknown {
+  if (typeof value === "string")
+    return value.length <= MAX_LOG_STRING
+      ? value
+      : `${value.slice(0, MAX_LOG_STRING)}… (${value.length} characters)`;
+  if (value instanceof Error)
+    return boundLogValue({ type: value.name, message: value.message, stack: value.stack }, depth);
+  if (value === null || typeof value !== "object") return value;
+  if (depth >= 4) return "[nested too deep]";
+  if (Array.isArray(value)) {
+    const out = value.slice(0, MAX_LOG_ENTRIES).map((v) => boundLogValue(v, depth + 1));
+    if (value.length > MAX_LOG_ENTRIES) out.push(`… ${value.length - MAX_LOG_ENTRIES} more`);
+    return out;
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of entries.slice(0, MAX_LOG_ENTRIES)) out[k] = boundLogValue(v, depth + 1);
+  if (entries.length > MAX_LOG_ENTRIES) out["…"] = `${entries.length - MAX_LOG_ENTRIES} more`;
+  return out;
+}
+
 /** Creates the process logger: JSON lines with an ISO time and the level as a string. */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const options = {
@@ -26,6 +58,15 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     base: { component: "cocoonset-controller", ...opts.base },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
+    hooks: {
+      // Every line goes through here, the engine's and the runtime's alike.
+      logMethod(this: Logger, args: unknown[], method: (...a: unknown[]) => void) {
+        method.apply(
+          this,
+          args.map((a) => boundLogValue(a)),
+        );
+      },
+    },
   };
   return opts.destination ? pino(options, opts.destination) : pino(options);
 }

@@ -7,7 +7,7 @@ import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError } from "../provider/kube/branded-error.js";
-import { namespaceNameProblem } from "../provider/fleet/validate.js";
+import { describeValue, namespaceNameProblem } from "../provider/fleet/validate.js";
 import { parseRegistryAddress } from "../provider/registry/address.js";
 
 /** The resolved, validated options of the controller process. */
@@ -272,7 +272,9 @@ export function resolveControllerOptions(
     return undefined;
   };
   const fail = (from: string, rule: string, value: string): never => {
-    throw new OptionsError(`[${from}] ${rule} (got "${value}")`);
+    // A long value is cut to a prefix and its length: echoing kilobytes back helps nobody.
+    const got = value.length > 60 ? describeValue(value) : `"${value}"`;
+    throw new OptionsError(`[${from}] ${rule} (got ${got})`);
   };
 
   /** Runs a shared parser, turning its rule into an error naming the flag. */

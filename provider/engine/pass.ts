@@ -20,6 +20,12 @@ import {
   planPass,
   snapshotRecordUpdate,
   SNAPSHOT_OWNER_ANNOTATION,
+  quotaBlockedStatus,
+  quotaRefusalOf,
+  statusEqual,
+  summarizeFailures,
+  vanishingSlots,
+  type QuotaRefusal,
   restoreProbes,
   snapshotProbes,
   vmNameClash,
@@ -38,6 +44,7 @@ import {
 import {
   isAlreadyExists,
   isConflict,
+  isForbidden,
   isNotFound,
   KubeApiError,
   PatchType,
@@ -117,6 +124,29 @@ export interface PassResult {
   conflicted?: boolean;
   /** The CocoonSet after this pass's writes (history, status). */
   cocoonSet: CocoonSet;
+  /** The ResourceQuota that refused a create of this pass, as the apiserver named it. */
+  quotaRefusal?: QuotaRefusal;
+  /** Creates not sent because a ResourceQuota had refused one before them in this pass. */
+  unsentCreates?: number;
+}
+
+/**
+ * One bounded line for a pass that fell short (counts by decision, the quota that refused,
+ * the first failure): what the controller logs and reports, however many steps failed.
+ */
+export function passFailureSummary(result: PassResult): string {
+  return summarizeFailures(
+    result.failures.map((f) =>
+      StepFailure.isInstance(f)
+        ? {
+            pod: f.pod,
+            decision: f.decision,
+            message: f.cause instanceof Error ? f.cause.message : String(f.cause),
+          }
+        : { message: f.message },
+    ),
+    result.unsentCreates,
+  );
 }
 
 /** The planner refused part of the spec (a toolbox name another pod holds, bad names). */
@@ -298,9 +328,10 @@ export async function listCocoonSetsVisible(
   }
 }
 
-/** A plan of the live cluster and the registry facts it was planned with. */
+/** A plan of the live cluster, the pods and the registry facts it was planned with. */
 interface LivePlan {
   plan: Plan;
+  pods: Pod[];
   snapshots: SnapshotFacts | undefined;
   /** The fleet's snapshot record to write before the steps, when it grows. */
   record?: string;
@@ -327,7 +358,7 @@ async function planLiveWithFacts(
     createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
     snapshots,
   });
-  return { plan, snapshots, record };
+  return { plan, pods, snapshots, record };
 }
 
 /** Plans a pass against the live cluster (and registry) without changing anything. */
@@ -347,7 +378,7 @@ export async function runPass(
 ): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
-  const { plan, snapshots, record } = await planLiveWithFacts(client, cs, opts);
+  const { plan, pods, snapshots, record } = await planLiveWithFacts(client, cs, opts);
   const registryError = snapshots && "error" in snapshots ? snapshots.error : undefined;
   const result: PassResult = {
     plan,
@@ -390,6 +421,8 @@ export async function runPass(
           result.created.push(step.podName);
           hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
         } catch (err) {
+          const quota = isForbidden(err) ? quotaRefusalOf((err as Error).message) : undefined;
+          if (quota) result.quotaRefusal ??= quota;
           if (!isAlreadyExists(err)) throw err;
           if (action.onAlreadyExists === "success") return;
           if (action.onAlreadyExists === "retry-later") {
@@ -503,12 +536,9 @@ export async function runPass(
       try {
         await perform(step, action);
       } catch (e) {
+        // No line per failed step: a quota can refuse hundreds a pass. The caller reports the
+        // pass once (passFailureSummary).
         fail(new StepFailure(step.podName, step.decision, e));
-        hooks.log?.("warn", "step failed", {
-          pod: step.podName,
-          decision: step.decision,
-          error: (e as Error).message,
-        });
         if (isConflict(e) && action.kind === "write-history") {
           result.conflicted = true;
           fail(new StaleCocoonSet());
@@ -558,7 +588,11 @@ export async function runPass(
     await Promise.all(
       batch.map((s) =>
         limit(async () => {
-          await runStep(s);
+          // Once a ResourceQuota refused a create, the creates still to start would be refused
+          // alike: they are not sent (the next pass tries again).
+          if (result.quotaRefusal && s.actions[0]?.kind === "create-pod") {
+            result.unsentCreates = (result.unsentCreates ?? 0) + 1;
+          } else await runStep(s);
           done++;
           hooks.progress?.(done, batch.length);
         }),
@@ -582,6 +616,26 @@ export async function runPass(
     cs = updated;
     result.cocoonSet = cs;
     result.statusWritten = true;
+  } else if (result.quotaRefusal) {
+    // A pass that a quota stops never gets to the quiet pass that writes status: write what
+    // the pods say, with a condition naming the quota (docs/behaviour.md §3.12).
+    const status = quotaBlockedStatus({
+      cocoonSet: cs,
+      pods,
+      nowMs: (opts.now ?? Date.now)(),
+      vanishingSlots: vanishingSlots(plan.createLog),
+      refusal: result.quotaRefusal,
+      missing: plan.steps.filter((s) => s.actions.some((a) => a.kind === "create-pod")).length,
+    });
+    if (!statusEqual(cs.status, status)) {
+      cs = await client.patch<CocoonSet>(
+        paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+        { status: { ...status, observedGeneration: cs.metadata.generation } },
+        PatchType.merge,
+      );
+      result.cocoonSet = cs;
+      result.statusWritten = true;
+    }
   }
   if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
   else if (plan.mutatesPods) {

@@ -149,6 +149,16 @@ export {
   type StatusInput,
 } from "./status.js";
 export {
+  clip,
+  MAX_REASON_CHARS,
+  QUOTA_CONDITION,
+  quotaBlockedStatus,
+  quotaRefusalOf,
+  summarizeFailures,
+  type FailedStep,
+  type QuotaRefusal,
+} from "./pass-report.js";
+export {
   formatQuantity,
   podQuotaUsage,
   quotaOverflows,

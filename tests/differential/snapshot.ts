@@ -186,6 +186,15 @@ export const DELIBERATE: readonly Deliberate[] = [
       delete s.annotations["snapshot.cocoonset.cocoonstack.io/taken-by"];
     },
   },
+  {
+    what: "A pass whose pod creates a ResourceQuota refuses still writes the status (the phase and counts the pods give, and a condition `ReplicaFailure`, reason `QuotaExceeded`, naming the quota), logs one bounded line, and sends no further create once one was refused; the peer writes no status while a create fails, and logs the joined errors of every create it sent.",
+    reason:
+      "a fleet larger than its quota never reaches the quiet pass that writes status, so the peer's status stays empty (or stale) for as long as the quota is full, and its log grows with the number of refused creates; the condition type is the one a ReplicaSet uses for the same refusal. No scenario hits a quota, so nothing is folded",
+    fold: (s) => {
+      const conditions = s.status.conditions as { type?: string }[] | undefined;
+      if (conditions) s.status.conditions = conditions.filter((c) => c.type !== "ReplicaFailure");
+    },
+  },
 ];
 
 const NS = "<ns>";

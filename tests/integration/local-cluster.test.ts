@@ -6,12 +6,17 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "node:net";
 import { test } from "node:test";
-import { isAlive, readState, type ClusterState } from "../../cluster/local-cluster.js";
+import {
+  isAlive,
+  readState,
+  type ClusterState,
+  type ComponentRecord,
+} from "../../cluster/local-cluster.js";
 import { KubeClient, paths } from "../../provider/kube/index.js";
 import { repoRoot } from "../support/pulumi.js";
 
@@ -70,6 +75,7 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
       "kwok",
       "pod-finaliser",
       "node-agent",
+      "supervisor",
     ],
   );
   assert.ok(state.components.every(isAlive), "every component still runs");
@@ -170,4 +176,131 @@ test("a component that dies on start is reported with its log tail, and nothing 
     existsSync(join(stateDir, "logs", "kube-apiserver.log")),
     "the logs stay for the report",
   );
+});
+
+/** The recorded component `name`, as the state file says now. */
+function recorded(stateDir: string, name: string): ComponentRecord {
+  const c = readState(stateDir)?.components.find((x) => x.name === name);
+  assert.ok(c, `${name} is recorded`);
+  return c;
+}
+
+/**
+ * Waits until `check` holds, looking again each time the state file or a log may have
+ * changed (every 200 ms), at most `timeoutMs`: the supervisor and `up` report through files.
+ */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+test("a killed component is restarted on its port, and up after a crash restarts what stopped and keeps etcd's data; only --reset or unreadable etcd data starts over", async (t) => {
+  const stateDir = mkdtempSync(join(tmpdir(), "cocoonset-restart-"));
+  t.after(() => {
+    cocoonset("cluster", "down", "--state-dir", stateDir);
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+  const up = cocoonset("cluster", "up", "--state-dir", stateDir, "--nodes", "1", "--json");
+  assert.equal(up.status, 0, up.stderr);
+  const info = JSON.parse(up.stdout) as { kubeconfig: string; server: string; registry: string };
+  const client = new KubeClient({ kubeconfig: info.kubeconfig });
+  t.after(() => client.close());
+  await client.create(paths.namespaces(), {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: "kept" },
+  });
+  await client.create(paths.configMaps("kept"), {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: "data" },
+    data: { k: "v" },
+  });
+
+  // kill -9 of the registry: the supervisor starts it again on the same address.
+  const registry = recorded(stateDir, "registry");
+  process.kill(registry.pid, "SIGKILL");
+  await until("the registry to be restarted", async () => {
+    const now = recorded(stateDir, "registry");
+    return now.pid !== registry.pid && isAlive(now) && (await listening(info.registry));
+  });
+  const v2 = await fetch(`http://${info.registry}/v2/`);
+  assert.equal(v2.status, 200, "the restarted registry answers on the recorded address");
+  await v2.text();
+  assert.match(
+    readFileSync(join(stateDir, "logs", "supervisor.log"), "utf8"),
+    new RegExp(`registry \\(pid ${registry.pid}\\) is not running`),
+  );
+
+  // A crash of the supervisor and of etcd, the registry and the scheduler with it: up
+  // restarts them, on the same ports, and every object is still there.
+  const before = readState(stateDir) as ClusterState;
+  for (const name of ["supervisor", "etcd", "registry", "kube-scheduler"])
+    process.kill(recorded(stateDir, name).pid, "SIGKILL");
+  await until("the killed processes to be gone", () =>
+    Promise.resolve(
+      ["supervisor", "etcd", "registry", "kube-scheduler"].every(
+        (n) => !isAlive(before.components.find((c) => c.name === n)!),
+      ),
+    ),
+  );
+  const again = cocoonset("cluster", "up", "--state-dir", stateDir, "--json");
+  assert.equal(again.status, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /cleaning it up|starting a new/);
+  const restarted = JSON.parse(again.stdout) as {
+    server: string;
+    registry: string;
+    reused: boolean;
+    restarted: string[];
+  };
+  assert.deepEqual(restarted.restarted, ["registry", "etcd", "kube-scheduler"]);
+  assert.equal(restarted.reused, true);
+  assert.equal(restarted.server, info.server, "the same apiserver port");
+  assert.equal(restarted.registry, info.registry, "the same registry address");
+  const after = readState(stateDir) as ClusterState;
+  assert.ok(after.components.every(isAlive), "every component runs, the supervisor too");
+  assert.equal(
+    after.components.find((c) => c.name === "kube-apiserver")?.pid,
+    before.components.find((c) => c.name === "kube-apiserver")?.pid,
+    "what still ran was left alone",
+  );
+  const cm = await client.get<{ data?: Record<string, string> }>(paths.configMap("kept", "data"));
+  assert.deepEqual(cm.data, { k: "v" }, "etcd's data was kept");
+
+  // Asked for: --reset starts a new cluster, without the old data.
+  const reset = cocoonset("cluster", "up", "--state-dir", stateDir, "--reset", "--json");
+  assert.equal(reset.status, 0, reset.stderr);
+  assert.match(reset.stderr, /--reset: stopping the cluster .* and deleting its data/);
+  const fresh = JSON.parse(reset.stdout) as { kubeconfig: string; reused: boolean };
+  assert.equal(fresh.reused, false);
+  const freshClient = new KubeClient({ kubeconfig: fresh.kubeconfig });
+  try {
+    assert.equal(
+      await freshClient.getOrUndefined(paths.namespace("kept")),
+      undefined,
+      "a new cluster",
+    );
+  } finally {
+    freshClient.close();
+  }
+  for (const c of after.components) assert.equal(isAlive(c), false, `${c.name} was stopped`);
+
+  // Every process killed and etcd's database unreadable: the one case up starts over by itself.
+  const crashed = readState(stateDir) as ClusterState;
+  for (const c of [...crashed.components].reverse()) process.kill(c.pid, "SIGKILL");
+  await until("every process to be gone", () =>
+    Promise.resolve(crashed.components.every((c) => !isAlive(c))),
+  );
+  writeFileSync(join(stateDir, "etcd", "member", "snap", "db"), "not a bbolt database");
+  const corrupt = cocoonset("cluster", "up", "--state-dir", stateDir, "--json");
+  assert.equal(corrupt.status, 0, corrupt.stderr);
+  assert.match(
+    corrupt.stderr,
+    /etcd's data in .*etcd cannot be used \(etcd exited during start-up; .*\n[\s\S]*starting a new cluster: its namespaces and objects are lost/,
+  );
+  assert.equal((JSON.parse(corrupt.stdout) as { reused: boolean }).reused, false);
 });

@@ -33,3 +33,21 @@ test("a hook's fields never repeat the keys a reconcile logger binds", async () 
   assert.equal(second.name, "fleet", "the bound key keeps its value");
   assert.deepEqual(second.detail, { name: "cm-1" }, "a disagreeing field is kept under detail");
 });
+
+test("no log line is longer than a few kilobytes, whatever a caller passes", async () => {
+  const { lines, log } = capture();
+  const ctx = reconcileLogger(log, { namespace: "ns1", name: "fleet" });
+  const huge = "e".repeat(172_000);
+  ctx.error({ err: huge, attempt: 3 }, "reconcile failed; requeued with backoff");
+  logWithFields(ctx, "warn", huge, {
+    pods: Array.from({ length: 5000 }, (_, i) => `fleet-${i}`),
+    deep: { a: { b: { c: { d: { e: huge } } } } },
+    error: new Error(huge),
+  });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(lines.length, 2);
+  for (const line of lines) assert.ok(line.length < 16_384, `line of ${line.length} characters`);
+  const first = JSON.parse(lines[0]) as { err: string; attempt: number };
+  assert.match(first.err, /^e{2048}… \(172000 characters\)$/, "cut, saying how long it was");
+  assert.equal(first.attempt, 3, "the small fields are kept");
+});

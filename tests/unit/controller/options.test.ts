@@ -158,6 +158,12 @@ describe("controller options", () => {
     ],
     ["--oci-registry no host", { ociRegistry: "http:///x" }, {}, /\[--oci-registry\] must be host/],
     [
+      "--oci-registry of 10 kB: the value is cut to a prefix and its length",
+      { ociRegistry: `${"a".repeat(10_000)} x` },
+      {},
+      /^\[--oci-registry\] must be host\[:port\]\[\/prefix\].* \(got "a{60}"\.\.\. \(10002 characters\)\)$/,
+    ],
+    [
       "OCI_REGISTRY=bad",
       {},
       { OCI_REGISTRY: "not a registry" },

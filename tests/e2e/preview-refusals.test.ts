@@ -72,6 +72,10 @@ test("preview refuses a namespace that is not a DNS label, a namespace that does
     image: { value: "agents/coder:1" },
   });
   const ok = await stack.preview();
-  assert.equal(ok.changeSummary.create, 4, "the stack, the Fleet, its CocoonSet and its slots");
+  assert.equal(
+    ok.changeSummary.create,
+    5,
+    "the stack, the Fleet, its claim guard, its CocoonSet and its slots",
+  );
   assert.deepEqual(await fleetObjects(name), { cocoonSets: [], pods: [] });
 });

@@ -4,10 +4,15 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { desiredSlots } from "../provider/dynamic/slot-view.js";
-import { slotsArgumentProblems } from "../provider/dynamic/slots.js";
+import {
+  DEFAULT_RELEASE_TIMEOUT_SECONDS,
+  DEFAULT_TIMEOUT_SECONDS,
+  slotsArgumentProblems,
+} from "../provider/dynamic/slots.js";
 import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/lifecycle-view.js";
 import {
   API_VERSION,
+  DEFAULT_FANOUT,
   KIND,
   cocoonSetNameProblem,
   formatFailure,
@@ -278,9 +283,9 @@ export class Fleet extends pulumi.ComponentResource {
           .all([args.namespace, spec])
           .apply(([ns, s]) => (validateCocoonSetSpec(s).ok ? desiredSlots(ns, csName, s) : {})),
         providerVersion: PROVIDER_VERSION,
-        fanOut: args.fanOut ?? 8,
-        timeoutSeconds: args.timeoutSeconds ?? 300,
-        releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? 120,
+        fanOut: args.fanOut ?? DEFAULT_FANOUT,
+        timeoutSeconds: args.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
+        releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? DEFAULT_RELEASE_TIMEOUT_SECONDS,
         ...(registry === undefined ? {} : { registry }),
         suspendTimeoutSeconds: args.suspendTimeoutSeconds ?? DEFAULT_SUSPEND_TIMEOUT_SECONDS,
         // A namespace given as text must exist already; one from a resource, or one a

@@ -20,7 +20,11 @@ import {
   PROBE_PORT,
 } from "../controller/image.js";
 import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
-import { LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../provider/fleet/constants.js";
+import {
+  DEFAULT_FANOUT,
+  LABELS,
+  MANAGED_BY as MANAGED_BY_VALUE,
+} from "../provider/fleet/constants.js";
 
 // The generated CRD, typed as the Kubernetes provider's input.
 import hibernationCrdJson from "../provider/fleet/generated/hibernation-crd.json" with { type: "json" };
@@ -360,7 +364,7 @@ export class Operator extends pulumi.ComponentResource {
       // The Lease Role is in this namespace: the controller elects its leader there.
       leaderElectionNamespace: ns,
       concurrency: args.concurrency ?? 4,
-      fanoutConcurrency: args.fanoutConcurrency ?? 8,
+      fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
       reapInterval: args.reapInterval ?? "5m",
       logLevel: args.logLevel ?? "info",
       watchNamespaces: watch,

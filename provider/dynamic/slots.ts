@@ -105,6 +105,11 @@ function containsUnknown(v: unknown): boolean {
   return false;
 }
 
+/** How long `pulumi up` waits for the main agent and the fan-out by default, in seconds. */
+export const DEFAULT_TIMEOUT_SECONDS = 300;
+/** How long `pulumi destroy` waits for the fleet's tree to be gone by default, in seconds. */
+export const DEFAULT_RELEASE_TIMEOUT_SECONDS = 120;
+
 /** Largest `fanOut`: the controller's own bound on `--fanout-concurrency`. */
 export const MAX_FAN_OUT = 10_000;
 /** Longest wait `timeoutSeconds` and `releaseTimeoutSeconds` take (one day). */
@@ -492,7 +497,7 @@ async function apply(
     const result = await converge(client, inputs.namespace, inputs.name, {
       fanOut: inputs.fanOut,
       registry,
-      timeoutMs: (inputs.timeoutSeconds ?? 300) * 1000,
+      timeoutMs: (inputs.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
       hooks: {
         progress(done, batch) {
           if (done === batch || Date.now() - lastReport > 2000) {
@@ -559,7 +564,7 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
     // The registry of the last `up`: with it the VMs' snapshot tags are dropped per
     // `snapshotPolicy` once the pods are gone (docs/behaviour.md §3.13).
     const result = await deleteFleet(client, props.namespace, props.name, {
-      timeoutMs: (props.releaseTimeoutSeconds ?? 120) * 1000,
+      timeoutMs: (props.releaseTimeoutSeconds ?? DEFAULT_RELEASE_TIMEOUT_SECONDS) * 1000,
       registry: registryOf(props),
       log: (level, msg, fields) => {
         if (level === "warn")

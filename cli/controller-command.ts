@@ -1,4 +1,4 @@
-/** `cocoonset controller`: the long-running reconcile process (README, "The controller"). */
+/** `cocoonset controller`: the long-running reconcile process (docs/controller.md). */
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import {

@@ -58,7 +58,7 @@ export interface OperatorArgs {
   createNamespace?: boolean;
   /**
    * Controller image: build it with `cocoonset image build --tag REGISTRY/...` and push it
-   * where the cluster can pull from (README, "Deploying to a real cluster").
+   * where the cluster can pull from (docs/controller.md, "Deploying to a real cluster").
    * @default `pulumi-cocoonset/controller:<package version>` (the default tag of `cocoonset image build`)
    */
   image?: pulumi.Input<string>;

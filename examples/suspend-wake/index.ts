@@ -33,7 +33,7 @@ const namespace = new k8s.core.v1.Namespace("agents", {
   metadata: {
     name: namespaceName,
     // The embedded cluster's stand-in for the node agent acts only in namespaces with this
-    // label (README, "A simulator of the node agent, not shipped").
+    // label (docs/cluster.md, "A simulator of the node agent, not shipped").
     labels: simulator ? { "sim.cocoonset.cocoonstack.io/node-agent": "enabled" } : {},
   },
 });

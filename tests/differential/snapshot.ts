@@ -11,8 +11,8 @@
  * Names that embed the namespace are rewritten to `<ns>`, times to `<time>`.
  *
  * The differences the project makes on purpose are in {@link DELIBERATE}, each with its
- * reason; they are folded away on both sides before comparing. README's "Differences from
- * cocoon-operator" section lists the same entries (a unit test keeps the two in step).
+ * reason; they are folded away on both sides before comparing. docs/differences.md ("Differences
+ * from cocoon-operator") lists the same entries (a unit test keeps the two in step).
  */
 import {
   ANNOTATIONS,
@@ -96,7 +96,7 @@ export interface HibernationView {
 
 /** A difference the project makes on purpose, and how the comparison folds it away. */
 export interface Deliberate {
-  /** One line for the README. */
+  /** One line for docs/differences.md. */
   what: string;
   /** Why. */
   reason: string;

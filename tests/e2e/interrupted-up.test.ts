@@ -1,8 +1,9 @@
 /**
  * Recovering an interrupted deploy, through the real pulumi CLI: `pulumi up` of a 60-slot
  * fleet is killed (SIGKILL, with the plugins it started) in the middle of the fan-out, and
- * the README's steps ("Recovering an interrupted deploy") bring the stack back: exactly the
- * desired pods, no pending operation left in the state, and a preview that changes nothing.
+ * the steps of docs/pulumi.md ("Recovering an interrupted deploy") bring the stack back:
+ * exactly the desired pods, no pending operation left in the state, and a preview that
+ * changes nothing.
  */
 import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
@@ -47,7 +48,7 @@ function pendingOperations(exported: { deployment: unknown }): { type: string; u
 
 const live = (items: KubeObject[]) => items.filter((p) => !p.metadata.deletionTimestamp);
 
-test("a pulumi up killed mid fan-out recovers with the README's steps: exactly the desired pods, no pending operations, a no-change preview", async (t) => {
+test("a pulumi up killed mid fan-out recovers with the documented steps: exactly the desired pods, no pending operations, a no-change preview", async (t) => {
   const client = adminClient();
   await ensureCrd(client);
   const ns = await withNamespace(t, "e2e-killed");

@@ -3,15 +3,15 @@ import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { DELIBERATE } from "../../differential/snapshot.js";
 
-const readme = readFileSync(new URL("../../../../README.md", import.meta.url), "utf8");
+const page = readFileSync(new URL("../../../../docs/differences.md", import.meta.url), "utf8");
 
-describe("README: Differences from cocoon-operator", () => {
+describe("docs/differences.md: Differences from cocoon-operator", () => {
   it("lists exactly the deliberate differences the differential tier folds away", () => {
     const section =
       /<!-- deliberate differences: start -->\n([\s\S]*?)<!-- deliberate differences: end -->/.exec(
-        readme,
+        page,
       );
-    assert.ok(section, "README has the marked list");
+    assert.ok(section, "docs/differences.md has the marked list");
     const items = section[1].split("\n").filter((l) => l.startsWith("- "));
     assert.deepEqual(
       items,

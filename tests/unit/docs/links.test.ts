@@ -1,7 +1,7 @@
 /**
  * The README and the pages under docs/ link each other by relative paths and #anchors; when a
  * section moves, a link to it must move too. Every relative markdown link in README.md,
- * docs/*.md and the examples' READMEs must name a file or folder that exists and, with an
+ * docs/*.md, bench/README.md and the examples' READMEs must name a file or folder that exists and, with an
  * #anchor into a markdown file, a heading of that file (GitHub's slugs). Pure: reads files only.
  */
 import assert from "node:assert/strict";
@@ -70,7 +70,7 @@ export function links(text: string): string[] {
 }
 
 function pages(): string[] {
-  const files = ["README.md"];
+  const files = ["README.md", "bench/README.md"];
   for (const f of readdirSync(join(root, "docs"))) if (f.endsWith(".md")) files.push(`docs/${f}`);
   for (const d of readdirSync(join(root, "examples"))) {
     if (existsSync(join(root, "examples", d, "README.md"))) files.push(`examples/${d}/README.md`);

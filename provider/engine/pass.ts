@@ -13,6 +13,8 @@ import pLimit from "p-limit";
 import {
   ANNOTATIONS,
   LABELS,
+  agentNamesToCheck,
+  wakeProbes,
   hibernationTargets,
   needsHibernationTargets,
   planPass,
@@ -182,8 +184,8 @@ export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<
 
 /**
  * What a pass reads of the cluster: the CocoonSet's labelled pods, plus any pod that holds a
- * declared toolbox's name without the label, so that the plan sees the name conflict before
- * it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
+ * declared toolbox's name or an agent name the pass may create without the label, so that
+ * the plan sees the name conflict before it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
  * cannot disagree on their input.
  */
 export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
@@ -196,6 +198,14 @@ export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<
     const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
     if (squatter) pods.push(squatter);
   }
+  // Agent names the pass may create: a pod without the fleet's label may hold one (§3.20).
+  const limit = pLimit(8);
+  const holders = await Promise.all(
+    agentNamesToCheck(cs, pods).map((podName) =>
+      limit(() => client.getOrUndefined<Pod>(paths.pod(ns, podName))),
+    ),
+  );
+  for (const holder of holders) if (holder) pods.push(holder);
   return pods;
 }
 
@@ -211,7 +221,11 @@ export async function readSnapshotFacts(
   hibernations: readonly HibernationTarget[] = [],
 ): Promise<SnapshotFacts | undefined> {
   if (!registry) return undefined;
-  const vms = new Set([...snapshotProbes(cs, pods), ...restoreProbes(cs, pods, hibernations)]);
+  const vms = new Set([
+    ...snapshotProbes(cs, pods),
+    ...restoreProbes(cs, pods, hibernations),
+    ...wakeProbes(cs, pods, hibernations),
+  ]);
   return gatherSnapshotFacts(registry, [...vms].sort());
 }
 

@@ -106,6 +106,7 @@ export {
   hibernatedOnNode,
   hintAffinity,
   planSlotRelease,
+  releasedSnapshotLost,
   slotReleaseProbes,
   suspendsReleasing,
   unschedulableMessage,
@@ -143,6 +144,8 @@ export {
 export {
   deriveStatus,
   fleetPhase,
+  memberPhase,
+  memberReady,
   rfc3339Seconds,
   statusEqual,
   type StatusInput,
@@ -169,3 +172,5 @@ export { COCOONHIBERNATION_API_VERSION } from "./generated/hibernation-types.js"
 export * from "./hibernation-schema.js";
 export * from "./hibernation.js";
 export * from "./restore-intent.js";
+export * from "./lost-snapshots.js";
+export * from "./blocked.js";

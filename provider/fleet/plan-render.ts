@@ -42,6 +42,7 @@ function describeStep(step: PlanStep): string {
         : "wait (wake: restoring)",
     "wake-complete": () => "drop its snapshot tag (wake done)",
     "wait-release": () => "wait (released pod still terminating)",
+    blocked: () => `blocked: ${(step.blockedBy ?? "").replace(/^[^:]*: /, "")}`,
     migrate: () => "hibernate (migration to spec.nodeName)",
     "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
     "wait-migration": () => "wait (migration)",
@@ -90,6 +91,8 @@ export interface PlanChangeJSON {
   drift?: string[];
   attempt?: number;
   waitMs?: number;
+  /** blocked: the pod that holds the member's name, and whose it is. */
+  blockedBy?: string;
 }
 
 /** The JSON document `cocoonset plan --json` prints. */
@@ -116,6 +119,7 @@ export function planToJSON(plan: Plan): PlanJSON {
         ...(step.drift ? { drift: step.drift } : {}),
         ...(step.attempt !== undefined ? { attempt: step.attempt } : {}),
         ...(step.waitMs !== undefined ? { waitMs: step.waitMs } : {}),
+        ...(step.blockedBy !== undefined ? { blockedBy: step.blockedBy } : {}),
       };
     }),
     errors: [...plan.errors],

@@ -14,7 +14,10 @@ import {
   ANNOTATIONS,
   LABELS,
   agentNamesToCheck,
+  classifyPods,
+  migrationStartTarget,
   wakeProbes,
+  type TargetNodeFacts,
   hibernationTargets,
   needsHibernationTargets,
   planPass,
@@ -39,6 +42,7 @@ import {
   PatchType,
   paths,
   type KubeClient,
+  type KubeObject,
 } from "../kube/index.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
@@ -252,6 +256,21 @@ export async function readHibernationTargets(
   }
 }
 
+/**
+ * The node a migration would start towards (§3.17). Any error is kept as the answer: the
+ * planner refuses a target it could not check (a controller without `get` on nodes).
+ */
+export async function readTargetNode(client: KubeClient, name: string): Promise<TargetNodeFacts> {
+  try {
+    const node = await client.getOrUndefined<
+      NonNullable<Extract<TargetNodeFacts, { node?: unknown }>["node"]> & KubeObject
+    >(`${paths.nodes()}/${encodeURIComponent(name)}`);
+    return { name, node };
+  } catch (e) {
+    return { name, error: (e as Error).message };
+  }
+}
+
 /** A plan of the live cluster and the registry facts it was planned with. */
 interface LivePlan {
   plan: Plan;
@@ -266,7 +285,12 @@ async function planLiveWithFacts(
   const pods = await readFleetPods(client, cs);
   const hibernations = await readHibernationTargets(client, opts.registry, cs, pods);
   const snapshots = await readSnapshotFacts(opts.registry, cs, pods, hibernations);
+  const target = opts.registry
+    ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
+    : undefined;
+  const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
   const plan = planPass({
+    targetNode,
     hibernations,
     cocoonSet: cs,
     pods,

@@ -119,6 +119,9 @@ export {
 export {
   MIGRATE_POLL_MS,
   migrationConsults,
+  migrationStartTarget,
+  targetNodeProblem,
+  type TargetNodeFacts,
   migrationProbes,
   planMigration,
   type MigrationDecision,

@@ -42,7 +42,7 @@ function describeStep(step: PlanStep): string {
         : "wait (wake: restoring)",
     "wake-complete": () => "drop its snapshot tag (wake done)",
     "wait-release": () => "wait (released pod still terminating)",
-    blocked: () => `blocked: ${(step.blockedBy ?? "").replace(/^[^:]*: /, "")}`,
+    blocked: () => `blocked: ${(step.why ?? "").replace(/^[^:]*: /, "")}`,
     migrate: () => "hibernate (migration to spec.nodeName)",
     "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
     "wait-migration": () => "wait (migration)",
@@ -50,6 +50,9 @@ function describeStep(step: PlanStep): string {
     "migrate-restore": () => "create on spec.nodeName, restoring its snapshot (migration)",
     "migrate-wake": () => "wake in place (migration)",
     "migrate-complete": () => "drop the snapshot tag (migration: restored VM live)",
+    "migrate-retarget": () => "delete the unbound restore pod pinned to the old target (migration)",
+    "migrate-refused": () =>
+      `migration refused: ${(step.why ?? "").replace(/^\[spec\.nodeName\] /, "")}`,
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }
@@ -91,8 +94,8 @@ export interface PlanChangeJSON {
   drift?: string[];
   attempt?: number;
   waitMs?: number;
-  /** blocked: the pod that holds the member's name, and whose it is. */
-  blockedBy?: string;
+  /** blocked, migrate-refused: what stops it. */
+  why?: string;
 }
 
 /** The JSON document `cocoonset plan --json` prints. */
@@ -119,7 +122,7 @@ export function planToJSON(plan: Plan): PlanJSON {
         ...(step.drift ? { drift: step.drift } : {}),
         ...(step.attempt !== undefined ? { attempt: step.attempt } : {}),
         ...(step.waitMs !== undefined ? { waitMs: step.waitMs } : {}),
-        ...(step.blockedBy !== undefined ? { blockedBy: step.blockedBy } : {}),
+        ...(step.why !== undefined ? { why: step.why } : {}),
       };
     }),
     errors: [...plan.errors],

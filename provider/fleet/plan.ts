@@ -61,7 +61,7 @@ import {
 import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
-import { planMigration, type MigrationDecision } from "./migrate.js";
+import { planMigration, type MigrationDecision, type TargetNodeFacts } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 import {
   lostSnapshotMessage,
@@ -196,8 +196,8 @@ export interface PlanStep {
    * loss is recorded on the CocoonSet and announced before the step's own actions.
    */
   lostSnapshot?: LostSnapshotMark;
-  /** blocked: the pod that holds the member's name, and whose it is. */
-  blockedBy?: string;
+  /** blocked, migrate-refused: what stops it (the holder of the name, the unfit node). */
+  why?: string;
   /** Run in order; stop this step at the first failure. */
   actions: PlanAction[];
 }
@@ -276,7 +276,12 @@ export interface PlanInput {
    * a CR's hibernate request in place. @default none
    */
   hibernations?: readonly HibernationTarget[];
+  /** The target node of a migration about to start, as read (migrate.ts). @default unread */
+  targetNode?: TargetNodeFacts;
 }
+
+/** How often a refused migration looks at its target node again (no watch on nodes). */
+export const MIGRATION_REFUSED_POLL_MS = 30_000;
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
 export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): string[] {
@@ -344,6 +349,8 @@ interface Pass {
   createLog: Map<number, SlotCreateRecord>;
   /** Members another pod blocks, one message each; undefined when the pass did not look. */
   blocked?: string[];
+  /** Why a migration is refused; undefined when the pass did not look. */
+  migrationRefused?: string[];
 }
 
 /** How a member is named in messages. */
@@ -356,12 +363,12 @@ function memberLabel(target: PlanTarget): string {
  * Whether another pod holds the member's name; if so the slot is planned as blocked (the
  * event is added in {@link finish}, once per holder) and nothing is created for it.
  */
-function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
+function whyForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
   const message = blockedMessage(memberLabel(target), holder);
   (pass.blocked ??= []).push(message);
-  pass.steps.push({ target, decision: "blocked", podName, blockedBy: message, actions: [] });
+  pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
   pass.waits.push(BLOCKED_POLL_MS);
   return true;
 }
@@ -397,7 +404,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   const podName = agentPodName(pass.name, 0);
   if (!main) {
     pass.blocked ??= [];
-    if (blockedByForeignPod(pass, target, podName)) return undefined;
+    if (whyForeignPod(pass, target, podName)) return undefined;
     const built = restoring(pass, buildAgentPod(pass.cs, 0));
     if (!built) return undefined;
     pass.steps.push({
@@ -554,7 +561,7 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       continue;
     }
     const podName = agentPodName(pass.name, slot);
-    if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    if (whyForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
     const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
     if (recreate.waitMs > 0) {
       pass.steps.push({
@@ -713,16 +720,24 @@ function announce(pass: Pass): void {
       },
     };
   }
-  const stored = pass.cs.status?.conditions?.find((c) => c.type === "SlotBlocked");
-  const told = stored?.status === "True" ? (stored.message ?? "") : "";
-  for (const s of pass.steps)
-    if (s.decision === "blocked" && s.blockedBy && !told.includes(s.blockedBy))
-      s.actions.push({
-        kind: "event",
-        type: "Warning",
-        reason: EVENT_REASONS.slotBlocked,
-        message: s.blockedBy,
-      });
+  const told = (type: string) => {
+    const stored = pass.cs.status?.conditions?.find((c) => c.type === type);
+    return stored?.status === "True" ? (stored.message ?? "") : "";
+  };
+  const notices = [
+    { decision: "blocked", type: "SlotBlocked", reason: EVENT_REASONS.slotBlocked },
+    {
+      decision: "migrate-refused",
+      type: "MigrationRefused",
+      reason: EVENT_REASONS.migrationRefused,
+    },
+  ];
+  for (const n of notices) {
+    const stored = told(n.type);
+    for (const s of pass.steps)
+      if (s.decision === n.decision && s.why && !stored.includes(s.why))
+        s.actions.push({ kind: "event", type: "Warning", reason: n.reason, message: s.why });
+  }
 }
 
 function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
@@ -752,6 +767,7 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
       vanishingSlots: vanishingSlots(pass.createLog),
       phase,
       blocked: pass.blocked,
+      migrationRefused: pass.migrationRefused,
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
@@ -918,9 +934,21 @@ export function planPass(input: PlanInput): Plan {
         facts,
         migratingStatus: migrating,
         hibernations: input.hibernations,
+        targetNode: input.targetNode,
       })
     : undefined;
-  if (migration) {
+  if (migration && "refused" in migration) {
+    // Nothing hibernates; the fleet goes on where it runs, and looks again later.
+    pass.migrationRefused = [migration.refused];
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "migrate-refused",
+      podName: agentPodName(pass.name, 0),
+      why: migration.refused,
+      actions: [],
+    });
+    pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+  } else if (migration) {
     pass.steps.push(...migration.steps);
     pass.errors.push(...migration.errors);
     pass.waits.push(migration.waitMs);
@@ -935,6 +963,7 @@ export function planPass(input: PlanInput): Plan {
     nowMs: input.nowMs,
   });
   if (released) return finishSlotRelease(pass, released);
+  if (facts && !migration) pass.migrationRefused = [];
   if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
   // A released seat whose snapshot is gone: the main agent boots fresh, and says so.
   const lostMain = releasedSnapshotLost(cs, pods, facts);

@@ -36,6 +36,11 @@ export interface StatusInput {
    * SlotBlocked condition. Undefined when the pass did not look (the previous condition stays).
    */
   blocked?: readonly string[];
+  /**
+   * Why a migration to `spec.nodeName` is refused (migrate.ts), for the MigrationRefused
+   * condition; undefined when the pass did not look.
+   */
+  migrationRefused?: readonly string[];
 }
 
 /** metav1.Time has second precision; writing the same precision keeps round trips equal. */
@@ -253,27 +258,46 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
       ),
     );
   }
-  const blockedBefore = previous?.find((c) => c.type === "SlotBlocked");
-  if (input.blocked === undefined) {
-    if (blockedBefore) conditions.push(blockedBefore);
-  } else if (input.blocked.length > 0 || blockedBefore) {
+  const notice = (
+    type: string,
+    messages: readonly string[] | undefined,
+    reasons: [string, string],
+    quiet: string,
+  ) => {
+    const before = previous?.find((c) => c.type === type);
+    // The pass did not look: what was stored stays.
+    if (messages === undefined) {
+      if (before) conditions.push(before);
+      return;
+    }
+    if (messages.length === 0 && !before) return;
+    const on = messages.length > 0;
     conditions.push(
       condition(
         previous,
         compact({
-          type: "SlotBlocked",
-          status: input.blocked.length > 0 ? "True" : "False",
-          reason: input.blocked.length > 0 ? "ForeignPod" : "NoForeignPod",
-          message:
-            input.blocked.length > 0
-              ? input.blocked.join("; ")
-              : "no member's pod name is held by another pod",
+          type,
+          status: on ? "True" : "False",
+          reason: on ? reasons[0] : reasons[1],
+          message: on ? messages.join("; ") : quiet,
           observedGeneration: generation,
         }),
         input.nowMs,
       ),
     );
-  }
+  };
+  notice(
+    "SlotBlocked",
+    input.blocked,
+    ["ForeignPod", "NoForeignPod"],
+    "no member's pod name is held by another pod",
+  );
+  notice(
+    "MigrationRefused",
+    input.migrationRefused,
+    ["TargetNodeUnfit", "NoRefusal"],
+    "no migration is refused",
+  );
 
   return compact<CocoonSetStatus>({
     observedGeneration: generation,

@@ -76,7 +76,7 @@ describe("a member's name held by a pod that is not the fleet's", () => {
     );
     const json = planToJSON(p).changes.find((c) => c.slot === 1);
     assert.equal(json?.decision, "blocked");
-    assert.match(json?.blockedBy ?? "", /pod demo-1/);
+    assert.match(json?.why ?? "", /pod demo-1/);
   });
 
   it("once the others run: a quiet pass writes the true status with the SlotBlocked condition", () => {

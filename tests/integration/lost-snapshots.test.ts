@@ -29,6 +29,7 @@ import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import {
   createCocoonSet,
+  failPod,
   patchSpec,
   waitForConverged,
   waitForEvent,
@@ -170,6 +171,50 @@ describe(
       );
       const [main] = await waitForPods(ns, "solo", 1, vmReady, "the main VM booted fresh");
       assert.equal(annotationsOf(main)[ANNOTATIONS.restoreFromHibernate], undefined);
+    });
+  },
+);
+
+describe(
+  "no silent loss under a CocoonHibernation (controller, simulator, registry)",
+  { timeout: 300_000 },
+  () => {
+    test("a pod its CR keeps Hibernated is rebuilt after its tag is gone: the fresh boot is reported", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "lost-ch", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      const vm1 = vmNameFor(ns, "crew", 1);
+      await createCocoonSet(ns, "crew", { replicas: 1 });
+      await waitForConverged(ns, "crew", { replicas: 1 });
+      await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+      await client.create(paths.cocoonHibernations(ns), {
+        apiVersion: "cocoonset.cocoonstack.io/v1",
+        kind: "CocoonHibernation",
+        metadata: { name: "nap" },
+        spec: { podRef: { name: "crew-1" }, desire: "Hibernate" },
+      });
+      await waitForObject(
+        client,
+        paths.cocoonHibernations(ns),
+        "nap",
+        (o) => (o as { status?: { phase?: string } } | undefined)?.status?.phase === "Hibernated",
+        { timeoutMs: 90_000, description: "the CR Hibernated" },
+      );
+      await reg.deleteManifest(vm1, SNAPSHOT_TAGS.hibernate);
+      const pod = await client.get<Pod>(paths.pod(ns, "crew-1"));
+      await failPod(ns, "crew-1", pod.metadata?.uid ?? "");
+
+      await waitForEvent(ns, "crew", "SnapshotLost", new RegExp(`^slot 1: .*${vm1}`));
+      const cs = await waitForSet(
+        ns,
+        "crew",
+        (x) => condition(x, "SnapshotLost")?.status === "True",
+        "condition SnapshotLost True",
+      );
+      assert.match(
+        condition(cs, "SnapshotLost")?.message ?? "",
+        new RegExp(`${vm1}:hibernate \\(slot 1\\)`),
+      );
     });
   },
 );

@@ -58,7 +58,7 @@ import {
   suspendsRetaining,
   type SnapshotFacts,
 } from "./suspend.js";
-import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
+import { planSlotRelease, releasedSnapshotLost, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
 import { planMigration, type MigrationDecision, type TargetNodeFacts } from "./migrate.js";
@@ -71,7 +71,6 @@ import {
   type LostSnapshotMark,
 } from "./lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "./blocked.js";
-import { releasedSnapshotLost } from "./slot-release.js";
 import { rfc3339Seconds } from "./status.js";
 
 /** What a plan step is about. */
@@ -363,7 +362,7 @@ function memberLabel(target: PlanTarget): string {
  * Whether another pod holds the member's name; if so the slot is planned as blocked (the
  * event is added in {@link finish}, once per holder) and nothing is created for it.
  */
-function whyForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
+function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
   const message = blockedMessage(memberLabel(target), holder);
@@ -404,7 +403,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   const podName = agentPodName(pass.name, 0);
   if (!main) {
     pass.blocked ??= [];
-    if (whyForeignPod(pass, target, podName)) return undefined;
+    if (blockedByForeignPod(pass, target, podName)) return undefined;
     const built = restoring(pass, buildAgentPod(pass.cs, 0));
     if (!built) return undefined;
     pass.steps.push({
@@ -561,7 +560,7 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       continue;
     }
     const podName = agentPodName(pass.name, slot);
-    if (whyForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
     const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
     if (recreate.waitMs > 0) {
       pass.steps.push({

@@ -21,15 +21,16 @@ import {
   ANNOTATIONS,
   SNAPSHOT_TAGS,
   vmNameFor,
+  type CocoonHibernation,
   type CocoonSet,
   type Pod,
 } from "../../provider/fleet/index.js";
-import { PatchType, paths, waitForObject } from "../../provider/kube/index.js";
+import { PatchType, paths, waitForList, waitForObject } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import {
+  type EventV1,
   createCocoonSet,
-  failPod,
   patchSpec,
   waitForConverged,
   waitForEvent,
@@ -179,7 +180,7 @@ describe(
   "no silent loss under a CocoonHibernation (controller, simulator, registry)",
   { timeout: 300_000 },
   () => {
-    test("a pod its CR keeps Hibernated is rebuilt after its tag is gone: the fresh boot is reported", async (t) => {
+    test("a pod its CR keeps Hibernated is built again after its tag is gone: the fresh boot is reported", async (t) => {
       const c = new Cleanup(t);
       const { ns } = await lifecycleNamespace(c, "lost-ch", registryAddress());
       const reg = new OciRegistry(registryAddress());
@@ -201,9 +202,31 @@ describe(
         { timeoutMs: 90_000, description: "the CR Hibernated" },
       );
       await reg.deleteManifest(vm1, SNAPSHOT_TAGS.hibernate);
-      const pod = await client.get<Pod>(paths.pod(ns, "crew-1"));
-      await failPod(ns, "crew-1", pod.metadata?.uid ?? "");
+      // A change of the pod makes the CR look again: it says the loss, and stays Hibernated.
+      await client.patch(
+        paths.pod(ns, "crew-1"),
+        { metadata: { annotations: { "test.cocoonstack.io/poke": "1" } } },
+        PatchType.merge,
+      );
+      const crEvents = await waitForList<EventV1>(
+        client,
+        paths.events(ns),
+        (all) =>
+          all.some((e) => e.reason === "SnapshotLost" && e.regarding?.kind === "CocoonHibernation"),
+        { timeoutMs: 60_000, description: "Warning SnapshotLost on the CocoonHibernation" },
+      );
+      const onCr = crEvents.find(
+        (e) => e.reason === "SnapshotLost" && e.regarding?.kind === "CocoonHibernation",
+      );
+      assert.equal(onCr?.type, "Warning");
+      assert.match(onCr?.note ?? "", new RegExp(`^snapshot ${vm1}:hibernate was recorded`));
+      const nap = await client.get<CocoonHibernation>(paths.cocoonHibernation(ns, "nap"));
+      assert.equal(nap.status?.phase, "Hibernated");
+      assert.equal(nap.status?.conditions?.[0]?.reason, "SnapshotLost");
 
+      // The pod goes (deleted by hand, or its node lost): the pass builds it again with
+      // restore intent, and reports the loss on the CocoonSet before the fresh boot.
+      await client.delete(paths.pod(ns, "crew-1"));
       await waitForEvent(ns, "crew", "SnapshotLost", new RegExp(`^slot 1: .*${vm1}`));
       const cs = await waitForSet(
         ns,

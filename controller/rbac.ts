@@ -112,11 +112,19 @@ export function crdRules(): PolicyRule[] {
 }
 
 /**
+ * Rule to read a node (cluster-scoped; only a ClusterRole can grant it): a migration to
+ * `spec.nodeName` checks its target before anything hibernates (docs/behaviour.md §3.17).
+ */
+export function nodeRules(): PolicyRule[] {
+  return [{ apiGroups: [""], resources: ["nodes"], verbs: ["get"] }];
+}
+
+/**
  * Every cluster-wide rule of a controller that watches all namespaces, for a ClusterRole.
  * The Lease rules are not among them: they go in {@link controllerLeaseRole}.
  */
 export function controllerRules(): PolicyRule[] {
-  return [...namespacedRules(), ...crdRules()];
+  return [...namespacedRules(), ...crdRules(), ...nodeRules()];
 }
 
 /** A ClusterRole with {@link controllerRules}. */
@@ -143,7 +151,8 @@ export function controllerLeaseRole(name: string, namespace: string): KubeObject
  * A Role for a `--namespace` deployment: the namespaced rules, plus the Lease rules when
  * this namespace also holds the leader Lease. The CRD check needs no Role: without access
  * to the CRD object the controller falls back to API discovery, which every authenticated
- * user may read.
+ * user may read. Nodes cannot be granted by a Role: such a controller refuses migrations to
+ * `spec.nodeName` (it cannot check the target) unless its account may get nodes.
  */
 export function controllerRole(
   name: string,

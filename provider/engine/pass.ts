@@ -13,6 +13,11 @@ import pLimit from "p-limit";
 import {
   ANNOTATIONS,
   LABELS,
+  agentNamesToCheck,
+  classifyPods,
+  migrationStartTarget,
+  wakeProbes,
+  type TargetNodeFacts,
   hibernationTargets,
   needsHibernationTargets,
   needsVmNameCheck,
@@ -50,6 +55,7 @@ import {
   PatchType,
   paths,
   type KubeClient,
+  type KubeObject,
 } from "../kube/index.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
@@ -218,8 +224,8 @@ export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<
 
 /**
  * What a pass reads of the cluster: the CocoonSet's labelled pods, plus any pod that holds a
- * declared toolbox's name without the label, so that the plan sees the name conflict before
- * it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
+ * declared toolbox's name or an agent name the pass may create without the label, so that
+ * the plan sees the name conflict before it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
  * cannot disagree on their input.
  */
 export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
@@ -232,6 +238,14 @@ export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<
     const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
     if (squatter) pods.push(squatter);
   }
+  // Agent names the pass may create: a pod without the fleet's label may hold one (§3.21).
+  const limit = pLimit(8);
+  const holders = await Promise.all(
+    agentNamesToCheck(cs, pods).map((podName) =>
+      limit(() => client.getOrUndefined<Pod>(paths.pod(ns, podName))),
+    ),
+  );
+  for (const holder of holders) if (holder) pods.push(holder);
   return pods;
 }
 
@@ -262,7 +276,11 @@ export async function readOwnSnapshotFacts(
 ): Promise<{ facts: SnapshotFacts | undefined; record?: string }> {
   if (!registry) return { facts: undefined };
   const vouched = restoreProbes(cs, pods, hibernations);
-  const vms = new Set([...snapshotProbes(cs, pods), ...vouched]);
+  const vms = new Set([
+    ...snapshotProbes(cs, pods),
+    ...vouched,
+    ...wakeProbes(cs, pods, hibernations),
+  ]);
   const facts = await gatherSnapshotFacts(registry, [...vms].sort());
   return {
     facts: ownSnapshotFacts(cs, pods, facts, vouched),
@@ -328,6 +346,21 @@ export async function listCocoonSetsVisible(
   }
 }
 
+/**
+ * The node a migration would start towards (§3.17). Any error is kept as the answer: the
+ * planner refuses a target it could not check (a controller without `get` on nodes).
+ */
+export async function readTargetNode(client: KubeClient, name: string): Promise<TargetNodeFacts> {
+  try {
+    const node = await client.getOrUndefined<
+      NonNullable<Extract<TargetNodeFacts, { node?: unknown }>["node"]> & KubeObject
+    >(`${paths.nodes()}/${encodeURIComponent(name)}`);
+    return { name, node };
+  } catch (e) {
+    return { name, error: (e as Error).message };
+  }
+}
+
 /** A plan of the live cluster, the pods and the registry facts it was planned with. */
 interface LivePlan {
   plan: Plan;
@@ -348,8 +381,13 @@ async function planLiveWithFacts(
   const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
   const hibernations = await readHibernationTargets(client, registry, cs, pods);
   const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
+  const target = registry
+    ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
+    : undefined;
+  const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
   const plan = planPass({
     fleets,
+    targetNode,
     hibernations,
     cocoonSet: cs,
     pods,

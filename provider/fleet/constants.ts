@@ -104,6 +104,12 @@ export const ANNOTATIONS = {
    * and its presence marks a wake in flight (docs/behaviour.md §3.16).
    */
   hibernatedOnNode: "cocoonset.cocoonstack.io/hibernated-on-node",
+  /**
+   * The hibernation snapshots the pass had recorded and then found gone from the registry,
+   * JSON keyed by VM name, on the CocoonSet: the `SnapshotLost` condition reads it, and the
+   * user removes it to acknowledge the loss (docs/behaviour.md §3.20).
+   */
+  lostSnapshots: "cocoonset.cocoonstack.io/lost-snapshots",
 } as const;
 
 /** Lifecycle states the node agent writes to {@link ANNOTATIONS.lifecycleState}. */
@@ -181,6 +187,12 @@ export const EVENT_REASONS = {
   subAgentPodVanishing: "SubAgentPodVanishing",
   /** A slot-release wake's main agent pod cannot be scheduled (Warning). */
   wakeNoCapacity: "WakeNoCapacity",
+  /** A hibernation snapshot the pass had recorded is gone from the registry (Warning). */
+  snapshotLost: "SnapshotLost",
+  /** A pod this CocoonSet does not own holds a member's name (Warning). */
+  slotBlocked: "SlotBlocked",
+  /** A migration to `spec.nodeName` is refused before anything hibernates (Warning). */
+  migrationRefused: "MigrationRefused",
 } as const;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */

@@ -37,6 +37,8 @@ export const HIBERNATION_EVENTS = {
   noRegistry: "RegistryNotConfigured",
   /** Ours: the pod's VM name is not one the controller can attribute to it (vm-names.ts). */
   vmNameMismatch: "VMNameMismatch",
+  /** Ours: the snapshot a Hibernated CR recorded is gone from the registry (Warning). */
+  snapshotLost: "SnapshotLost",
 } as const;
 
 /** Histograms (without the `cocoonset_` prefix) of the time spent in a transition. */
@@ -425,6 +427,19 @@ function planHibernate(
         observe: exitEvent(cr, "Hibernated", nowMs, "ok"),
         decision: "hibernated",
       };
+    }
+    if (tag && "exists" in tag && !tag.exists && cr.status?.phase === "Hibernated") {
+      // The snapshot this CR recorded is gone: said once, and the phase kept, so a pod built
+      // again reports the loss too (docs/behaviour.md §3.20) instead of booting quietly.
+      const message = `snapshot ${vm}:hibernate was recorded and is no longer in the registry; a wake or a rebuild starts the VM without its saved state`;
+      const status = statusFor(cr, nowMs, "Hibernated", vm, {
+        status: "False",
+        reason: "SnapshotLost",
+        message,
+      });
+      if (status)
+        events.push({ type: "Warning", reason: HIBERNATION_EVENTS.snapshotLost, message });
+      return { annotate, status, events, decision: "snapshot-lost" };
     }
   }
   if (overdue) {

@@ -106,6 +106,7 @@ export {
   hibernatedOnNode,
   hintAffinity,
   planSlotRelease,
+  releasedSnapshotLost,
   slotReleaseProbes,
   suspendsReleasing,
   unschedulableMessage,
@@ -118,6 +119,9 @@ export {
 export {
   MIGRATE_POLL_MS,
   migrationConsults,
+  migrationStartTarget,
+  targetNodeProblem,
+  type TargetNodeFacts,
   migrationProbes,
   planMigration,
   type MigrationDecision,
@@ -144,6 +148,8 @@ export {
 export {
   deriveStatus,
   fleetPhase,
+  memberPhase,
+  memberReady,
   rfc3339Seconds,
   statusEqual,
   type StatusInput,
@@ -182,3 +188,5 @@ export * from "./hibernation.js";
 export * from "./restore-intent.js";
 export * from "./vm-names.js";
 export * from "./snapshot-owner.js";
+export * from "./lost-snapshots.js";
+export * from "./blocked.js";

@@ -4,7 +4,7 @@
 // once the new VM is live. Only with a snapshot registry. Behaviour: docs/behaviour.md
 // §3.17; the upstream rules it follows: docs/lifecycle-design.md.
 import type { ClassifiedPods } from "./classify.js";
-import { ANNOTATIONS, ANNOTATION_TRUE, SNAPSHOT_TAGS } from "./constants.js";
+import { ANNOTATIONS, ANNOTATION_TRUE, NODE_LABELS, SNAPSHOT_TAGS } from "./constants.js";
 import type { CocoonSet, CocoonSetStatus } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import type { PlanAction, PlanStep } from "./plan.js";
@@ -31,7 +31,50 @@ export type MigrationDecision =
   /** Quiesced on the node asked for (a re-target back mid-way): wake it where it is. */
   | "migrate-wake"
   /** The restored VM is live: drop the snapshot; the next pass settles to Running. */
-  | "migrate-complete";
+  | "migrate-complete"
+  /**
+   * The restore's pod waits unbound, pinned to a node that is no longer the target (the
+   * target changed or was cleared): delete it, the next pass restores it again.
+   */
+  | "migrate-retarget"
+  /** The target node does not exist, is not Ready or does not fit: nothing hibernates. */
+  | "migrate-refused";
+
+/** The node a migration would start towards, as the executor read it. */
+export type TargetNodeFacts =
+  | {
+      name: string;
+      /** The Node, or undefined when it does not exist. */
+      node?: {
+        metadata?: { labels?: Record<string, string> };
+        spec?: { unschedulable?: boolean };
+        status?: { conditions?: { type?: string; status?: string }[] };
+      };
+    }
+  | { name: string; error: string };
+
+/**
+ * Why the target cannot take the main agent, or undefined when it can: it exists, is Ready
+ * and schedulable, and carries the fleet's pool and (when set) CPU class labels, as the
+ * restored pod's node selector requires.
+ */
+export function targetNodeProblem(cs: CocoonSet, facts: TargetNodeFacts): string | undefined {
+  const name = facts.name;
+  if ("error" in facts) return `node "${name}" could not be read: ${facts.error}`;
+  const node = facts.node;
+  if (!node) return `node "${name}" does not exist`;
+  const ready = node.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+  if (!ready) return `node "${name}" is not Ready`;
+  if (node.spec?.unschedulable) return `node "${name}" is cordoned (unschedulable)`;
+  const labels = node.metadata?.labels ?? {};
+  const pool = cs.spec.nodePool ?? "default";
+  if (labels[NODE_LABELS.pool] !== pool)
+    return `node "${name}" is not in the pool "${pool}" (label ${NODE_LABELS.pool}: ${labels[NODE_LABELS.pool] ?? "none"})`;
+  const cpuClass = cs.spec.snapshotCompatibilityClass ?? "";
+  if (cpuClass !== "" && labels[NODE_LABELS.snapshotClass] !== cpuClass)
+    return `node "${name}" does not have the CPU class "${cpuClass}" (label ${NODE_LABELS.snapshotClass}: ${labels[NODE_LABELS.snapshotClass] ?? "none"})`;
+  return undefined;
+}
 
 /** Inputs of {@link planMigration}. */
 export interface MigrationInput {
@@ -45,6 +88,8 @@ export interface MigrationInput {
   migratingStatus: () => CocoonSetStatus;
   /** The namespace's CocoonHibernations (hibernation-targets.ts). @default none */
   hibernations?: readonly HibernationTarget[];
+  /** The target node, read before a migration starts ({@link migrationStartTarget}). */
+  targetNode?: TargetNodeFacts;
 }
 
 /** A pass that migration owns: its steps, or the registry error that stopped it. */
@@ -99,6 +144,36 @@ export function migrationConsults(
   return migratingNow(cs) || !settledOn(owned.main, desired);
 }
 
+/**
+ * The node the executor reads before planning: `spec.nodeName` when this pass may start a
+ * migration (the main agent runs on another node and was not asked to hibernate yet), so a
+ * target that cannot take it is refused before anything hibernates. Undefined otherwise.
+ */
+export function migrationStartTarget(
+  cs: CocoonSet,
+  owned: ClassifiedPods,
+  hibernations: readonly HibernationTarget[] = [],
+): string | undefined {
+  const desired = cs.spec.nodeName ?? "";
+  const main = owned.main;
+  if (desired === "" || !main || asksHibernate(main)) return undefined;
+  const node = main.spec?.nodeName ?? "";
+  if (node === "" || node === desired) return undefined;
+  return migrationConsults(cs, owned, hibernations) ? desired : undefined;
+}
+
+/** The node a pod is pinned to by a required hostname affinity, or "" when none. */
+function pinnedNode(pod: Pod): string {
+  const terms =
+    pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+      ?.nodeSelectorTerms ?? [];
+  for (const term of terms)
+    for (const e of term.matchExpressions ?? [])
+      if (e.key === NODE_LABELS.hostname && e.operator === "In" && e.values?.length === 1)
+        return e.values[0];
+  return "";
+}
+
 /** The VM names migration asks the registry about: slot 0's, when it consults at all. */
 export function migrationProbes(cs: CocoonSet, owned: ClassifiedPods): string[] {
   if (!migrationConsults(cs, owned)) return [];
@@ -141,7 +216,9 @@ function annotate(pod: Pod, value: string | null): PlanAction {
  *
  * A pass that consults the registry and gets no answer changes nothing.
  */
-export function planMigration(input: MigrationInput): MigrationPlan | undefined {
+export function planMigration(
+  input: MigrationInput,
+): MigrationPlan | { refused: string } | undefined {
   const { cs, owned, facts } = input;
   if (!migrationConsults(cs, owned, input.hibernations)) return undefined;
   const desired = cs.spec.nodeName ?? "";
@@ -169,6 +246,15 @@ export function planMigration(input: MigrationInput): MigrationPlan | undefined 
   const mainNode = main?.spec?.nodeName ?? "";
   const elsewhere = main !== undefined && desired !== "" && mainNode !== "" && mainNode !== desired;
 
+  // Before anything hibernates: a target that cannot take the main agent refuses the move.
+  const problem =
+    elsewhere && main && !asksHibernate(main) && input.targetNode?.name === desired
+      ? targetNodeProblem(cs, input.targetNode)
+      : undefined;
+  if (problem !== undefined)
+    return {
+      refused: `[spec.nodeName] ${problem}: the migration is refused and the main agent stays where it runs`,
+    };
   if (!tagged) {
     if (!elsewhere || !main) return undefined;
     if (asksHibernate(main)) return handled([mainStep(cs, "wait-migration", [])], true);
@@ -197,6 +283,17 @@ export function planMigration(input: MigrationInput): MigrationPlan | undefined 
   }
   if (asksHibernate(main))
     return handled([mainStep(cs, "migrate-wake", [annotate(main, null)])], true);
+  // The restore's pod is still unbound and pinned elsewhere than the target now asked for
+  // (changed back, or cleared: "to any node"): it is replaced; the tag keeps the state.
+  const pin = pinnedNode(main);
+  if (!main.spec?.nodeName && migratingNow(cs) && pin !== "" && pin !== desired) {
+    const replace: PlanAction = {
+      kind: "delete-pod",
+      name: main.metadata?.name ?? "",
+      uid: main.metadata?.uid ?? "",
+    };
+    return handled([mainStep(cs, "migrate-retarget", [replace])]);
+  }
   if (!vmLive(main)) {
     // Without the stored phase this is a wake of some other kind in flight, not ours.
     if (!migratingNow(cs)) return undefined;

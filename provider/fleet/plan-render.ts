@@ -42,6 +42,7 @@ function describeStep(step: PlanStep): string {
         : "wait (wake: restoring)",
     "wake-complete": () => "drop its snapshot tag (wake done)",
     "wait-release": () => "wait (released pod still terminating)",
+    blocked: () => `blocked: ${(step.why ?? "").replace(/^[^:]*: /, "")}`,
     migrate: () => "hibernate (migration to spec.nodeName)",
     "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
     "wait-migration": () => "wait (migration)",
@@ -50,6 +51,9 @@ function describeStep(step: PlanStep): string {
     "migrate-wake": () => "wake in place (migration)",
     "migrate-complete": () => "drop the snapshot tag (migration: restored VM live)",
     "refuse-vm-names": () => "refused (a VM name is held by another fleet; see the error)",
+    "migrate-retarget": () => "delete the unbound restore pod pinned to the old target (migration)",
+    "migrate-refused": () =>
+      `migration refused: ${(step.why ?? "").replace(/^\[spec\.nodeName\] /, "")}`,
   };
   return `${targetLabel(step.target)}: ${describe[step.decision]()}`;
 }
@@ -91,6 +95,8 @@ export interface PlanChangeJSON {
   drift?: string[];
   attempt?: number;
   waitMs?: number;
+  /** blocked, migrate-refused: what stops it. */
+  why?: string;
 }
 
 /** The JSON document `cocoonset plan --json` prints. */
@@ -117,6 +123,7 @@ export function planToJSON(plan: Plan): PlanJSON {
         ...(step.drift ? { drift: step.drift } : {}),
         ...(step.attempt !== undefined ? { attempt: step.attempt } : {}),
         ...(step.waitMs !== undefined ? { waitMs: step.waitMs } : {}),
+        ...(step.why !== undefined ? { why: step.why } : {}),
       };
     }),
     errors: [...plan.errors],

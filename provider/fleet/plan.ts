@@ -58,10 +58,10 @@ import {
   suspendsRetaining,
   type SnapshotFacts,
 } from "./suspend.js";
-import { planSlotRelease, type SlotReleasePlan } from "./slot-release.js";
+import { planSlotRelease, releasedSnapshotLost, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
-import { planMigration, type MigrationDecision } from "./migrate.js";
+import { planMigration, type MigrationDecision, type TargetNodeFacts } from "./migrate.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 import {
   VM_NAME_CONDITION,
@@ -70,6 +70,15 @@ import {
   vmNameClashMessage,
   type VmNameClash,
 } from "./vm-names.js";
+import {
+  lostSnapshotMessage,
+  readLostSnapshots,
+  serializeLostSnapshots,
+  wakesFromSnapshot,
+  type LostSnapshotMark,
+} from "./lost-snapshots.js";
+import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "./blocked.js";
+import { rfc3339Seconds } from "./status.js";
 
 /** What a plan step is about. */
 export type PlanTarget =
@@ -125,6 +134,8 @@ export type Decision =
   | "wait-release"
   /** A VM name the fleet asks for is held by another live fleet: nothing is created (vm-names.ts). */
   | "refuse-vm-names"
+  /** Another pod holds the member's name: the slot stays empty (blocked.ts). */
+  | "blocked"
   /** A step of a migration to `spec.nodeName` (migrate.ts). */
   | MigrationDecision;
 
@@ -188,6 +199,13 @@ export interface PlanStep {
   createRecord?: SlotCreateRecord;
   /** Sub-agent creates: may run concurrently with the neighbouring concurrent steps. */
   concurrent?: boolean;
+  /**
+   * The step boots or wakes a VM whose recorded snapshot is gone (lost-snapshots.ts): the
+   * loss is recorded on the CocoonSet and announced before the step's own actions.
+   */
+  lostSnapshot?: LostSnapshotMark;
+  /** blocked, migrate-refused: what stops it (the holder of the name, the unfit node). */
+  why?: string;
   /** Run in order; stop this step at the first failure. */
   actions: PlanAction[];
 }
@@ -271,7 +289,12 @@ export interface PlanInput {
    * another live fleet holds is refused (vm-names.ts). Omitted: not checked.
    */
   fleets?: readonly CocoonSet[];
+  /** The target node of a migration about to start, as read (migrate.ts). @default unread */
+  targetNode?: TargetNodeFacts;
 }
+
+/** How often a refused migration looks at its target node again (no watch on nodes). */
+export const MIGRATION_REFUSED_POLL_MS = 30_000;
 
 /** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
 export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): string[] {
@@ -337,19 +360,50 @@ interface Pass {
   history: Map<number, RebuildEntry>;
   /** The create log, pruned; slots whose pod this pass deletes itself are dropped. */
   createLog: Map<number, SlotCreateRecord>;
+  /** Members another pod blocks, one message each; undefined when the pass did not look. */
+  blocked?: string[];
+  /** Why a migration is refused; undefined when the pass did not look. */
+  migrationRefused?: string[];
 }
 
-/** A pod about to be created, with restore intent where a CocoonHibernation asks for it. */
+/** How a member is named in messages. */
+function memberLabel(target: PlanTarget): string {
+  if (target.role === "main") return "main agent";
+  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
+}
+
+/**
+ * Whether another pod holds the member's name; if so the slot is planned as blocked (the
+ * event is added in {@link finish}, once per holder) and nothing is created for it.
+ */
+function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
+  const holder = foreignHolder(pass.cs, pass.input.pods, podName);
+  if (!holder) return false;
+  const message = blockedMessage(memberLabel(target), holder);
+  (pass.blocked ??= []).push(message);
+  pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
+  pass.waits.push(BLOCKED_POLL_MS);
+  return true;
+}
+
+/**
+ * A pod about to be created, with restore intent where a CocoonHibernation asks for it; and
+ * the VM, when that CR says it is hibernated and its snapshot is gone.
+ */
 function restoring<P extends Pod & { metadata: { name: string } }>(
   pass: Pass,
   pod: P,
-): P | undefined {
+): { pod: P; lost?: string } | undefined {
   const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
   if ("error" in r) {
     pass.errors.push(r.error);
     return undefined;
   }
-  return r.pod as P;
+  return { pod: r.pod as P, lost: r.lost };
+}
+
+function lostMark(target: PlanTarget, vm: string | undefined): LostSnapshotMark | undefined {
+  return vm ? { vm, member: memberLabel(target) } : undefined;
 }
 
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
@@ -362,13 +416,16 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   const target: PlanTarget = { role: "main", slot: 0 };
   const podName = agentPodName(pass.name, 0);
   if (!main) {
-    const pod = restoring(pass, buildAgentPod(pass.cs, 0));
-    if (!pod) return undefined;
+    pass.blocked ??= [];
+    if (blockedByForeignPod(pass, target, podName)) return undefined;
+    const built = restoring(pass, buildAgentPod(pass.cs, 0));
+    if (!built) return undefined;
     pass.steps.push({
       target,
       decision: "create",
       podName,
-      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
+      lostSnapshot: lostMark(target, built.lost),
+      actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "retry-later" }],
     });
     return undefined;
   }
@@ -508,6 +565,8 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
+  // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
+  pass.blocked ??= [];
   for (let slot = 1; slot <= pass.replicas; slot++) {
     const pod = subAgents.get(slot);
     if (pod) {
@@ -515,6 +574,7 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       continue;
     }
     const podName = agentPodName(pass.name, slot);
+    if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
     const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
     if (recreate.waitMs > 0) {
       pass.steps.push({
@@ -529,7 +589,9 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     }
     const built = restoring(pass, buildAgentPod(pass.cs, slot, placement));
     if (!built) continue;
-    const actions: PlanAction[] = [{ kind: "create-pod", pod: built, onAlreadyExists: "success" }];
+    const actions: PlanAction[] = [
+      { kind: "create-pod", pod: built.pod, onAlreadyExists: "success" },
+    ];
     const { vanished } = recreate.record;
     if (vanished >= VANISH_REPORT_AFTER) {
       actions.push({
@@ -545,6 +607,7 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       podName,
       concurrent: true,
       createRecord: recreate.record,
+      lostSnapshot: lostMark({ role: "sub-agent", slot }, built.lost),
       actions,
     });
   }
@@ -586,13 +649,14 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
     }
     const pod = toolboxes.get(toolbox.name);
     if (!pod) {
-      const manifest = restoring(pass, buildToolboxPod(pass.cs, toolbox));
-      if (!manifest) continue;
+      const built = restoring(pass, buildToolboxPod(pass.cs, toolbox));
+      if (!built) continue;
       pass.steps.push({
         target,
         decision: "create",
         podName,
-        actions: [{ kind: "create-pod", pod: manifest, onAlreadyExists: "check-owner" }],
+        lostSnapshot: lostMark(target, built.lost),
+        actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "check-owner" }],
       });
     } else if (isTerminal(pod)) {
       pass.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
@@ -632,7 +696,65 @@ function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationSta
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
+/**
+ * Records the lost snapshots the steps found (each such step first writes the whole record
+ * of this pass, so concurrent creates write the same value, then warns), and announces each
+ * newly blocked member once: a holder already named in the stored condition is not again.
+ */
+function announce(pass: Pass): void {
+  const record = readLostSnapshots(pass.cs);
+  const fresh = pass.steps.filter((s) => s.lostSnapshot && !record.has(s.lostSnapshot.vm));
+  for (const s of fresh) {
+    const mark = s.lostSnapshot as LostSnapshotMark;
+    record.set(mark.vm, {
+      member: mark.member,
+      tag: "hibernate",
+      at: rfc3339Seconds(pass.input.nowMs),
+    });
+  }
+  if (fresh.length > 0) {
+    const value = serializeLostSnapshots(record);
+    for (const s of fresh)
+      s.actions.unshift(
+        { kind: "annotate-cocoonset", annotations: { [ANNOTATIONS.lostSnapshots]: value } },
+        {
+          kind: "event",
+          type: "Warning",
+          reason: EVENT_REASONS.snapshotLost,
+          message: lostSnapshotMessage(s.lostSnapshot as LostSnapshotMark),
+        },
+      );
+    // The status this pass writes already shows the record.
+    pass.cs = {
+      ...pass.cs,
+      metadata: {
+        ...pass.cs.metadata,
+        annotations: { ...pass.cs.metadata.annotations, [ANNOTATIONS.lostSnapshots]: value },
+      },
+    };
+  }
+  const told = (type: string) => {
+    const stored = pass.cs.status?.conditions?.find((c) => c.type === type);
+    return stored?.status === "True" ? (stored.message ?? "") : "";
+  };
+  const notices = [
+    { decision: "blocked", type: "SlotBlocked", reason: EVENT_REASONS.slotBlocked },
+    {
+      decision: "migrate-refused",
+      type: "MigrationRefused",
+      reason: EVENT_REASONS.migrationRefused,
+    },
+  ];
+  for (const n of notices) {
+    const stored = told(n.type);
+    for (const s of pass.steps)
+      if (s.decision === n.decision && s.why && !stored.includes(s.why))
+        s.actions.push({ kind: "event", type: "Warning", reason: n.reason, message: s.why });
+  }
+}
+
 function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
+  announce(pass);
   const mutatesPods = pass.steps.some((s) =>
     s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
   );
@@ -657,6 +779,8 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
       nowMs: pass.input.nowMs,
       vanishingSlots: vanishingSlots(pass.createLog),
       phase,
+      blocked: pass.blocked,
+      migrationRefused: pass.migrationRefused,
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
   }
@@ -746,16 +870,24 @@ function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
   return plan;
 }
 
-/** Not suspended: withdraw every hibernate request still on an owned pod (a wake). */
+/**
+ * Not suspended: withdraw every hibernate request still on an owned pod (a wake). A VM that
+ * would wake from a snapshot the registry no longer has is marked lost first.
+ */
 function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
+  const facts = pass.input.snapshots;
+  const tags = facts && !("error" in facts) ? facts.hibernate : undefined;
   for (const { target, pod } of members(pass, pods)) {
     if (!asksHibernate(pod) || isTerminating(pod)) continue;
     // A CocoonHibernation that wants this pod hibernated keeps its request.
     if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
+    const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+    const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
     pass.steps.push({
       target,
       decision: "wake",
       podName: pod.metadata?.name ?? "",
+      lostSnapshot: gone ? lostMark(target, vm) : undefined,
       actions: [hibernateAction(pod, null)],
     });
   }
@@ -858,9 +990,21 @@ export function planPass(input: PlanInput): Plan {
         facts,
         migratingStatus: migrating,
         hibernations: input.hibernations,
+        targetNode: input.targetNode,
       })
     : undefined;
-  if (migration) {
+  if (migration && "refused" in migration) {
+    // Nothing hibernates; the fleet goes on where it runs, and looks again later.
+    pass.migrationRefused = [migration.refused];
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "migrate-refused",
+      podName: agentPodName(pass.name, 0),
+      why: migration.refused,
+      actions: [],
+    });
+    pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+  } else if (migration) {
     pass.steps.push(...migration.steps);
     pass.errors.push(...migration.errors);
     pass.waits.push(migration.waitMs);
@@ -875,8 +1019,15 @@ export function planPass(input: PlanInput): Plan {
     nowMs: input.nowMs,
   });
   if (released) return finishSlotRelease(pass, released);
+  if (facts && !migration) pass.migrationRefused = [];
   if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
+  // A released seat whose snapshot is gone: the main agent boots fresh, and says so.
+  const lostMain = releasedSnapshotLost(cs, pods, facts);
   const main = planMain(pass, pods.main);
+  if (lostMain)
+    for (const s of pass.steps)
+      if (s.target.role === "main" && s.decision === "create")
+        s.lostSnapshot ??= lostMark(s.target, lostMain);
   if (main) {
     planSubAgents(pass, pods.subAgents, main);
     planToolboxes(pass, pods.toolboxes);

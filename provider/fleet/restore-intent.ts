@@ -73,7 +73,8 @@ export function restoreProbes(
 
 /**
  * Marks a pod about to be created to restore from `<vm>:hibernate` when a CR says its VM
- * is hibernated and the tag exists. Fails closed: a registry that did not answer yields an
+ * is hibernated and the tag exists; when the tag is gone, the pod boots fresh and `lost`
+ * names the VM (docs/behaviour.md §3.20). Fails closed: a registry that did not answer yields an
  * error instead of a pod (a fresh boot a later hibernate would push over the real snapshot).
  * Without registry facts nothing is marked (no registry: no restore, as upstream).
  */
@@ -81,7 +82,7 @@ export function applyRestoreIntent(
   pod: Pod & { metadata: { name: string } },
   targets: readonly HibernationTarget[] | undefined,
   facts: SnapshotFacts | undefined,
-): { pod: Pod } | { error: string } {
+): { pod: Pod; lost?: string } | { error: string } {
   if (!facts || !targets || !restoreIntended(targets, pod.metadata.name)) return { pod };
   if ("error" in facts) {
     return {
@@ -89,7 +90,8 @@ export function applyRestoreIntent(
     };
   }
   const vm = pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? "";
-  if (!facts.hibernate.has(vm)) return { pod };
+  // The CR recorded the VM hibernated and its snapshot is gone: a fresh boot, reported.
+  if (!facts.hibernate.has(vm)) return { pod, lost: vm };
   return {
     pod: {
       ...pod,

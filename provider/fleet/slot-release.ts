@@ -26,7 +26,7 @@ import {
   hibernationGate,
   type SnapshotFacts,
 } from "./suspend.js";
-import { deleteVmNamesStash, teardownVmNames } from "./teardown.js";
+import { deleteVmNamesStash, parseDeleteVmNames, teardownVmNames } from "./teardown.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
 export type WakePlacement = "hint-node" | "pool";
@@ -299,6 +299,26 @@ export function wakeMainPod(cs: CocoonSet, hint: string): PodManifest {
   };
   if (hint !== "" && !pod.spec.affinity) pod.spec.affinity = hintAffinity(hint);
   return pod;
+}
+
+/**
+ * The main agent's VM when a wake from a released seat finds its snapshot gone although the
+ * suspend recorded it (the VM in the stash, or the node hint set): the normal flow then boots
+ * it fresh, and the pass reports the loss (docs/behaviour.md §3.20). Undefined otherwise,
+ * including a set suspended before its first boot (nothing was recorded).
+ */
+export function releasedSnapshotLost(
+  cs: CocoonSet,
+  owned: ClassifiedPods,
+  facts: SnapshotFacts | undefined,
+): string | undefined {
+  if (cs.spec.suspend === true || owned.main || !facts || "error" in facts) return undefined;
+  const state = wakeState(cs, owned.main);
+  if (!state.waking && !state.released) return undefined;
+  const vm0 = vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0);
+  if (facts.hibernate.has(vm0)) return undefined;
+  const stashed = parseDeleteVmNames(cs.metadata.annotations?.[ANNOTATIONS.deleteVmNames]);
+  return state.hint !== "" || stashed.includes(vm0) ? vm0 : undefined;
 }
 
 /**

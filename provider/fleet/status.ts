@@ -14,6 +14,7 @@ import type {
 } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { isReady, isTerminal } from "./pod-state.js";
+import { readLostSnapshots } from "./lost-snapshots.js";
 
 /** Inputs of {@link deriveStatus}. */
 export interface StatusInput {
@@ -30,6 +31,16 @@ export interface StatusInput {
   vanishingSlots?: readonly number[];
   /** The phase, when the pass decided it (a suspend); derived from the pods otherwise. */
   phase?: CocoonSetPhase;
+  /**
+   * Members whose pod name another pod holds (blocked.ts), one message each: they set the
+   * SlotBlocked condition. Undefined when the pass did not look (the previous condition stays).
+   */
+  blocked?: readonly string[];
+  /**
+   * Why a migration to `spec.nodeName` is refused (migrate.ts), for the MigrationRefused
+   * condition; undefined when the pass did not look.
+   */
+  migrationRefused?: readonly string[];
 }
 
 /** metav1.Time has second precision; writing the same precision keeps round trips equal. */
@@ -55,6 +66,20 @@ export function connectionType(os: string | undefined, hasVNCPort: boolean, over
   return "ssh";
 }
 
+/**
+ * Whether a member counts as ready in the status: its pod is Ready and its VM has not
+ * failed. A VM whose lifecycle state is `failed` can sit in a pod that still reports Ready;
+ * counting it would make the counts, the entries and the phase tell different stories.
+ */
+export function memberReady(pod: Pod): boolean {
+  return isReady(pod) && !isTerminal(pod);
+}
+
+/** A member's phase as the status reports it: `Failed` once it is terminal, else the pod's. */
+export function memberPhase(pod: Pod): string | undefined {
+  return isTerminal(pod) ? "Failed" : pod.status?.phase;
+}
+
 // The IP reported is the VM's, from the annotation the virtual kubelet writes (as
 // cocoon-operator reports it); the pod's own status.podIP is not read.
 function agentEntry(slot: number, pod: Pod): AgentStatus {
@@ -66,7 +91,7 @@ function agentEntry(slot: number, pod: Pod): AgentStatus {
     vmName: a[ANNOTATIONS.vmName],
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
-    phase: pod.status?.phase,
+    phase: memberPhase(pod),
     forkedFrom: a[ANNOTATIONS.forkFrom],
   });
 }
@@ -80,7 +105,7 @@ function toolboxEntry(name: string, pod: Pod): ToolboxStatus {
     vmName: a[ANNOTATIONS.vmName],
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
-    phase: pod.status?.phase,
+    phase: memberPhase(pod),
     connType: connectionType(a[ANNOTATIONS.os], vncPort > 0, a[ANNOTATIONS.connType]),
     vncPort: vncPort > 0 ? vncPort : undefined,
   });
@@ -95,16 +120,16 @@ export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase 
   const main = pods.main;
   if (!main) return "Pending";
   if (isTerminal(main)) return "Failed";
-  if (!isReady(main)) return "Pending";
+  if (!memberReady(main)) return "Pending";
   const replicas = cs.spec.agent.replicas ?? 0;
   const toolboxes = new Set((cs.spec.toolboxes ?? []).map((t) => t.name));
   for (let slot = 1; slot <= replicas; slot++) {
     const pod = pods.subAgents.get(slot);
-    if (!pod || !isReady(pod)) return "Scaling";
+    if (!pod || !memberReady(pod)) return "Scaling";
   }
   for (const name of toolboxes) {
     const pod = pods.toolboxes.get(name);
-    if (!pod || !isReady(pod)) return "Scaling";
+    if (!pod || !memberReady(pod)) return "Scaling";
   }
   const extraAgent = [...pods.subAgents.keys()].some((slot) => slot > replicas);
   const extraToolbox = [...pods.toolboxes.keys()].some((name) => !toolboxes.has(name));
@@ -130,13 +155,13 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
   const specToolboxes = cs.spec.toolboxes ?? [];
   const generation = cs.metadata.generation;
 
-  let readyAgents = pods.main && isReady(pods.main) ? 1 : 0;
+  let readyAgents = pods.main && memberReady(pods.main) ? 1 : 0;
   for (const [slot, pod] of pods.subAgents) {
-    if (slot <= replicas && isReady(pod)) readyAgents++;
+    if (slot <= replicas && memberReady(pod)) readyAgents++;
   }
   const readyToolboxes = specToolboxes.filter((t) => {
     const pod = pods.toolboxes.get(t.name);
-    return pod !== undefined && isReady(pod);
+    return pod !== undefined && memberReady(pod);
   }).length;
   const desiredAgents = 1 + replicas;
   const desiredToolboxes = specToolboxes.length;
@@ -210,6 +235,69 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
       ),
     );
   }
+
+  const lost = readLostSnapshots(cs);
+  if (lost.size > 0 || previous?.some((c) => c.type === "SnapshotLost")) {
+    const vms = [...lost.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([vm, e]) => `${vm}:${e.tag}${e.member ? ` (${e.member})` : ""}`);
+    conditions.push(
+      condition(
+        previous,
+        compact({
+          type: "SnapshotLost",
+          status: lost.size > 0 ? "True" : "False",
+          reason: lost.size > 0 ? "SnapshotNotFound" : "NoSnapshotLost",
+          message:
+            lost.size > 0
+              ? `recorded hibernation snapshots no longer in the registry: ${vms.join(", ")}; those VMs started without their saved state (remove the annotation ${ANNOTATIONS.lostSnapshots} to acknowledge)`
+              : "no recorded snapshot is missing",
+          observedGeneration: generation,
+        }),
+        input.nowMs,
+      ),
+    );
+  }
+  const notice = (
+    type: string,
+    messages: readonly string[] | undefined,
+    reasons: [string, string],
+    quiet: string,
+  ) => {
+    const before = previous?.find((c) => c.type === type);
+    // The pass did not look: what was stored stays.
+    if (messages === undefined) {
+      if (before) conditions.push(before);
+      return;
+    }
+    if (messages.length === 0 && !before) return;
+    const on = messages.length > 0;
+    conditions.push(
+      condition(
+        previous,
+        compact({
+          type,
+          status: on ? "True" : "False",
+          reason: on ? reasons[0] : reasons[1],
+          message: on ? messages.join("; ") : quiet,
+          observedGeneration: generation,
+        }),
+        input.nowMs,
+      ),
+    );
+  };
+  notice(
+    "SlotBlocked",
+    input.blocked,
+    ["ForeignPod", "NoForeignPod"],
+    "no member's pod name is held by another pod",
+  );
+  notice(
+    "MigrationRefused",
+    input.migrationRefused,
+    ["TargetNodeUnfit", "NoRefusal"],
+    "no migration is refused",
+  );
 
   return compact<CocoonSetStatus>({
     observedGeneration: generation,

@@ -195,6 +195,47 @@ export const DELIBERATE: readonly Deliberate[] = [
       if (conditions) s.status.conditions = conditions.filter((c) => c.type !== "ReplicaFailure");
     },
   },
+  {
+    what: "A member whose VM reports lifecycle state `failed` while its pod still reports Ready is not counted in `readyAgents` (nor in the `Ready` condition's count), and its `agents[]` entry says phase `Failed`; the peer counts it ready and reports the pod's phase `Running`.",
+    reason:
+      'the status is one derivation: next to phase `Failed` and `AgentsNotReady`, "3/3 agents ready" and an entry `Running` contradicted it; the VM is what the user runs, not the pod',
+    fold: (s, side) => {
+      const failed = new Set(
+        s.pods
+          .filter((p) => p.annotations[ANNOTATIONS.lifecycleState] === "failed")
+          .map((p) => p.name),
+      );
+      if (failed.size === 0) return;
+      const podPhase = new Map(s.pods.map((p) => [p.name, p.phase]));
+      let counted = 0;
+      for (const a of (s.status.agents ?? []) as { podName?: string; phase?: string }[]) {
+        if (!a.podName || !failed.has(a.podName)) continue;
+        // The peer's view: the pod's phase, and a Running pod counted ready.
+        if (side === "ours" && podPhase.get(a.podName) === "Running") counted++;
+        a.phase = podPhase.get(a.podName);
+      }
+      if (counted === 0) return;
+      s.status.readyAgents = Number(s.status.readyAgents ?? 0) + counted;
+      for (const c of (s.status.conditions ?? []) as { type?: string; message?: string }[])
+        if (c.type === "Ready" && c.message)
+          c.message = c.message.replace(
+            /^(\d+)\/(\d+) agents ready/,
+            (_m, r: string, d: string) => `${Number(r) + counted}/${d} agents ready`,
+          );
+    },
+  },
+  {
+    what: "A wake or rebuild whose recorded `<vm>:hibernate` snapshot is gone from the registry posts a Warning `SnapshotLost`, records the VM in the annotation `cocoonset.cocoonstack.io/lost-snapshots` and sets the condition `SnapshotLost`; the peer boots the VM fresh and says nothing.",
+    reason:
+      "a VM that starts without the state it was hibernated with is data loss, and a quiet `Running` hid it (for example after a CocoonHibernation's deletion dropped the tag of a pod still hibernated)",
+    fold: (s) => {
+      delete s.annotations[ANNOTATIONS.lostSnapshots];
+      s.eventReasons = s.eventReasons.filter((r) => r !== "SnapshotLost");
+      s.status.conditions = ((s.status.conditions ?? []) as { type?: string }[]).filter(
+        (c) => c.type !== "SnapshotLost",
+      );
+    },
+  },
 ];
 
 const NS = "<ns>";

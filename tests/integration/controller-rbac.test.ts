@@ -31,6 +31,7 @@ import {
   type KubeObject,
 } from "../../provider/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
+import { registryAddress } from "../support/lifecycle.js";
 import {
   cocoonSet,
   createCocoonSet,
@@ -211,13 +212,18 @@ async function setRules(path: string, role: KubeObject, rules: PolicyRule[]): Pr
 }
 
 /** Starts the controller as the service account: every namespace, leader election, 1 s reaper. */
-function start(c: Cleanup, rbac: Rbac, label: string): Promise<ControllerProcess> {
+function start(
+  c: Cleanup,
+  rbac: Rbac,
+  label: string,
+  extraArgs: string[] = [],
+): Promise<ControllerProcess> {
   return startController(c, {
     kubeconfig: rbac.kubeconfig,
     namespaces: [],
     leaderElect: true,
     leaderElectionNamespace: rbac.sysNs,
-    extraArgs: ["--reap-interval", "1s"],
+    extraArgs: ["--reap-interval", "1s", ...extraArgs],
     label,
   });
 }
@@ -586,6 +592,11 @@ describe(
         "cocoonhibernations/status patch": afterSync(async (ns) => {
           await admin.create(paths.cocoonHibernations(ns), hibernation("h", "absent"));
         }),
+        // A migration reads its target node first (the controller has a registry for it).
+        "nodes get": afterSync(async (ns) => {
+          await convergedFleet(ns);
+          await patchSpec(ns, "f", { nodeName: "no-such-node" });
+        }),
         "leases get": nothing,
         "leases create": nothing,
         // It creates the Lease, then renews it: an update.
@@ -624,7 +635,7 @@ describe(
         const rules = g.where === "cluster" ? controllerRules() : leaderElectionRules();
         const r = rules[g.rule];
         const a = access(r.apiGroups[0], r.resources[0], g.verb, ns);
-        if (r.resources[0] === "customresourcedefinitions") delete a.namespace;
+        if (["customresourcedefinitions", "nodes"].includes(r.resources[0])) delete a.namespace;
         if (g.where === "lease") a.namespace = rbac.sysNs;
         if (r.resourceNames) a.name = r.resourceNames[0];
         return a;
@@ -659,7 +670,12 @@ describe(
           if (!isNotFound(e)) throw e;
         }
 
-        const proc = await start(c, rbac, `without ${key}`);
+        const proc = await start(
+          c,
+          rbac,
+          `without ${key}`,
+          key === "nodes get" ? ["--oci-registry", registryAddress()] : [],
+        );
         const began = Date.now();
         let failure: Error | undefined;
         try {

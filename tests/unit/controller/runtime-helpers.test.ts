@@ -159,7 +159,9 @@ describe("small helpers", () => {
     );
     assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations"), ["get", "list", "watch", "patch"]);
     assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations/status"), ["patch"]);
-    assert.equal(rules.length, 10, "no other rule");
+    // A migration checks its target node (cluster-scoped: the ClusterRole only).
+    assert.deepEqual(verbsOf(rules, "", "nodes"), ["get"]);
+    assert.equal(rules.length, 11, "no other rule");
     assert.ok(!rules.some((r) => r.verbs.includes("*") || r.resources.includes("*")));
 
     // The Lease: create (not limitable by name), get and update of the controller's own Lease.

@@ -208,6 +208,24 @@ describe("CocoonHibernation plan: hibernate", () => {
     assert.equal(failed.status, undefined);
   });
 
+  it("Hibernated and its tag gone: kept Hibernated, Ready False SnapshotLost naming the VM, a Warning once", () => {
+    const c = cr("Hibernate", "Hibernated");
+    const pl = plan(c, hibernated(), { tag: { exists: false } });
+    assert.equal(pl.decision, "snapshot-lost");
+    assert.equal(pl.status?.phase, "Hibernated", "the restore intent of a rebuilt pod stays");
+    const ready = pl.status?.conditions?.[0];
+    assert.equal(ready?.status, "False");
+    assert.equal(ready?.reason, "SnapshotLost");
+    assert.match(ready?.message ?? "", new RegExp(`^snapshot ${VM}:hibernate was recorded`));
+    assert.deepEqual(
+      pl.events.map((e) => `${e.type} ${e.reason}`),
+      ["Warning SnapshotLost"],
+    );
+    const again = plan({ ...c, status: pl.status }, hibernated(), { tag: { exists: false } });
+    assert.equal(again.status, undefined);
+    assert.deepEqual(again.events, [], "said once");
+  });
+
   it("times out after the hibernate timeout: Failed, HibernateTimedOut, histogram timeout", () => {
     const since = NOW - DEFAULT_HIBERNATE_TIMEOUT_MS - 1;
     const pl = plan(cr("Hibernate", "Hibernating", { since }), hibernating());

@@ -274,3 +274,43 @@ describe("statusEqual", () => {
     assert.equal(statusEqual(undefined, s), false);
   });
 });
+
+describe("one derivation: a member whose VM failed while its pod still reports Ready", () => {
+  const lifecycleFailed = (p: Pod) =>
+    withAnnotations(p, {
+      "vm.cocoonstack.io/lifecycle-state": "failed",
+      "vm.cocoonstack.io/lifecycle-state-message":
+        "snapshot vk-x:hibernate not found in the registry",
+    });
+  const fleet = cocoonSet({}, { replicas: 2 });
+
+  it("the main agent: phase Failed, not counted ready, its entry Failed, and the messages agree", () => {
+    const [main, one, two] = convergedPods(fleet);
+    const s = deriveStatus({
+      cocoonSet: fleet,
+      pods: [lifecycleFailed(main), one, two],
+      nowMs: NOW,
+    });
+    assert.equal(s.phase, "Failed");
+    assert.equal(s.readyAgents, 2);
+    assert.equal(s.agents?.[0]?.phase, "Failed");
+    const ready = s.conditions?.find((c) => c.type === "Ready");
+    assert.equal(ready?.reason, "AgentsNotReady");
+    assert.equal(ready?.message, "2/3 agents ready, 0/0 toolboxes ready");
+  });
+
+  it("a sub-agent or a toolbox: not ready, entry Failed, phase Scaling (never Running)", () => {
+    const withTb = cocoonSet({ toolboxes: [toolbox("db")] }, { replicas: 1 });
+    const [main, one, db] = convergedPods(withTb);
+    const s = deriveStatus({
+      cocoonSet: withTb,
+      pods: [main, lifecycleFailed(one), lifecycleFailed(db)],
+      nowMs: NOW,
+    });
+    assert.equal(s.phase, "Scaling");
+    assert.equal(s.readyAgents, 1);
+    assert.equal(s.readyToolboxes, 0);
+    assert.equal(s.agents?.[1]?.phase, "Failed");
+    assert.equal(s.toolboxes?.[0]?.phase, "Failed");
+  });
+});

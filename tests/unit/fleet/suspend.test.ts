@@ -216,7 +216,8 @@ describe("unsuspend (retain): the plan", () => {
     const cs = cocoonSet({ suspend: false }, { replicas: 2 });
     const [main, one, two] = convergedPods(cs);
     const pods = [hibernatedPod(main), hibernatedPod(one), two];
-    const p = plan(cs, pods, tags());
+    // The pass asked for the tags of the VMs it wakes (wakeProbes); both are there.
+    const p = plan(cs, pods, tags(vmOf(main), vmOf(one)));
     assert.deepEqual(decisions(p), ["demo-0:wake", "demo-1:wake"]);
     assert.deepEqual(p.steps[0].actions, [
       {
@@ -233,7 +234,7 @@ describe("unsuspend (retain): the plan", () => {
 
   it("a missing sub-agent is created again once unsuspended", () => {
     const cs = cocoonSet({}, { replicas: 2 });
-    const p = plan(cs, [hibernatedPod(mainPod(cs)), subPod(cs, 1)], tags());
+    const p = plan(cs, [hibernatedPod(mainPod(cs)), subPod(cs, 1)], tags(vmOf(mainPod(cs))));
     assert.deepEqual(decisions(p), ["demo-0:wake", "demo-2:create"]);
   });
 

@@ -1,0 +1,170 @@
+// No wedged fleet (issue 25, item 6a): a migration to a node that does not exist, is not
+// Ready, is cordoned or does not carry the fleet's pool and CPU class is refused before
+// anything hibernates (Warning MigrationRefused once, condition MigrationRefused, the main
+// agent stays); and a restore pod left unbound, pinned to a target no longer asked for, is
+// replaced so that clearing or changing nodeName mid-migration recovers.
+// Behaviour: docs/behaviour.md §3.17.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  ANNOTATIONS,
+  buildAgentPod,
+  classifyPods,
+  migrationStartTarget,
+  planPass,
+  renderPlan,
+  targetNodeProblem,
+  type CocoonSet,
+  type Plan,
+  type Pod,
+  type SnapshotFacts,
+  type TargetNodeFacts,
+} from "../../../provider/fleet/index.js";
+import { NOW, cocoonSet, live, mainPod, withAnnotations } from "./fixtures.js";
+
+const VM = "vk-team-demo-0";
+const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
+const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
+const statusWith = (phase: "Running" | "Migrating") => ({
+  phase,
+  readyAgents: 1,
+  desiredAgents: 1,
+  readyToolboxes: 0,
+  desiredToolboxes: 0,
+});
+
+function node(
+  name: string,
+  opts: { ready?: boolean; labels?: Record<string, string>; cordoned?: boolean } = {},
+): TargetNodeFacts {
+  return {
+    name,
+    node: {
+      metadata: { labels: opts.labels ?? { "cocoonstack.io/pool": "default" } },
+      spec: opts.cordoned ? { unschedulable: true } : {},
+      status: { conditions: [{ type: "Ready", status: opts.ready === false ? "False" : "True" }] },
+    },
+  };
+}
+
+const target = (spec: Parameters<typeof cocoonSet>[0] = {}): CocoonSet =>
+  cocoonSet({ nodeName: "node-b", ...spec });
+const plan = (cs: CocoonSet, pods: Pod[], targetNode?: TargetNodeFacts, facts = tags()) =>
+  planPass({ cocoonSet: cs, pods, nowMs: NOW, snapshots: facts, targetNode });
+const hibernateAsked = (p: Plan) =>
+  p.steps.some((s) =>
+    s.actions.some((a) => a.kind === "annotate-pod" && ANNOTATIONS.hibernate in a.annotations),
+  );
+
+describe("the target node is checked before a migration starts", () => {
+  const cs = target();
+  const main = mainPod(cs); // on node-a
+
+  it("the executor reads spec.nodeName only when the pass may start a migration", () => {
+    assert.equal(migrationStartTarget(cs, classifyPods(cs, [main])), "node-b");
+    const asked = withAnnotations(main, { [ANNOTATIONS.hibernate]: "true" });
+    assert.equal(migrationStartTarget(cs, classifyPods(cs, [asked])), undefined, "already started");
+    assert.equal(migrationStartTarget(cocoonSet({}), classifyPods(cs, [main])), undefined);
+    const there = structuredClone(main);
+    there.spec!.nodeName = "node-b";
+    assert.equal(migrationStartTarget(cs, classifyPods(cs, [there])), undefined, "settled");
+  });
+
+  const refusals: [string, TargetNodeFacts, CocoonSet, RegExp][] = [
+    ["missing", { name: "node-b" }, cs, /node "node-b" does not exist/],
+    ["not Ready", node("node-b", { ready: false }), cs, /node "node-b" is not Ready/],
+    ["cordoned", node("node-b", { cordoned: true }), cs, /node "node-b" is cordoned/],
+    [
+      "another pool",
+      node("node-b", { labels: { "cocoonstack.io/pool": "gpu" } }),
+      cs,
+      /not in the pool "default" \(label cocoonstack.io\/pool: gpu\)/,
+    ],
+    [
+      "another CPU class",
+      node("node-b", { labels: { "cocoonstack.io/pool": "default" } }),
+      target({ snapshotCompatibilityClass: "v1" }),
+      /does not have the CPU class "v1"/,
+    ],
+    [
+      "unreadable",
+      { name: "node-b", error: "nodes is forbidden" },
+      cs,
+      /could not be read: nodes is forbidden/,
+    ],
+  ];
+  for (const [what, facts, set, why] of refusals)
+    it(`${what}: refused, nothing hibernates, the fleet goes on, the refusal is named`, () => {
+      const pod = mainPod(set);
+      const p = plan(set, [pod], facts);
+      assert.equal(hibernateAsked(p), false);
+      assert.deepEqual(decisions(p), ["demo-0:migrate-refused"]);
+      const step = p.steps[0];
+      assert.match(step.why ?? "", why);
+      assert.match(step.why ?? "", /^\[spec\.nodeName\] /);
+      assert.deepEqual(
+        step.actions.map((a) => (a.kind === "event" ? `${a.type} ${a.reason}` : a.kind)),
+        ["Warning MigrationRefused"],
+      );
+      assert.equal(p.status?.phase, "Running", "the main agent stays where it runs");
+      const c = p.status?.conditions?.find((x) => x.type === "MigrationRefused");
+      assert.equal(c?.status, "True");
+      assert.match(c?.message ?? "", why);
+      assert.match(renderPlan(p), /^main: migration refused: node "node-b"/m);
+      // Announced once: the stored condition already says it.
+      const again = plan({ ...set, status: p.status }, [pod], facts);
+      assert.deepEqual(again.steps[0].actions, []);
+    });
+
+  it("a fit node: the migration starts as before", () => {
+    const p = plan(cs, [main], node("node-b"));
+    assert.deepEqual(decisions(p), ["demo-0:migrate"]);
+    assert.equal(targetNodeProblem(cs, node("node-b")), undefined);
+  });
+
+  it("nodeName cleared after a refusal: the condition turns False", () => {
+    const refused = plan(cs, [main], { name: "node-b" });
+    const cleared = plan({ ...cocoonSet({}), status: refused.status }, [main]);
+    assert.equal(
+      cleared.status?.conditions?.find((x) => x.type === "MigrationRefused")?.status,
+      "False",
+    );
+  });
+});
+
+describe("a restore pod pinned to a target no longer asked for is replaced", () => {
+  /** The restore's pod, unbound, pinned to `pin` by the migration's required affinity. */
+  function pendingRestore(pin: string): Pod {
+    const pod = live(buildAgentPod(cocoonSet({ nodeName: pin }), 0), false);
+    delete pod.spec!.nodeName;
+    return withAnnotations(pod, { [ANNOTATIONS.restoreFromHibernate]: "true" });
+  }
+  const migrating = (nodeName?: string): CocoonSet => ({
+    ...cocoonSet(nodeName ? { nodeName } : {}),
+    status: statusWith("Migrating"),
+  });
+
+  it("nodeName cleared: the pod pinned to the old target is deleted, then restored to any node", () => {
+    const pod = pendingRestore("no-such-node");
+    const p = plan(migrating(), [pod], undefined, tags(VM));
+    assert.deepEqual(decisions(p), ["demo-0:migrate-retarget"]);
+    assert.deepEqual(p.steps[0].actions, [
+      { kind: "delete-pod", name: "demo-0", uid: "pod-uid-demo-0" },
+    ]);
+    const next = plan(migrating(), [], undefined, tags(VM));
+    assert.deepEqual(decisions(next), ["demo-0:migrate-restore"]);
+    const created = next.steps[0].actions.find((a) => a.kind === "create-pod");
+    assert.ok(created?.kind === "create-pod");
+    assert.equal(created.pod.spec.affinity, undefined, "no pin: any node of the pool");
+  });
+
+  it("nodeName set back to another node: the same replacement, then a restore pinned there", () => {
+    const p = plan(migrating("node-a"), [pendingRestore("no-such-node")], undefined, tags(VM));
+    assert.deepEqual(decisions(p), ["demo-0:migrate-retarget"]);
+  });
+
+  it("pinned to the target still asked for: it waits as before", () => {
+    const p = plan(migrating("node-b"), [pendingRestore("node-b")], undefined, tags(VM));
+    assert.deepEqual(decisions(p), ["demo-0:wait-migration"]);
+  });
+});

@@ -216,48 +216,7 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
       input.nowMs,
     ),
   ];
-  const vanishing = input.vanishingSlots ?? [];
-  if (vanishing.length > 0 || previous?.some((c) => c.type === "Degraded")) {
-    conditions.push(
-      condition(
-        previous,
-        compact({
-          type: "Degraded",
-          status: vanishing.length > 0 ? "True" : "False",
-          reason: vanishing.length > 0 ? "PodsVanishing" : "PodsStable",
-          message:
-            vanishing.length > 0
-              ? `the pods of sub-agent slot(s) ${vanishing.join(", ")} vanish right after creation; they are recreated with backoff`
-              : "no pod vanished right after creation lately",
-          observedGeneration: generation,
-        }),
-        input.nowMs,
-      ),
-    );
-  }
-
-  const lost = readLostSnapshots(cs);
-  if (lost.size > 0 || previous?.some((c) => c.type === "SnapshotLost")) {
-    const vms = [...lost.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([vm, e]) => `${vm}:${e.tag}${e.member ? ` (${e.member})` : ""}`);
-    conditions.push(
-      condition(
-        previous,
-        compact({
-          type: "SnapshotLost",
-          status: lost.size > 0 ? "True" : "False",
-          reason: lost.size > 0 ? "SnapshotNotFound" : "NoSnapshotLost",
-          message:
-            lost.size > 0
-              ? `recorded hibernation snapshots no longer in the registry: ${vms.join(", ")}; those VMs started without their saved state (remove the annotation ${ANNOTATIONS.lostSnapshots} to acknowledge)`
-              : "no recorded snapshot is missing",
-          observedGeneration: generation,
-        }),
-        input.nowMs,
-      ),
-    );
-  }
+  // A condition that is reported once it first applies, then kept (False) when it is over.
   const notice = (
     type: string,
     messages: readonly string[] | undefined,
@@ -286,6 +245,31 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
       ),
     );
   };
+  const vanishing = input.vanishingSlots ?? [];
+  notice(
+    "Degraded",
+    vanishing.length > 0
+      ? [
+          `the pods of sub-agent slot(s) ${vanishing.join(", ")} vanish right after creation; they are recreated with backoff`,
+        ]
+      : [],
+    ["PodsVanishing", "PodsStable"],
+    "no pod vanished right after creation lately",
+  );
+  const lost = readLostSnapshots(cs);
+  const vms = [...lost.entries()]
+    .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))
+    .map(([vm, e]) => `${vm}:${e.tag}${e.member ? ` (${e.member})` : ""}`);
+  notice(
+    "SnapshotLost",
+    lost.size > 0
+      ? [
+          `recorded hibernation snapshots no longer in the registry: ${vms.join(", ")}; those VMs started without their saved state (remove the annotation ${ANNOTATIONS.lostSnapshots} to acknowledge)`,
+        ]
+      : [],
+    ["SnapshotNotFound", "NoSnapshotLost"],
+    "no recorded snapshot is missing",
+  );
   notice(
     "SlotBlocked",
     input.blocked,

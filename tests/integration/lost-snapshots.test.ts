@@ -36,7 +36,13 @@ import {
   waitForEvent,
 } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import {
+  lifecycleNamespace,
+  registryAddress,
+  vmReady,
+  waitForPods,
+  waitForSet,
+} from "../support/lifecycle.js";
 
 const client = adminClient();
 const annotationsOf = (o: { metadata?: { annotations?: Record<string, string> } }) =>
@@ -47,23 +53,6 @@ const condition = (cs: CocoonSet | undefined, type: string) =>
 before(async () => {
   await ensureCrd(client);
 });
-
-/** Waits (watch) until the CocoonSet satisfies `done`. */
-function waitForSet(
-  ns: string,
-  name: string,
-  done: (cs: CocoonSet) => boolean,
-  description: string,
-  timeoutMs = 90_000,
-): Promise<CocoonSet> {
-  return waitForObject(
-    client,
-    paths.cocoonSets(ns),
-    name,
-    (o) => o !== undefined && done(o as unknown as CocoonSet),
-    { timeoutMs, description },
-  ) as unknown as Promise<CocoonSet>;
-}
 
 const suspended = (cs: CocoonSet) =>
   cs.status?.phase === "Suspended" && cs.status.observedGeneration === cs.metadata.generation;

@@ -23,7 +23,7 @@ import {
   type CocoonSet,
   type Pod,
 } from "../../provider/fleet/index.js";
-import { PatchType, paths, waitForObject } from "../../provider/kube/index.js";
+import { PatchType, paths } from "../../provider/kube/index.js";
 import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import {
@@ -33,7 +33,13 @@ import {
   waitForEvent,
 } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
-import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import {
+  lifecycleNamespace,
+  registryAddress,
+  vmReady,
+  waitForPods,
+  waitForSet,
+} from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
@@ -41,22 +47,6 @@ const NODES = ["kwok-node-0", "kwok-node-1"];
 const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
 const condition = (cs: CocoonSet | undefined, type: string) =>
   cs?.status?.conditions?.find((c) => c.type === type);
-
-function waitForSet(
-  ns: string,
-  name: string,
-  done: (cs: CocoonSet) => boolean,
-  description: string,
-  timeoutMs = 90_000,
-): Promise<CocoonSet> {
-  return waitForObject(
-    client,
-    paths.cocoonSets(ns),
-    name,
-    (o) => o !== undefined && done(o as unknown as CocoonSet),
-    { timeoutMs, description },
-  ) as unknown as Promise<CocoonSet>;
-}
 
 const cordon = (node: string, value: boolean) =>
   client.patch(`${paths.nodes()}/${node}`, { spec: { unschedulable: value } }, PatchType.merge);

@@ -7,8 +7,14 @@ import { readFileSync } from "node:fs";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
 import { desiredSlots, type SlotsInputs } from "../../provider/dynamic/index.js";
-import { ANNOTATIONS, LABELS, type CocoonSetSpec, type Pod } from "../../provider/fleet/index.js";
-import { paths, PatchType, waitForList } from "../../provider/kube/index.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  type CocoonSet,
+  type CocoonSetSpec,
+  type Pod,
+} from "../../provider/fleet/index.js";
+import { paths, PatchType, waitForList, waitForObject } from "../../provider/kube/index.js";
 import { OCI_MANIFEST, type OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
 import {
@@ -69,6 +75,23 @@ export async function waitForPods(
     { labelSelector: `${LABELS.name}=${name}`, timeoutMs, description },
   );
   return live(items);
+}
+
+/** Waits (watch) until the CocoonSet satisfies `done`; returns it. */
+export function waitForSet(
+  ns: string,
+  name: string,
+  done: (cs: CocoonSet) => boolean,
+  description: string,
+  timeoutMs = 90_000,
+): Promise<CocoonSet> {
+  return waitForObject(
+    adminClient(),
+    paths.cocoonSets(ns),
+    name,
+    (o) => o !== undefined && done(o as unknown as CocoonSet),
+    { timeoutMs, description },
+  ) as unknown as Promise<CocoonSet>;
 }
 
 /** Puts a small snapshot-like manifest under `vm:tag` (a stand-in for the node agent's). */

@@ -11,6 +11,8 @@ import { ensureCrd } from "../../provider/engine/index.js";
 import {
   assertSingleOperator,
   crdGuardDelete,
+  fleetGuardCreate,
+  guardCreate,
   INSTALLED_BY,
 } from "../../provider/dynamic/index.js";
 import { API_VERSION, CRD_NAME, KIND } from "../../provider/fleet/index.js";
@@ -57,6 +59,35 @@ test("the install guard refuses a CRD no Operator installed unless adoptCrd name
     assertSingleOperator({ kubeconfig: kubeconfig(), owner, adoptCrd: CRD_NAME }),
     /already installed by the Operator other\/prod\/cocoonset.*kubectl annotate crd/,
   );
+});
+
+test("the install guard and the Fleet's claim guard keep the kubeconfig out of their outputs (Pulumi hands outputs back to the program, and --debug logs print them)", async (t) => {
+  const client = adminClient();
+  await ensureCrd(client);
+  const ns = await withNamespace(t, "guard-outs");
+  const owner = "proj/dev/cocoonset";
+  const credential = kubeconfig();
+  await client.patch(paths.crd(CRD_NAME), {
+    metadata: { annotations: { [INSTALLED_BY]: owner } },
+  });
+  t.after(() =>
+    client.patch(paths.crd(CRD_NAME), { metadata: { annotations: { [INSTALLED_BY]: null } } }),
+  );
+  const install = await guardCreate({ kubeconfig: credential, owner });
+  assert.deepEqual(install.outs, { owner });
+  const claim = await fleetGuardCreate({
+    kubeconfig: credential,
+    namespace: ns,
+    name: "coder",
+    owner: "proj/dev/coder",
+    requireCrd: true,
+  });
+  assert.deepEqual(claim.outs, {
+    namespace: ns,
+    name: "coder",
+    owner: "proj/dev/coder",
+    requireCrd: true,
+  });
 });
 
 test("the CRD guard refuses to let the CRD go while CocoonSets are left, naming them; a kept CRD is reported with what is left", async (t) => {

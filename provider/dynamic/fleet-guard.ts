@@ -12,8 +12,8 @@
  * Fleet's own stamp (`<project>/<stack>/<name>`), or when the program asks for it with
  * `adoptCocoonSet`. The guard's outputs carry no credential (the kubeconfig is an input only).
  * Caveats: two stacks whose `pulumi up` create the same new CocoonSet at the same instant can
- * both pass the read; the second apply then meets the first one's stamp (a server-side apply
- * conflict when the field managers differ).
+ * both pass the read; the CocoonSet is applied with `pulumi.com/patchForce` (the program's
+ * spec wins over a kubectl edit), so the second apply wins.
  */
 import { CRD_NAME, describeValue, type CocoonSet } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";

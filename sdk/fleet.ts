@@ -238,10 +238,14 @@ export class Fleet extends pulumi.ComponentResource {
       `${name}-guard`,
       {
         kubeconfig,
-        namespace: pulumi.output(args.namespace).apply((ns) => {
-          claimInProgram(name, ns, csName);
-          return ns;
-        }),
+        // A namespace given as text was claimed above, before anything was registered.
+        namespace:
+          typeof args.namespace === "string"
+            ? args.namespace
+            : pulumi.output(args.namespace).apply((ns) => {
+                claimInProgram(name, ns, csName);
+                return ns;
+              }),
         name: csName,
         owner,
         ...(args.adoptCocoonSet ? { adopt: true } : {}),

@@ -125,35 +125,30 @@ export async function fleetGuardCheck(
     });
   }
   if (failures.length > 0 || !known(news)) return { inputs: news, failures };
-  let client: KubeClient;
   try {
-    client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 15_000 });
-  } catch {
-    return { inputs: news, failures };
-  }
-  try {
-    const problem = claimProblem(await readClaimView(client, news.namespace, news.name), news);
+    const problem = await askClaim(news, 15_000);
     if (problem) failures.push({ property: "", reason: problem });
   } catch {
-    // Unreachable or forbidden: the deploy reports it; `create` re-reads and fails closed.
-  } finally {
-    client.close();
+    // Unreadable kubeconfig, unreachable or forbidden: the deploy reports it; `create` asks
+    // again and fails closed.
   }
   return { inputs: news, failures };
 }
 
-/** The claim decision against the cluster, failing closed. */
-async function assertClaim(inputs: FleetGuardInputs): Promise<void> {
-  const client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: 30_000 });
+/** The claim decision against the cluster, from one read of it. */
+async function askClaim(inputs: FleetGuardInputs, timeoutMs: number): Promise<string | undefined> {
+  const client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: timeoutMs });
   try {
-    const problem = claimProblem(
-      await readClaimView(client, inputs.namespace, inputs.name),
-      inputs,
-    );
-    if (problem) throw new CocoonSetClaimError(problem);
+    return claimProblem(await readClaimView(client, inputs.namespace, inputs.name), inputs);
   } finally {
     client.close();
   }
+}
+
+/** The claim decision against the cluster, failing closed. */
+async function assertClaim(inputs: FleetGuardInputs): Promise<void> {
+  const problem = await askClaim(inputs, 30_000);
+  if (problem) throw new CocoonSetClaimError(problem);
 }
 
 /** Guard `create`: the claim decision, then the guard exists (its id is the owner). */

@@ -2,8 +2,8 @@
 // per failed step, and, when a ResourceQuota refused its creates, a status that names the
 // quota. A fleet asking for 1000 pods under a 10-pod quota fails 990 creates a pass; the
 // log and the status must stay readable. Pure. Behaviour: docs/behaviour.md §3.5, §3.12.
-import type { CocoonSetStatus, Condition } from "./generated/types.js";
-import { deriveStatus, rfc3339Seconds, type StatusInput } from "./status.js";
+import type { CocoonSetStatus } from "./generated/types.js";
+import { condition, deriveStatus, type StatusInput } from "./status.js";
 
 /** Most characters of one failure's message a summary or a condition quotes. */
 export const MAX_REASON_CHARS = 1000;
@@ -85,17 +85,17 @@ export function quotaBlockedStatus(
     phase: input.phase ?? (derivedOnly ? undefined : stored),
   });
   const generation = input.cocoonSet.metadata.generation;
-  const before = input.cocoonSet.status?.conditions?.find(
-    (c) => c.type === QUOTA_CONDITION.type && c.status === "True",
-  );
   const { quota, detail } = input.refusal;
-  const condition: Condition = {
-    type: QUOTA_CONDITION.type,
-    status: "True",
-    reason: QUOTA_CONDITION.reason,
-    message: `ResourceQuota ${clip(quota, 63)} refuses the pods of ${input.missing} missing member(s)${detail ? ` (${detail})` : ""}; they are created once the quota has room`,
-    lastTransitionTime: before?.lastTransitionTime ?? rfc3339Seconds(input.nowMs),
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  };
-  return { ...status, conditions: [...(status.conditions ?? []), condition] };
+  const refused = condition(
+    input.cocoonSet.status?.conditions,
+    {
+      type: QUOTA_CONDITION.type,
+      status: "True",
+      reason: QUOTA_CONDITION.reason,
+      message: `ResourceQuota ${clip(quota, 63)} refuses the pods of ${input.missing} missing member(s)${detail ? ` (${detail})` : ""}; they are created once the quota has room`,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    },
+    input.nowMs,
+  );
+  return { ...status, conditions: [...(status.conditions ?? []), refused] };
 }

@@ -136,7 +136,8 @@ export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase 
   return extraAgent || extraToolbox ? "Scaling" : "Running";
 }
 
-function condition(
+/** A condition that keeps its transition time while its status is unchanged. */
+export function condition(
   previous: readonly Condition[] | undefined,
   next: Omit<Condition, "lastTransitionTime">,
   nowMs: number,

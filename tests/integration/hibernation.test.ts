@@ -29,7 +29,7 @@ import { OciRegistry } from "../../provider/registry/oci.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { createCocoonSet, waitForConverged, type EventV1 } from "../support/controller-fleet.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
-import { registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { createHibernation, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
@@ -53,20 +53,6 @@ async function setUp(c: Cleanup, prefix: string, extraArgs: string[] = []) {
   });
   await proc.synced();
   return { ns, proc };
-}
-
-async function createHibernation(
-  ns: string,
-  name: string,
-  pod: string,
-  desire: "Hibernate" | "Wake",
-): Promise<void> {
-  await client.create(paths.cocoonHibernations(ns), {
-    apiVersion: "cocoonset.cocoonstack.io/v1",
-    kind: "CocoonHibernation",
-    metadata: { name },
-    spec: { podRef: { name: pod }, desire },
-  });
 }
 
 async function setDesire(ns: string, name: string, desire: "Hibernate" | "Wake"): Promise<void> {

@@ -37,6 +37,7 @@ import {
 } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
 import {
+  createHibernation,
   lifecycleNamespace,
   registryAddress,
   vmReady,
@@ -177,12 +178,7 @@ describe(
       await createCocoonSet(ns, "crew", { replicas: 1 });
       await waitForConverged(ns, "crew", { replicas: 1 });
       await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
-      await client.create(paths.cocoonHibernations(ns), {
-        apiVersion: "cocoonset.cocoonstack.io/v1",
-        kind: "CocoonHibernation",
-        metadata: { name: "nap" },
-        spec: { podRef: { name: "crew-1" }, desire: "Hibernate" },
-      });
+      await createHibernation(ns, "nap", "crew-1", "Hibernate");
       await waitForObject(
         client,
         paths.cocoonHibernations(ns),

@@ -16,7 +16,7 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { dryRunRefusals } from "../../provider/dynamic/dry-run.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import type { PlanJSON } from "../../provider/fleet/plan-render.js";
@@ -53,9 +53,17 @@ import {
   CLI_MAIN,
   Cleanup,
   controllerNamespace,
+  namespaceNamed,
   startController,
 } from "../support/controller-process.js";
-import { pushTag, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import {
+  createHibernation,
+  optInNodeAgent,
+  pushTag,
+  registryAddress,
+  vmReady,
+  waitForPods,
+} from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
 
 const client = adminClient();
@@ -65,34 +73,6 @@ const phaseOf = (o: { status?: { phase?: string } }) => o.status?.phase ?? "";
 before(async () => {
   await ensureCrd(client);
 });
-
-/** Opts a namespace in to the node-agent simulator. */
-async function optIn(ns: string): Promise<void> {
-  await client.patch(paths.namespace(ns), {
-    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
-}
-
-/** A namespace of an exact name, deleted (finalizers stripped) after the test. */
-async function namedNamespace(c: Cleanup, name: string): Promise<string> {
-  await client.create(paths.namespaces(), {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name },
-  });
-  c.defer(`delete namespace ${name}`, async () => {
-    for (const cs of (await client.list(paths.cocoonSets(name))).items) {
-      if (!cs.metadata.finalizers?.length) continue;
-      await client.patch(
-        paths.cocoonSet(name, cs.metadata.name ?? ""),
-        { metadata: { finalizers: null } },
-        PatchType.merge,
-      );
-    }
-    await client.delete(paths.namespace(name));
-  });
-  return name;
-}
 
 /** A controller with the registry on `namespaces`, synced. */
 async function controllerOn(c: Cleanup, namespaces: string[]) {
@@ -127,8 +107,8 @@ describe(
       const c = new Cleanup(t);
       const reg = new OciRegistry(registryAddress());
       const ns = await controllerNamespace(c, "vmn");
-      const nsx = await namedNamespace(c, `${ns}-x`);
-      for (const n of [ns, nsx]) await optIn(n);
+      const nsx = await namespaceNamed(c, `${ns}-x`);
+      for (const n of [ns, nsx]) await optInNodeAgent(n);
       await controllerOn(c, [ns, nsx]);
       const vm = `vk-${ns}-x-yy-0`;
 
@@ -229,7 +209,7 @@ describe(
       const reg = new OciRegistry(registryAddress());
       const victim = await controllerNamespace(c, "vmn-b");
       const tenant = await controllerNamespace(c, "vmn-a");
-      await optIn(victim);
+      await optInNodeAgent(victim);
       await controllerOn(c, [victim, tenant]);
       await createCocoonSet(victim, "f13", { replicas: 1 });
       await waitForConverged(victim, "f13", { replicas: 1 });
@@ -264,12 +244,7 @@ describe(
         ["rise", "evil3", "Wake"],
       ];
       for (const [name, pod, desire] of crs) {
-        await client.create(paths.cocoonHibernations(tenant), {
-          apiVersion: "cocoonset.cocoonstack.io/v1",
-          kind: "CocoonHibernation",
-          metadata: { name },
-          spec: { podRef: { name: pod }, desire },
-        });
+        await createHibernation(tenant, name, pod, desire);
       }
       for (const [name, pod] of crs) {
         const failed = await waitForObject<CocoonHibernation>(
@@ -324,7 +299,7 @@ describe(
       const c = new Cleanup(t);
       const reg = new OciRegistry(registryAddress());
       const ns = await controllerNamespace(c, "vmn-del");
-      await optIn(ns);
+      await optInNodeAgent(ns);
       await controllerOn(c, [ns]);
       await createCocoonSet(ns, "f12", {});
       await waitForConverged(ns, "f12", { replicas: 0 });
@@ -358,7 +333,7 @@ describe(
       const c = new Cleanup(t);
       const reg = new OciRegistry(registryAddress());
       const ns = await controllerNamespace(c, "vmn-own");
-      await optIn(ns);
+      await optInNodeAgent(ns);
       await controllerOn(c, [ns]);
       const vm = `vk-${ns}-f12-0`;
       // A tag a deleted predecessor of the same name left behind.

@@ -58,7 +58,15 @@ export async function controllerNamespace(
   prefix: string,
   client: KubeClient = adminClient(),
 ): Promise<string> {
-  const name = `${prefix}-${suffix()}`.slice(0, 63);
+  return namespaceNamed(cleanup, `${prefix}-${suffix()}`.slice(0, 63), client);
+}
+
+/** {@link controllerNamespace} of an exact name (a test that needs names to collide). */
+export async function namespaceNamed(
+  cleanup: Cleanup,
+  name: string,
+  client: KubeClient = adminClient(),
+): Promise<string> {
   await client.create(paths.namespaces(), {
     apiVersion: "v1",
     kind: "Namespace",

@@ -31,6 +31,28 @@ export function registryAddress(): string {
   return st.registry;
 }
 
+/** Creates a CocoonHibernation `name` asking `desire` of pod `pod`. */
+export async function createHibernation(
+  ns: string,
+  name: string,
+  pod: string,
+  desire: "Hibernate" | "Wake",
+): Promise<void> {
+  await adminClient().create(paths.cocoonHibernations(ns), {
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: { name },
+    spec: { podRef: { name: pod }, desire },
+  });
+}
+
+/** Opts a namespace in to the node-agent simulator. */
+export async function optInNodeAgent(ns: string): Promise<void> {
+  await adminClient().patch(paths.namespace(ns), {
+    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+  });
+}
+
 /**
  * A namespace opted in to the node-agent simulator and a controller on it, synced; the
  * controller gets `--oci-registry REGISTRY`, or no registry when `registry` is null.
@@ -41,9 +63,7 @@ export async function lifecycleNamespace(
   registry: string | null,
 ): Promise<{ ns: string; proc: ControllerProcess }> {
   const ns = await controllerNamespace(c, prefix);
-  await adminClient().patch(paths.namespace(ns), {
-    metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
+  await optInNodeAgent(ns);
   const proc = await startController(c, {
     kubeconfig: testKubeconfig(),
     namespaces: [ns],

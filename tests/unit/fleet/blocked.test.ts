@@ -14,7 +14,7 @@ import {
   type Plan,
   type Pod,
 } from "../../../provider/fleet/index.js";
-import { NOW, cocoonSet, mainPod, subPod } from "./fixtures.js";
+import { NOW, cocoonSet, decisions, mainPod, subPod } from "./fixtures.js";
 
 /** A bare pod of that name, as `kubectl run NAME` leaves it: no fleet label, no owner. */
 function foreign(name: string, owner?: { kind: string; name: string }): Pod {
@@ -36,7 +36,6 @@ function foreign(name: string, owner?: { kind: string; name: string }): Pod {
 }
 
 const plan = (cs: CocoonSet, pods: Pod[]): Plan => planPass({ cocoonSet: cs, pods, nowMs: NOW });
-const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
 const blockedCondition = (p: Plan) => p.status?.conditions?.find((c) => c.type === "SlotBlocked");
 const events = (p: Plan) =>
   p.steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === "event" ? [a] : [])));

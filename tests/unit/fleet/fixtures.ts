@@ -7,7 +7,9 @@ import {
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
+  type Plan,
   type PodManifest,
+  type SnapshotFacts,
   type ToolboxSpec,
 } from "../../../provider/fleet/index.js";
 
@@ -108,3 +110,18 @@ export function withHistory(cs: CocoonSet, value: string): CocoonSet {
     },
   };
 }
+
+/** Registry facts in which exactly these VMs have a `:hibernate` tag. */
+export const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
+
+/** Each step of a plan as `pod:decision`. */
+export const decisions = (p: Plan): string[] => p.steps.map((s) => `${s.podName}:${s.decision}`);
+
+/** A one-agent status of the given phase (what a migration plan reads). */
+export const statusWith = (phase: "Running" | "Migrating") => ({
+  phase,
+  readyAgents: 1,
+  desiredAgents: 1,
+  readyToolboxes: 0,
+  desiredToolboxes: 0,
+});

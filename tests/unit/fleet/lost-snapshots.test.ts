@@ -23,11 +23,11 @@ import {
   convergedPods,
   failed,
   mainPod,
+  tags,
   toolbox,
   withAnnotations,
 } from "./fixtures.js";
 
-const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
 const vmOf = (pod: Pod) => pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
 const hibernated = (pod: Pod): Pod =>
   withAnnotations(pod, {

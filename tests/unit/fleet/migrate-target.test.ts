@@ -17,21 +17,20 @@ import {
   type CocoonSet,
   type Plan,
   type Pod,
-  type SnapshotFacts,
   type TargetNodeFacts,
 } from "../../../provider/fleet/index.js";
-import { NOW, cocoonSet, live, mainPod, withAnnotations } from "./fixtures.js";
+import {
+  NOW,
+  cocoonSet,
+  decisions,
+  live,
+  mainPod,
+  statusWith,
+  tags,
+  withAnnotations,
+} from "./fixtures.js";
 
 const VM = "vk-team-demo-0";
-const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
-const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
-const statusWith = (phase: "Running" | "Migrating") => ({
-  phase,
-  readyAgents: 1,
-  desiredAgents: 1,
-  readyToolboxes: 0,
-  desiredToolboxes: 0,
-});
 
 function node(
   name: string,

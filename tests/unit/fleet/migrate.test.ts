@@ -29,25 +29,18 @@ import {
   NOW,
   cocoonSet,
   convergedPods,
+  decisions,
   failed,
   live,
   mainPod,
+  statusWith,
+  tags,
   toolbox,
   withAnnotations,
 } from "./fixtures.js";
 
 const VM = "vk-team-demo-0";
-const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
-const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
 const actionKinds = (p: Plan) => p.steps.flatMap((s) => s.actions.map((a) => a.kind));
-
-const statusWith = (phase: "Running" | "Migrating") => ({
-  phase,
-  readyAgents: 1,
-  desiredAgents: 1,
-  readyToolboxes: 0,
-  desiredToolboxes: 0,
-});
 
 /** The fleet asked to move to node-b; `phase` is the stored phase. */
 function pinned(phase?: "Running" | "Migrating", replicas = 0): CocoonSet {

@@ -25,7 +25,7 @@ import {
   type Pod,
   type SnapshotFacts,
 } from "../../../provider/fleet/index.js";
-import { NOW, cocoonSet, failed, mainPod, withAnnotations } from "./fixtures.js";
+import { NOW, cocoonSet, decisions, failed, mainPod, tags, withAnnotations } from "./fixtures.js";
 
 const VM0 = "vk-team-demo-0";
 const HINT = "node-a";
@@ -60,10 +60,8 @@ function releaseSet(
   return cs;
 }
 
-const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
 const plan = (cs: CocoonSet, pods: Pod[], snapshots?: SnapshotFacts): Plan =>
   planPass({ cocoonSet: cs, pods, nowMs: NOW, snapshots });
-const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
 const actionsOf = (p: Plan, decision: string): PlanAction[] =>
   p.steps.find((s) => s.decision === decision)?.actions ?? [];
 

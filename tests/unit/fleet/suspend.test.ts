@@ -20,9 +20,11 @@ import {
   NOW,
   cocoonSet,
   convergedPods,
+  decisions,
   failed,
   mainPod,
   subPod,
+  tags,
   toolbox,
   withAnnotations,
 } from "./fixtures.js";
@@ -34,7 +36,6 @@ function plan(cs: CocoonSet, pods: Pod[], snapshots?: SnapshotFacts): Plan {
   return planPass({ cocoonSet: cs, pods, nowMs: NOW, snapshots });
 }
 
-const tags = (...vms: string[]): SnapshotFacts => ({ hibernate: new Set(vms) });
 const vmOf = (pod: Pod) => pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
 
 /** The pod as the node agent leaves it once hibernated at `generation`. */
@@ -47,7 +48,6 @@ function hibernatedPod(pod: Pod, generation = "3"): Pod {
 }
 
 const asked = (pod: Pod) => withAnnotations(pod, { [ANNOTATIONS.hibernate]: "true" });
-const decisions = (p: Plan) => p.steps.map((s) => `${s.podName}:${s.decision}`);
 
 describe("suspend (retain): the plan", () => {
   it("asks every owned pod to hibernate, in slot order, and is Suspending", () => {

@@ -102,7 +102,10 @@ async function expectPods(admin: KubeClient, ns: string, name: string, count: nu
 }
 
 /** The slots resource's outputs from the stack's state, with the kubeconfig in clear. */
-async function slotsOutputs(stack: Stack, kubeconfig: string): Promise<SlotsOutputs> {
+async function slotsOutputs(
+  stack: Stack,
+  kubeconfig: string,
+): Promise<SlotsOutputs & { kubeconfig: string }> {
   const state = await stack.exportStack();
   const resources = (state.deployment as { resources?: { type: string; outputs?: unknown }[] })
     .resources;

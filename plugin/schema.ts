@@ -38,6 +38,12 @@ const secretKubeconfig = (who: string): Property => ({
 });
 
 // Keyed by every Operator argument: an argument added there and not here fails to compile.
+/** Where a resource's kubeconfig was read from: kept among its outputs instead of the text. */
+const kubeconfigSource: Record<string, Property> = {
+  kubeconfigFile: str("The file the kubeconfig was read from, if it was."),
+  kubeconfigContext: str("The context chosen in that file, if any."),
+};
+
 const operatorInputs: Record<keyof OperatorArgs, Property> = {
   namespace: str(
     'Namespace of the controller (created unless `createNamespace` is false). Default "cocoonset-system".',
@@ -178,6 +184,7 @@ export function packageSchema(version: string) {
       },
       "cocoonset:index:Slots": engineResource("The sub-agent slots of one CocoonSet.", {
         kubeconfig: { type: "string", secret: true },
+        ...kubeconfigSource,
         namespace: { type: "string" },
         name: { type: "string" },
         uid: { type: "string" },
@@ -226,6 +233,7 @@ export function packageSchema(version: string) {
         "Refuses to delete the CRD while CocoonSets are left.",
         {
           kubeconfig: { type: "string", secret: true },
+          ...kubeconfigSource,
           owner: { type: "string" },
           retain: { type: "string" },
           providerVersion: { type: "string" },

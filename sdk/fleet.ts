@@ -21,7 +21,7 @@ import {
   type CocoonSetSpec,
 } from "../provider/fleet/index.js";
 import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
-import { kubeconfigOf } from "./kubeconfig.js";
+import { kubeconfigInputs } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
@@ -232,8 +232,8 @@ export class Fleet extends pulumi.ComponentResource {
     // A Fleet creates its CocoonSet or refuses one that another Fleet, or no stack, created:
     // the guard runs before the CocoonSet is applied (an apply takes over an existing object).
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
-    const kubeconfig =
-      args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig);
+    const reach = kubeconfigInputs(this, args.kubeconfig);
+    const kubeconfig = reach.kubeconfig;
     const guard = resources().fleetGuard(
       `${name}-guard`,
       {
@@ -277,7 +277,7 @@ export class Fleet extends pulumi.ComponentResource {
     this.slots = resources().slots(
       `${name}-slots`,
       {
-        kubeconfig,
+        ...reach,
         namespace: args.namespace,
         name: csName,
         uid: this.cocoonSet.metadata.uid,

@@ -1,31 +1,36 @@
 /**
- * The kubeconfig text components hand to their dynamic resources. It is the one their
- * Kubernetes resources use, so the two can never reach different clusters: the `kubeconfig`
- * (and `context`) of the Kubernetes provider the component is given, else the stack's
+ * The kubeconfig components hand to their dynamic resources. It is the one their Kubernetes
+ * resources use, so the two can never reach different clusters: the `kubeconfig` (and
+ * `context`) of the Kubernetes provider the component is given, else the stack's
  * `kubernetes:kubeconfig` (and `kubernetes:context`) config as the default provider reads it,
- * else `$KUBECONFIG`, else `~/.kube/config`.
+ * else `$KUBECONFIG`, else `~/.kube/config`. When it is read from a file, the resources whose
+ * destroy needs the cluster keep the file's path rather than its text among their outputs
+ * (provider/dynamic/outputs.ts).
  */
 import * as pulumi from "@pulumi/pulumi";
-import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
-import { parse, stringify } from "yaml";
+import {
+  defaultKubeconfigFile,
+  readKubeconfigFile,
+  withContext,
+} from "../provider/kube/kubeconfig-file.js";
+
+export { withContext };
 
 /** Reads `$KUBECONFIG` (its first file), else `~/.kube/config`; the error names the file. */
 export function defaultKubeconfig(): string {
-  const file =
-    process.env.KUBECONFIG?.split(":").find(Boolean) ?? join(homedir(), ".kube", "config");
-  return readKubeconfigFile(file, "not given and");
+  return readKubeconfigFile(defaultKubeconfigFile(), "not given and");
 }
 
-function readKubeconfigFile(file: string, why: string): string {
-  try {
-    return readFileSync(file, "utf8");
-  } catch (e) {
-    throw new Error(`[kubeconfig] ${why} ${file} cannot be read: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
+/** Whether a kubeconfig value is the text of one rather than a path to it. */
+function isKubeconfigText(value: string): boolean {
+  const v = value.trim();
+  return v.includes("\n") || v.startsWith("{") || v.startsWith("apiVersion");
+}
+
+/** The file a kubeconfig value names (a `:`-separated list as in `$KUBECONFIG`: its first). */
+function fileOf(value: string): string {
+  const v = value.trim();
+  return v.split(":").find(Boolean) ?? v;
 }
 
 /**
@@ -33,20 +38,25 @@ function readKubeconfigFile(file: string, why: string): string {
  * the path to it (a `:`-separated list as in `$KUBECONFIG` uses its first file).
  */
 export function kubeconfigText(value: string): string {
-  const v = value.trim();
-  if (v.includes("\n") || v.startsWith("{") || v.startsWith("apiVersion")) return value;
-  const file = v.split(":").find(Boolean) ?? v;
-  return readKubeconfigFile(file, "names a file, and");
+  return isKubeconfigText(value) ? value : readKubeconfigFile(fileOf(value), "names a file, and");
 }
 
-/** The kubeconfig with its current context set to `context` (the provider's `context` option). */
-export function withContext(text: string, context: string | undefined): string {
-  if (!context) return text;
-  const doc = parse(text) as { contexts?: { name?: string }[]; "current-context"?: string };
-  if (!doc.contexts?.some((c) => c.name === context)) {
-    throw new Error(`[context] the kubeconfig has no context named "${context}"`);
-  }
-  return stringify({ ...doc, "current-context": context });
+/** A kubeconfig as resolved: its text, and the file and context it came from when a file. */
+export interface ResolvedKubeconfig {
+  text: string;
+  file?: string;
+  context?: string;
+}
+
+/** Resolves a kubeconfig value (text, a path, or nothing for the default file) and context. */
+export function resolveKubeconfig(
+  value: string | undefined,
+  context: string | undefined,
+): ResolvedKubeconfig {
+  if (value && isKubeconfigText(value)) return { text: withContext(value, context) };
+  const file = value ? fileOf(value) : defaultKubeconfigFile();
+  const text = value ? kubeconfigText(value) : defaultKubeconfig();
+  return { text: withContext(text, context), file, ...(context ? { context } : {}) };
 }
 
 /** What a Kubernetes provider object exposes of its configuration (its outputs). */
@@ -55,28 +65,41 @@ interface KubernetesProviderOutputs {
   context?: pulumi.Output<string | undefined>;
 }
 
+/** The inputs a component gives its dynamic resources to reach the cluster. */
+export interface KubeconfigInputs {
+  /** The kubeconfig's text, a secret. */
+  kubeconfig: pulumi.Output<string>;
+  /** The file it was read from, if it was. */
+  kubeconfigFile: pulumi.Output<string | undefined>;
+  /** The context chosen in that file, if any. */
+  kubeconfigContext: pulumi.Output<string | undefined>;
+}
+
 /**
- * The kubeconfig the Kubernetes children of `component` reach (see the module comment), as a
- * secret output. Unknown during a preview where the provider's kubeconfig is not known yet.
+ * The kubeconfig the Kubernetes children of `component` reach (see the module comment), or
+ * the text `given` to the component. Unknown during a preview where the provider's
+ * kubeconfig is not known yet.
  */
-export function kubeconfigOf(component: pulumi.Resource): pulumi.Output<string> {
-  const provider: (pulumi.ProviderResource & KubernetesProviderOutputs) | undefined =
-    component.getProvider("kubernetes::CustomResource");
-  if (provider) {
-    return pulumi.secret(
-      pulumi
-        .all([provider.kubeconfig, provider.context])
-        .apply(([kc, context]) =>
-          withContext(kc ? kubeconfigText(kc) : defaultKubeconfig(), context),
-        ),
-    );
+export function kubeconfigInputs(
+  component: pulumi.Resource,
+  given?: pulumi.Input<string>,
+): KubeconfigInputs {
+  let resolved: pulumi.Output<ResolvedKubeconfig>;
+  if (given !== undefined) {
+    resolved = pulumi.output(given).apply((text) => ({ text }));
+  } else {
+    const provider: (pulumi.ProviderResource & KubernetesProviderOutputs) | undefined =
+      component.getProvider("kubernetes::CustomResource");
+    const config = new pulumi.Config("kubernetes");
+    const source = provider
+      ? pulumi.all([provider.kubeconfig, provider.context])
+      : pulumi.all([config.getSecret("kubeconfig"), config.get("context")]);
+    resolved = source.apply(([kc, context]) => resolveKubeconfig(kc || undefined, context));
   }
-  const config = new pulumi.Config("kubernetes");
-  return pulumi.secret(
-    pulumi
-      .all([config.getSecret("kubeconfig"), config.get("context")])
-      .apply(([kc, context]) =>
-        withContext(kc ? kubeconfigText(kc) : defaultKubeconfig(), context),
-      ),
-  );
+  return {
+    kubeconfig: pulumi.secret(resolved.apply((r) => r.text)),
+    // A path and a context name are no credentials: kept in the clear.
+    kubeconfigFile: pulumi.unsecret(resolved.apply((r) => r.file)),
+    kubeconfigContext: pulumi.unsecret(resolved.apply((r) => r.context)),
+  };
 }

@@ -38,21 +38,23 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
 };
 
 /** Version of the CRD guard's stored code: a new one rewrites it on the next update. */
-export const CRD_GUARD_VERSION = `${pkg.version}+crd-guard.1`;
+export const CRD_GUARD_VERSION = `${pkg.version}+crd-guard.2`;
 
 /** The Operator's CRD guard provider (see provider/dynamic/operator-guard.ts). */
 export const crdGuardProvider: pulumi.dynamic.ResourceProvider = {
-  async create(inputs: CrdGuardInputs) {
-    return { id: inputs.owner, outs: inputs };
+  async create(inputs) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.crdGuardCreate(inputs);
   },
-  async update(_id, _olds, news: CrdGuardInputs) {
-    return { outs: news };
+  async update(id, olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.crdGuardUpdate(id, olds, news);
   },
-  async diff(_id, olds: CrdGuardInputs, news: CrdGuardInputs) {
-    const keys = ["owner", "kubeconfig", "retain", "providerVersion"] as const;
-    return { changes: keys.some((k) => olds[k] !== news[k]) };
+  async diff(id, olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.crdGuardDiff(id, olds, news);
   },
-  async delete(_id, props: CrdGuardInputs) {
+  async delete(_id, props) {
     const m = await import("pulumi-cocoonset/provider");
     await m.dynamic.crdGuardDelete(props);
   },

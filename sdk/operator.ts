@@ -6,7 +6,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
-import { kubeconfigOf } from "./kubeconfig.js";
+import { kubeconfigInputs } from "./kubeconfig.js";
 import { assertOperatorArguments } from "./operator-args.js";
 import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
 import { resources } from "./resource-factory.js";
@@ -230,8 +230,8 @@ export class Operator extends pulumi.ComponentResource {
 
     // One Operator per cluster: the guard fails `up` when another one stamped the CRD.
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
-    const kubeconfig =
-      args.kubeconfig === undefined ? kubeconfigOf(this) : pulumi.secret(args.kubeconfig);
+    const reach = kubeconfigInputs(this, args.kubeconfig);
+    const kubeconfig = reach.kubeconfig;
     const guard = resources().operatorGuard(
       `${name}-guard`,
       {
@@ -465,7 +465,7 @@ export class Operator extends pulumi.ComponentResource {
     // Depends on everything above, so its delete (the check) runs before any of it goes.
     this.crdGuard = resources().crdGuard(
       `${name}-crd-guard`,
-      { kubeconfig, owner, retain, providerVersion: CRD_GUARD_VERSION },
+      { ...reach, owner, retain, providerVersion: CRD_GUARD_VERSION },
       { ...child, dependsOn: [this.crd, this.deployment, ...rbac] },
     );
 

@@ -15,7 +15,7 @@ const pkg = createRequire(import.meta.url)("../../package.json") as { version: s
  * Version of the stored provider code. Part of the inputs, so upgrading the package makes
  * the next `pulumi up` update the resource and rewrite the code destroy will run.
  */
-export const PROVIDER_VERSION = `${pkg.version}+slots.1`;
+export const PROVIDER_VERSION = `${pkg.version}+slots.2`;
 
 /** The provider object Pulumi serializes. Keep it free of captured values. */
 export const slotsProvider: pulumi.dynamic.ResourceProvider = {

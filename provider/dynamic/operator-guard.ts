@@ -13,7 +13,12 @@
 import { CRD_NAME } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
 import { missingNamespaceReason } from "./namespace-check.js";
-import { withoutKubeconfig } from "./outputs.js";
+import {
+  kubeconfigChanged,
+  kubeconfigOfState,
+  storedKubeconfig,
+  withoutKubeconfig,
+} from "./outputs.js";
 
 /** Annotation on the CRD naming the Operator that installed it. */
 export const INSTALLED_BY = "cocoonset.cocoonstack.io/installed-by";
@@ -114,8 +119,12 @@ export async function guardUpdate(
 
 /** Inputs of the CRD guard resource. */
 export interface CrdGuardInputs {
-  /** Kubeconfig YAML (a secret input). */
+  /** Kubeconfig YAML (a secret input; among the outputs only when no file holds it). */
   kubeconfig: string;
+  /** The file the kubeconfig was read from, if it was (see provider/dynamic/outputs.ts). */
+  kubeconfigFile?: string;
+  /** The context chosen in that file, if any. */
+  kubeconfigContext?: string;
   /** `<project>/<stack>/<component name>` of the Operator. */
   owner: string;
   /** Why the CRD is kept on destroy (`retainCrdOnDelete` or `adoptCrd`); empty when it is deleted. */
@@ -132,12 +141,39 @@ function named(items: KubeObject[]): string {
     : names.join(", ");
 }
 
+/** Outputs of the CRD guard: what its `delete` needs, the kubeconfig kept as its file if it has one. */
+export type CrdGuardOutputs = Omit<CrdGuardInputs, "kubeconfig"> & { kubeconfig?: string };
+
+/** CRD guard `create`: nothing to do until the destroy; stores what the check will need. */
+export function crdGuardCreate(inputs: CrdGuardInputs): { id: string; outs: CrdGuardOutputs } {
+  return { id: inputs.owner, outs: storedKubeconfig(inputs) };
+}
+
+/** CRD guard `update`: stores the new inputs. */
+export function crdGuardUpdate(
+  _id: string,
+  _olds: CrdGuardOutputs,
+  news: CrdGuardInputs,
+): { outs: CrdGuardOutputs } {
+  return { outs: storedKubeconfig(news) };
+}
+
+/** CRD guard `diff`: a change when any stored input, or the kubeconfig's source, differs. */
+export function crdGuardDiff(
+  _id: string,
+  olds: CrdGuardOutputs,
+  news: CrdGuardInputs,
+): { changes: boolean } {
+  const keys = ["owner", "retain", "providerVersion"] as const;
+  return { changes: keys.some((k) => olds[k] !== news[k]) || kubeconfigChanged(olds, news) };
+}
+
 /**
  * CRD guard `delete`: runs before the CRD and the controller are deleted. When the CRD is
  * kept, says so (with what is left); otherwise fails while any CocoonSet exists, naming them.
  */
-export async function crdGuardDelete(props: CrdGuardInputs): Promise<void> {
-  const client = KubeClient.fromString(props.kubeconfig, { requestTimeoutMs: 30_000 });
+export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
+  const client = KubeClient.fromString(kubeconfigOfState(props), { requestTimeoutMs: 30_000 });
   try {
     const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
     if (!crd) return;

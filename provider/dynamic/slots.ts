@@ -41,6 +41,7 @@ import {
   type LifecycleChange,
 } from "./lifecycle-view.js";
 import { awaitLifecycle } from "./lifecycle-wait.js";
+import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -49,6 +50,13 @@ export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 export interface SlotsInputs {
   /** Kubeconfig YAML (a secret input: never stored in plaintext). */
   kubeconfig: string;
+  /**
+   * The file the kubeconfig was read from, if it was: the outputs keep this path (and the
+   * context) instead of the text, and `destroy` and `refresh` read the file again.
+   */
+  kubeconfigFile?: string;
+  /** The context chosen in {@link kubeconfigFile}, if any. */
+  kubeconfigContext?: string;
   namespace: string;
   /** Name of the CocoonSet. */
   name: string;
@@ -80,8 +88,12 @@ export interface SlotsInputs {
   checkNamespace?: boolean;
 }
 
-/** Outputs: the inputs plus the live state of every slot. */
-export interface SlotsOutputs extends SlotsInputs {
+/**
+ * Outputs: the inputs plus the live state of every slot. The kubeconfig is among them only
+ * when it was given as text (provider/dynamic/outputs.ts).
+ */
+export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig"> {
+  kubeconfig?: string;
   /** Per slot: pod name, uid, phase and readiness. */
   pods: Record<string, SlotStatus>;
   /** VM name of the main agent. */
@@ -302,7 +314,6 @@ function knownUid(olds: unknown, news: Record<string, unknown>): string | undefi
 }
 
 const COMPARED: (keyof SlotsInputs)[] = [
-  "kubeconfig",
   "spec",
   "slots",
   "providerVersion",
@@ -340,6 +351,7 @@ export async function diff(
   if (change) await reportLifecycleChange(change, olds, news);
   const inputsChanged =
     COMPARED.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||
+    kubeconfigChanged(olds, news) ||
     (!isUnknown(news.uid) && olds.uid !== news.uid) ||
     containsUnknown(news.spec) ||
     containsUnknown(news.slots);
@@ -407,7 +419,7 @@ async function observe(
   const pods: Pod[] = await listFleetPods(client, cs);
   const live = liveSlots(cs, pods, inputs.slots);
   return {
-    ...inputs,
+    ...storedKubeconfig(inputs),
     uid: cs.metadata.uid ?? inputs.uid,
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
@@ -554,7 +566,7 @@ export async function update(
 
 /** Deletes the CocoonSet and everything it owns, and returns once all of it is gone. */
 export async function remove(id: string, props: SlotsOutputs): Promise<void> {
-  const client = KubeClient.fromString(props.kubeconfig);
+  const client = storedClient(props, "destroy", id);
   try {
     const cs = await verifiedCocoonSet(client, props, {
       missingOk: true,
@@ -577,7 +589,7 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
       );
     }
   } catch (e) {
-    throw explainStoredKubeconfig(e, "destroy", id, client.server);
+    throw explainStoredKubeconfig(e, "destroy", id, client.server, props.kubeconfigFile);
   } finally {
     client.close();
   }
@@ -587,8 +599,8 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
 export async function read(
   id: string,
   props: SlotsOutputs,
-): Promise<{ id: string; props: SlotsOutputs; inputs: SlotsInputs }> {
-  const client = KubeClient.fromString(props.kubeconfig);
+): Promise<{ id: string; props: SlotsOutputs; inputs: SlotsOutputs }> {
+  const client = storedClient(props, "refresh", id);
   try {
     const found = await readCocoonSet(client, props.namespace, props.name);
     // Another uid: not this Fleet's CocoonSet (another cluster, or recreated by hand). Its pods
@@ -604,7 +616,7 @@ export async function read(
         : cocoonSetFrom(props.namespace, props.name, props.spec, props.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, desiredSlots(props.namespace, props.name, props.spec));
-    const inputs: SlotsInputs = { ...props };
+    const inputs: SlotsOutputs = { ...props };
     delete (inputs as Partial<SlotsOutputs>).pods;
     delete (inputs as Partial<SlotsOutputs>).mainVmName;
     delete (inputs as Partial<SlotsOutputs>).phase;
@@ -614,9 +626,22 @@ export async function read(
       inputs: { ...inputs, slots: live.slots },
     };
   } catch (e) {
-    throw explainStoredKubeconfig(e, "refresh", id, client.server);
+    throw explainStoredKubeconfig(e, "refresh", id, client.server, props.kubeconfigFile);
   } finally {
     client.close();
+  }
+}
+
+/** A client from the kubeconfig the last `pulumi up` stored (its text, or its file read again). */
+function storedClient(
+  props: SlotsOutputs,
+  operation: "destroy" | "refresh",
+  id: string,
+): KubeClient {
+  try {
+    return KubeClient.fromString(kubeconfigOfState(props));
+  } catch (e) {
+    throw explainStoredKubeconfig(e, operation, id, undefined, props.kubeconfigFile);
   }
 }
 
@@ -629,7 +654,8 @@ export function explainStoredKubeconfig(
   e: unknown,
   operation: "destroy" | "refresh",
   id: string,
-  server: string,
+  server: string | undefined,
+  file?: string,
 ): unknown {
   let cause: string;
   if (KubeApiError.isInstance(e) && e.status === 0) cause = "cannot reach it";
@@ -637,7 +663,7 @@ export function explainStoredKubeconfig(
   else if (KubeConfigError.isInstance(e)) cause = "its credentials cannot be used";
   else return e;
   return new Error(
-    `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`, and ${cause} (${server}): ${(e as Error).message}. ` +
+    `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`${file ? ` (the file ${file}, read again)` : ""}, and ${cause}${server ? ` (${server})` : ""}: ${(e as Error).message}. ` +
       `If that cluster still holds the fleet under a new address or with new credentials, run \`pulumi up\` with the current kubeconfig first (it stores the new one), then \`pulumi ${operation}\` again. ` +
       `If that cluster is gone (for example \`cocoonset cluster down\` then \`up\` starts a new, empty cluster), nothing of the fleet is left: remove the slots resource from the stack with \`pulumi state delete <its URN>\` (\`pulumi stack --show-urns\` lists them), then run \`pulumi ${operation}\` again.`,
     { cause: e },

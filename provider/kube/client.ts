@@ -130,8 +130,8 @@ export interface KubeClientOptions {
 
 /** Thrown when no usable kubeconfig is found; says where it looked. */
 export class KubeConfigError extends BrandedError {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
   }
 }
 

@@ -1,5 +1,6 @@
 /** The project's Kubernetes client: REST calls with retries, paths, watches. */
 export * from "./client.js";
 export * from "./kubeconfig.js";
+export * from "./kubeconfig-file.js";
 export * from "./paths.js";
 export * from "./wait.js";

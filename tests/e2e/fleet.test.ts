@@ -131,9 +131,17 @@ test("an Operator and a 10-slot fleet come up, scale 10→15→12 and change ima
     operatorNamespace: { value: opNs },
   });
 
+  const kubeconfig = readFileSync(testKubeconfig(), "utf8");
+  const token = /token:\s*(\S+)/.exec(kubeconfig)?.[1];
+  assert.ok(token && token.length > 8, "the test kubeconfig carries a token");
+
   await destroyOnFailure(stack, async () => {
-    const up = await stack.up();
+    // With --debug, Pulumi prints every resource's outputs as the engine hands them back to
+    // the program: the kubeconfig read from $KUBECONFIG must be among none of them.
+    const up = await stack.up({ debug: true });
     assert.equal(up.summary.result, "succeeded");
+    assert.match(up.stdout, /RegisterResource RPC finished: resource:fleet-slots/);
+    assert.ok(!up.stdout.includes(token), "no resource's outputs print the kubeconfig's token");
 
     const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));
     assert.equal(crd.metadata.name, "cocoonsets.cocoonset.cocoonstack.io");
@@ -198,16 +206,14 @@ test("an Operator and a 10-slot fleet come up, scale 10→15→12 and change ima
       rebuilt.map(() => "agents/coder:2"),
     );
 
-    // The kubeconfig input and output are secrets. The Automation API exports with
-    // --show-secrets, so the export only shows the marking; the files on disk must hold
-    // neither the token nor any part of the kubeconfig.
-    const kubeconfig = readFileSync(testKubeconfig(), "utf8");
-    const token = /token:\s*(\S+)/.exec(kubeconfig)?.[1];
-    assert.ok(token && token.length > 8, "the test kubeconfig carries a token");
+    // The kubeconfig input is a secret; the outputs keep only the file it was read from
+    // (destroy reads it again). The Automation API exports with --show-secrets, so the
+    // export only shows the marking; the files on disk must hold neither the token nor any
+    // part of the kubeconfig.
     const exported = slotsResource(await stack.exportStack());
-    for (const side of [exported.inputs, exported.outputs]) {
-      assert.ok(SECRET_SIG in (side.kubeconfig as object), "the export marks kubeconfig secret");
-    }
+    assert.ok(SECRET_SIG in (exported.inputs.kubeconfig as object), "the export marks it secret");
+    assert.equal(exported.outputs.kubeconfig, undefined, "no kubeconfig among the outputs");
+    assert.equal(exported.outputs.kubeconfigFile, testKubeconfig());
     const files = backendFiles(backend).filter((f) => f.endsWith(".json"));
     const stackFile = files.find((f) => f.includes(`${join(".pulumi", "stacks")}`));
     assert.ok(stackFile, "the backend holds the stack's state file");
@@ -215,10 +221,8 @@ test("an Operator and a 10-slot fleet come up, scale 10→15→12 and change ima
       (JSON.parse(readFileSync(stackFile, "utf8")) as { checkpoint: { latest: unknown } })
         .checkpoint.latest,
     );
-    for (const side of [stored.inputs, stored.outputs]) {
-      const kc = side.kubeconfig as Record<string, unknown>;
-      assert.ok(SECRET_SIG in kc && typeof kc.ciphertext === "string", "stored encrypted");
-    }
+    const kc = stored.inputs.kubeconfig as Record<string, unknown>;
+    assert.ok(SECRET_SIG in kc && typeof kc.ciphertext === "string", "stored encrypted");
     for (const file of files) {
       const text = readFileSync(file, "utf8");
       assert.ok(!text.includes(token), `no token in ${file}`);

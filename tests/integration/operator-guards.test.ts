@@ -10,6 +10,7 @@ import { test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   assertSingleOperator,
+  crdGuardCreate,
   crdGuardDelete,
   fleetGuardCreate,
   guardCreate,
@@ -95,7 +96,16 @@ test("the CRD guard refuses to let the CRD go while CocoonSets are left, naming 
   await removeCrd();
   t.after(removeCrd);
   const owner = "proj/dev/cocoonset";
-  const props = { kubeconfig: kubeconfig(), owner, providerVersion: "test" };
+  // As a Fleet given the default kubeconfig stores it: its file, read again by each delete.
+  const { outs } = crdGuardCreate({
+    kubeconfig: kubeconfig(),
+    kubeconfigFile: testKubeconfig(),
+    owner,
+    retain: "",
+    providerVersion: "test",
+  });
+  assert.equal(outs.kubeconfig, undefined, "no kubeconfig text among the outputs");
+  const props = { ...outs, kubeconfigFile: testKubeconfig() };
 
   await crdGuardDelete({ ...props, retain: "" }); // no CRD: nothing to guard
 

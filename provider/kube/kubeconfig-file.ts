@@ -1,0 +1,36 @@
+/**
+ * Kubeconfig files as kubectl and pulumi-kubernetes find them: `$KUBECONFIG` (its first
+ * file), else `~/.kube/config`, with a context chosen by name.
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { parse, stringify } from "yaml";
+import { KubeConfigError } from "./client.js";
+
+/** The file a kubeconfig is read from when none is given: `$KUBECONFIG`'s first, else `~/.kube/config`. */
+export function defaultKubeconfigFile(): string {
+  return process.env.KUBECONFIG?.split(":").find(Boolean) ?? join(homedir(), ".kube", "config");
+}
+
+/** Reads a kubeconfig file; the error names the file and `why` it was read. */
+export function readKubeconfigFile(file: string, why: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (e) {
+    throw new KubeConfigError(
+      `[kubeconfig] ${why} ${file} cannot be read: ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
+}
+
+/** The kubeconfig with its current context set to `context` (kubectl's `--context`). */
+export function withContext(text: string, context: string | undefined): string {
+  if (!context) return text;
+  const doc = parse(text) as { contexts?: { name?: string }[]; "current-context"?: string };
+  if (!doc.contexts?.some((c) => c.name === context)) {
+    throw new KubeConfigError(`[context] the kubeconfig has no context named "${context}"`);
+  }
+  return stringify({ ...doc, "current-context": context });
+}

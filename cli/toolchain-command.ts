@@ -1,6 +1,7 @@
 /** `cocoonset toolchain ensure|status`. */
 import type { Command } from "commander";
-import { ensureToolchain, toolchainPath, toolchainStatus } from "../cluster/toolchain.js";
+import { ensureToolchain, toolchainStatus } from "../cluster/toolchain.js";
+import { toolchainPath } from "../cluster/toolchain-pins.js";
 import { action, printJson } from "./common.js";
 
 /** Registers the toolchain commands. */

@@ -36,7 +36,7 @@ import { fileURLToPath } from "node:url";
 import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
 import { createClientCa, type CertificateAuthority } from "./pki.js";
-import { requireBinary, type BinaryName } from "./toolchain.js";
+import { requireBinary, type BinaryName } from "./toolchain-pins.js";
 import { BrandedError } from "../provider/kube/branded-error.js";
 import { sleep } from "../provider/kube/sleep.js";
 

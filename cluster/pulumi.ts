@@ -5,7 +5,8 @@
 import type { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
 import { existsSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
-import { requireBinary, toolchainPath, writeLanguageHostShim } from "./toolchain.js";
+import { requireBinary, toolchainPath } from "./toolchain-pins.js";
+import { writeLanguageHostShim } from "./toolchain-shims.js";
 
 /**
  * Environment of a pulumi run: the toolchain first on PATH, a local file backend, an empty

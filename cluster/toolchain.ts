@@ -22,548 +22,42 @@
  * caches make a rebuild after an interruption much cheaper.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
 import {
   chmodSync,
-  copyFileSync,
   cpSync,
-  existsSync,
-  linkSync,
   mkdirSync,
-  readdirSync,
   readFileSync,
-  realpathSync,
   renameSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from "node:fs";
-import { homedir } from "node:os";
-import { basename, delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { dirname, join } from "node:path";
+import {
+  BinaryName,
+  Located,
+  ToolGroup,
+  ToolchainError,
+  ToolchainPins,
+  allBinaries,
+  binDir,
+  cacheDir,
+  groupDir,
+  groupKey,
+  loadPins,
+  locate,
+} from "./toolchain-pins.js";
+import {
+  OldBinFolder,
+  isFile,
+  knownPinSets,
+  oldBinFolders,
+  pinHistory,
+  placeLink,
+  planCacheMigration,
+} from "./toolchain-migration.js";
+import { acquireLock } from "./toolchain-lock.js";
+import { writeDynamicProviderShim, writeLanguageHostShim } from "./toolchain-shims.js";
 
-/** One wrapper module and the binaries built from it. */
-export interface ToolGroup {
-  module: string;
-  version: string;
-  /** Published version of k8s.io staging modules (kubernetes only). */
-  stagingVersion?: string;
-  /** Version stamped into the binary when the module version is a pseudo-version. */
-  stamp?: string;
-  /** Extra modules required at an exact version. */
-  also?: Record<string, string>;
-  tags?: string;
-  /** Binary name → Go package path. */
-  binaries: Record<string, string>;
-  versionArgs: string[];
-  /** Version arguments of binaries that take others than {@link versionArgs}. */
-  versionArgsOf?: Record<string, string[]>;
-  /**
-   * Substring the binary's version output must contain to be used as is; empty when the
-   * binary cannot report its version.
-   */
-  versionMatch: string;
-}
-
-/** The contents of `cluster/toolchain.json`. */
-export interface ToolchainPins {
-  go: string;
-  groups: Record<string, ToolGroup>;
-}
-
-/** Names of every binary the project uses, in build order. */
-export type BinaryName =
-  | "etcd"
-  | "kube-apiserver"
-  | "kube-controller-manager"
-  | "kube-scheduler"
-  | "kubectl"
-  | "kwok"
-  | "pulumi"
-  | "pulumi-resource-kubernetes"
-  | "registry"
-  | "pulumi-language-yaml"
-  | "pulumi-resource-pulumi-nodejs"
-  | "pulumi-language-nodejs";
-
-/** Shell shims the toolchain writes itself (they are not built from Go modules). */
-const SHIMS: BinaryName[] = ["pulumi-resource-pulumi-nodejs", "pulumi-language-nodejs"];
-
-/** Thrown when a binary cannot be found or built; names module, version and step. */
-export class ToolchainError extends BrandedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
-
-const here = dirname(fileURLToPath(import.meta.url));
-
-/** The repository's `cluster/` folder, whether running from source or from `dist/`. */
-function sourceDir(): string {
-  const candidates = [here, join(here, "..", "..", "cluster")];
-  for (const c of candidates) if (existsSync(join(c, "toolchain.json"))) return c;
-  throw new ToolchainError(`toolchain.json not found next to ${here}`);
-}
-
-/** Reads the pin file. */
-export function loadPins(): ToolchainPins {
-  return JSON.parse(readFileSync(join(sourceDir(), "toolchain.json"), "utf8")) as ToolchainPins;
-}
-
-/** What of a group goes into its binaries: comments and version probes are left out. */
-function builtFields(g: ToolGroup): unknown[] {
-  return [
-    g.module,
-    g.version,
-    g.stagingVersion ?? "",
-    g.stamp ?? "",
-    g.also ?? {},
-    g.tags ?? "",
-    g.binaries,
-  ];
-}
-
-function shortHash(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value)).digest("hex").slice(0, 12);
-}
-
-/**
- * Short hash of what goes into all the binaries (modules, versions, tags, packages): the key
- * of the assembled {@link binDir}. Comments and version-probe settings do not change it.
- */
-export function pinsKey(pins: ToolchainPins = loadPins()): string {
-  const built = Object.entries(pins.groups).map(([name, g]) => [name, ...builtFields(g)]);
-  return shortHash([pins.go, built]);
-}
-
-/**
- * Short hash of what goes into one group's binaries (the Go version and the group's module,
- * versions, stamp, extra modules, tags and packages): the key of its folder. Another
- * group's pins do not change it.
- * @throws ToolchainError for a group `pins` does not have
- */
-export function groupKey(groupName: string, pins: ToolchainPins = loadPins()): string {
-  const g = pins.groups[groupName];
-  if (!g) throw new ToolchainError(`unknown toolchain group ${groupName}`);
-  return shortHash([pins.go, ...builtFields(g)]);
-}
-
-/**
- * The folder every toolchain cache lives in.
- * @default `$XDG_CACHE_HOME/pulumi-cocoonset`, else `~/.cache/pulumi-cocoonset`
- */
-export function cacheRoot(): string {
-  const base = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");
-  return join(base, "pulumi-cocoonset");
-}
-
-/**
- * The assembled toolchain folder of this pin set (its `bin` holds every binary).
- * @default `$COCOONSET_TOOLCHAIN_DIR`, else `<cacheRoot>/toolchain-<pins key>`
- */
-export function cacheDir(pins: ToolchainPins = loadPins()): string {
-  if (process.env.COCOONSET_TOOLCHAIN_DIR) return process.env.COCOONSET_TOOLCHAIN_DIR;
-  return join(cacheRoot(), `toolchain-${pinsKey(pins)}`);
-}
-
-/** Folder holding every binary (links to the group folders) and the shims. */
-export function binDir(pins: ToolchainPins = loadPins()): string {
-  return join(cacheDir(pins), "bin");
-}
-
-/**
- * Where the group folders live.
- * @default `$COCOONSET_TOOLCHAIN_DIR/groups`, else `<cacheRoot>/toolchain/groups`
- */
-export function groupsDir(): string {
-  if (process.env.COCOONSET_TOOLCHAIN_DIR)
-    return join(process.env.COCOONSET_TOOLCHAIN_DIR, "groups");
-  return join(cacheRoot(), "toolchain", "groups");
-}
-
-/** The folder of one group: `<groupsDir>/<group>-<group key>` (binaries in its `bin`). */
-export function groupDir(groupName: string, pins: ToolchainPins = loadPins()): string {
-  return join(groupsDir(), `${groupName}-${groupKey(groupName, pins)}`);
-}
-
-function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undefined {
-  for (const [g, group] of Object.entries(pins.groups))
-    if (name in group.binaries) return [g, group];
-  return undefined;
-}
-
-/** Every binary name in build order. */
-export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
-  const names: string[] = [];
-  for (const g of Object.values(pins.groups)) names.push(...Object.keys(g.binaries));
-  return [...(names as BinaryName[]), ...SHIMS];
-}
-
-/** True when the binary at `path` reports the pinned version (never without a probe). */
-function versionOk(path: string, group: ToolGroup): boolean {
-  if (!group.versionMatch) return false;
-  const args = group.versionArgsOf?.[basename(path)] ?? group.versionArgs;
-  const r = spawnSync(path, args, { encoding: "utf8", timeout: 20_000 });
-  return r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
-}
-
-/** Where a binary was found, and how. */
-export interface Located {
-  name: BinaryName;
-  path?: string;
-  source?: "configured" | "kubebuilder-assets" | "cache" | "path";
-}
-
-/**
- * Finds a binary without building: `$COCOONSET_BIN_DIR`, then `$KUBEBUILDER_ASSETS`
- * (etcd, kube-apiserver, kubectl), then the cache, then `PATH`. Binaries outside the cache
- * are used only when their version output matches the pin.
- */
-export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
-  const cached = join(binDir(pins), name);
-  if (SHIMS.includes(name)) {
-    return existsSync(cached) ? { name, path: cached, source: "cache" } : { name };
-  }
-  const found = groupOf(pins, name);
-  if (!found) throw new ToolchainError(`unknown binary ${name}`);
-  const group = found[1];
-  const dirs: [string, Located["source"]][] = [];
-  if (process.env.COCOONSET_BIN_DIR) dirs.push([process.env.COCOONSET_BIN_DIR, "configured"]);
-  if (process.env.KUBEBUILDER_ASSETS && ["etcd", "kube-apiserver", "kubectl"].includes(name)) {
-    dirs.push([process.env.KUBEBUILDER_ASSETS, "kubebuilder-assets"]);
-  }
-  for (const [dir, source] of dirs) {
-    const p = join(dir, name);
-    // A binary that cannot report its version is trusted only in the configured folder.
-    const trusted = source === "configured" && !group.versionMatch;
-    if (existsSync(p) && (trusted || versionOk(p, group))) return { name, path: p, source };
-  }
-  if (existsSync(cached)) return { name, path: cached, source: "cache" };
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (!dir) continue;
-    const p = join(dir, name);
-    if (existsSync(p) && versionOk(p, group)) return { name, path: p, source: "path" };
-  }
-  return { name };
-}
-
-/** Path of a binary, or a ToolchainError saying how to get it. */
-export function requireBinary(name: BinaryName, pins: ToolchainPins = loadPins()): string {
-  const l = locate(name, pins);
-  if (!l.path) {
-    throw new ToolchainError(
-      `${name} is not built yet: run \`cocoonset toolchain ensure\` (looked in $COCOONSET_BIN_DIR, the cache ${binDir(pins)} and PATH)`,
-    );
-  }
-  return l.path;
-}
-
-/**
- * A PATH value that puts the toolchain binaries first (so `pulumi` finds its plugins) and
- * keeps the Node that runs this process ahead of any older system Node.
- */
-export function toolchainPath(pins: ToolchainPins = loadPins()): string {
-  const dirs = new Set<string>();
-  for (const name of allBinaries(pins)) {
-    const l = locate(name, pins);
-    if (l.path) dirs.add(dirname(l.path));
-  }
-  dirs.add(dirname(process.execPath));
-  return [...dirs, process.env.PATH ?? ""].join(delimiter);
-}
-
-/**
- * Every pin set whose key can be told: `pins` with any of its groups left out (what the pin
- * file was before those groups were added), and each of `history` as it is. Maps the
- * {@link pinsKey} of each to it.
- */
-export function knownPinSets(
-  pins: ToolchainPins,
-  history: ToolchainPins[] = [],
-): Map<string, ToolchainPins> {
-  const known = new Map<string, ToolchainPins>();
-  const names = Object.keys(pins.groups);
-  // 2^n subsets; a pin file has a handful of groups, so cap it rather than explode.
-  const subsets = names.length <= 12 ? 1 << names.length : 1;
-  for (let mask = subsets - 1; mask >= 0; mask--) {
-    const groups: Record<string, ToolGroup> = {};
-    names.forEach((n, i) => {
-      if (mask & (1 << i)) groups[n] = pins.groups[n];
-    });
-    const subset = { ...pins, groups };
-    known.set(pinsKey(subset), subset);
-  }
-  for (const h of history) if (!known.has(pinsKey(h))) known.set(pinsKey(h), h);
-  return known;
-}
-
-/**
- * The earlier versions of `toolchain.json` in the git history of the checkout, newest
- * first; none outside a git checkout.
- */
-export function pinHistory(): ToolchainPins[] {
-  const cwd = sourceDir();
-  const git = (args: string[]) =>
-    spawnSync("git", args, { cwd, encoding: "utf8", timeout: 10_000, maxBuffer: 1 << 24 });
-  const log = git(["log", "--format=%H", "-n", "100", "--", "toolchain.json"]);
-  if (log.error || log.status !== 0) return [];
-  const out: ToolchainPins[] = [];
-  for (const commit of log.stdout.split("\n").filter(Boolean)) {
-    const show = git(["show", `${commit}:./toolchain.json`]);
-    if (show.status !== 0) continue;
-    try {
-      out.push(JSON.parse(show.stdout) as ToolchainPins);
-    } catch {
-      // an unreadable old version is no source
-    }
-  }
-  return out;
-}
-
-/**
- * May a binary of `groupName` in a folder of the old layout keyed `folderKey` be taken
- * instead of building it?
- * - `same-pins`: the folder's whole pin set is known and held this very group (same Go
- *   version, module, versions, tags, packages): yes (its version output is still checked
- *   when the group has a version probe).
- * - `if-version-matches`: the folder's pin set is unknown: only a binary whose version
- *   output matches the pin.
- * - `no`: the folder's pin set is known and built this group otherwise or not at all, or it
- *   is unknown and the group's binaries cannot report their version.
- */
-export function migrationVerdict(
-  pins: ToolchainPins,
-  groupName: string,
-  folderKey: string,
-  known: Map<string, ToolchainPins>,
-): "same-pins" | "if-version-matches" | "no" {
-  const theirs = known.get(folderKey);
-  if (theirs) {
-    if (!theirs.groups[groupName]) return "no";
-    return groupKey(groupName, theirs) === groupKey(groupName, pins) ? "same-pins" : "no";
-  }
-  return pins.groups[groupName]?.versionMatch ? "if-version-matches" : "no";
-}
-
-/** A `bin` folder of the old layout, `<cacheRoot>/toolchain-<key>/bin`, and its key. */
-export interface OldBinFolder {
-  bin: string;
-  key: string;
-}
-
-/**
- * The old-layout folders migration may take binaries from; none when
- * `$COCOONSET_TOOLCHAIN_DIR` names the toolchain folder (it is self-contained then).
- */
-export function oldBinFolders(): OldBinFolder[] {
-  if (process.env.COCOONSET_TOOLCHAIN_DIR) return [];
-  let entries: string[];
-  try {
-    entries = readdirSync(cacheRoot());
-  } catch {
-    return [];
-  }
-  const out: OldBinFolder[] = [];
-  for (const e of entries.sort()) {
-    const m = /^toolchain-([0-9a-f]{12})$/.exec(e);
-    if (m) out.push({ bin: join(cacheRoot(), e, "bin"), key: m[1] });
-  }
-  return out;
-}
-
-function isFile(p: string): boolean {
-  try {
-    return statSync(p).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/** Where each binary of a group can be taken from, without building. */
-export interface MigrationPlan {
-  /** Binary name → the file to link. */
-  take: Map<string, { path: string; verdict: "same-pins" | "if-version-matches" }>;
-}
-
-/**
- * Picks, for each of `names` (binaries of `groupName`), a file in `folders` that may be
- * taken instead of a build (see {@link migrationVerdict}); folders of the same pins first.
- * `probe` checks a binary's version output (injectable for tests).
- */
-export function planMigration(
-  pins: ToolchainPins,
-  groupName: string,
-  names: string[],
-  folders: OldBinFolder[],
-  known: Map<string, ToolchainPins>,
-  probe: (path: string, group: ToolGroup) => boolean = versionOk,
-): MigrationPlan {
-  const group = pins.groups[groupName];
-  const take: MigrationPlan["take"] = new Map();
-  const ranked = folders
-    .map((f) => ({ ...f, verdict: migrationVerdict(pins, groupName, f.key, known) }))
-    .filter(
-      (f): f is OldBinFolder & { verdict: "same-pins" | "if-version-matches" } =>
-        f.verdict !== "no",
-    )
-    .sort((a, b) => (a.verdict === b.verdict ? 0 : a.verdict === "same-pins" ? -1 : 1));
-  for (const name of names) {
-    for (const f of ranked) {
-      const p = join(f.bin, name);
-      if (!isFile(p)) continue;
-      if (group.versionMatch && !probe(p, group)) continue;
-      take.set(name, { path: p, verdict: f.verdict });
-      break;
-    }
-  }
-  return { take };
-}
-
-/**
- * Puts `src` at `dst` as a hard link (a copy across file systems), atomically: `dst` is
- * either absent or whole. `src` itself is never written to.
- */
-export function placeLink(src: string, dst: string): void {
-  const real = realpathSync(src);
-  try {
-    const a = statSync(real);
-    const b = statSync(dst);
-    if (a.ino === b.ino && a.dev === b.dev) return;
-  } catch {
-    // dst is missing
-  }
-  const tmp = `${dst}.link-${process.pid}`;
-  rmSync(tmp, { force: true });
-  try {
-    linkSync(real, tmp);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code !== "EXDEV" && code !== "EPERM" && code !== "EMLINK") throw e;
-    copyFileSync(real, tmp);
-    chmodSync(tmp, 0o755);
-  }
-  renameSync(tmp, dst);
-}
-
-/** Start time of a process (field 22 of /proc/<pid>/stat), to tell a reused pid apart. */
-function procStartTicks(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-  } catch {
-    return undefined;
-  }
-}
-
-/** The text of a lock this process holds: its pid and, where /proc has it, its start time. */
-function lockText(): string {
-  return `${process.pid} ${procStartTicks(process.pid) ?? "-"} ${randomBytes(4).toString("hex")}\n`;
-}
-
-/** The pid in a lock's text, and whether that process still runs (same start time). */
-export function lockOwner(text: string): { pid: number; alive: boolean } | undefined {
-  const [pidText, ticks] = text.trim().split(/\s+/);
-  const pid = Number(pidText);
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  let alive: boolean;
-  try {
-    process.kill(pid, 0);
-    alive = true;
-  } catch (e) {
-    alive = (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-  if (alive && ticks && ticks !== "-") {
-    const now = procStartTicks(pid);
-    if (now !== undefined && now !== ticks) alive = false;
-  }
-  return { pid, alive };
-}
-
-function readText(p: string): string | undefined {
-  try {
-    return readFileSync(p, "utf8");
-  } catch {
-    return undefined;
-  }
-}
-
-/** Outcome of one {@link tryLock}. */
-export type LockAttempt =
-  | { acquired: true; release: () => void; tookOverFrom?: number }
-  | { acquired: false; holder: number };
-
-/**
- * One attempt at the lock file `path`: created holding this process's pid when absent;
- * taken over when it names a process that no longer runs; else the live holder's pid.
- */
-export function tryLock(path: string): LockAttempt {
-  mkdirSync(dirname(path), { recursive: true });
-  let tookOverFrom: number | undefined;
-  for (let round = 0; round < 10; round++) {
-    const mine = lockText();
-    const tmp = `${path}.new-${process.pid}-${randomBytes(4).toString("hex")}`;
-    writeFileSync(tmp, mine);
-    try {
-      // link() fails when the lock exists, so the lock appears whole, with its pid.
-      linkSync(tmp, path);
-      rmSync(tmp, { force: true });
-      const release = () => {
-        if (readText(path) === mine) rmSync(path, { force: true });
-      };
-      return { acquired: true, release, tookOverFrom };
-    } catch (e) {
-      rmSync(tmp, { force: true });
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
-    }
-    const text = readText(path);
-    if (text === undefined) continue; // released meanwhile: try again
-    const owner = lockOwner(text);
-    if (owner?.alive) return { acquired: false, holder: owner.pid };
-    // Stale (or unreadable): move it aside. Only one process can move a given file; if
-    // what was moved is not the stale lock seen above, it is a live one: put it back.
-    const aside = `${path}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
-    try {
-      renameSync(path, aside);
-    } catch {
-      continue;
-    }
-    if (readText(aside) === text) tookOverFrom = owner?.pid;
-    else {
-      try {
-        linkSync(aside, path);
-      } catch {
-        // another process holds a newer lock; it wins
-      }
-    }
-    rmSync(aside, { force: true });
-  }
-  const text = readText(path);
-  return { acquired: false, holder: (text && lockOwner(text)?.pid) || 0 };
-}
-
-/**
- * Waits for the lock file `path` (see {@link tryLock}); `onWait` is told the holder's pid
- * once per holder. Returns the function that releases it.
- */
-export async function acquireLock(
-  path: string,
-  onWait: (holder: number) => void = () => {},
-  pollMs = 1000,
-): Promise<{ release: () => void; tookOverFrom?: number }> {
-  let told: number | undefined;
-  for (;;) {
-    const a = tryLock(path);
-    if (a.acquired) return a;
-    if (a.holder !== told) {
-      told = a.holder;
-      onWait(a.holder);
-    }
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
-}
-
-/** Progress callback: a line of text for the terminal. */
 export type Progress = (line: string) => void;
 
 function fmtElapsed(ms: number): string {
@@ -572,7 +66,7 @@ function fmtElapsed(ms: number): string {
 }
 
 /** Runs a command; on failure throws a ToolchainError naming the step. */
-async function run(
+export async function run(
   step: string,
   cmd: string,
   args: string[],
@@ -757,45 +251,6 @@ async function prepareWrapper(
   return pkgs;
 }
 
-/** Writes `text` to `p` (mode 0755) unless it already holds exactly that. */
-function writeIfChanged(p: string, text: string): void {
-  if (readText(p) === text) return;
-  writeFileSync(`${p}.tmp`, text, { mode: 0o755 });
-  renameSync(`${p}.tmp`, p);
-}
-
-/** Writes the dynamic-provider plugin shim next to the other binaries. */
-export function writeDynamicProviderShim(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  const p = join(dir, "pulumi-resource-pulumi-nodejs");
-  const text = `#!/bin/sh
-# Pulumi's plugin for Node dynamic providers: run @pulumi/pulumi's provider host, resolved
-# from the program's folder (the working directory), with the node found on PATH.
-set -e
-host=$(node -p 'require.resolve("@pulumi/pulumi/cmd/dynamic-provider/index.js", { paths: [process.cwd()] })')
-exec node "$host" "$@"
-`;
-  writeIfChanged(p, text);
-  return p;
-}
-
-/**
- * Writes the Node.js language host shim: it runs `cluster/pulumi-language-host.cjs` from the
- * program's copy of this package when it has one, else from the checkout that wrote it.
- */
-export function writeLanguageHostShim(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  const p = join(dir, "pulumi-language-nodejs");
-  const fallback = join(sourceDir(), "pulumi-language-host.cjs");
-  const text = `#!/bin/sh
-# Pulumi's Node.js language host (see cluster/pulumi-language-host.cjs in pulumi-cocoonset).
-host=$(node -e 'try { console.log(require.resolve("pulumi-cocoonset/cluster/pulumi-language-host.cjs", { paths: [process.cwd()] })) } catch { console.log(process.argv[1]) }' '${fallback}')
-exec node "$host" "$@"
-`;
-  writeIfChanged(p, text);
-  return p;
-}
-
 /** Options of {@link ensureToolchain}. */
 export interface EnsureOptions {
   /**
@@ -859,7 +314,7 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
 
     // Migration: every binary of the group the old layout already holds for these pins.
     const { folders, known } = ctx.sources();
-    const plan = planMigration(
+    const plan = planCacheMigration(
       pins,
       groupName,
       absent(Object.keys(group.binaries)),

@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { requireBinary } from "../../cluster/toolchain.js";
+import { requireBinary } from "../../cluster/toolchain-pins.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import { LABELS } from "../../provider/fleet/index.js";
 import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";

@@ -9,7 +9,7 @@ import { execFile } from "node:child_process";
 import { before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { clusterDown, clusterUp } from "../../cluster/local-cluster.js";
-import { requireBinary } from "../../cluster/toolchain.js";
+import { requireBinary } from "../../cluster/toolchain-pins.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import {
   ANNOTATIONS,

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
-import { groupKey } from "../../cluster/toolchain.js";
+import { groupKey } from "../../cluster/toolchain-pins.js";
 import { repoRoot } from "../support/pulumi.js";
 
 const cli = join(repoRoot, "dist", "cli", "main.js");

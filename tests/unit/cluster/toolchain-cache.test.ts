@@ -19,23 +19,25 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, test, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
+import { resolveOnly } from "../../../cluster/toolchain.js";
+import { acquireLock, lockOwner, tryLock } from "../../../cluster/toolchain-lock.js";
+import {
+  knownPinSets,
+  migrationVerdict,
+  planCacheMigration,
+} from "../../../cluster/toolchain-migration.js";
 import {
   groupKey,
-  knownPinSets,
   loadPins,
   locate,
-  lockOwner,
-  migrationVerdict,
   pinsKey,
-  planMigration,
-  resolveOnly,
-  tryLock,
-  acquireLock,
   type ToolchainPins,
-} from "../../../cluster/toolchain.js";
+} from "../../../cluster/toolchain-pins.js";
 
 const cli = fileURLToPath(new URL("../../../cli/main.js", import.meta.url));
-const toolchainModule = fileURLToPath(new URL("../../../cluster/toolchain.js", import.meta.url));
+const toolchainModule = fileURLToPath(
+  new URL("../../../cluster/toolchain-lock.js", import.meta.url),
+);
 
 function scratch(t: TestContext): string {
   const d = mkdtempSync(join(tmpdir(), "cocoonset-toolchain-cache-"));
@@ -175,18 +177,25 @@ describe("migration decision", () => {
     fakeBinary(join(same.bin, "etcd"), "etcd Version: 3.6.13");
     fakeBinary(join(same.bin, "kwok"), "kwok version 0.7.0");
 
-    const etcd = planMigration(pins, "etcd", ["etcd"], [unknown, same], known).take.get("etcd");
+    const etcd = planCacheMigration(pins, "etcd", ["etcd"], [unknown, same], known).take.get(
+      "etcd",
+    );
     assert.deepEqual(etcd, { path: join(same.bin, "etcd"), verdict: "same-pins" });
     // A version that does not match is refused, even from a folder of the same pins.
-    assert.equal(planMigration(pins, "kwok", ["kwok"], [same, unknown], known).take.size, 0);
+    assert.equal(planCacheMigration(pins, "kwok", ["kwok"], [same, unknown], known).take.size, 0);
     assert.equal(
-      planMigration(pins, "pulumi-kubernetes", ["pulumi-resource-kubernetes"], [unknown], known)
-        .take.size,
+      planCacheMigration(
+        pins,
+        "pulumi-kubernetes",
+        ["pulumi-resource-kubernetes"],
+        [unknown],
+        known,
+      ).take.size,
       0,
     );
     fakeBinary(join(same.bin, "pulumi-resource-kubernetes"), "");
     assert.deepEqual(
-      planMigration(
+      planCacheMigration(
         pins,
         "pulumi-kubernetes",
         ["pulumi-resource-kubernetes"],
@@ -195,7 +204,7 @@ describe("migration decision", () => {
       ).take.get("pulumi-resource-kubernetes")?.verdict,
       "same-pins",
     );
-    const fromUnknownOnly = planMigration(pins, "etcd", ["etcd"], [unknown], known);
+    const fromUnknownOnly = planCacheMigration(pins, "etcd", ["etcd"], [unknown], known);
     assert.equal(fromUnknownOnly.take.get("etcd")?.verdict, "if-version-matches");
   });
 

@@ -1,0 +1,242 @@
+/**
+ * The toolchain's pins (`cluster/toolchain.json`), the cache folders they key, and where each
+ * binary is found: the pinned build in the cache, else one on PATH whose version matches.
+ * The layout of the cache is described in toolchain.ts.
+ */
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { basename, delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { BrandedError } from "../provider/kube/branded-error.js";
+
+/** One wrapper module and the binaries built from it. */
+export interface ToolGroup {
+  module: string;
+  version: string;
+  /** Published version of k8s.io staging modules (kubernetes only). */
+  stagingVersion?: string;
+  /** Version stamped into the binary when the module version is a pseudo-version. */
+  stamp?: string;
+  /** Extra modules required at an exact version. */
+  also?: Record<string, string>;
+  tags?: string;
+  /** Binary name → Go package path. */
+  binaries: Record<string, string>;
+  versionArgs: string[];
+  /** Version arguments of binaries that take others than {@link versionArgs}. */
+  versionArgsOf?: Record<string, string[]>;
+  /**
+   * Substring the binary's version output must contain to be used as is; empty when the
+   * binary cannot report its version.
+   */
+  versionMatch: string;
+}
+
+/** The contents of `cluster/toolchain.json`. */
+export interface ToolchainPins {
+  go: string;
+  groups: Record<string, ToolGroup>;
+}
+
+/** Names of every binary the project uses, in build order. */
+export type BinaryName =
+  | "etcd"
+  | "kube-apiserver"
+  | "kube-controller-manager"
+  | "kube-scheduler"
+  | "kubectl"
+  | "kwok"
+  | "pulumi"
+  | "pulumi-resource-kubernetes"
+  | "registry"
+  | "pulumi-language-yaml"
+  | "pulumi-resource-pulumi-nodejs"
+  | "pulumi-language-nodejs";
+
+/** Shell shims the toolchain writes itself (they are not built from Go modules). */
+const SHIMS: BinaryName[] = ["pulumi-resource-pulumi-nodejs", "pulumi-language-nodejs"];
+
+/** Thrown when a binary cannot be found or built; names module, version and step. */
+export class ToolchainError extends BrandedError {
+  constructor(message: string) {
+    super(message);
+  }
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** The repository's `cluster/` folder, whether running from source or from `dist/`. */
+export function sourceDir(): string {
+  const candidates = [here, join(here, "..", "..", "cluster")];
+  for (const c of candidates) if (existsSync(join(c, "toolchain.json"))) return c;
+  throw new ToolchainError(`toolchain.json not found next to ${here}`);
+}
+
+/** Reads the pin file. */
+export function loadPins(): ToolchainPins {
+  return JSON.parse(readFileSync(join(sourceDir(), "toolchain.json"), "utf8")) as ToolchainPins;
+}
+
+/** What of a group goes into its binaries: comments and version probes are left out. */
+function builtFields(g: ToolGroup): unknown[] {
+  return [
+    g.module,
+    g.version,
+    g.stagingVersion ?? "",
+    g.stamp ?? "",
+    g.also ?? {},
+    g.tags ?? "",
+    g.binaries,
+  ];
+}
+
+function shortHash(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex").slice(0, 12);
+}
+
+/**
+ * Short hash of what goes into all the binaries (modules, versions, tags, packages): the key
+ * of the assembled {@link binDir}. Comments and version-probe settings do not change it.
+ */
+export function pinsKey(pins: ToolchainPins = loadPins()): string {
+  const built = Object.entries(pins.groups).map(([name, g]) => [name, ...builtFields(g)]);
+  return shortHash([pins.go, built]);
+}
+
+/**
+ * Short hash of what goes into one group's binaries (the Go version and the group's module,
+ * versions, stamp, extra modules, tags and packages): the key of its folder. Another
+ * group's pins do not change it.
+ * @throws ToolchainError for a group `pins` does not have
+ */
+export function groupKey(groupName: string, pins: ToolchainPins = loadPins()): string {
+  const g = pins.groups[groupName];
+  if (!g) throw new ToolchainError(`unknown toolchain group ${groupName}`);
+  return shortHash([pins.go, ...builtFields(g)]);
+}
+
+/**
+ * The folder every toolchain cache lives in.
+ * @default `$XDG_CACHE_HOME/pulumi-cocoonset`, else `~/.cache/pulumi-cocoonset`
+ */
+export function cacheRoot(): string {
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");
+  return join(base, "pulumi-cocoonset");
+}
+
+/**
+ * The assembled toolchain folder of this pin set (its `bin` holds every binary).
+ * @default `$COCOONSET_TOOLCHAIN_DIR`, else `<cacheRoot>/toolchain-<pins key>`
+ */
+export function cacheDir(pins: ToolchainPins = loadPins()): string {
+  if (process.env.COCOONSET_TOOLCHAIN_DIR) return process.env.COCOONSET_TOOLCHAIN_DIR;
+  return join(cacheRoot(), `toolchain-${pinsKey(pins)}`);
+}
+
+/** Folder holding every binary (links to the group folders) and the shims. */
+export function binDir(pins: ToolchainPins = loadPins()): string {
+  return join(cacheDir(pins), "bin");
+}
+
+/**
+ * Where the group folders live.
+ * @default `$COCOONSET_TOOLCHAIN_DIR/groups`, else `<cacheRoot>/toolchain/groups`
+ */
+export function groupsDir(): string {
+  if (process.env.COCOONSET_TOOLCHAIN_DIR)
+    return join(process.env.COCOONSET_TOOLCHAIN_DIR, "groups");
+  return join(cacheRoot(), "toolchain", "groups");
+}
+
+/** The folder of one group: `<groupsDir>/<group>-<group key>` (binaries in its `bin`). */
+export function groupDir(groupName: string, pins: ToolchainPins = loadPins()): string {
+  return join(groupsDir(), `${groupName}-${groupKey(groupName, pins)}`);
+}
+
+function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undefined {
+  for (const [g, group] of Object.entries(pins.groups))
+    if (name in group.binaries) return [g, group];
+  return undefined;
+}
+
+/** Every binary name in build order. */
+export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
+  const names: string[] = [];
+  for (const g of Object.values(pins.groups)) names.push(...Object.keys(g.binaries));
+  return [...(names as BinaryName[]), ...SHIMS];
+}
+
+/** True when the binary at `path` reports the pinned version (never without a probe). */
+export function versionOk(path: string, group: ToolGroup): boolean {
+  if (!group.versionMatch) return false;
+  const args = group.versionArgsOf?.[basename(path)] ?? group.versionArgs;
+  const r = spawnSync(path, args, { encoding: "utf8", timeout: 20_000 });
+  return r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
+}
+
+/** Where a binary was found, and how. */
+export interface Located {
+  name: BinaryName;
+  path?: string;
+  source?: "configured" | "kubebuilder-assets" | "cache" | "path";
+}
+
+/**
+ * Finds a binary without building: `$COCOONSET_BIN_DIR`, then `$KUBEBUILDER_ASSETS`
+ * (etcd, kube-apiserver, kubectl), then the cache, then `PATH`. Binaries outside the cache
+ * are used only when their version output matches the pin.
+ */
+export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
+  const cached = join(binDir(pins), name);
+  if (SHIMS.includes(name)) {
+    return existsSync(cached) ? { name, path: cached, source: "cache" } : { name };
+  }
+  const found = groupOf(pins, name);
+  if (!found) throw new ToolchainError(`unknown binary ${name}`);
+  const group = found[1];
+  const dirs: [string, Located["source"]][] = [];
+  if (process.env.COCOONSET_BIN_DIR) dirs.push([process.env.COCOONSET_BIN_DIR, "configured"]);
+  if (process.env.KUBEBUILDER_ASSETS && ["etcd", "kube-apiserver", "kubectl"].includes(name)) {
+    dirs.push([process.env.KUBEBUILDER_ASSETS, "kubebuilder-assets"]);
+  }
+  for (const [dir, source] of dirs) {
+    const p = join(dir, name);
+    // A binary that cannot report its version is trusted only in the configured folder.
+    const trusted = source === "configured" && !group.versionMatch;
+    if (existsSync(p) && (trusted || versionOk(p, group))) return { name, path: p, source };
+  }
+  if (existsSync(cached)) return { name, path: cached, source: "cache" };
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, name);
+    if (existsSync(p) && versionOk(p, group)) return { name, path: p, source: "path" };
+  }
+  return { name };
+}
+
+/** Path of a binary, or a ToolchainError saying how to get it. */
+export function requireBinary(name: BinaryName, pins: ToolchainPins = loadPins()): string {
+  const l = locate(name, pins);
+  if (!l.path) {
+    throw new ToolchainError(
+      `${name} is not built yet: run \`cocoonset toolchain ensure\` (looked in $COCOONSET_BIN_DIR, the cache ${binDir(pins)} and PATH)`,
+    );
+  }
+  return l.path;
+}
+
+/**
+ * A PATH value that puts the toolchain binaries first (so `pulumi` finds its plugins) and
+ * keeps the Node that runs this process ahead of any older system Node.
+ */
+export function toolchainPath(pins: ToolchainPins = loadPins()): string {
+  const dirs = new Set<string>();
+  for (const name of allBinaries(pins)) {
+    const l = locate(name, pins);
+    if (l.path) dirs.add(dirname(l.path));
+  }
+  dirs.add(dirname(process.execPath));
+  return [...dirs, process.env.PATH ?? ""].join(delimiter);
+}

@@ -1,5 +1,5 @@
 /**
- * Benchmark: the controller image. Builds it twice with `cocoonset image build` (size,
+ * Benchmark: the controller image. Builds it twice with `cocoonset-dev image build` (size,
  * compressed size, digest, and whether the second build gives the same digest), then, on a
  * private embedded cluster, runs it with podman (runc, host network, read-only root, UID
  * 65532, the Operator's arguments):

@@ -1,17 +1,17 @@
-/** The `cocoonset` command line. */
+/**
+ * The `cocoonset` command line: plan, release and reap fleets, and run the controller. The
+ * development tooling (toolchain, embedded cluster, demo, image) is `cocoonset-dev`, in a
+ * clone of the repository only (cluster/dev-cli.ts).
+ */
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
-import { registerCluster } from "./cluster-command.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "./controller-command.js";
 import { registerPlan } from "./plan-command.js";
-import { registerDemo } from "./demo-command.js";
 import {
   cocoonSetControllerDeps,
   reconcilerOptionsOf,
 } from "../controller/cocoonset-controller.js";
-import { registerToolchain } from "./toolchain-command.js";
-import { registerImage } from "./image-command.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -27,16 +27,12 @@ const program = new Command();
 program
   .name("cocoonset")
   .description(
-    "Run fleets of AI agents (CocoonSets) on Kubernetes: local cluster, engine, controller",
+    "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller",
   )
   .version(pkg.version)
   .showHelpAfterError();
-registerToolchain(program);
-registerCluster(program);
 registerReleaseAndReap(program);
 registerPlan(program);
-registerDemo(program);
-registerImage(program);
 registerController(program, async ({ client, options }) =>
   cocoonSetControllerDeps(client, reconcilerOptionsOf(options)),
 );

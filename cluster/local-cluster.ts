@@ -224,7 +224,7 @@ export function assertOwnStateDir(dir: string): void {
     );
   if (kind === "foreign")
     throw new ClusterError(
-      `[state-dir] ${dir} is not empty and has no ${STATE_MARKER} marker, so it is not a folder \`cocoonset cluster up\` created: refusing to use or remove it; nothing was touched (pick a new or empty folder)`,
+      `[state-dir] ${dir} is not empty and has no ${STATE_MARKER} marker, so it is not a folder \`cocoonset-dev cluster up\` created: refusing to use or remove it; nothing was touched (pick a new or empty folder)`,
     );
 }
 
@@ -528,7 +528,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
   mkdirSync(stateDir, { recursive: true });
   writeFileSync(
     join(stateDir, STATE_MARKER),
-    "This folder is the state of a cocoonset embedded cluster; `cocoonset cluster down` removes it.\n",
+    "This folder is the state of a cocoonset embedded cluster; `cocoonset-dev cluster down` removes it.\n",
   );
   for (const d of ["logs", "pki", "etcd", "kwok-home"])
     mkdirSync(join(stateDir, d), { recursive: true });
@@ -888,7 +888,7 @@ async function restartCluster(
       const port = Number(new URL(clientUrl).port);
       if (!(await portFree(port)))
         throw new ClusterError(
-          `etcd cannot start again: its port ${port} is taken by another process (stop that process, or run \`cocoonset cluster up --reset\` to start a new cluster on new ports; its data is lost)`,
+          `etcd cannot start again: its port ${port} is taken by another process (stop that process, or run \`cocoonset-dev cluster up --reset\` to start a new cluster on new ports; its data is lost)`,
         );
     }
     const offset = logSize(old.log);

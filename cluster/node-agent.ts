@@ -1,7 +1,7 @@
 /**
  * A simulator of the node agent (vk-cocoon, the virtual kubelet that runs cocoon VMs), for
  * the embedded cluster: kwok plays the kubelet's part of a pod's life, this process plays
- * the VM's. It is a test fixture of `cocoonset cluster up`, never part of the controller
+ * the VM's. It is a test fixture of `cocoonset-dev cluster up`, never part of the controller
  * image.
  *
  * **Opt-in.** It acts only on pods in namespaces labelled

@@ -1,5 +1,5 @@
 /**
- * The pod finaliser as a process of its own, started and stopped by `cocoonset cluster up`
+ * The pod finaliser as a process of its own, started and stopped by `cocoonset-dev cluster up`
  * and `down` like the cluster's other components: `node pod-finaliser-main.js --kubeconfig
  * FILE`. It logs one line per final delete to stdout (the component's log) and `synced`
  * once its caches are filled; SIGTERM stops it.

@@ -1,5 +1,5 @@
 /**
- * The supervisor as a process of its own, started and stopped by `cocoonset cluster up` and
+ * The supervisor as a process of its own, started and stopped by `cocoonset-dev cluster up` and
  * `down` like the cluster's other components: `node supervisor-main.js --state-dir DIR`. It
  * looks at the components every second and logs one line per death and per restart to
  * stdout (its log); SIGTERM stops it.

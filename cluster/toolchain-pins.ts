@@ -221,7 +221,7 @@ export function requireBinary(name: BinaryName, pins: ToolchainPins = loadPins()
   const l = locate(name, pins);
   if (!l.path) {
     throw new ToolchainError(
-      `${name} is not built yet: run \`cocoonset toolchain ensure\` (looked in $COCOONSET_BIN_DIR, the cache ${binDir(pins)} and PATH)`,
+      `${name} is not built yet: run \`cocoonset-dev toolchain ensure\` (looked in $COCOONSET_BIN_DIR, the cache ${binDir(pins)} and PATH)`,
     );
   }
   return l.path;

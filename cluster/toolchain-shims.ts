@@ -27,17 +27,16 @@ exec node "$host" "$@"
 }
 
 /**
- * Writes the Node.js language host shim: it runs `cluster/pulumi-language-host.cjs` from the
- * program's copy of this package when it has one, else from the checkout that wrote it.
+ * Writes the Node.js language host shim: it runs `cluster/pulumi-language-host.cjs` of the
+ * checkout that wrote it (development tooling: the published package does not ship it).
  */
 export function writeLanguageHostShim(dir: string): string {
   mkdirSync(dir, { recursive: true });
   const p = join(dir, "pulumi-language-nodejs");
-  const fallback = join(sourceDir(), "pulumi-language-host.cjs");
+  const host = join(sourceDir(), "pulumi-language-host.cjs");
   const text = `#!/bin/sh
-# Pulumi's Node.js language host (see cluster/pulumi-language-host.cjs in pulumi-cocoonset).
-host=$(node -e 'try { console.log(require.resolve("pulumi-cocoonset/cluster/pulumi-language-host.cjs", { paths: [process.cwd()] })) } catch { console.log(process.argv[1]) }' '${fallback}')
-exec node "$host" "$@"
+# Pulumi's Node.js language host (cluster/pulumi-language-host.cjs of pulumi-cocoonset's checkout).
+exec node '${host}' "$@"
 `;
   writeIfChanged(p, text);
   return p;

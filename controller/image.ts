@@ -1,6 +1,6 @@
 /**
  * The controller image's name, shared by the Operator (its default `image`) and
- * `cocoonset image build` (its default `--tag`), so the image a user builds without options
+ * `cocoonset-dev image build` (its default `--tag`), so the image a user builds without options
  * is the one the Operator deploys.
  */
 

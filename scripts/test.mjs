@@ -10,7 +10,7 @@ import { join } from "node:path";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
-const cli = join("dist", "cli", "main.js");
+const cli = join("dist", "cluster", "dev-cli.js");
 
 function step(title, cmd, args, env = {}) {
   const t0 = Date.now();

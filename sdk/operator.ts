@@ -57,9 +57,9 @@ export interface OperatorArgs {
   /** @default true */
   createNamespace?: boolean;
   /**
-   * Controller image: build it with `cocoonset image build --tag REGISTRY/...` and push it
+   * Controller image: build it with `cocoonset-dev image build --tag REGISTRY/...` and push it
    * where the cluster can pull from (docs/controller.md, "Deploying to a real cluster").
-   * @default `pulumi-cocoonset/controller:<package version>` (the default tag of `cocoonset image build`)
+   * @default `pulumi-cocoonset/controller:<package version>` (the default tag of `cocoonset-dev image build`)
    */
   image?: pulumi.Input<string>;
   /** `imagePullPolicy` of the controller container (Kubernetes' default when unset). */

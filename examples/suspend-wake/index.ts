@@ -6,7 +6,7 @@
  * `snapshotPolicy` says. The walk-through is in README.md next to this file.
  *
  * Config: `registry` (required: the snapshot registry, `host[:port][/prefix]`; on the
- * embedded cluster `cocoonset cluster env` prints it as COCOONSET_REGISTRY), `suspended`
+ * embedded cluster `cocoonset-dev cluster env` prints it as COCOONSET_REGISTRY), `suspended`
  * (default false), `replicas` (default 2), `namespace` (default `agents-suspend`),
  * `snapshotPolicy` (default `main-only`), `operator` (default true; false when the CRD and
  * the controller are managed elsewhere), `simulator` (default true: label the namespace so

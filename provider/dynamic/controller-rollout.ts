@@ -85,7 +85,7 @@ export function rolloutVerdict(
           message:
             `[image] the cluster cannot pull the controller image "${c.image ?? image}" ` +
             `(${w.reason} in ${where}${detail}). Build and push it ` +
-            `(\`cocoonset image build --tag REGISTRY/pulumi-cocoonset/controller:VERSION\`, ` +
+            `(\`cocoonset-dev image build --tag REGISTRY/pulumi-cocoonset/controller:VERSION\`, ` +
             `then \`podman push\` that tag), set the Operator's \`image\` to it, and add ` +
             `\`imagePullSecrets\` when the registry needs credentials`,
         };

@@ -665,7 +665,7 @@ export function explainStoredKubeconfig(
   return new Error(
     `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`${file ? ` (the file ${file}, read again)` : ""}, and ${cause}${server ? ` (${server})` : ""}: ${(e as Error).message}. ` +
       `If that cluster still holds the fleet under a new address or with new credentials, run \`pulumi up\` with the current kubeconfig first (it stores the new one), then \`pulumi ${operation}\` again. ` +
-      `If that cluster is gone (for example \`cocoonset cluster down\` then \`up\` starts a new, empty cluster), nothing of the fleet is left: remove the slots resource from the stack with \`pulumi state delete <its URN>\` (\`pulumi stack --show-urns\` lists them), then run \`pulumi ${operation}\` again.`,
+      `If that cluster is gone (for example \`cocoonset-dev cluster down\` then \`up\` starts a new, empty cluster), nothing of the fleet is left: remove the slots resource from the stack with \`pulumi state delete <its URN>\` (\`pulumi stack --show-urns\` lists them), then run \`pulumi ${operation}\` again.`,
     { cause: e },
   );
 }

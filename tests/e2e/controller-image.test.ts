@@ -1,5 +1,5 @@
 /**
- * The controller image, built with `cocoonset image build` (buildah) and run with podman
+ * The controller image, built with `cocoonset-dev image build` (buildah) and run with podman
  * (runc, host network, read-only root, UID 65532) against the embedded cluster, with the
  * arguments and environment the Operator's Deployment gives it:
  * - built twice from the same commit it has the same image ID and digest;

@@ -1,6 +1,6 @@
 /**
  * A stack whose stored kubeconfig went stale (here: the service account whose token it
- * carries was deleted, as a cluster re-created by `cocoonset cluster down` and `up` would
+ * carries was deleted, as a cluster re-created by `cocoonset-dev cluster down` and `up` would
  * leave it): `pulumi destroy` fails with a message that says so and how to proceed, and
  * the recipe it gives (`pulumi up` with the current kubeconfig, then `destroy`) works.
  */

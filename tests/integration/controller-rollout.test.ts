@@ -95,7 +95,7 @@ describe("the Operator's rollout check", { timeout: 180_000 }, () => {
         assert.ok(e.message.includes(`"${image}"`), e.message);
         assert.ok(e.message.includes(`ErrImagePull in pod ${ns}/${pod.metadata.name}`), e.message);
         assert.match(e.message, /no such host/);
-        assert.match(e.message, /cocoonset image build --tag/);
+        assert.match(e.message, /cocoonset-dev image build --tag/);
         return true;
       },
     );

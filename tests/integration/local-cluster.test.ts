@@ -20,7 +20,7 @@ import {
 import { KubeClient, paths } from "../../provider/kube/index.js";
 import { repoRoot } from "../support/pulumi.js";
 
-const cli = join(repoRoot, "dist", "cli", "main.js");
+const cli = join(repoRoot, "dist", "cluster", "dev-cli.js");
 
 /** True when something accepts TCP connections at `host:port`. */
 function listening(address: string): Promise<boolean> {
@@ -130,7 +130,7 @@ test("cluster up/status/env/down manage one private cluster by pid and leave not
   assert.notEqual(after.status, 0, "status of a stopped cluster exits non-zero");
   const envAfter = cocoonset("cluster", "env", "--state-dir", stateDir);
   assert.notEqual(envAfter.status, 0);
-  assert.match(envAfter.stderr, /no cluster in .*: run `cocoonset cluster up`/);
+  assert.match(envAfter.stderr, /no cluster in .*: run `cocoonset-dev cluster up`/);
 });
 
 test("a component that dies on start is reported with its log tail, and nothing it started keeps running", async (t) => {

@@ -12,7 +12,7 @@ import { test } from "node:test";
 import { groupKey } from "../../cluster/toolchain-pins.js";
 import { repoRoot } from "../support/pulumi.js";
 
-const cli = join(repoRoot, "dist", "cli", "main.js");
+const cli = join(repoRoot, "dist", "cluster", "dev-cli.js");
 
 interface Located {
   name: string;

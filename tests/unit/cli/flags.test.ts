@@ -13,9 +13,10 @@ import { parseTimeout } from "../../../cli/common.js";
 import { resolveControllerOptions } from "../../../controller/options.js";
 
 const cli = fileURLToPath(new URL("../../../cli/main.js", import.meta.url));
+const devCli = fileURLToPath(new URL("../../../cluster/dev-cli.js", import.meta.url));
 
-function run(args: string[]) {
-  return spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", timeout: 60_000 });
+function run(args: string[], entry = cli) {
+  return spawnSync(process.execPath, [entry, ...args], { encoding: "utf8", timeout: 60_000 });
 }
 
 test("a timeout must be above zero and short enough for a timer", () => {
@@ -62,7 +63,7 @@ test("--reap-interval beyond what a timer can wait is refused (the reaper would 
 });
 
 test("toolchain ensure --only with an unknown name is refused, naming it and the valid ones", () => {
-  const r = run(["toolchain", "ensure", "--only", "kube-apiserver", "etcdd"]);
+  const r = run(["toolchain", "ensure", "--only", "kube-apiserver", "etcdd"], devCli);
   assert.equal(r.status, 1, r.stderr);
   assert.match(
     r.stderr,

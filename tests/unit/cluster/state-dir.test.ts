@@ -17,7 +17,7 @@ import {
   stateDirKind,
 } from "../../../cluster/local-cluster.js";
 
-const cli = fileURLToPath(new URL("../../../cli/main.js", import.meta.url));
+const cli = fileURLToPath(new URL("../../../cluster/dev-cli.js", import.meta.url));
 
 function scratch(t: TestContext): string {
   const d = mkdtempSync(join(tmpdir(), "cocoonset-statedir-"));

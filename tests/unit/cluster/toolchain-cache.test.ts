@@ -34,7 +34,7 @@ import {
   type ToolchainPins,
 } from "../../../cluster/toolchain-pins.js";
 
-const cli = fileURLToPath(new URL("../../../cli/main.js", import.meta.url));
+const cli = fileURLToPath(new URL("../../../cluster/dev-cli.js", import.meta.url));
 const toolchainModule = fileURLToPath(
   new URL("../../../cluster/toolchain-lock.js", import.meta.url),
 );

@@ -59,9 +59,11 @@ describe("the controller entry point's import graph", () => {
     }
   });
 
-  it("the walker sees the Pulumi SDK where it is imported: the full CLI reaches it", () => {
-    const graph = importGraph(join(PACKAGE_ROOT, "dist", "cli", "main.js"));
-    assert.ok(graph.packages.includes("@pulumi/pulumi"), graph.packages.join(" "));
+  it("the walker sees the Pulumi SDK where it is imported: the development CLI reaches it, the product CLI does not", () => {
+    const dev = importGraph(join(PACKAGE_ROOT, "dist", "cluster", "dev-cli.js"));
+    assert.ok(dev.packages.includes("@pulumi/pulumi"), dev.packages.join(" "));
+    const product = importGraph(join(PACKAGE_ROOT, "dist", "cli", "main.js"));
+    assert.ok(!product.packages.includes("@pulumi/pulumi"), product.packages.join(" "));
   });
 
   it("never ships the node-agent simulator (a test fixture of the embedded cluster)", () => {
@@ -176,7 +178,7 @@ describe("controller/Dockerfile", () => {
   const finalStage = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
 
   it("builds from scratch with the tree `image stage` writes", () => {
-    assert.match(dockerfile, /^RUN node dist\/cli\/main\.js image stage --out \/rootfs$/m);
+    assert.match(dockerfile, /^RUN node dist\/cluster\/dev-cli\.js image stage --out \/rootfs$/m);
     assert.match(finalStage, /^FROM scratch$/m);
     assert.match(finalStage, /^COPY --from=build \/rootfs \/$/m);
     assert.equal((finalStage.match(/^(RUN|COPY|ADD) /gm) ?? []).length, 1, "one COPY, no RUN");

@@ -1,7 +1,8 @@
 /**
- * What `npm pack` ships: the code users run (the components, the provider, the controller, the
- * CLI, the cluster) and nothing of the tests, benchmarks, examples or build scripts, and every
- * relative import of a shipped file resolves to another shipped file.
+ * What `npm pack` ships: the code users run (the components, the provider, the plugin, the
+ * controller, the CLI) and nothing of the development tooling (the toolchain, the embedded
+ * cluster, the demo, the image builder: `cocoonset-dev`), the tests, benchmarks, examples or
+ * build scripts, and every relative import of a shipped file resolves to another shipped file.
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -35,15 +36,17 @@ describe("the published package", () => {
   const files = packedFiles();
   const packed = new Set(files);
 
-  it("ships no tests, benchmarks, examples or build scripts", () => {
+  it("ships no development tooling, tests, benchmarks, examples or build scripts", () => {
     const extra = files.filter((f) =>
-      /^dist\/(tests|bench|examples|scripts)\/|^(tests|bench|examples|scripts|docs)\//.test(f),
+      /^dist\/(cluster|tests|bench|examples|scripts)\/|^(cluster|tests|bench|examples|scripts|docs)\/|^bin\/cocoonset-dev$/.test(
+        f,
+      ),
     );
     assert.deepEqual(extra, []);
-    assert.ok(files.length < 420, `${files.length} files packed`);
+    assert.ok(files.length < 360, `${files.length} files packed`);
   });
 
-  it("ships the command, every export target and the cluster's data files", () => {
+  it("ships the command and every export target", () => {
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
       exports: Record<string, string>;
       bin: Record<string, string>;
@@ -53,8 +56,6 @@ describe("the published package", () => {
       ...Object.values(pkg.bin).map((p) => normalize(p)),
       "dist/cli/main.js",
       "dist/controller/main.js",
-      "cluster/toolchain.json",
-      "cluster/kwok-stages.yaml",
     ];
     assert.deepEqual(
       needed.filter((p) => !packed.has(p)),

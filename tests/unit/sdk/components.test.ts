@@ -262,7 +262,7 @@ describe("Operator", () => {
     );
   });
 
-  it("deploys the default image `cocoonset image build` tags, with the image's UID and the args the image tests use", async () => {
+  it("deploys the default image `cocoonset-dev image build` tags, with the image's UID and the args the image tests use", async () => {
     const op = new sdk.Operator("dflt", { kubeconfig: KUBECONFIG });
     await settle(op.deploymentName);
     await settle(op.rollout!.urn);

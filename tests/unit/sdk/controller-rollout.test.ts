@@ -80,7 +80,7 @@ describe("rolloutVerdict", () => {
         ),
         m,
       );
-      assert.match(m, /cocoonset image build --tag/);
+      assert.match(m, /cocoonset-dev image build --tag/);
       assert.match(m, /podman push/);
       assert.match(m, /imagePullSecrets/);
     }

@@ -1,5 +1,5 @@
 /**
- * `cocoonset demo` (`npm run demo`): the whole product on one machine, step by step — the
+ * `cocoonset-dev demo` (`npm run demo`): the whole product on one machine, step by step — the
  * embedded cluster, the controller, `pulumi up` of the minimal example, a scale-up preview
  * with its slot lines, a sub-agent failure the controller rebuilds, and a destroy that
  * leaves nothing behind. Everything it starts is stopped, even on Ctrl-C.
@@ -10,21 +10,21 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
-import { clusterDown, clusterUp } from "../cluster/local-cluster.js";
-import { pulumiEnv } from "../cluster/pulumi.js";
-import { ensureToolchain } from "../cluster/toolchain.js";
-import { agentPodName, isReady, type Pod } from "../provider/fleet/index.js";
+import { clusterDown, clusterUp } from "../local-cluster.js";
+import { pulumiEnv } from "../pulumi.js";
+import { ensureToolchain } from "../toolchain.js";
+import { agentPodName, isReady, type Pod } from "../../provider/fleet/index.js";
 import {
   KubeClient,
   paths,
   waitForList,
   waitForObject,
   type KubeObject,
-} from "../provider/kube/index.js";
-import { ownerReferenceForPod } from "../provider/release/index.js";
-import { action, CliError } from "./common.js";
+} from "../../provider/kube/index.js";
+import { ownerReferenceForPod } from "../../provider/release/index.js";
+import { action, CliError } from "../../cli/common.js";
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const NAMESPACE = "agents";
 const FLEET = "coder";
 
@@ -69,7 +69,7 @@ function run(
   });
 }
 
-/** Registers `cocoonset demo`. */
+/** Registers `cocoonset-dev demo`. */
 export function registerDemo(program: Command): void {
   program
     .command("demo")

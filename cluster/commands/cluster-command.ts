@@ -1,4 +1,4 @@
-/** `cocoonset cluster up|down|status|env`: the embedded local cluster. */
+/** `cocoonset-dev cluster up|down|status|env`: the embedded local cluster. */
 import type { Command } from "commander";
 import {
   assertOwnStateDir,
@@ -9,9 +9,9 @@ import {
   defaultStateDir,
   readState,
   resolveStateDir,
-} from "../cluster/local-cluster.js";
-import { ensureToolchain } from "../cluster/toolchain.js";
-import { action, CliError, parsePositiveInt, printJson } from "./common.js";
+} from "../local-cluster.js";
+import { ensureToolchain } from "../toolchain.js";
+import { action, CliError, parsePositiveInt, printJson } from "../../cli/common.js";
 
 const stateDirHelp =
   "state directory (default: $COCOONSET_CLUSTER_DIR or ~/.local/state/pulumi-cocoonset/cluster)";
@@ -133,7 +133,7 @@ export function registerCluster(program: Command): void {
       action(async (opts: { stateDir?: string }) => {
         const dir = resolveStateDir(opts.stateDir ?? defaultStateDir());
         const st = readState(dir);
-        if (!st) throw new CliError(`no cluster in ${dir}: run \`cocoonset cluster up\``);
+        if (!st) throw new CliError(`no cluster in ${dir}: run \`cocoonset-dev cluster up\``);
         process.stdout.write(`export KUBECONFIG=${st.kubeconfig}\n`);
         if (st.registry) process.stdout.write(`export COCOONSET_REGISTRY=${st.registry}\n`);
       }),

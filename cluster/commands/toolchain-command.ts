@@ -1,8 +1,8 @@
-/** `cocoonset toolchain ensure|status`. */
+/** `cocoonset-dev toolchain ensure|status`. */
 import type { Command } from "commander";
-import { ensureToolchain, toolchainStatus } from "../cluster/toolchain.js";
-import { toolchainPath } from "../cluster/toolchain-pins.js";
-import { action, printJson } from "./common.js";
+import { ensureToolchain, toolchainStatus } from "../toolchain.js";
+import { toolchainPath } from "../toolchain-pins.js";
+import { action, printJson } from "../../cli/common.js";
 
 /** Registers the toolchain commands. */
 export function registerToolchain(program: Command): void {
@@ -31,7 +31,7 @@ export function registerToolchain(program: Command): void {
     );
   tc.command("env")
     .description(
-      'print shell exports that put the toolchain (pulumi, its plugins, kubectl) and Node >= 22 first on PATH: eval "$(cocoonset toolchain env)"',
+      'print shell exports that put the toolchain (pulumi, its plugins, kubectl) and Node >= 22 first on PATH: eval "$(cocoonset-dev toolchain env)"',
     )
     .action(
       action(async () => {

@@ -1,7 +1,7 @@
-/** `cocoonset image build|stage`: the controller image, built without a Docker daemon. */
+/** `cocoonset-dev image build|stage`: the controller image, built without a Docker daemon. */
 import type { Command } from "commander";
-import { buildImage, ImageError, stageRootfs } from "../cluster/image.js";
-import { action, CliError, printJson } from "./common.js";
+import { buildImage, ImageError, stageRootfs } from "../image.js";
+import { action, CliError, printJson } from "../../cli/common.js";
 
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 

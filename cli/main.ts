@@ -3,7 +3,7 @@ import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { registerCluster } from "./cluster-command.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
-import { registerController } from "./controller-command.js";
+import { registerController } from "../controller/command.js";
 import { registerPlan } from "./plan-command.js";
 import { registerDemo } from "./demo-command.js";
 import {

@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** Reads `$KUBECONFIG` (its first file), else `~/.kube/config`; the error names the file. */
 export function defaultKubeconfig(): string {
@@ -22,7 +23,9 @@ function readKubeconfigFile(file: string, why: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (e) {
-    throw new Error(`[kubeconfig] ${why} ${file} cannot be read: ${(e as Error).message}`, {
+    // Plain Error: a bad argument of the user's program, which Pulumi reports by its message
+    // (with the file error as its cause); no caller tells it apart from other failures.
+    throw new Error(`[kubeconfig] ${why} ${file} cannot be read: ${errorMessage(e)}`, {
       cause: e,
     });
   }
@@ -44,6 +47,7 @@ export function withContext(text: string, context: string | undefined): string {
   if (!context) return text;
   const doc = parse(text) as { contexts?: { name?: string }[]; "current-context"?: string };
   if (!doc.contexts?.some((c) => c.name === context)) {
+    // Plain Error: a bad argument of the user's program, reported by Pulumi (as above).
     throw new Error(`[context] the kubeconfig has no context named "${context}"`);
   }
   return stringify({ ...doc, "current-context": context });

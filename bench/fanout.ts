@@ -123,7 +123,7 @@ class Bench {
       spec: { agent: { replicas: SLOTS, image: "ghcr.io/cocoonstack/agent:1" } },
     });
     const first = await runPass(this.admin, cs, { fanOut: FANOUT });
-    if (first.errors.length > 0) throw new Error(first.errors.join("; "));
+    if (first.failures.length > 0) throw new Error(first.failures.map((f) => f.message).join("; "));
     const main = await waitForMainReady(this.admin, cs, Date.now() + 60_000);
     return { cs: await this.admin.get<CocoonSet>(paths.cocoonSet(this.ns, name)), main };
   }
@@ -135,7 +135,8 @@ class Bench {
     const ms = await timed(async () => {
       const result = await runPass(client, cs, { fanOut: FANOUT });
       created = result.created.length;
-      if (result.errors.length > 0) throw new Error(result.errors.join("; "));
+      if (result.failures.length > 0)
+        throw new Error(result.failures.map((f) => f.message).join("; "));
     });
     client.close();
     if (created !== SLOTS) throw new Error(`the engine created ${created} pods, not ${SLOTS}`);
@@ -165,7 +166,8 @@ class Bench {
   async fullFleet(name: string): Promise<CocoonSet> {
     const { cs } = await this.newFleet(name);
     const result = await runPass(this.admin, cs, { fanOut: FANOUT });
-    if (result.errors.length > 0) throw new Error(result.errors.join("; "));
+    if (result.failures.length > 0)
+      throw new Error(result.failures.map((f) => f.message).join("; "));
     await waitForList(this.admin, paths.pods(this.ns), (items) => items.length === SLOTS + 1, {
       labelSelector: this.selector(name),
       timeoutMs: 120_000,

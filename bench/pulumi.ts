@@ -243,12 +243,13 @@ async function engineUp(admin: KubeClient, ns: string, round: number): Promise<n
   });
   try {
     const first = await converge(admin, ns, name, { fanOut: FAN_OUT });
-    if (first.errors.length > 0) throw new Error(first.errors.join("; "));
+    if (first.failures.length > 0) throw new Error(first.failures.map((f) => f.message).join("; "));
     await expectPods(admin, ns, name, 1);
     const ms = await timed(async () => {
       await admin.patch(paths.cocoonSet(ns, name), { spec: { agent: { replicas: UP_SLOTS } } });
       const result = await converge(admin, ns, name, { fanOut: FAN_OUT });
-      if (result.errors.length > 0) throw new Error(result.errors.join("; "));
+      if (result.failures.length > 0)
+        throw new Error(result.failures.map((f) => f.message).join("; "));
     });
     await expectPods(admin, ns, name, UP_SLOTS + 1);
     return ms;

@@ -1,40 +1,14 @@
 /** Helpers shared by the CLI commands: error reporting and JSON output. */
 import { InvalidArgumentError } from "commander";
 import { MAX_TIMER_MS, parseDuration as parseDurationMs } from "../controller/duration.js";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { action, CliError } from "../controller/command.js";
+import { InvalidValueError } from "../provider/kube/branded-error.js";
 
-export { MAX_TIMER_MS };
+export { action, CliError, MAX_TIMER_MS };
 
 /** Prints one JSON document on stdout. */
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + "\n");
-}
-
-/** A user-facing failure: printed to stderr without a stack, exit code 1 (or `code`). */
-export class CliError extends BrandedError {
-  constructor(
-    message: string,
-    readonly code = 1,
-  ) {
-    super(message);
-  }
-}
-
-/** Wraps a command action: any error goes to stderr and sets a non-zero exit code. */
-export function action<A extends unknown[]>(
-  fn: (...args: A) => Promise<void>,
-): (...args: A) => Promise<void> {
-  return async (...args: A) => {
-    try {
-      await fn(...args);
-    } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      process.stderr.write(`cocoonset: ${msg}\n`);
-      if (process.env.COCOONSET_DEBUG && e instanceof Error && e.stack)
-        process.stderr.write(e.stack + "\n");
-      process.exitCode = CliError.isInstance(e) ? e.code : 1;
-    }
-  };
 }
 
 /** Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` (a bare number means seconds). */
@@ -42,7 +16,8 @@ export function parseDuration(text: string): number {
   try {
     return parseDurationMs(text);
   } catch (e) {
-    throw new InvalidArgumentError((e as Error).message);
+    if (!InvalidValueError.isInstance(e)) throw e;
+    throw new InvalidArgumentError(e.message);
   }
 }
 

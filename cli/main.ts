@@ -6,7 +6,7 @@
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { registerReleaseAndReap } from "./engine-commands.js";
-import { registerController } from "./controller-command.js";
+import { registerController } from "../controller/command.js";
 import { registerPlan } from "./plan-command.js";
 import {
   cocoonSetControllerDeps,

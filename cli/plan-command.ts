@@ -21,6 +21,7 @@ import {
 } from "../provider/fleet/index.js";
 import { KubeApiError, KubeClient, KubeConfigError, paths } from "../provider/kube/index.js";
 import { action, CliError, printJson } from "./common.js";
+import { errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
 
 const kubeconfigHelp =
   "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
@@ -52,7 +53,7 @@ export function readCocoonSetFile(file: string): PlanInputFile {
           ? "it is a directory"
           : code === "EACCES"
             ? "permission denied"
-            : (code ?? (e as Error).message);
+            : (code ?? errorMessage(e));
     throw new CliError(`[-f] cannot read ${file}: ${why}`);
   }
   const docs = parseAllDocuments(text).filter((d) => !Array.isArray(d) && d.contents !== null);
@@ -69,7 +70,7 @@ export function readCocoonSetFile(file: string): PlanInputFile {
     obj = doc.toJS() as Partial<CocoonSet> | null;
   } catch (e) {
     // Aliases that expand without bound (a "billion laughs" file) are refused by the parser.
-    throw new CliError(`${file}: not valid YAML: ${(e as Error).message}`);
+    throw new CliError(`${file}: not valid YAML: ${errorMessage(e)}`);
   }
   if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
     throw new CliError(`${file}: expected a CocoonSet object`);
@@ -205,6 +206,7 @@ function registryOf(flag: string | undefined, env: string | undefined): OciRegis
   try {
     return new OciRegistry(parseRegistryOption(value));
   } catch (e) {
-    throw new CliError(`[${from}] ${(e as Error).message} (got "${value}")`, 2);
+    if (!InvalidValueError.isInstance(e)) throw e;
+    throw new CliError(`[${from}] ${e.message} (got "${value}")`, 2);
   }
 }

@@ -26,7 +26,7 @@ import { createRequire } from "node:module";
 import { delimiter, extname, isAbsolute, join, resolve } from "node:path";
 import type * as grpcTypes from "@grpc/grpc-js";
 import type * as langTypes from "@pulumi/pulumi/proto/language_pb.js";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { BrandedError, errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
 
 /** The package managers `InstallDependencies` can run. */
 export type PackageManager = "npm" | "yarn" | "pnpm" | "bun";
@@ -93,8 +93,8 @@ export function parseRuntimeOptions(raw: Record<string, unknown> = {}): NodeRunt
     try {
       opts.nodeargs = splitArgs(str("nodeargs"));
     } catch (e) {
-      if (RuntimeOptionsError.isInstance(e)) throw e;
-      throw new RuntimeOptionsError(`[runtime.options.nodeargs] ${(e as Error).message}`);
+      if (!InvalidValueError.isInstance(e)) throw e;
+      throw new RuntimeOptionsError(`[runtime.options.nodeargs] ${e.message}`);
     }
   }
   if (raw.packagemanager !== undefined) {
@@ -132,7 +132,7 @@ export function splitArgs(line: string): string[] {
       quote = c;
       inWord = true;
     } else if (c === "\\") {
-      if (i + 1 >= line.length) throw new Error("ends with a lone backslash");
+      if (i + 1 >= line.length) throw new InvalidValueError("ends with a lone backslash");
       word += line[++i];
       inWord = true;
     } else if (/\s/.test(c)) {
@@ -144,7 +144,7 @@ export function splitArgs(line: string): string[] {
       inWord = true;
     }
   }
-  if (quote) throw new Error(`has an unterminated ${quote} quote`);
+  if (quote) throw new InvalidValueError(`has an unterminated ${quote} quote`);
   if (inWord) words.push(word);
   return words;
 }
@@ -203,6 +203,7 @@ export function configEnv(
     const parts = key.split(":");
     if (parts.length === 3 && parts[1] === "config") out[key] = value;
     else if (parts.length >= 2) out[`${parts[0]}:config:${parts.slice(1).join(":")}`] = value;
+    // Plain Error: a message for the person running `pulumi`; the host sends it as the run's error.
     else throw new Error(`config key ${JSON.stringify(key)} has no namespace`);
   }
   return {
@@ -350,6 +351,7 @@ export function locateRunner(programDirectory: string): string {
       "@pulumi/pulumi/cmd/run",
     );
   } catch {
+    // Plain Error: a message for the person running `pulumi`, sent as the run's error text.
     throw new Error(
       `@pulumi/pulumi is not installed for the program in ${programDirectory}: ` +
         "run `pulumi install` (or your package manager's install) there first",
@@ -440,7 +442,7 @@ export function main(argv: string[] = process.argv.slice(2)): void {
       if (problem) return answer({ error: problem });
       runner = locateRunner(programDirectory);
     } catch (e) {
-      return answer({ error: (e as Error).message });
+      return answer({ error: errorMessage(e) });
     }
     const args = runArguments({
       runner,
@@ -473,7 +475,7 @@ export function main(argv: string[] = process.argv.slice(2)): void {
         stdio: ["ignore", "inherit", "pipe"],
       });
     } catch (e) {
-      return answer({ error: `could not start node for the program: ${(e as Error).message}` });
+      return answer({ error: `could not start node for the program: ${errorMessage(e)}` });
     }
     children.add(child);
     // The program's stderr goes on to the engine as it comes; its tail is kept for hints.
@@ -525,7 +527,7 @@ export function main(argv: string[] = process.argv.slice(2)): void {
       opts = optionsOf(info);
       pm = resolvePackageManager(opts.packagemanager, dir);
     } catch (e) {
-      return fail((e as Error).message);
+      return fail(errorMessage(e));
     }
     const { command, args } = installCommand(pm, opts.production);
     out(`Installing dependencies with ${command} ${args.join(" ")} in ${dir}...\n\n`);

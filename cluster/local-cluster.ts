@@ -37,7 +37,7 @@ import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
 import { createClientCa, type CertificateAuthority } from "./pki.js";
 import { requireBinary, type BinaryName } from "./toolchain-pins.js";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { BrandedError, errorMessage } from "../provider/kube/branded-error.js";
 import { sleep } from "../provider/kube/sleep.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
@@ -902,7 +902,7 @@ async function restartCluster(
           return r.status === 200 && r.body.includes("true");
         });
       } catch (e) {
-        throw new EtcdDataUnusable((e as Error).message);
+        throw new EtcdDataUnusable(errorMessage(e));
       }
     } else if (c.name === "kube-apiserver") {
       await waitFor("kube-apiserver /readyz", c, deadline, async () => {

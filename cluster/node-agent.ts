@@ -53,6 +53,7 @@ import {
 import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
 import { OciRegistry, RegistryError } from "../provider/registry/oci.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** Namespace label that opts a namespace's pods in, with the value {@link NODE_AGENT_ENABLED}. */
 export const NODE_AGENT_LABEL = "sim.cocoonset.cocoonstack.io/node-agent";
@@ -365,7 +366,7 @@ export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
           if (stopped || deleted.has(uid)) return;
           if (!RegistryError.isInstance(e) && !newest.has(uid)) return;
           const delay = Math.min(5000, 200 * 2 ** attempt);
-          log(`${keyOf(pod)}: ${step.kind} failed (${(e as Error).message}); retry in ${delay} ms`);
+          log(`${keyOf(pod)}: ${step.kind} failed (${errorMessage(e)}); retry in ${delay} ms`);
           const t = setTimeout(() => {
             timers.delete(t);
             if (!running.has(uid)) void work(uid, attempt + 1);
@@ -416,7 +417,7 @@ export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
       } catch (e) {
         const delay = Math.min(5000, 200 * 2 ** attempt);
         log(
-          `${keyOf(pod)}: pushing ${vm}:latest failed (${(e as Error).message}); retry in ${delay} ms`,
+          `${keyOf(pod)}: pushing ${vm}:latest failed (${errorMessage(e)}); retry in ${delay} ms`,
         );
         const t = setTimeout(() => {
           timers.delete(t);

@@ -19,6 +19,7 @@
 import { Informer } from "../controller/informer.js";
 import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** The fields of a pod the finaliser reads. */
 export interface TerminatingPod extends KubeObject {
@@ -97,7 +98,7 @@ export function startPodFinaliser(opts: PodFinaliserOptions): PodFinaliser {
     } catch (e) {
       const delay = Math.min(5000, 100 * 2 ** attempt);
       log(
-        `deleting pod ${namespace}/${name} uid ${uid} failed (${(e as Error).message}); retry in ${delay} ms`,
+        `deleting pod ${namespace}/${name} uid ${uid} failed (${errorMessage(e)}); retry in ${delay} ms`,
       );
       const timer = setTimeout(() => {
         timers.delete(timer);

@@ -18,6 +18,7 @@ import {
   writeState,
   type ComponentRecord,
 } from "./local-cluster.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** Longest wait before restarting a component that keeps dying. */
 export const MAX_RESTART_DELAY_MS = 30_000;
@@ -81,7 +82,7 @@ export function superviseOnce(
       m.deadSince = undefined;
       changed = true;
     } catch (e) {
-      say(`could not restart ${c.name}: ${(e as Error).message}`);
+      say(`could not restart ${c.name}: ${errorMessage(e)}`);
     }
   }
   if (changed) writeState(stateDir, { ...st, components });

@@ -31,6 +31,7 @@ import {
   type Watch,
 } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
 export const WATCHES_PER_SCOPE = 3;
@@ -111,7 +112,7 @@ export async function checkCrd(client: KubeClient, log?: Logger): Promise<CheckR
     return { ok: true, reason: `CRD ${COCOONSET_CRD_NAME} is established` };
   } catch (e) {
     if (!isForbidden(e)) throw e;
-    log?.debug({ err: (e as Error).message }, "cannot read the CRD object; asking API discovery");
+    log?.debug({ err: errorMessage(e) }, "cannot read the CRD object; asking API discovery");
   }
   // No access to the CRD object (namespaced Role): API discovery is open to every user.
   try {

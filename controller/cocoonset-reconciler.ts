@@ -104,7 +104,7 @@ export class CocoonSetReconciler implements Reconciler {
       // Shutdown: once the grace period is over, the pass stops starting new actions.
       signal: ctx.signal,
     });
-    if (result.errors.length > 0) {
+    if (result.failures.length > 0) {
       // One bounded line however many steps failed (the runtime logs it once per pass).
       throw new PassError(passFailureSummary(result), result);
     }

@@ -1,4 +1,5 @@
 /** Durations as flags and arguments spell them: `90s`, `5m`, `1h30m`, `250ms`. */
+import { InvalidValueError } from "../provider/kube/branded-error.js";
 
 /** The longest delay a Node timer honours (a longer one fires at once). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -20,7 +21,7 @@ export function parseDuration(text: string): number {
     total += n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms" | "s" | "m" | "h"];
   }
   if (consumed === 0 || consumed !== t.length) {
-    throw new Error(`"${text}" is not a duration (examples: 500ms, 30s, 5m, 1h)`);
+    throw new InvalidValueError(`"${text}" is not a duration (examples: 500ms, 30s, 5m, 1h)`);
   }
   return Math.round(total);
 }

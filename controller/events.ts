@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { paths, type KubeClient, type ObjectLike } from "../provider/kube/index.js";
 import type { EventRecorder as EventRecorderContract, EventType } from "./types.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** The `reportingController` of every event. */
 export const REPORTING_CONTROLLER = "cocoonset-controller";
@@ -104,10 +105,7 @@ export class KubeEventRecorder implements EventRecorderContract {
     } catch (e) {
       // Let a later identical event retry instead of being swallowed by the dedup window.
       this.recent.delete(dedupKey);
-      this.log.warn(
-        { err: (e as Error).message, reason, namespace, name },
-        "could not post an event",
-      );
+      this.log.warn({ err: errorMessage(e), reason, namespace, name }, "could not post an event");
     }
   }
 

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
+import { errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
 
 /** A parsed bind address; `host` undefined means every interface. */
 export interface BindAddress {
@@ -24,7 +25,7 @@ export function parseBindAddress(text: string): BindAddress | undefined {
   const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]*)):(\d{1,5})$/.exec(t);
   const port = m ? parseInt(m[3], 10) : NaN;
   if (!m || port > 65535) {
-    throw new Error(
+    throw new InvalidValueError(
       `"${text}" is not a bind address (use ":8080", "127.0.0.1:8080", or "0" to disable)`,
     );
   }
@@ -61,7 +62,7 @@ async function listen(bind: BindAddress, routes: Record<string, Route>): Promise
     }
     Promise.resolve(route(req, res)).catch((e: unknown) => {
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
-      res.end(`${(e as Error).message}\n`);
+      res.end(`${errorMessage(e)}\n`);
     });
   });
   await new Promise<void>((resolve, reject) => {

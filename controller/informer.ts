@@ -21,6 +21,7 @@
 import type { Logger } from "pino";
 import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
 import { sleep } from "../provider/kube/sleep.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** Callbacks of an {@link Informer}. */
 export interface InformerHandlers<T extends KubeObject = KubeObject> {
@@ -186,7 +187,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       } catch (e) {
         if (signal.aborted) break;
         needList = true;
-        const message = (e as Error).message ?? String(e);
+        const message = errorMessage(e);
         this.error = { message, at: new Date() };
         if (isGone(e)) {
           // The resourceVersion expired: the fix is a fresh list, not a wait.
@@ -283,7 +284,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       else h[kind]?.(a);
     } catch (e) {
       this.opts.log?.error(
-        { path: this.opts.path, err: (e as Error).message, handler: kind },
+        { path: this.opts.path, err: errorMessage(e), handler: kind },
         "informer handler threw",
       );
     }

@@ -27,6 +27,7 @@ import {
 } from "../provider/kube/index.js";
 import { microTime } from "./events.js";
 import { sleep } from "../provider/kube/sleep.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** The spec of a Lease. */
 export interface LeaseSpec {
@@ -143,7 +144,7 @@ export class LeaderElector {
     try {
       ok = await this.attempt();
     } catch (e) {
-      this.log?.warn({ err: (e as Error).message, lease: this.name }, "lease attempt failed");
+      this.log?.warn({ err: errorMessage(e), lease: this.name }, "lease attempt failed");
       ok = false;
     }
     const t = this.now();
@@ -182,10 +183,7 @@ export class LeaderElector {
         this.log?.info({ lease: this.name }, "released the lease");
       }
     } catch (e) {
-      this.log?.warn(
-        { err: (e as Error).message, lease: this.name },
-        "could not release the lease",
-      );
+      this.log?.warn({ err: errorMessage(e), lease: this.name }, "could not release the lease");
     }
     if (wasLeading) this.stepDown("released");
   }

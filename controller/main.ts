@@ -7,7 +7,7 @@
  */
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
-import { registerController } from "../cli/controller-command.js";
+import { registerController } from "./command.js";
 import { cocoonSetControllerDeps, reconcilerOptionsOf } from "./cocoonset-controller.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {

@@ -6,7 +6,7 @@
 import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { BrandedError, InvalidValueError } from "../provider/kube/branded-error.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/validate.js";
 import { parseRegistryAddress } from "../provider/registry/address.js";
 
@@ -196,7 +196,7 @@ const isNamespaceName = (ns: string) => namespaceNameProblem(ns) === undefined;
 
 // The value parsers below are shared with the Operator component (sdk/operator.ts), which
 // renders these flags into the controller Deployment: what one refuses the other refuses.
-// Each throws an Error whose message is the rule (the caller names the field).
+// Each throws an InvalidValueError whose message is the rule (the caller names the field).
 
 /** Largest `--concurrency` / `--fanout-concurrency`. */
 export const MAX_CONCURRENCY = 10_000;
@@ -205,14 +205,15 @@ export const MAX_CONCURRENCY = 10_000;
 export function parseCountOption(text: string): number {
   const t = text.trim();
   if (!/^\d+$/.test(t) || parseInt(t, 10) < 1 || parseInt(t, 10) > MAX_CONCURRENCY)
-    throw new Error(`must be an integer between 1 and ${MAX_CONCURRENCY}`);
+    throw new InvalidValueError(`must be an integer between 1 and ${MAX_CONCURRENCY}`);
   return parseInt(t, 10);
 }
 
 /** Parses one namespace name (`--namespace`, `--leader-election-namespace`). */
 export function parseNamespaceOption(text: string): string {
   const ns = text.trim();
-  if (!isNamespaceName(ns)) throw new Error("must be namespace names (DNS-1123 labels)");
+  if (!isNamespaceName(ns))
+    throw new InvalidValueError("must be namespace names (DNS-1123 labels)");
   return ns;
 }
 
@@ -227,11 +228,11 @@ export function parseReapIntervalOption(text: string): number {
   try {
     ms = parseDuration(text);
   } catch {
-    throw new Error("must be a duration such as 30s, 5m or 1h");
+    throw new InvalidValueError("must be a duration such as 30s, 5m or 1h");
   }
-  if (ms < 1000) throw new Error("must be at least 1s");
+  if (ms < 1000) throw new InvalidValueError("must be at least 1s");
   // A longer timer fires at once in Node: the reaper would run in a tight loop.
-  if (ms > MAX_TIMER_MS) throw new Error("must be at most 596h");
+  if (ms > MAX_TIMER_MS) throw new InvalidValueError("must be at most 596h");
   return ms;
 }
 
@@ -239,7 +240,7 @@ export function parseReapIntervalOption(text: string): number {
 export function parseLogLevelOption(text: string): LogLevel {
   const v = text.trim().toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(v))
-    throw new Error(`must be one of ${LOG_LEVELS.join(", ")}`);
+    throw new InvalidValueError(`must be one of ${LOG_LEVELS.join(", ")}`);
   return v as LogLevel;
 }
 
@@ -282,7 +283,8 @@ export function resolveControllerOptions(
     try {
       return parser(p.value);
     } catch (e) {
-      return fail(p.from, (e as Error).message, p.value);
+      if (!InvalidValueError.isInstance(e)) throw e;
+      return fail(p.from, e.message, p.value);
     }
   };
 
@@ -297,7 +299,8 @@ export function resolveControllerOptions(
     try {
       parseBindAddress(p.value);
     } catch (e) {
-      return fail(p.from, (e as Error).message, p.value);
+      if (!InvalidValueError.isInstance(e)) throw e;
+      return fail(p.from, e.message, p.value);
     }
     return p.value.trim();
   };

@@ -42,6 +42,7 @@ import {
 } from "./types.js";
 import { WorkQueue } from "./work-queue.js";
 import { sleep } from "../provider/kube/sleep.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 /** One watched kind: where to list it, and which keys its changes enqueue. */
 export interface Watch {
@@ -236,7 +237,7 @@ export async function runManager(
     try {
       gate = await def.ready(client, log);
     } catch (e) {
-      gate = { ok: false, reason: (e as Error).message };
+      gate = { ok: false, reason: errorMessage(e) };
     }
     if (gate.ok) break;
     const delay = Math.min(1000 * 2 ** attempt, 60_000);
@@ -387,14 +388,14 @@ function createSession(s: SessionDeps): Session {
         if (action === "backoff") {
           queue.addRateLimited(key);
           ctx.log.error(
-            { err: (e as Error).message, attempt: queue.numRequeues(key), seconds },
+            { err: errorMessage(e), attempt: queue.numRequeues(key), seconds },
             "reconcile failed; requeued with backoff",
           );
         } else {
           queue.forget(key);
           if (action.requeueAfterMs !== undefined) requeue(key, action.requeueAfterMs);
           ctx.log.error(
-            { err: (e as Error).message, requeueAfterMs: action.requeueAfterMs, seconds },
+            { err: errorMessage(e), requeueAfterMs: action.requeueAfterMs, seconds },
             "reconcile failed",
           );
         }
@@ -427,7 +428,7 @@ function createSession(s: SessionDeps): Session {
           const result = await task.run(ns, ctx);
           ctx.log.debug({ result }, `${task.name} pass done`);
         } catch (e) {
-          ctx.log.error({ err: (e as Error).message }, `${task.name} pass failed`);
+          ctx.log.error({ err: errorMessage(e) }, `${task.name} pass failed`);
         }
       }
       await sleep(task.intervalMs, halt.signal);

@@ -40,6 +40,7 @@ export function typeOfUrn(urn: string): string {
 function engineFor(urn: string): pulumi.dynamic.ResourceProvider {
   const type = typeOfUrn(urn);
   const engine = engines[type];
+  // A programmer error: the engine only asks for the types the package's schema declares.
   if (!engine) throw new Error(`cocoonset: unknown resource type ${type}`);
   return engine;
 }
@@ -156,6 +157,7 @@ async function construct(
       },
     };
   }
+  // A programmer error, as in engineFor.
   throw new Error(`cocoonset: unknown component type ${type}`);
 }
 

@@ -205,7 +205,7 @@ export async function renderTypes(root: string): Promise<string> {
   const writer = new TypeWriter();
   const parts = [
     `// ${HEADER} Do not edit.`,
-    `import type { ObjectMeta } from "../kube-types.js";`,
+    `import type { ObjectMeta } from "../../kube/objects.js";`,
     "",
     `/** The \`apiVersion\` of a CocoonSet. */`,
     `export const COCOONSET_API_VERSION = ${JSON.stringify(API_VERSION)};`,
@@ -224,7 +224,7 @@ export async function renderHibernationTypes(root: string): Promise<string> {
   const writer = new TypeWriter(hibernationNamedSchemas);
   const parts = [
     `// ${HEADER.replace("schema-source.ts", "hibernation-schema.ts")} Do not edit.`,
-    `import type { ObjectMeta } from "../kube-types.js";`,
+    `import type { ObjectMeta } from "../../kube/objects.js";`,
     "",
     `/** The \`apiVersion\` of a CocoonHibernation. */`,
     `export const COCOONHIBERNATION_API_VERSION = ${JSON.stringify(HIBERNATION_API_VERSION)};`,

@@ -4,6 +4,7 @@
  * the component refuses exactly what the controller would refuse at start (where a bad value
  * would make the Deployment restart forever while `pulumi up` waits for it).
  */
+import type * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import {
   parseCountOption,
@@ -14,7 +15,113 @@ import {
   parseTransitionTimeoutOption,
 } from "../controller/options.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
-import type { OperatorArgs } from "./operator.js";
+import { InvalidValueError } from "../provider/kube/branded-error.js";
+
+/** Arguments of the `Operator` component (sdk/operator.ts). */
+export interface OperatorArgs {
+  /**
+   * Namespace of the controller (created unless `createNamespace` is false).
+   * @default "cocoonset-system"
+   */
+  namespace?: string;
+  /** @default true */
+  createNamespace?: boolean;
+  /**
+   * Controller image: build it with `cocoonset-dev image build --tag REGISTRY/...` and push it
+   * where the cluster can pull from (docs/controller.md, "Deploying to a real cluster").
+   * @default `pulumi-cocoonset/controller:<package version>` (the default tag of `cocoonset-dev image build`)
+   */
+  image?: pulumi.Input<string>;
+  /** `imagePullPolicy` of the controller container (Kubernetes' default when unset). */
+  imagePullPolicy?: pulumi.Input<"Always" | "IfNotPresent" | "Never">;
+  /** Names of Secrets (in the controller's namespace) holding registry credentials. */
+  imagePullSecrets?: pulumi.Input<string>[];
+  /** `nodeSelector` of the controller pod. */
+  nodeSelector?: pulumi.Input<Record<string, pulumi.Input<string>>>;
+  /** `tolerations` of the controller pod. */
+  tolerations?: pulumi.Input<pulumi.Input<k8s.types.input.core.v1.Toleration>[]>;
+  /** `priorityClassName` of the controller pod. */
+  priorityClassName?: pulumi.Input<string>;
+  /**
+   * Controller replicas; more than one needs leader election.
+   * @default 1
+   */
+  replicas?: number;
+  /** Container resources of the controller. */
+  resources?: pulumi.Input<k8s.types.input.core.v1.ResourceRequirements>;
+  /**
+   * Leader election on a `coordination.k8s.io` Lease.
+   * @default true
+   */
+  leaderElect?: boolean;
+  /**
+   * Namespaces the controller watches (a Role per namespace); all when empty (a ClusterRole).
+   * @default []
+   */
+  watchNamespaces?: string[];
+  /** @default 4 */
+  concurrency?: number;
+  /** @default 8 */
+  fanoutConcurrency?: number;
+  /** @default "5m" */
+  reapInterval?: string;
+  /** @default "info" */
+  logLevel?: string;
+  /**
+   * The snapshot registry of the VMs, `host[:port][/prefix]` (the node agent's
+   * `OCI_REGISTRY`): the controller gets `--oci-registry` and then acts on `spec.suspend`
+   * and drops snapshot tags at a CocoonSet's deletion. A Fleet given this Operator takes it
+   * as its `registry` unless it names its own.
+   * @default none: `suspend` is stored and not acted on
+   */
+  ociRegistry?: string;
+  /**
+   * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
+   * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
+   * `--hibernate-timeout`).
+   * @default "3m"
+   */
+  hibernateTimeout?: string;
+  /**
+   * How long a CocoonHibernation may stay `Waking` before it is `Failed` (`WakeTimedOut`): a
+   * duration such as `90s`, `10m` or `1h` (the controller's `--wake-timeout`).
+   * @default "5m"
+   */
+  wakeTimeout?: string;
+  /**
+   * Kubeconfig text the Operator's guards use (kept as a secret). Leave it out: they then use
+   * the kubeconfig of the Kubernetes provider the Operator is given, so they reach the same
+   * cluster as its CRD.
+   * @default the provider's `kubeconfig` (and `context`); with the default provider, the
+   * stack's `kubernetes:kubeconfig` config, else `$KUBECONFIG`, else `~/.kube/config`
+   */
+  kubeconfig?: pulumi.Input<string>;
+  /**
+   * Keep the CocoonSet CRD (and so every CocoonSet in the cluster) when the Operator is
+   * destroyed. Without it, destroying the Operator while any CocoonSet is left fails with a
+   * message naming them, and changes nothing.
+   * @default false
+   */
+  retainCrdOnDelete?: boolean;
+  /**
+   * Adopt a CocoonSet CRD that exists and that no Operator installed (applied by hand or by
+   * another tool): the CRD's name, `cocoonsets.cocoonset.cocoonstack.io`. Without it, `up`
+   * refuses such a CRD. An Operator with `adoptCrd` never deletes the CRD: destroy keeps it.
+   */
+  adoptCrd?: string;
+  /**
+   * Do not wait for the controller Deployment to become available (for clusters with no
+   * nodes that can run it). When waiting, `pulumi up` fails at once, naming the image, when
+   * the cluster cannot pull it.
+   * @default false
+   */
+  skipAwait?: boolean;
+  /**
+   * How long `pulumi up` waits for the controller Deployment to roll out.
+   * @default 600
+   */
+  rolloutTimeoutSeconds?: number;
+}
 
 const WHITESPACE = /[ \t\n\v\f\r]/;
 
@@ -27,7 +134,8 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     try {
       parser(String(value));
     } catch (e) {
-      bad(field, (e as Error).message, value);
+      if (!InvalidValueError.isInstance(e)) throw e;
+      bad(field, e.message, value);
     }
   };
 

@@ -5,6 +5,7 @@
  */
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
 import { sleep } from "../kube/sleep.js";
+import { BrandedError } from "../kube/branded-error.js";
 import { withoutKubeconfig } from "./outputs.js";
 
 /** Inputs of the rollout check resource. */
@@ -54,6 +55,9 @@ interface DeploymentLike extends KubeObject {
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
   };
 }
+
+/** The controller Deployment failed to roll out (an image it cannot pull or start), or timed out. */
+export class RolloutError extends BrandedError {}
 
 /** Where a rollout stands. */
 export type RolloutVerdict =
@@ -150,11 +154,11 @@ export async function awaitControllerRollout(
         const pods = (await client.list(paths.pods(inputs.namespace), { labelSelector })).items;
         const v = rolloutVerdict(dep, pods, inputs.image);
         if (v.state === "done") return;
-        if (v.state === "failed") throw new Error(v.message);
+        if (v.state === "failed") throw new RolloutError(v.message);
         last = v.why;
       } else last = "the Deployment does not exist";
       if (Date.now() >= deadline || opts.signal?.aborted) {
-        throw new Error(
+        throw new RolloutError(
           `the controller Deployment ${inputs.namespace}/${inputs.deployment} did not roll out within ${inputs.timeoutSeconds ?? 600}s: ${last}`,
         );
       }

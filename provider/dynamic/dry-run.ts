@@ -39,6 +39,7 @@ import {
   vmNameClashMessage,
 } from "../fleet/index.js";
 import { isAlreadyExists, KubeApiError, KubeClient, paths, type KubeList } from "../kube/index.js";
+import { errorMessage } from "../kube/branded-error.js";
 
 /** The inputs the dry run needs (a subset of the slots resource's inputs). */
 export interface DryRunInputs {
@@ -179,7 +180,7 @@ export async function dryRunRefusals(inputs: DryRunInputs): Promise<string[]> {
     return [...reasons, ...overflows.map((o) => quotaReason(namespace, o))];
   } catch (e) {
     process.stderr.write(
-      `cocoonset: could not dry-run the pods of ${inputs.namespace}/${inputs.name} (${(e as Error).message}); preview goes on without\n`,
+      `cocoonset: could not dry-run the pods of ${inputs.namespace}/${inputs.name} (${errorMessage(e)}); preview goes on without\n`,
     );
     return [];
   } finally {

@@ -81,14 +81,6 @@ export function lifecycleSummary(
     : `wake fleet ${namespace}/${name} (${count} pod${one ? " wakes" : "s wake"} from the hibernation snapshots)`;
 }
 
-/**
- * Whether a pass error is the planner's "the registry did not answer" of a suspend
- * (docs/behaviour.md §3.15): a wait retries it; it changes nothing.
- */
-export function isRegistrySilence(error: string): boolean {
-  return error.startsWith("[spec.suspend] cannot tell which VMs have hibernated");
-}
-
 /** The pods a suspend still waits for, as the pass planned them (sorted, unique). */
 export function suspendPending(plan: Plan): string[] {
   const names = plan.steps

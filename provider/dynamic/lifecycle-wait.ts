@@ -8,17 +8,18 @@
  */
 import type { CocoonSet, Pod } from "../fleet/index.js";
 import {
+  isSuspendRegistrySilence,
   listFleetPods,
   podSelector,
   readCocoonSet,
   runPass,
+  type PassFailure,
   type PassOptions,
 } from "../engine/index.js";
 import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../kube/index.js";
 import { BrandedError } from "../kube/branded-error.js";
 import {
   describePods,
-  isRegistrySilence,
   lifecyclePods,
   suspendPending,
   wakePending,
@@ -34,6 +35,20 @@ export class LifecycleTimeoutError extends BrandedError {
     message: string,
     /** The pods still waited for. */
     readonly pending: string[],
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Thrown when a suspend or a wake cannot finish: the CocoonSet is gone, the fleet is
+ * Failed, or a pass failed for another reason than the registry's silence (`failures`).
+ */
+export class LifecycleFailedError extends BrandedError {
+  constructor(
+    message: string,
+    /** The pass failures that stopped the wait; empty when the fleet itself did. */
+    readonly failures: readonly PassFailure[] = [],
   ) {
     super(message);
   }
@@ -82,17 +97,22 @@ export async function awaitLifecycle(
   let lastLine = "";
   for (let passes = 1; ; passes++) {
     const cs = await readCocoonSet(client, namespace, name);
-    if (!cs) throw new Error(`CocoonSet ${namespace}/${name} is gone; nothing to ${change}`);
+    if (!cs)
+      throw new LifecycleFailedError(
+        `CocoonSet ${namespace}/${name} is gone; nothing to ${change}`,
+      );
     // The pods as they were before the pass: the wait below ends on any change since, so a
     // node agent's write that lands while the pass runs is never missed.
     const seen = versions(await listFleetPods(client, cs));
     const result = await runPass(client, cs, opts.pass);
     if (result.conflicted) continue;
-    const refusals = result.errors.filter(isRegistrySilence);
-    const registryError = refusals[0] ?? "";
-    if (result.errors.length > refusals.length) {
-      throw new Error(
-        `${change} of fleet ${namespace}/${name}: ${result.errors.filter((e) => !refusals.includes(e)).join("; ")}`,
+    const silences = result.failures.filter(isSuspendRegistrySilence);
+    const registryError = silences[0]?.message ?? "";
+    const others = result.failures.filter((f) => !isSuspendRegistrySilence(f));
+    if (others.length > 0) {
+      throw new LifecycleFailedError(
+        `${change} of fleet ${namespace}/${name}: ${others.map((f) => f.message).join("; ")}`,
+        others,
       );
     }
     const pods: Pod[] = await listFleetPods(client, result.cocoonSet);
@@ -112,7 +132,7 @@ export async function awaitLifecycle(
     }
     if (done) return { cocoonSet: result.cocoonSet, passes };
     if (phase === "Failed") {
-      throw new Error(
+      throw new LifecycleFailedError(
         `${change} of fleet ${namespace}/${name}: the fleet is Failed (its main agent is terminal): ${result.cocoonSet.status?.conditions?.map((c) => c.message).join("; ") ?? ""}`,
       );
     }

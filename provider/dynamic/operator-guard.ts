@@ -12,6 +12,7 @@
  */
 import { CRD_NAME } from "../fleet/index.js";
 import { KubeClient, paths, type KubeObject } from "../kube/index.js";
+import { BrandedError } from "../kube/branded-error.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
   kubeconfigChanged,
@@ -75,6 +76,12 @@ export async function guardCheck(
   return { inputs: news, failures };
 }
 
+/**
+ * The install guard refused: the CRD belongs to another Operator or to nobody, or deleting
+ * it would delete CocoonSets that are left.
+ */
+export class CrdGuardError extends BrandedError {}
+
 /** Fails when the CRD carries another Operator's stamp; returns the stamp found, if any. */
 export async function assertSingleOperator(
   inputs: OperatorGuardInputs,
@@ -84,12 +91,12 @@ export async function assertSingleOperator(
     const crd = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
     const other = crd?.metadata.annotations?.[INSTALLED_BY];
     if (other && other !== inputs.owner) {
-      throw new Error(
+      throw new CrdGuardError(
         `[Operator] the CocoonSet CRD ${CRD_NAME} is already installed by the Operator ${other}; a cluster takes one Operator: pass that one to your Fleets, or omit \`operator\` when the controller is managed elsewhere (if that Operator's stack is gone and kept the CRD, remove the annotation with \`kubectl annotate crd ${CRD_NAME} ${INSTALLED_BY}-\` and adopt it with \`adoptCrd\`)`,
       );
     }
     if (crd && !other && inputs.adoptCrd !== CRD_NAME) {
-      throw new Error(
+      throw new CrdGuardError(
         `[adoptCrd] the CocoonSet CRD ${CRD_NAME} exists and no Operator installed it (it was applied by hand or by another tool), so it may hold CocoonSets that no stack of yours manages; to have this Operator adopt it, set \`adoptCrd: "${CRD_NAME}"\` on the Operator: an adopted CRD is kept when the Operator is destroyed`,
       );
     }
@@ -189,7 +196,7 @@ export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
       return;
     }
     if (left.length > 0) {
-      throw new Error(
+      throw new CrdGuardError(
         `[Operator] refusing to delete the CocoonSet CRD ${CRD_NAME}: ${left.length} CocoonSet(s) are left in the cluster (${named(left)}); deleting the CRD deletes them, and with no controller left to release them their finalizers would hold the destroy forever. Destroy the stacks that own them first, or set \`retainCrdOnDelete: true\` on the Operator and run \`pulumi up\` to keep the CRD when the Operator is destroyed`,
       );
     }

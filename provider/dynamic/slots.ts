@@ -19,7 +19,13 @@ import {
 } from "../fleet/index.js";
 import { dryRunRefusals } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
-import { converge, deleteFleet, listFleetPods, readCocoonSet } from "../engine/index.js";
+import {
+  converge,
+  deleteFleet,
+  isSuspendRegistrySilence,
+  listFleetPods,
+  readCocoonSet,
+} from "../engine/index.js";
 import { KubeApiError, KubeClient, KubeConfigError } from "../kube/index.js";
 import {
   cocoonSetFrom,
@@ -28,13 +34,12 @@ import {
   type SlotMap,
   type SlotStatus,
 } from "./slot-view.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { BrandedError, errorMessage, InvalidValueError } from "../kube/branded-error.js";
 import { stableJson } from "../fleet/stable-json.js";
 import { parseRegistryAddress } from "../registry/address.js";
 import { OciRegistry } from "../registry/oci.js";
 import {
   DEFAULT_SUSPEND_TIMEOUT_SECONDS,
-  isRegistrySilence,
   lifecycleChange,
   lifecycleCount,
   lifecycleSummary,
@@ -183,7 +188,8 @@ export function registryProblem(v: unknown): string | undefined {
     parseRegistryAddress(v);
     return undefined;
   } catch (e) {
-    return `[registry] ${(e as Error).message} (got ${describeValue(v)})`;
+    if (!InvalidValueError.isInstance(e)) throw e;
+    return `[registry] ${e.message} (got ${describeValue(v)})`;
   }
 }
 
@@ -374,7 +380,7 @@ export async function diff(
     return { changes: stableJson(live.slots) !== stableJson(news.slots) };
   } catch (e) {
     process.stderr.write(
-      `cocoonset: could not check live slots (${(e as Error).message}); assuming no drift\n`,
+      `cocoonset: could not check live slots (${errorMessage(e)}); assuming no drift\n`,
     );
     return { changes: false };
   } finally {
@@ -441,6 +447,12 @@ export class SlotsInitError extends BrandedError {
   }
 }
 
+/**
+ * The CocoonSet the slots resource's kubeconfig reaches is not the one its Fleet created
+ * (another cluster, or the CocoonSet was recreated outside Pulumi): nothing is changed.
+ */
+export class CocoonSetIdentityError extends BrandedError {}
+
 /** How to point the slots resource at the CocoonSet's cluster, for error messages. */
 const KUBECONFIG_HINT =
   "give the Fleet the Kubernetes provider its CocoonSet uses (the `provider` option: the slots resource then takes that provider's kubeconfig), or pass the same kubeconfig text as the Fleet's `kubeconfig` argument";
@@ -460,12 +472,12 @@ export async function verifiedCocoonSet(
   if (!p.uid || isUnknown(p.uid)) return cs;
   if (!cs) {
     if (opts.missingOk) return undefined;
-    throw new Error(
+    throw new CocoonSetIdentityError(
       `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} (uid ${p.uid}) that this Fleet created is not in the cluster the slots resource's kubeconfig reaches (${client.server}), so that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider; ${KUBECONFIG_HINT}`,
     );
   }
   if (cs.metadata.uid !== p.uid) {
-    throw new Error(
+    throw new CocoonSetIdentityError(
       `[kubeconfig] cannot ${opts.action}: the CocoonSet ${p.namespace}/${p.name} in the cluster the slots resource's kubeconfig reaches (${client.server}) has uid ${cs.metadata.uid}, not ${p.uid}, the one this Fleet created; nothing was changed. Either that kubeconfig points at another cluster than the CocoonSet's Kubernetes provider (${KUBECONFIG_HINT}), or the CocoonSet was deleted and recreated outside Pulumi (then \`pulumi up --refresh\` takes the new one over; when it lost this Fleet's created-by annotation, set \`adoptCocoonSet: true\` on the Fleet first)`,
     );
   }
@@ -522,7 +534,9 @@ async function apply(
       },
     });
     let cocoonSet = result.cocoonSet;
-    const errors = result.errors.filter((e) => !(registry && suspend && isRegistrySilence(e)));
+    const errors = result.failures
+      .filter((f) => !(registry && suspend && isSuspendRegistrySilence(f)))
+      .map((f) => f.message);
     if (registry && (suspend || wake) && errors.length === 0) {
       // The registry's silence is waited out (the lifecycle wait retries it until its timeout).
       const waited = await awaitLifecycle(
@@ -663,7 +677,7 @@ export function explainStoredKubeconfig(
   else if (KubeConfigError.isInstance(e)) cause = "its credentials cannot be used";
   else return e;
   return new Error(
-    `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`${file ? ` (the file ${file}, read again)` : ""}, and ${cause}${server ? ` (${server})` : ""}: ${(e as Error).message}. ` +
+    `${operation} of the slots of ${id} uses the kubeconfig the stack stored at its last \`pulumi up\`${file ? ` (the file ${file}, read again)` : ""}, and ${cause}${server ? ` (${server})` : ""}: ${errorMessage(e)}. ` +
       `If that cluster still holds the fleet under a new address or with new credentials, run \`pulumi up\` with the current kubeconfig first (it stores the new one), then \`pulumi ${operation}\` again. ` +
       `If that cluster is gone (for example \`cocoonset-dev cluster down\` then \`up\` starts a new, empty cluster), nothing of the fleet is left: remove the slots resource from the stack with \`pulumi state delete <its URN>\` (\`pulumi stack --show-urns\` lists them), then run \`pulumi ${operation}\` again.`,
     { cause: e },

@@ -45,7 +45,7 @@ import {
   type PassResult,
 } from "./pass.js";
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { BrandedError, errorMessage } from "../kube/branded-error.js";
 
 /** Adds the finalizer when missing (a JSON patch that tests the list first). */
 export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
@@ -250,7 +250,7 @@ async function vmsFreeToDrop(
   } catch (e) {
     return {
       drop: [],
-      kept: vms.map((vm) => ({ vm, holders: [`unknown (${(e as Error).message})`] })),
+      kept: vms.map((vm) => ({ vm, holders: [`unknown (${errorMessage(e)})`] })),
     };
   }
   return vmNamesFreeToDrop(cs, vms, fleets);
@@ -296,6 +296,9 @@ export class MainAgentNotReadyError extends BrandedError {
   }
 }
 
+/** Thrown when the CocoonSet to converge does not exist. */
+export class CocoonSetNotFoundError extends BrandedError {}
+
 /** Options of {@link converge}. */
 export interface ConvergeOptions extends PassOptions {
   /** Deadline for the whole convergence, main agent wait included. @default 300000 */
@@ -324,13 +327,13 @@ export async function converge(
   for (let pass = 1; pass <= maxPasses; pass++) {
     const cs = await readCocoonSet(client, namespace, name);
     if (!cs) {
-      throw new Error(
+      throw new CocoonSetNotFoundError(
         `CocoonSet ${namespace}/${name} does not exist (with Pulumi, the Fleet component creates it before its slots)`,
       );
     }
     last = await runPass(client, cs, opts);
     // A conflict means someone else (the controller) wrote first: re-read and plan again.
-    if (last.errors.length > 0 && !last.conflicted) return last;
+    if (last.failures.length > 0 && !last.conflicted) return last;
     if (last.conflicted) continue;
     const mainStep = last.plan.steps.find((s) => s.target.role === "main");
     if (mainStep?.decision === "main-failed") {

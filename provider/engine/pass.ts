@@ -42,6 +42,7 @@ import {
   type PlanAction,
   type PlanStep,
   type Pod,
+  type Refusal,
   type SlotCreateLog,
   type SlotCreateRecord,
   type SnapshotFacts,
@@ -57,7 +58,7 @@ import {
   type KubeClient,
   type KubeObject,
 } from "../kube/index.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
@@ -119,8 +120,6 @@ export interface PassResult {
   deleted: string[];
   /** Every failure as a typed error, in step order (the planner's refusals first). */
   failures: PassFailure[];
-  /** The messages of {@link failures}, in the same order. */
-  errors: string[];
   /** 0: run again at once; n: after n ms; undefined: only on a change. */
   requeueAfterMs: number | undefined;
   statusWritten: boolean;
@@ -152,17 +151,47 @@ export function passFailureSummary(result: PassResult): string {
         : { message: f.message },
     ),
     result.unsentCreates,
+    result.quotaRefusal,
   );
 }
 
 /** The planner refused part of the spec (a toolbox name another pod holds, bad names). */
-export class PlanRefusal extends BrandedError {}
+export class PlanRefusal extends BrandedError {
+  constructor(
+    /** The planner's refusal, as data. */
+    readonly refusal: Refusal,
+  ) {
+    super(refusal.message);
+  }
+}
 
 /**
  * The snapshot registry did not answer what the pass needed: nothing was changed (the pass
  * fails closed) and it is tried again.
  */
-export class SnapshotRegistryFailure extends BrandedError {}
+export class SnapshotRegistryFailure extends BrandedError {
+  constructor(
+    /** The planner's refusal: what the registry was asked for, and its error. */
+    readonly refusal: Extract<Refusal, { kind: "registry-unanswered" }>,
+  ) {
+    super(refusal.message);
+  }
+}
+
+/** The pass failure a planner's refusal is reported as. */
+export function refusalFailure(refusal: Refusal): PlanRefusal | SnapshotRegistryFailure {
+  return refusal.kind === "registry-unanswered"
+    ? new SnapshotRegistryFailure(refusal)
+    : new PlanRefusal(refusal);
+}
+
+/**
+ * Whether a pass failure is only a suspend's registry silence (docs/behaviour.md §3.15): it
+ * changed nothing, and a wait for the suspend retries it.
+ */
+export function isSuspendRegistrySilence(f: PassFailure): boolean {
+  return SnapshotRegistryFailure.isInstance(f) && f.refusal.need === "suspend";
+}
 
 /** One step's action failed against the cluster; `cause` is the API error. */
 export class StepFailure extends BrandedError {
@@ -173,7 +202,7 @@ export class StepFailure extends BrandedError {
     readonly decision: string,
     cause: unknown,
   ) {
-    super(`${pod} (${decision}): ${(cause as Error).message}`, { cause });
+    super(`${pod} (${decision}): ${errorMessage(cause)}`, { cause });
   }
 }
 
@@ -357,7 +386,7 @@ export async function readTargetNode(client: KubeClient, name: string): Promise<
     >(`${paths.nodes()}/${encodeURIComponent(name)}`);
     return { name, node };
   } catch (e) {
-    return { name, error: (e as Error).message };
+    return { name, error: errorMessage(e) };
   }
 }
 
@@ -416,25 +445,19 @@ export async function runPass(
 ): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
-  const { plan, pods, snapshots, record } = await planLiveWithFacts(client, cs, opts);
-  const registryError = snapshots && "error" in snapshots ? snapshots.error : undefined;
+  const { plan, pods, record } = await planLiveWithFacts(client, cs, opts);
   const result: PassResult = {
     plan,
     created: [],
     deleted: [],
-    failures: plan.errors.map((e) =>
-      registryError !== undefined && e.includes(registryError)
-        ? new SnapshotRegistryFailure(e)
-        : new PlanRefusal(e),
-    ),
-    errors: [...plan.errors],
+    failures: plan.refusals.map(refusalFailure),
     requeueAfterMs: plan.requeueAfterMs,
     statusWritten: false,
     cocoonSet: cs,
   };
   if (opts.dryRun) return result;
   const ns = plan.cocoonSet.namespace;
-  if (record !== undefined && plan.errors.length === 0) {
+  if (record !== undefined && plan.refusals.length === 0) {
     // Before any step: a slot release or a migration deletes the pod that was the evidence.
     try {
       cs = await client.patch<CocoonSet>(
@@ -446,7 +469,6 @@ export async function runPass(
       hooks.log?.("info", "recorded the fleet's own hibernation snapshots", { record });
     } catch (e) {
       result.failures.push(new StepFailure(plan.cocoonSet.name, "snapshot record", e));
-      result.errors.push(result.failures[result.failures.length - 1].message);
       return result;
     }
   }
@@ -459,7 +481,9 @@ export async function runPass(
           result.created.push(step.podName);
           hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
         } catch (err) {
-          const quota = isForbidden(err) ? quotaRefusalOf((err as Error).message) : undefined;
+          // The apiserver names a refusing ResourceQuota only in its Status message (no field
+          // carries it): the one place the engine reads an error's text, an outside one.
+          const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
           if (quota) result.quotaRefusal ??= quota;
           if (!isAlreadyExists(err)) throw err;
           if (action.onAlreadyExists === "success") return;
@@ -471,6 +495,8 @@ export async function runPass(
           const existing = await client.get<Pod>(paths.pod(ns, step.podName));
           const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
           if (owner?.uid !== plan.cocoonSet.uid) {
+            // Plain Error: the step's runner reports it as the cause of a StepFailure, the
+            // typed failure callers see.
             throw new Error(
               `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
               { cause: err },
@@ -503,7 +529,7 @@ export async function runPass(
           hooks.log?.("warn", "could not annotate pod; going on", {
             pod: action.name,
             annotations: action.annotations,
-            error: (e as Error).message,
+            error: errorMessage(e),
           });
           return;
         }
@@ -521,6 +547,7 @@ export async function runPass(
         return;
       }
       case "delete-snapshot-tag": {
+        // A programmer error: the planner plans a tag deletion only from registry facts.
         if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
         await opts.registry.deleteManifest(action.vm, action.tag);
         hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
@@ -565,7 +592,6 @@ export async function runPass(
 
   const fail = (f: PassFailure) => {
     result.failures.push(f);
-    result.errors.push(f.message);
   };
   const aborted = () => opts.signal?.aborted === true;
   const runStep = async (step: PlanStep): Promise<void> => {
@@ -644,7 +670,7 @@ export async function runPass(
     return result;
   }
 
-  if (plan.status && result.errors.length === 0) {
+  if (plan.status && result.failures.length === 0) {
     const status = { ...plan.status, observedGeneration: cs.metadata.generation };
     const updated = await client.patch<CocoonSet>(
       paths.cocoonSetStatus(ns, plan.cocoonSet.name),

@@ -7,7 +7,8 @@ import { ANNOTATIONS, API_VERSION, KIND, LABELS } from "../fleet/constants.js";
 import { withSpecDefaults } from "../fleet/defaults.js";
 import type { CocoonSet, CocoonSetSpec } from "../fleet/generated/types.js";
 import type { Pod, PodManifest } from "../fleet/kube-types.js";
-import { planPass, type PlanTarget } from "../fleet/plan.js";
+import { planPass } from "../fleet/plan.js";
+import type { PlanTarget, Refusal } from "../fleet/plan-types.js";
 import { applyPlanToPods } from "./simulate.js";
 import { stableJson } from "../fleet/stable-json.js";
 
@@ -39,8 +40,8 @@ export interface PreviewCreates {
   creates: SlotCreate[];
   /** Live pods the engine would delete and not get back (drifted or rebuilt slots come back as creates). */
   removed: Pod[];
-  /** Errors the plan reports (a toolbox name held by another pod, ...). */
-  errors: string[];
+  /** What the plans refused (a toolbox name held by another pod, ...), each once. */
+  refusals: Refusal[];
 }
 
 /** The slot key of a plan target, as the slots resource keys its slots. */
@@ -102,11 +103,11 @@ export function previewCreates(input: PreviewInput): PreviewCreates {
   let pods: readonly Pod[] = input.pods;
   const creates: SlotCreate[] = [];
   const seen = new Set<string>();
-  const errors = new Set<string>();
+  const refusals = new Map<string, Refusal>();
   const deletedUids = new Set<string>();
   for (let pass = 0; pass < (input.maxPasses ?? 10); pass++) {
     const plan = planPass({ cocoonSet: cs, pods, nowMs: input.nowMs, fanOut: input.fanOut });
-    for (const e of plan.errors) errors.add(e);
+    for (const r of plan.refusals) if (!refusals.has(r.message)) refusals.set(r.message, r);
     for (const step of plan.steps) {
       for (const action of step.actions) {
         if (action.kind === "delete-pod") deletedUids.add(action.uid);
@@ -141,7 +142,11 @@ export function previewCreates(input: PreviewInput): PreviewCreates {
     (p) =>
       deletedUids.has(p.metadata?.uid ?? "") && !createdNames.has(p.metadata?.name ?? "\u0000"),
   );
-  return { creates, removed: removed.map((p) => structuredClone(p)), errors: [...errors] };
+  return {
+    creates,
+    removed: removed.map((p) => structuredClone(p)),
+    refusals: [...refusals.values()],
+  };
 }
 
 /** The placeholder a pod's slot-specific values are replaced with in its shape. */

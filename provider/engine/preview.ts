@@ -28,13 +28,13 @@ export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly Coc
   };
   const first = planPass({ cocoonSet: planned, pods: [], nowMs, fleets });
   // Refused outright (a VM name another fleet holds): nothing follows.
-  if (first.errors.length > 0 && !first.mutatesPods) return { ...first, status: undefined };
+  if (first.refusals.length > 0 && !first.mutatesPods) return { ...first, status: undefined };
   const after = applyPlanToPods([], first, { nowMs });
   const next = planPass({ cocoonSet: planned, pods: after.pods, nowMs });
   return {
     ...next,
     steps: [...first.steps, ...next.steps],
-    errors: [...first.errors, ...next.errors],
+    refusals: [...first.refusals, ...next.refusals],
     requeueAfterMs: first.requeueAfterMs,
     mutatesPods: true,
     status: undefined,

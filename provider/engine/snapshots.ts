@@ -5,6 +5,7 @@
  */
 import pLimit from "p-limit";
 import { SNAPSHOT_TAGS, type SnapshotFacts, type TeardownTag } from "../fleet/index.js";
+import { errorMessage } from "../kube/branded-error.js";
 
 /**
  * What the engine asks of a snapshot registry: whether a tag exists (HEAD of its manifest),
@@ -37,7 +38,7 @@ export async function gatherSnapshotFacts(
         try {
           if (await registry.hasManifest(vm, SNAPSHOT_TAGS.hibernate)) hibernate.add(vm);
         } catch (e) {
-          errors.push(`probe hibernate snapshot ${vm}: ${(e as Error).message}`);
+          errors.push(`probe hibernate snapshot ${vm}: ${errorMessage(e)}`);
         }
       }),
     ),
@@ -64,7 +65,7 @@ export async function dropSnapshotTags(
           await registry.deleteManifest(t.vm, t.tag);
           dropped.push(t);
         } catch (e) {
-          failed.push({ tag: t, error: (e as Error).message });
+          failed.push({ tag: t, error: errorMessage(e) });
         }
       }),
     ),

@@ -1,18 +1,15 @@
 // Names and numbers the engine shares with cocoon-operator and with the other layers.
 // They are wire contract: changing one breaks compatibility with live clusters.
 
-/** API group of the CocoonSet resource. */
-export const GROUP = "cocoonset.cocoonstack.io";
-/** Served and stored API version. */
-export const VERSION = "v1";
-/** `apiVersion` field value of a CocoonSet. */
-export const API_VERSION = `${GROUP}/${VERSION}`;
+import { API_VERSION, GROUP, PLURAL, VERSION } from "../kube/api-names.js";
+
+// The API's identity is defined below the core, where the client's REST paths read it.
+export { API_VERSION, GROUP, PLURAL, VERSION };
+
 /** Kind of the custom resource. */
 export const KIND = "CocoonSet";
 /** List kind of the custom resource. */
 export const LIST_KIND = "CocoonSetList";
-/** Plural resource name (used in API paths). */
-export const PLURAL = "cocoonsets";
 /** Singular resource name. */
 export const SINGULAR = "cocoonset";
 /** Short names; `cs` collides with the built-in componentstatuses, so docs spell `cocoonsets`. */

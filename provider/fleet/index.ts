@@ -80,23 +80,25 @@ export {
   type SlotCreateLog,
   type SlotCreateRecord,
 } from "./vanish.js";
-export {
-  planPass,
-  toolboxNameErrors,
-  type AlreadyExistsPolicy,
-  type Decision,
-  type GenerationStamp,
-  type Plan,
-  type PlanAction,
-  type PlanInput,
-  type PlanStep,
-  type PlanTarget,
-} from "./plan.js";
+export type {
+  AlreadyExistsPolicy,
+  Decision,
+  GenerationStamp,
+  MigrationDecision,
+  Plan,
+  PlanAction,
+  Refusal,
+  PlanStep,
+  PlanTarget,
+  RegistryNeed,
+} from "./plan-types.js";
+export { planPass, toolboxNameErrors, type PlanInput } from "./plan.js";
+export { snapshotProbes } from "./probes.js";
 export {
   asksHibernate,
   gateProbes,
   hibernationGate,
-  snapshotProbes,
+  suspendUnanswered,
   suspendsRetaining,
   SUSPEND_POLL_MS,
   type HibernationGate,
@@ -124,7 +126,6 @@ export {
   type TargetNodeFacts,
   migrationProbes,
   planMigration,
-  type MigrationDecision,
   type MigrationInput,
   type MigrationPlan,
 } from "./migrate.js";

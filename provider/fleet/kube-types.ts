@@ -1,36 +1,11 @@
 // The project's one model of the Kubernetes objects it reads and builds: the pure core plans
-// with these, and the client (provider/kube) returns them (its ObjectMeta is this one). They are
-// the JSON the apiserver sends, so timestamps are RFC 3339 strings. Subsets of the API's own
-// types, so the pure core depends on no client library.
+// with these. They are the JSON the apiserver sends, so timestamps are RFC 3339 strings.
+// Subsets of the API's own types, so the pure core depends on no client library. Object
+// metadata, which the client needs too, is defined below it (provider/kube/objects.ts).
+import type { ObjectMeta, OwnerReference } from "../kube/objects.js";
 import type { EnvFromSource } from "./generated/types.js";
 
-/** A reference from an object to its owner (meta/v1 OwnerReference). */
-export interface OwnerReference {
-  apiVersion: string;
-  kind: string;
-  name: string;
-  uid: string;
-  controller?: boolean;
-  blockOwnerDeletion?: boolean;
-}
-
-/** Object metadata (the fields of meta/v1 ObjectMeta the engine uses). */
-export interface ObjectMeta {
-  name?: string;
-  generateName?: string;
-  namespace?: string;
-  uid?: string;
-  generation?: number;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  ownerReferences?: OwnerReference[];
-  finalizers?: string[];
-  /** RFC 3339. */
-  creationTimestamp?: string;
-  /** Set (RFC 3339) once the object is being deleted. */
-  deletionTimestamp?: string;
-}
+export type { ObjectMeta, OwnerReference };
 
 /** A pod toleration (core/v1 Toleration). */
 export interface Toleration {

@@ -7,7 +7,7 @@ import type { ClassifiedPods } from "./classify.js";
 import { ANNOTATIONS, ANNOTATION_TRUE, NODE_LABELS, SNAPSHOT_TAGS } from "./constants.js";
 import type { CocoonSet, CocoonSetStatus } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
-import type { PlanAction, PlanStep } from "./plan.js";
+import type { MigrationDecision, PlanAction, Refusal, PlanStep } from "./plan-types.js";
 import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, vmLive } from "./pod-state.js";
 import { asksHibernate, hibernationGate, type SnapshotFacts } from "./suspend.js";
@@ -15,30 +15,6 @@ import { hibernationHeld, type HibernationTarget } from "./hibernation-targets.j
 
 /** Requeue delay while a migration waits (the registry has no watch; as upstream polls). */
 export const MIGRATE_POLL_MS = 5_000;
-
-/** What a migration pass decided for the main agent. */
-export type MigrationDecision =
-  /** Persist Migrating, then ask the main agent's VM to hibernate where it runs. */
-  | "migrate"
-  /** A `<vm>:hibernate` tag this migration did not ask for: drop it before quiescing. */
-  | "migrate-drop-stale"
-  /** Waiting: for the snapshot on the old node, or for the restored VM on the target. */
-  | "wait-migration"
-  /** The snapshot is there: delete the old pod (on the old node). */
-  | "migrate-evict"
-  /** The old pod is gone: create the main agent again on the target, restoring. */
-  | "migrate-restore"
-  /** Quiesced on the node asked for (a re-target back mid-way): wake it where it is. */
-  | "migrate-wake"
-  /** The restored VM is live: drop the snapshot; the next pass settles to Running. */
-  | "migrate-complete"
-  /**
-   * The restore's pod waits unbound, pinned to a node that is no longer the target (the
-   * target changed or was cleared): delete it, the next pass restores it again.
-   */
-  | "migrate-retarget"
-  /** The target node does not exist, is not Ready or does not fit: nothing hibernates. */
-  | "migrate-refused";
 
 /** The node a migration would start towards, as the executor read it. */
 export type TargetNodeFacts =
@@ -92,10 +68,10 @@ export interface MigrationInput {
   targetNode?: TargetNodeFacts;
 }
 
-/** A pass that migration owns: its steps, or the registry error that stopped it. */
+/** A pass that migration owns: its steps, or the registry's silence that stopped it. */
 export interface MigrationPlan {
   steps: PlanStep[];
-  errors: string[];
+  refusals: Refusal[];
   /** Requeue after this long: every migration pass polls; at once after a dropped tag. */
   waitMs: number;
   /**
@@ -230,13 +206,18 @@ export function planMigration(
       steps[0].actions.unshift({ kind: "write-status", status: input.migratingStatus() });
     // A dropped tag changes what the next pass decides and no watch reports it: at once.
     const dropsTag = steps.some((s) => s.actions.some((a) => a.kind === "delete-snapshot-tag"));
-    return { steps, errors: [], waitMs: dropsTag ? 0 : MIGRATE_POLL_MS, persistsPhase: persist };
+    return { steps, refusals: [], waitMs: dropsTag ? 0 : MIGRATE_POLL_MS, persistsPhase: persist };
   };
   if ("error" in facts) {
     return {
       steps: [],
-      errors: [
-        `[spec.nodeName] cannot tell whether the main agent's snapshot exists: the snapshot registry did not answer: ${facts.error}`,
+      refusals: [
+        {
+          kind: "registry-unanswered",
+          need: "migrate",
+          registryError: facts.error,
+          message: `[spec.nodeName] cannot tell whether the main agent's snapshot exists: the snapshot registry did not answer: ${facts.error}`,
+        },
       ],
       waitMs: MIGRATE_POLL_MS,
       persistsPhase: false,

@@ -41,7 +41,11 @@ export function quotaRefusalOf(message: string): QuotaRefusal | undefined {
  * refused creates, the creates left unsent, and the first failure's message, cut. Its length
  * does not grow with the number of failures.
  */
-export function summarizeFailures(failures: readonly FailedStep[], unsentCreates = 0): string {
+export function summarizeFailures(
+  failures: readonly FailedStep[],
+  unsentCreates = 0,
+  quota?: QuotaRefusal,
+): string {
   const byDecision = new Map<string, number>();
   for (const f of failures) {
     // A failure without a decision is the planner's refusal (or the registry's silence).
@@ -50,7 +54,6 @@ export function summarizeFailures(failures: readonly FailedStep[], unsentCreates
   }
   const counts = [...byDecision].map(([d, n]) => `${d} ×${n}`).slice(0, 8);
   if (byDecision.size > 8) counts.push(`… ${byDecision.size - 8} more kind(s)`);
-  const quota = failures.map((f) => quotaRefusalOf(f.message)).find((q) => q !== undefined);
   const parts = [`${failures.length} step(s) failed (${counts.join(", ")})`];
   if (quota) parts.push(`ResourceQuota ${clip(quota.quota, 63)} is full`);
   if (unsentCreates > 0)

@@ -1,6 +1,6 @@
 // Human and JSON renderings of a plan, for `cocoonset plan` and for logs.
 import { MAX_REBUILD_ATTEMPTS } from "./constants.js";
-import type { Decision, Plan, PlanStep, PlanTarget } from "./plan.js";
+import type { Decision, Plan, PlanStep, PlanTarget } from "./plan-types.js";
 
 function targetLabel(target: PlanTarget): string {
   switch (target.role) {
@@ -79,7 +79,7 @@ export function stepsInSlotOrder(plan: Plan): PlanStep[] {
  */
 export function renderPlan(plan: Plan): string {
   const lines = stepsInSlotOrder(plan).map(describeStep);
-  lines.push(...plan.errors.map((e) => `error: ${e}`));
+  lines.push(...plan.refusals.map((r) => `error: ${r.message}`));
   return lines.length > 0 ? lines.join("\n") : "no changes";
 }
 
@@ -126,7 +126,7 @@ export function planToJSON(plan: Plan): PlanJSON {
         ...(step.why !== undefined ? { why: step.why } : {}),
       };
     }),
-    errors: [...plan.errors],
+    errors: plan.refusals.map((r) => r.message),
     requeueAfterMs: plan.requeueAfterMs ?? null,
   };
 }

@@ -18,7 +18,7 @@ import { classifyPods, isOwnedPod } from "./classify.js";
 import { withDefaults } from "./defaults.js";
 import { agentDrift, toolboxDrift } from "./drift.js";
 import type { CocoonSet, CocoonSetStatus, ToolboxSpec } from "./generated/types.js";
-import type { Pod, PodManifest } from "./kube-types.js";
+import type { Pod } from "./kube-types.js";
 import {
   agentPodName,
   buildAgentPod,
@@ -55,13 +55,22 @@ import {
   SUSPEND_POLL_MS,
   asksHibernate,
   hibernationGate,
+  suspendUnanswered,
   suspendsRetaining,
   type SnapshotFacts,
 } from "./suspend.js";
 import { planSlotRelease, releasedSnapshotLost, type SlotReleasePlan } from "./slot-release.js";
 import type { ClassifiedPods } from "./classify.js";
 import { applyRestoreIntent, hibernationHeld, type HibernationTarget } from "./restore-intent.js";
-import { planMigration, type MigrationDecision, type TargetNodeFacts } from "./migrate.js";
+import { planMigration, type TargetNodeFacts } from "./migrate.js";
+import type {
+  GenerationStamp,
+  Plan,
+  PlanAction,
+  Refusal,
+  PlanStep,
+  PlanTarget,
+} from "./plan-types.js";
 import type { CocoonSetPhase } from "./generated/types.js";
 import {
   VM_NAME_CONDITION,
@@ -79,180 +88,6 @@ import {
 } from "./lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "./blocked.js";
 import { rfc3339Seconds } from "./status.js";
-
-/** What a plan step is about. */
-export type PlanTarget =
-  | { role: "main"; slot: 0 }
-  | { role: "sub-agent"; slot: number }
-  | { role: "toolbox"; name: string };
-
-/** The decision taken for one member. */
-export type Decision =
-  /** The pod is missing: create it. */
-  | "create"
-  /** The pod no longer matches the spec: delete it (recreated next pass). */
-  | "delete-drifted"
-  /** The toolbox pod is terminal: delete it (recreated next pass, no backoff). */
-  | "delete-terminal"
-  /** The sub-agent slot is above `replicas`: delete it. */
-  | "scale-down"
-  /** The toolbox is no longer in the spec: delete it. */
-  | "delete-extra"
-  /** The sub-agent is terminal and its backoff is over: record the attempt, then delete. */
-  | "rebuild"
-  /** The sub-agent is terminal and out of attempts: mark it dead-letter and leave it. */
-  | "dead-letter"
-  /** The dead-lettered sub-agent's spec changed: forget its history, then delete. */
-  | "reset-dead-letter"
-  /** The sub-agent is terminal and still in backoff. */
-  | "wait-backoff"
-  /** The sub-agent's pod keeps vanishing right after creation: wait before creating it again. */
-  | "wait-vanished"
-  /** The main agent is not Ready yet; sub-agents and toolboxes wait for it. */
-  | "wait-main"
-  /** The main agent is terminal; it is not rebuilt automatically. */
-  | "main-failed"
-  /** The main agent is Ready again after the fleet was Failed. */
-  | "recovered"
-  /** The fleet is suspended: ask the pod's VM to hibernate (`vm.cocoonstack.io/hibernate`). */
-  | "hibernate"
-  /** The fleet is suspended and this pod's VM has not hibernated yet. */
-  | "wait-hibernation"
-  /** The fleet is no longer suspended: withdraw the pod's hibernate request. */
-  | "wake"
-  /** Slot release: record the VM names and the main agent's node on the CocoonSet. */
-  | "release-stash"
-  /** Slot release: every VM hibernated; delete the pod to free its seat. */
-  | "release"
-  /** Slot-release wake: the main agent is created again, restoring from its snapshot. */
-  | "wake-restore"
-  /** Slot-release wake: the restored main agent's VM is not live yet. */
-  | "wait-wake"
-  /** Slot-release wake: the VM is live; drop its snapshot tag and the node hint. */
-  | "wake-complete"
-  /** Slot-release wake: the released main agent's pod is still terminating. */
-  | "wait-release"
-  /** A VM name the fleet asks for is held by another live fleet: nothing is created (vm-names.ts). */
-  | "refuse-vm-names"
-  /** Another pod holds the member's name: the slot stays empty (blocked.ts). */
-  | "blocked"
-  /** A step of a migration to `spec.nodeName` (migrate.ts). */
-  | MigrationDecision;
-
-/** How the executor treats AlreadyExists on a create. */
-export type AlreadyExistsPolicy =
-  /** Counts as success (a concurrent pass created it). */
-  | "success"
-  /** The old pod is still terminating: requeue after {@link MAIN_RETRY_MS}. */
-  | "retry-later"
-  /** Read the pod: it is a conflict error unless this CocoonSet controls it as that toolbox. */
-  | "check-owner";
-
-/** One thing the executor does against the cluster. */
-export type PlanAction =
-  | { kind: "create-pod"; pod: PodManifest; onAlreadyExists: AlreadyExistsPolicy }
-  /** Delete with a uid precondition; NotFound is fine. */
-  | { kind: "delete-pod"; name: string; uid: string }
-  /** Merge-patch annotations onto the pod (uid precondition); null removes a key. */
-  | {
-      kind: "annotate-pod";
-      name: string;
-      uid: string;
-      annotations: Record<string, string | null>;
-      /** A failure is logged and the step goes on (a slot release's keep-snapshot flag). */
-      bestEffort?: boolean;
-    }
-  /** Merge-patch annotations onto the CocoonSet; null removes a key. */
-  | { kind: "annotate-cocoonset"; annotations: Record<string, string | null> }
-  /** Delete a tag from the snapshot registry (a missing tag counts as deleted). */
-  | { kind: "delete-snapshot-tag"; vm: string; tag: string }
-  /**
-   * Write the CocoonSet's status now, before the step's next action (a wake's Waking, a
-   * migration's Migrating).
-   */
-  | { kind: "write-status"; status: CocoonSetStatus }
-  /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
-  | { kind: "write-history"; value: string }
-  /** Emit an event on the CocoonSet. */
-  | { kind: "event"; type: "Normal" | "Warning"; reason: string; message: string }
-  /** Increment a counter (name without the `cocoonset_` prefix). */
-  | {
-      kind: "count-metric";
-      metric: (typeof PLAN_METRICS)[keyof typeof PLAN_METRICS];
-      /** Labels besides `namespace` and `cocoonset` (a wake's `placement`). */
-      labels?: Record<string, string>;
-    };
-
-/** One member's decision and the actions that carry it out. */
-export interface PlanStep {
-  target: PlanTarget;
-  decision: Decision;
-  /** Name of the pod concerned. */
-  podName: string;
-  /** Drifted fields (delete-drifted, reset-dead-letter). */
-  drift?: string[];
-  /** Rebuild attempt number, 1..4 (rebuild). */
-  attempt?: number;
-  /** Remaining backoff (wait-backoff, wait-vanished). */
-  waitMs?: number;
-  /** Sub-agent creates: what to remember in the create log once the create succeeded. */
-  createRecord?: SlotCreateRecord;
-  /** Sub-agent creates: may run concurrently with the neighbouring concurrent steps. */
-  concurrent?: boolean;
-  /**
-   * The step boots or wakes a VM whose recorded snapshot is gone (lost-snapshots.ts): the
-   * loss is recorded on the CocoonSet and announced before the step's own actions.
-   */
-  lostSnapshot?: LostSnapshotMark;
-  /** blocked, migrate-refused: what stops it (the holder of the name, the unfit node). */
-  why?: string;
-  /** Run in order; stop this step at the first failure. */
-  actions: PlanAction[];
-}
-
-/** The plan of one pass. */
-export interface Plan {
-  cocoonSet: { namespace: string; name: string; uid: string };
-  /** Steps in execution order. */
-  steps: PlanStep[];
-  /**
-   * Errors to report after the steps ran. When the spec's toolbox names are invalid the
-   * plan has no steps at all, so nothing is mutated.
-   */
-  errors: string[];
-  /** Rebuild history after every write in this plan. */
-  history: RebuildHistory;
-  /**
-   * The create log the pass starts from, pruned; the executor adds the `createRecord` of
-   * each create that succeeded and keeps the result for the next pass.
-   */
-  createLog: SlotCreateLog;
-  /** 0: requeue at once; a number: requeue after that delay; undefined: wait for a change. */
-  requeueAfterMs: number | undefined;
-  /** Whether any step creates or deletes a pod. */
-  mutatesPods: boolean;
-  /**
-   * The status to write after the steps, when they all succeeded and it differs: for a pass
-   * that changes no pod, or a slot release's Suspended (written with its deletes).
-   */
-  status?: CocoonSetStatus;
-  /** Maximum sub-agent creates in flight. */
-  fanOut: number;
-  /**
-   * Pods the plan keeps whose `cocoonset.cocoonstack.io/generation` annotation is not the
-   * CocoonSet's generation: the executor stamps them before the steps, so the virtual
-   * kubelet can echo the generation each pod was last reconciled at (as cocoon-operator does).
-   */
-  generationStamps: GenerationStamp[];
-}
-
-/** One pod whose generation annotation is to be brought up to date. */
-export interface GenerationStamp {
-  name: string;
-  uid: string;
-  /** The CocoonSet's generation, as annotation text. */
-  generation: string;
-}
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -296,21 +131,25 @@ export interface PlanInput {
 /** How often a refused migration looks at its target node again (no watch on nodes). */
 export const MIGRATION_REFUSED_POLL_MS = 30_000;
 
-/** Checks toolbox names the way the CRD does; any error stops the pass before it mutates. */
-export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): string[] {
-  const errors: string[] = [];
+/** Checks toolbox names the way the CRD does; any refusal stops the pass before it mutates. */
+export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
+  const refusals: Refusal[] = [];
   const seen = new Set<string>();
+  const refuse = (index: number, toolbox: string, message: string) =>
+    refusals.push({ kind: "toolbox-name", index, toolbox, message });
   toolboxes.forEach((tb, i) => {
     if (new RegExp(INTEGER_NAME_PATTERN).test(tb.name)) {
-      errors.push(
+      refuse(
+        i,
+        tb.name,
         `[toolboxes[${i}].name] must not be an integer (it would collide with sub-agent slots)`,
       );
     }
     if (seen.has(tb.name))
-      errors.push(`[toolboxes[${i}].name] duplicate toolbox name "${tb.name}"`);
+      refuse(i, tb.name, `[toolboxes[${i}].name] duplicate toolbox name "${tb.name}"`);
     seen.add(tb.name);
   });
-  return errors;
+  return refusals;
 }
 
 function deletePod(pod: Pod): PlanAction {
@@ -353,7 +192,7 @@ interface Pass {
   replicas: number;
   input: PlanInput;
   steps: PlanStep[];
-  errors: string[];
+  refusals: Refusal[];
   /** Remaining waits; the smallest becomes the requeue delay of a quiet pass. */
   waits: number[];
   /** The history as it will be after the writes planned so far. */
@@ -395,8 +234,8 @@ function restoring<P extends Pod & { metadata: { name: string } }>(
   pod: P,
 ): { pod: P; lost?: string } | undefined {
   const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
-  if ("error" in r) {
-    pass.errors.push(r.error);
+  if ("refusal" in r) {
+    pass.refusals.push(r.refusal);
     return undefined;
   }
   return { pod: r.pod as P, lost: r.lost };
@@ -642,9 +481,12 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
       (p) => p.metadata?.name === podName && !isOwnedToolbox(pass.cs, p, toolbox.name),
     );
     if (squatter) {
-      pass.errors.push(
-        `toolbox ${toolbox.name}: pod ${podName} already exists and is not this CocoonSet's toolbox`,
-      );
+      pass.refusals.push({
+        kind: "toolbox-taken",
+        toolbox: toolbox.name,
+        podName,
+        message: `toolbox ${toolbox.name}: pod ${podName} already exists and is not this CocoonSet's toolbox`,
+      });
       continue;
     }
     const pod = toolboxes.get(toolbox.name);
@@ -764,7 +606,7 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
   const plan: Plan = {
     cocoonSet: { namespace: pass.namespace, name: pass.name, uid: pass.cs.metadata.uid ?? "" },
     steps,
-    errors: pass.errors,
+    refusals: pass.refusals,
     history: pass.history,
     createLog: pass.createLog,
     requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
@@ -815,9 +657,7 @@ function hibernateAction(pod: Pod, value: string | null): PlanAction {
  */
 function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Plan {
   if ("error" in facts) {
-    pass.errors.push(
-      `[spec.suspend] cannot tell which VMs have hibernated: the snapshot registry did not answer: ${facts.error}`,
-    );
+    pass.refusals.push(suspendUnanswered(facts.error));
     return finish(pass, false);
   }
   if (!pods.main) {
@@ -863,7 +703,7 @@ function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Pl
 /** Folds the slot-release part of a pass into the plan (docs/behaviour.md §3.16). */
 function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
   pass.steps.push(...release.steps);
-  pass.errors.push(...release.errors);
+  pass.refusals.push(...release.refusals);
   if (release.waitMs !== undefined) pass.waits.push(release.waitMs);
   const plan = finish(pass, release.writeStatus, release.phase);
   if (release.statusAfter) plan.status = release.statusAfter;
@@ -900,7 +740,7 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
  */
 function planVmNameRefusal(pass: Pass, clash: VmNameClash): Plan {
   const message = vmNameClashMessage(pass.cs, clash);
-  pass.errors.push(message);
+  pass.refusals.push({ kind: "vm-name-clash", message });
   const said = pass.cs.status?.conditions?.some(
     (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
   );
@@ -955,7 +795,7 @@ export function planPass(input: PlanInput): Plan {
     replicas,
     input,
     steps: [],
-    errors: [],
+    refusals: [],
     // A slot reported as vanishing is looked at again once its pod outlived the window.
     waits: pruned.recheckMs === undefined ? [] : [pruned.recheckMs],
     history: new Map(input.history ?? readRebuildHistory(cs)),
@@ -963,7 +803,7 @@ export function planPass(input: PlanInput): Plan {
   };
   const nameErrors = toolboxNameErrors(cs.spec.toolboxes ?? []);
   if (nameErrors.length > 0) {
-    pass.errors.push(...nameErrors);
+    pass.refusals.push(...nameErrors);
     return finish(pass, false);
   }
   const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
@@ -1006,9 +846,9 @@ export function planPass(input: PlanInput): Plan {
     pass.waits.push(MIGRATION_REFUSED_POLL_MS);
   } else if (migration) {
     pass.steps.push(...migration.steps);
-    pass.errors.push(...migration.errors);
+    pass.refusals.push(...migration.refusals);
     pass.waits.push(migration.waitMs);
-    return finish(pass, migration.errors.length === 0 && !migration.persistsPhase, "Migrating");
+    return finish(pass, migration.refusals.length === 0 && !migration.persistsPhase, "Migrating");
   }
   // hibernatePolicy release: its suspend, and the wake from a released seat (slot-release.ts).
   const released = planSlotRelease({

@@ -8,6 +8,7 @@ import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
 import { agentPodName, namespaceOf, toolboxPodName, vmNameFor } from "./pod-builder.js";
 import { isTerminal } from "./pod-state.js";
+import type { Refusal } from "./plan-types.js";
 import { asksHibernate, suspendsRetaining, type SnapshotFacts } from "./suspend.js";
 import { restoreIntended, type HibernationTarget } from "./hibernation-targets.js";
 
@@ -75,18 +76,24 @@ export function restoreProbes(
  * Marks a pod about to be created to restore from `<vm>:hibernate` when a CR says its VM
  * is hibernated and the tag exists; when the tag is gone, the pod boots fresh and `lost`
  * names the VM (docs/behaviour.md §3.20). Fails closed: a registry that did not answer yields an
- * error instead of a pod (a fresh boot a later hibernate would push over the real snapshot).
+ * refusal instead of a pod (a fresh boot a later hibernate would push over the real snapshot).
  * Without registry facts nothing is marked (no registry: no restore, as upstream).
  */
 export function applyRestoreIntent(
   pod: Pod & { metadata: { name: string } },
   targets: readonly HibernationTarget[] | undefined,
   facts: SnapshotFacts | undefined,
-): { pod: Pod; lost?: string } | { error: string } {
+): { pod: Pod; lost?: string } | { refusal: Refusal } {
   if (!facts || !targets || !restoreIntended(targets, pod.metadata.name)) return { pod };
   if ("error" in facts) {
     return {
-      error: `pod ${pod.metadata.name}: a CocoonHibernation says its VM is hibernated, and the snapshot registry did not answer: ${facts.error}`,
+      refusal: {
+        kind: "registry-unanswered",
+        need: "restore",
+        registryError: facts.error,
+        podName: pod.metadata.name,
+        message: `pod ${pod.metadata.name}: a CocoonHibernation says its VM is hibernated, and the snapshot registry did not answer: ${facts.error}`,
+      },
     };
   }
   const vm = pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? "";

@@ -15,7 +15,7 @@ import {
 } from "./constants.js";
 import type { CocoonSet, CocoonSetPhase, CocoonSetStatus } from "./generated/types.js";
 import type { Affinity, Pod, PodManifest } from "./kube-types.js";
-import type { PlanAction, PlanStep, PlanTarget } from "./plan.js";
+import type { PlanAction, Refusal, PlanStep, PlanTarget } from "./plan-types.js";
 import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating, vmLive } from "./pod-state.js";
 import { deriveStatus, statusEqual } from "./status.js";
@@ -24,6 +24,7 @@ import {
   asksHibernate,
   gateProbes,
   hibernationGate,
+  suspendUnanswered,
   type SnapshotFacts,
 } from "./suspend.js";
 import { deleteVmNamesStash, parseDeleteVmNames, teardownVmNames } from "./teardown.js";
@@ -95,8 +96,8 @@ export function slotReleaseProbes(cs: CocoonSet, pods: readonly Pod[]): string[]
 /** What the slot-release part of a pass decided; plan.ts folds it into the plan. */
 export interface SlotReleasePlan {
   steps: PlanStep[];
-  /** Errors of a pass that failed closed (then there are no steps). */
-  errors: string[];
+  /** Why the pass failed closed (then there are no steps). */
+  refusals: Refusal[];
   /** Requeue delay, when the pass waits. */
   waitMs?: number;
   /** Whether the pass writes the status as a quiet pass does (with {@link phase}). */
@@ -134,8 +135,8 @@ export function planSlotRelease(input: SlotReleaseInput): SlotReleasePlan | unde
   return input.snapshots ? planReleaseWake(input, input.snapshots) : undefined;
 }
 
-function failClosed(error: string): SlotReleasePlan {
-  return { steps: [], errors: [error], writeStatus: false };
+function failClosed(refusal: Refusal): SlotReleasePlan {
+  return { steps: [], refusals: [refusal], writeStatus: false };
 }
 
 function memberPods(owned: ClassifiedPods): Pod[] {
@@ -166,15 +167,16 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
   const name = cs.metadata.name ?? "";
   const facts = input.snapshots;
   if (!facts)
-    return failClosed(`hibernatePolicy=release on ${ns}/${name} requires a configured registry`);
+    return failClosed({
+      kind: "registry-missing",
+      message: `hibernatePolicy=release on ${ns}/${name} requires a configured registry`,
+    });
   if ("error" in facts) {
-    return failClosed(
-      `[spec.suspend] cannot tell which VMs have hibernated: the snapshot registry did not answer: ${facts.error}`,
-    );
+    return failClosed(suspendUnanswered(facts.error));
   }
   const all = members(owned);
   // The seat is free already, or the set was suspended before its first boot.
-  if (all.length === 0) return { steps: [], errors: [], writeStatus: true, phase: "Suspended" };
+  if (all.length === 0) return { steps: [], refusals: [], writeStatus: true, phase: "Suspended" };
 
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
@@ -203,7 +205,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
     for (const { target, pod } of all)
       if (gate.pending.includes(nameOf(pod)) && !asked.has(nameOf(pod)))
         steps.push({ target, decision: "wait-hibernation", podName: nameOf(pod), actions: [] });
-    return { steps, errors: [], waitMs: SUSPEND_POLL_MS, writeStatus: true, phase: "Suspending" };
+    return { steps, refusals: [], waitMs: SUSPEND_POLL_MS, writeStatus: true, phase: "Suspending" };
   }
 
   // Every VM's snapshot is confirmed: record what the teardown and the wake need first.
@@ -253,7 +255,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
   }
   const plan: SlotReleasePlan = {
     steps,
-    errors: [],
+    refusals: [],
     writeStatus: true,
     phase: "Suspended",
     waitMs: terminating ? SUSPEND_POLL_MS : undefined,
@@ -355,12 +357,18 @@ function planReleaseWake(
             actions: [],
           },
         ],
-        errors: [],
+        refusals: [],
         waitMs: MAIN_RETRY_MS,
         writeStatus: false,
       };
     // Fail closed: going on would boot fresh over a snapshot the registry could not confirm.
-    if ("error" in facts) return failClosed(`wake: ${facts.error}`);
+    if ("error" in facts)
+      return failClosed({
+        kind: "registry-unanswered",
+        need: "wake",
+        registryError: facts.error,
+        message: `wake: ${facts.error}`,
+      });
     // No snapshot: suspended before its first boot; the normal flow boots it.
     if (!facts.hibernate.has(vm0)) return undefined;
     const pod = wakeMainPod(cs, state.hint);
@@ -376,7 +384,7 @@ function planReleaseWake(
     actions.push({ kind: "create-pod", pod, onAlreadyExists: "retry-later" });
     return {
       steps: [{ target: MAIN, decision: "wake-restore", podName: pod.metadata.name, actions }],
-      errors: [],
+      refusals: [],
       waitMs: MAIN_RETRY_MS,
       writeStatus: false,
     };
@@ -399,7 +407,7 @@ function planReleaseWake(
     }
     return {
       steps: [{ target: MAIN, decision: "wait-wake", podName: nameOf(main), actions }],
-      errors: [],
+      refusals: [],
       waitMs: SUSPEND_POLL_MS,
       writeStatus: true,
       phase: "Waking",
@@ -422,7 +430,7 @@ function planReleaseWake(
     }
     return {
       steps: [{ target: MAIN, decision: "wake-complete", podName: nameOf(main), actions }],
-      errors: [],
+      refusals: [],
       waitMs: 0,
       writeStatus: true,
     };

@@ -1,14 +1,11 @@
 // Suspend with hibernatePolicy retain: when a pod counts as hibernated, and the pass's
 // registry facts. Pure. Behaviour: docs/behaviour.md §3.15; the upstream it matches:
 // docs/lifecycle-design.md.
-import { classifyPods } from "./classify.js";
 import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES } from "./constants.js";
 import type { CocoonSet } from "./generated/types.js";
 import type { Pod } from "./kube-types.js";
-import { namespaceOf, vmNameFor } from "./pod-builder.js";
 import { isTerminal, isTerminating } from "./pod-state.js";
-import { migrationProbes } from "./migrate.js";
-import { slotReleaseProbes } from "./slot-release.js";
+import type { Refusal } from "./plan-types.js";
 
 /**
  * What the registry said, gathered by the executor before the pass: the VM names whose
@@ -83,27 +80,6 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
 }
 
 /**
- * The VMs whose `<vm>:hibernate` tag the next pass consults, sorted: what the executor asks
- * the registry (one HEAD each) before planning. Only a retain suspend consults tags: the
- * main agent's VM when the main agent is missing (its restore intent), else each owned pod
- * the node agent reports hibernated for this generation (the last part of the gate, so a
- * VM still hibernating costs no request). A fleet that is not suspended asks nothing but
- * the main agent's tag while a migration consults it (migrate.ts): the unsuspend only
- * needs to know that a registry is configured. A terminal main agent is
- * triaged first and asks nothing either.
- */
-export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  const owned = classifyPods(cs, pods);
-  // The release policy's suspend and wake (provider/fleet/slot-release.ts) and a migration
-  // (provider/fleet/migrate.ts) ask for their own.
-  if (!suspendsRetaining(cs))
-    return [...new Set([...slotReleaseProbes(cs, pods), ...migrationProbes(cs, owned)])].sort();
-  if (!owned.main) return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
-  if (isTerminal(owned.main)) return [];
-  return gateProbes(cs, [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()]);
-}
-
-/**
  * The VMs among `members` whose tag the gate still has to confirm (the node agent reports
  * them hibernated for this generation), sorted and unique.
  */
@@ -114,4 +90,14 @@ export function gateProbes(cs: CocoonSet, members: readonly Pod[]): string[] {
     if (vm !== undefined) vms.add(vm);
   }
   return [...vms].sort();
+}
+
+/** A suspend's gate could not be checked: the registry did not answer (fail closed). */
+export function suspendUnanswered(registryError: string): Refusal {
+  return {
+    kind: "registry-unanswered",
+    need: "suspend",
+    registryError,
+    message: `[spec.suspend] cannot tell which VMs have hibernated: the snapshot registry did not answer: ${registryError}`,
+  };
 }

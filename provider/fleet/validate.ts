@@ -17,6 +17,7 @@ import {
   cocoonSetSpecSchema,
   type SchemaNode,
 } from "./schema-source.js";
+import { errorMessage } from "../kube/branded-error.js";
 
 /** One rejected field: a dotted path relative to the spec, and the rule it breaks. */
 export interface ValidationFailure {
@@ -323,7 +324,7 @@ function plainCopy(
     }
     return out;
   } catch (e) {
-    failures.push({ property, reason: `cannot be read (${(e as Error).message})` });
+    failures.push({ property, reason: `cannot be read (${errorMessage(e)})` });
     return undefined;
   }
 }

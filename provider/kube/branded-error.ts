@@ -27,3 +27,19 @@ export class BrandedError extends Error {
     return Array.isArray(brands) && brands.includes(this.name);
   }
 }
+
+/**
+ * A value that does not parse (a flag, an argument, an address, a duration). Its message is
+ * the rule the value breaks; the caller names the field (`[--reap-interval] must be at
+ * least 1s (got "0s")`), so the parsers can be shared by the controller, the CLI and the
+ * components.
+ */
+export class InvalidValueError extends BrandedError {}
+
+/**
+ * The text of anything thrown, for a log line or a message that wraps it. Never a way to
+ * tell failures apart: branch on the error's class (`X.isInstance(e)`) instead.
+ */
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -10,17 +10,17 @@
  * Caveats: a retried POST may have succeeded the first time; callers treat AlreadyExists
  * as success where that matters (the engine's fan-out does).
  */
-import type { ObjectMeta as FleetObjectMeta, OwnerReference } from "../fleet/kube-types.js";
 import { existsSync } from "node:fs";
 import { Agent, request, type RequestOptions } from "node:https";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { BrandedError } from "./branded-error.js";
+import { BrandedError, errorMessage } from "./branded-error.js";
 import { KubeConfig, SERVICE_ACCOUNT_DIR, type KubeRequestOptions } from "./kubeconfig.js";
 import { sleep } from "./sleep.js";
+import type { ObjectMeta, OwnerReference } from "./objects.js";
 
-export type { OwnerReference };
+export type { ObjectMeta, OwnerReference };
 
 /** A Kubernetes object as plain JSON. */
 export interface KubeObject {
@@ -29,9 +29,6 @@ export interface KubeObject {
   metadata: ObjectMeta;
   [key: string]: unknown;
 }
-
-/** Object metadata: the project's one definition (provider/fleet/kube-types.ts). */
-export type ObjectMeta = FleetObjectMeta;
 
 /** Any object the client reads or writes, as far as the wait and watch helpers need. */
 export interface ObjectLike {
@@ -148,7 +145,7 @@ export function loadKubeConfig(kubeconfig?: string): { config: KubeConfig; sourc
       kc = KubeConfig.fromFile(file);
     } catch (e) {
       throw new KubeConfigError(
-        `the kubeconfig ${file} (${source}) does not parse: ${(e as Error).message}`,
+        `the kubeconfig ${file} (${source}) does not parse: ${errorMessage(e)}`,
       );
     }
     if (!kc.getCurrentCluster()) {
@@ -221,7 +218,7 @@ export class KubeClient {
     try {
       kc = KubeConfig.parse(kubeconfigYaml);
     } catch (e) {
-      throw new KubeConfigError(`the kubeconfig input does not parse: ${(e as Error).message}`);
+      throw new KubeConfigError(`the kubeconfig input does not parse: ${errorMessage(e)}`);
     }
     if (!kc.getCurrentCluster())
       throw new KubeConfigError("the kubeconfig input has no current cluster");
@@ -253,7 +250,7 @@ export class KubeClient {
     } catch (e) {
       // A credential or TLS setting that cannot be applied will not fix itself: no retry.
       throw new KubeConfigError(
-        `cannot use the credentials of ${this.source} for ${this.server}: ${(e as Error).message}`,
+        `cannot use the credentials of ${this.source} for ${this.server}: ${errorMessage(e)}`,
       );
     }
     const server = new URL(this.server);
@@ -344,11 +341,11 @@ export class KubeClient {
       } catch (e) {
         if (KubeApiError.isInstance(e) || KubeConfigError.isInstance(e)) throw e;
         if (opts.signal?.aborted) throw e;
-        const cause = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+        const cause = (e as NodeJS.ErrnoException).code ?? errorMessage(e);
         // A certificate that does not verify will not verify on a retry either.
         if (isTlsVerificationError(cause))
           throw new KubeApiError(
-            `${verb} ${path}: the TLS certificate of ${this.server} does not verify (${cause}): ${(e as Error).message}`,
+            `${verb} ${path}: the TLS certificate of ${this.server} does not verify (${cause}): ${errorMessage(e)}`,
             0,
             "TLSVerificationFailed",
             verb,
@@ -515,6 +512,7 @@ export class KubeClient {
           try {
             ev = JSON.parse(line) as WatchEvent<T>;
             if (typeof ev !== "object" || ev === null || typeof ev.object !== "object")
+              // Plain Error: caught just below, where a bad line ends the watch.
               throw new Error("not a watch event");
           } catch {
             // Events may have been lost with this line: the caller re-lists (as for a 410).

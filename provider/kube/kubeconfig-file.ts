@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
+import { errorMessage } from "./branded-error.js";
 import { KubeConfigError } from "./client.js";
 
 /** The file a kubeconfig is read from when none is given: `$KUBECONFIG`'s first, else `~/.kube/config`. */
@@ -18,10 +19,9 @@ export function readKubeconfigFile(file: string, why: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (e) {
-    throw new KubeConfigError(
-      `[kubeconfig] ${why} ${file} cannot be read: ${(e as Error).message}`,
-      { cause: e },
-    );
+    throw new KubeConfigError(`[kubeconfig] ${why} ${file} cannot be read: ${errorMessage(e)}`, {
+      cause: e,
+    });
   }
 }
 

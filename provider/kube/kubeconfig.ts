@@ -23,6 +23,7 @@ import { isIPv6 } from "node:net";
 import { dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
 import type { KubeConfig as ClientNodeConfig } from "@kubernetes/client-node";
+import { InvalidValueError } from "./branded-error.js";
 
 /** A cluster entry (field names as client-node has them). */
 export interface KubeconfigCluster {
@@ -88,11 +89,11 @@ function parseClusters(v: unknown, base?: string): KubeconfigCluster[] {
   return list(v).map((e, i) => {
     const entry = obj(e) ?? {};
     const name = str(entry.name);
-    if (!name) throw new Error(`clusters[${i}].name is missing`);
+    if (!name) throw new InvalidValueError(`clusters[${i}].name is missing`);
     const c = obj(entry.cluster);
-    if (!c) throw new Error(`clusters[${i}].cluster is missing`);
+    if (!c) throw new InvalidValueError(`clusters[${i}].cluster is missing`);
     const server = str(c.server);
-    if (!server) throw new Error(`clusters[${i}].cluster.server is missing`);
+    if (!server) throw new InvalidValueError(`clusters[${i}].cluster.server is missing`);
     return {
       name,
       server: server.replace(/\/$/, ""),
@@ -109,7 +110,7 @@ function parseUsers(v: unknown, base?: string): KubeconfigUser[] {
   return list(v).map((e, i) => {
     const entry = obj(e) ?? {};
     const name = str(entry.name);
-    if (!name) throw new Error(`users[${i}].name is missing`);
+    if (!name) throw new InvalidValueError(`users[${i}].name is missing`);
     const u = obj(entry.user) ?? {};
     return {
       name,
@@ -132,11 +133,11 @@ function parseContexts(v: unknown): KubeconfigContext[] {
   return list(v).map((e, i) => {
     const entry = obj(e) ?? {};
     const name = str(entry.name);
-    if (!name) throw new Error(`contexts[${i}].name is missing`);
+    if (!name) throw new InvalidValueError(`contexts[${i}].name is missing`);
     const c = obj(entry.context);
-    if (!c) throw new Error(`contexts[${i}].context is missing`);
+    if (!c) throw new InvalidValueError(`contexts[${i}].context is missing`);
     const cluster = str(c.cluster);
-    if (!cluster) throw new Error(`contexts[${i}].context.cluster is missing`);
+    if (!cluster) throw new InvalidValueError(`contexts[${i}].context.cluster is missing`);
     return { name, cluster, user: str(c.user), namespace: str(c.namespace) };
   });
 }
@@ -155,13 +156,13 @@ export class KubeConfig {
   /**
    * Parses kubeconfig YAML (or JSON). `baseDir` is where relative file paths resolve (the
    * kubeconfig's folder); without it they stay as written. Throws on YAML that does not
-   * parse and on entries that lack a required field (naming it).
+   * parse, and an InvalidValueError for an entry that lacks a required field (naming it).
    */
   static parse(text: string, baseDir?: string): KubeConfig {
     const doc: unknown = parse(text);
     if (doc === null || doc === undefined) return new KubeConfig([], [], [], undefined); // an empty file: no current cluster
     const root = obj(doc);
-    if (!root) throw new Error(`the document is a ${typeof doc}, not a mapping`);
+    if (!root) throw new InvalidValueError(`the document is a ${typeof doc}, not a mapping`);
     return new KubeConfig(
       parseClusters(root.clusters, baseDir),
       parseUsers(root.users, baseDir),
@@ -242,6 +243,8 @@ export class KubeConfig {
    */
   async applyToHTTPSOptions(opts: KubeRequestOptions): Promise<void> {
     const cluster = this.getCurrentCluster();
+    // Plain errors here and below: the client reports them inside a KubeConfigError naming
+    // the kubeconfig (client.ts, getTransport), which is the error callers branch on.
     if (!cluster) throw new Error("the kubeconfig has no current cluster");
     if (this.delegatedFeature()) {
       await (await this.clientNode()).applyToHTTPSOptions(opts);

@@ -2,9 +2,9 @@
 
 const enc = encodeURIComponent;
 
-import { API_VERSION, PLURAL } from "../fleet/constants.js";
+import { API_VERSION, PLURAL } from "./api-names.js";
 
-/** Group/version of CocoonSets (the one definition is in provider/fleet/constants.ts). */
+/** Group/version of CocoonSets (the one definition is in api-names.ts). */
 export const COCOONSET_API = API_VERSION;
 
 /** Paths for namespaced core and group resources. */

@@ -4,6 +4,7 @@
  * `--oci-registry`, `cocoonset plan --oci-registry`, the Operator's `ociRegistry` and the
  * Fleet's `registry` all go through it, so they accept exactly the same names.
  */
+import { InvalidValueError } from "../kube/branded-error.js";
 
 const REGISTRY_HOST =
   /^(?:(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::(\d{1,5}))?$/i;
@@ -23,10 +24,12 @@ export function parseRegistryAddress(text: string): string {
   const host = slash < 0 ? rest : rest.slice(0, slash);
   const prefix = slash < 0 ? "" : rest.slice(slash + 1);
   const m = REGISTRY_HOST.exec(host);
-  if (!m || /\s/.test(t)) throw new Error(rule);
+  if (!m || /\s/.test(t)) throw new InvalidValueError(rule);
   if (m[1] !== undefined && (Number(m[1]) < 1 || Number(m[1]) > 65535))
-    throw new Error("must have a port between 1 and 65535");
+    throw new InvalidValueError("must have a port between 1 and 65535");
   if (prefix !== "" && !prefix.split("/").every((c) => REGISTRY_PATH_COMPONENT.test(c)))
-    throw new Error(`${rule}; the prefix is lower-case letters, digits and . _ - between slashes`);
+    throw new InvalidValueError(
+      `${rule}; the prefix is lower-case letters, digits and . _ - between slashes`,
+    );
   return t;
 }

@@ -11,7 +11,7 @@
  * @see https://github.com/opencontainers/distribution-spec/blob/main/spec.md
  */
 import { createHash } from "node:crypto";
-import { BrandedError } from "../kube/branded-error.js";
+import { BrandedError, errorMessage } from "../kube/branded-error.js";
 
 /** Media type of an OCI image manifest. */
 export const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
@@ -87,7 +87,7 @@ export class OciRegistry {
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (e) {
-      throw new RegistryError(`${method} ${url}: ${(e as Error).message}`, 0);
+      throw new RegistryError(`${method} ${url}: ${errorMessage(e)}`, 0);
     }
   }
 

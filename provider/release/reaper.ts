@@ -16,6 +16,7 @@ import {
   type ReapReason,
 } from "./decisions.js";
 import type { ReleaseLog } from "./release.js";
+import { errorMessage } from "../kube/branded-error.js";
 
 /** Kinds the reaper deletes, as metric labels. */
 export type ReapKind = "job" | "pod" | "configmap";
@@ -67,7 +68,7 @@ export async function reapNamespace(
         if (!isForbidden(e)) throw e;
         log("warn", "not allowed to list Jobs: reaping without them", {
           namespace: ns,
-          error: (e as Error).message,
+          error: errorMessage(e),
         });
         return [];
       },

@@ -21,6 +21,7 @@ import {
   selectOwnedTree,
   type ListedObjects,
 } from "./select.js";
+import { errorMessage } from "../kube/branded-error.js";
 
 /** The owner whose tree is released: any object, given by kind, name and uid. */
 export interface ReleaseOwner {
@@ -284,7 +285,7 @@ async function listNamespace(
         if (!isForbidden(e)) throw e;
         log("warn", "not allowed to list Jobs: releasing without them", {
           namespace: ns,
-          error: (e as Error).message,
+          error: errorMessage(e),
         });
         return [];
       },
@@ -297,7 +298,7 @@ async function listNamespace(
         if (!isForbidden(e)) throw e;
         log("debug", "not allowed to list PVCs: skipping them", {
           namespace: ns,
-          error: (e as Error).message,
+          error: errorMessage(e),
         });
         return [];
       },

@@ -154,11 +154,17 @@ async function convergeFleet(
   extra: string[] = [],
 ): Promise<void> {
   const first = await pass(client, ns, name);
-  assert.deepEqual(first.errors, []);
+  assert.deepEqual(
+    first.failures.map((f) => f.message),
+    [],
+  );
   await waitFleet(ns, name, [`${name}-0`]);
   const cs = await read(ns, name);
   const second = await pass(client, ns, name);
-  assert.deepEqual(second.errors, []);
+  assert.deepEqual(
+    second.failures.map((f) => f.message),
+    [],
+  );
   await waitFleet(ns, name, [...agentNames(name, 0, cs.spec.agent.replicas ?? 0), ...extra]);
 }
 
@@ -208,7 +214,10 @@ void describe("engine: a pass stopped by its signal", () => {
     stopped.abort();
     const none = await pass(client, ns, "halt", { signal: stopped.signal });
     assert.deepEqual(none.created, []);
-    assert.deepEqual(none.errors, [PASS_ABORTED]);
+    assert.deepEqual(
+      none.failures.map((f) => f.message),
+      [PASS_ABORTED],
+    );
     assert.ok(PassAborted.isInstance(none.failures[0]), "the failure is typed");
     assert.equal(none.statusWritten, false);
     assert.deepEqual(await fleetPods(ns, "halt"), [], "no pod was created");
@@ -216,7 +225,10 @@ void describe("engine: a pass stopped by its signal", () => {
 
     // The main agent, then the fan-out, aborted after its first create: one at a time, so
     // every create after the abort is one that did not start.
-    assert.deepEqual((await pass(client, ns, "halt")).errors, []);
+    assert.deepEqual(
+      (await pass(client, ns, "halt")).failures.map((f) => f.message),
+      [],
+    );
     await waitFleet(ns, "halt", ["halt-0"]);
     const midway = new AbortController();
     const cut = await pass(client, ns, "halt", {
@@ -225,7 +237,10 @@ void describe("engine: a pass stopped by its signal", () => {
       hooks: { log: (_l, msg) => msg === "created pod" && midway.abort() },
     });
     assert.equal(cut.created.length, 1, cut.created.join(", "));
-    assert.ok(cut.errors.includes(PASS_ABORTED), cut.errors.join("; "));
+    assert.ok(
+      cut.failures.map((f) => f.message).includes(PASS_ABORTED),
+      cut.failures.map((f) => f.message).join("; "),
+    );
     assert.deepEqual(podNames(await fleetPods(ns, "halt")), ["halt-0", cut.created[0]].sort());
   });
 });
@@ -249,7 +264,10 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
       fanOut: 8,
       hooks: { progress: (done) => progress.push(done) },
     });
-    assert.deepEqual(second.errors, []);
+    assert.deepEqual(
+      second.failures.map((f) => f.message),
+      [],
+    );
     assert.deepEqual([...second.created].sort(), agentNames(name, 1, 20).sort());
     assert.equal(progress.length, 20);
 
@@ -303,7 +321,10 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
     const fourth = await pass(client, ns, name);
     assert.deepEqual(delta(w1, writes(client)), { POST: 0, PATCH: 0, DELETE: 0, PUT: 0 });
     assert.equal(fourth.statusWritten, false);
-    assert.deepEqual(fourth.errors, []);
+    assert.deepEqual(
+      fourth.failures.map((f) => f.message),
+      [],
+    );
 
     const cs = await read(ns, name);
     const status = cs.status!;
@@ -335,7 +356,10 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
     await patchSpec(ns, name, { agent: { replicas: 5 } });
     const rec = recorder();
     const down = await pass(client, ns, name, { hooks: rec.hooks });
-    assert.deepEqual(down.errors, []);
+    assert.deepEqual(
+      down.failures.map((f) => f.message),
+      [],
+    );
     assert.deepEqual(down.deleted, agentNames(name, 6, 20));
     assert.deepEqual(
       rec.logs.filter((l) => l.msg === "deleted pod").map((l) => l.fields?.pod),
@@ -359,7 +383,10 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
     await waitForObject(adminClient(), paths.pods(ns), `${name}-0`, isReady);
 
     const subDrift = await pass(client, ns, name);
-    assert.deepEqual(subDrift.errors, []);
+    assert.deepEqual(
+      subDrift.failures.map((f) => f.message),
+      [],
+    );
     assert.deepEqual(subDrift.deleted, agentNames(name, 1, 5));
     assert.ok(subDrift.plan.steps.every((s) => s.decision === "delete-drifted"));
     for (const pod of agentNames(name, 1, 5)) await waitPodGone(ns, pod, before.get(pod)!);
@@ -415,7 +442,10 @@ void describe("engine: converge meets a terminating main agent", () => {
       PatchType.json,
     );
     const result = await run;
-    assert.deepEqual(result.errors, []);
+    assert.deepEqual(
+      result.failures.map((f) => f.message),
+      [],
+    );
     const pods = await waitFleet(ns, name, agentNames(name, 0, 2));
     const fresh = pods.find((p) => p.metadata.name === main)!;
     assert.notEqual(fresh.metadata.uid, old.metadata.uid);
@@ -455,7 +485,10 @@ void describe("engine: rebuild backoff and dead-letter", () => {
       clock = lastDeleted + wait;
       const rec = recorder();
       const rebuild = await pass(client, ns, name, { now, hooks: rec.hooks });
-      assert.deepEqual(rebuild.errors, []);
+      assert.deepEqual(
+        rebuild.failures.map((f) => f.message),
+        [],
+      );
       assert.deepEqual(rebuild.deleted, [slotPod]);
       assert.equal(rebuild.plan.steps[0]?.attempt, attempt);
       assert.deepEqual(historyOf(await read(ns, name)), {
@@ -476,7 +509,10 @@ void describe("engine: rebuild backoff and dead-letter", () => {
     clock = lastDeleted + 3_600_000;
     const rec = recorder();
     const parked = await pass(client, ns, name, { now, hooks: rec.hooks });
-    assert.deepEqual(parked.errors, []);
+    assert.deepEqual(
+      parked.failures.map((f) => f.message),
+      [],
+    );
     assert.deepEqual(parked.deleted, []);
     assert.equal(parked.plan.steps[0]?.decision, "dead-letter");
     const pod = await adminClient().get(paths.pod(ns, slotPod));
@@ -509,7 +545,10 @@ void describe("engine: rebuild backoff and dead-letter", () => {
     assert.deepEqual((await pass(client, ns, name, { now })).created, [`${name}-0`]);
     await waitForObject(adminClient(), paths.pods(ns), `${name}-0`, isReady);
     const reset = await pass(client, ns, name, { now });
-    assert.deepEqual(reset.errors, []);
+    assert.deepEqual(
+      reset.failures.map((f) => f.message),
+      [],
+    );
     assert.equal(reset.plan.steps[0]?.decision, "reset-dead-letter");
     assert.deepEqual(reset.deleted, [slotPod]);
     assert.deepEqual(historyOf(await read(ns, name)), {});
@@ -546,8 +585,8 @@ void describe("engine: rebuild backoff and dead-letter", () => {
       const r = await pass(limited, ns, name, { now: () => clock });
       decisions.push(r.plan.steps[0]?.decision ?? "none");
       if (r.plan.steps[0]?.decision === "rebuild") {
-        assert.equal(r.errors.length, 1);
-        assert.match(r.errors[0], /403|forbidden/i);
+        assert.equal(r.failures.length, 1);
+        assert.match(r.failures.map((f) => f.message)[0], /403|forbidden/i);
       }
       counts.push(historyOf(await read(ns, name))["1"]?.count ?? 0);
       clock += 60_000;
@@ -623,20 +662,20 @@ void describe("engine: toolboxes", () => {
       ],
     });
     const conflict = await pass(client, ns, name);
-    assert.equal(conflict.errors.length, 2, conflict.errors.join("\n"));
+    assert.equal(conflict.failures.length, 2, conflict.failures.map((f) => f.message).join("\n"));
     assert.ok(
       conflict.failures.every((f) => PlanRefusal.isInstance(f)),
       "the planner sees both conflicts before any create",
     );
     assert.ok(
-      conflict.errors.some(
-        (e) => e.includes(`${name}-editor`) && e.includes("not this CocoonSet's toolbox"),
-      ),
+      conflict.failures
+        .map((f) => f.message)
+        .some((e) => e.includes(`${name}-editor`) && e.includes("not this CocoonSet's toolbox")),
     );
     assert.ok(
-      conflict.errors.some(
-        (e) => e.includes(`${name}-debugger`) && e.includes("not this CocoonSet's toolbox"),
-      ),
+      conflict.failures
+        .map((f) => f.message)
+        .some((e) => e.includes(`${name}-debugger`) && e.includes("not this CocoonSet's toolbox")),
     );
     assert.deepEqual(conflict.created, []);
     assert.deepEqual(conflict.deleted, []);

@@ -35,7 +35,7 @@ test("the install guard refuses a CRD no Operator installed unless adoptCrd name
   await assert.rejects(
     assertSingleOperator({ kubeconfig: kubeconfig(), owner }),
     new RegExp(
-      `^Error: \\[adoptCrd\\] the CocoonSet CRD ${CRD_NAME.replace(/\./g, "\\.")} exists and no Operator installed it`,
+      `^CrdGuardError: \\[adoptCrd\\] the CocoonSet CRD ${CRD_NAME.replace(/\./g, "\\.")} exists and no Operator installed it`,
     ),
   );
   await assert.rejects(
@@ -122,7 +122,7 @@ test("the CRD guard refuses to let the CRD go while CocoonSets are left, naming 
   await assert.rejects(
     crdGuardDelete({ ...props, retain: "" }),
     new RegExp(
-      `^Error: \\[Operator\\] refusing to delete the CocoonSet CRD \\S+: 2 CocoonSet\\(s\\) are left in the cluster \\(${ns}/a-fleet, ${ns}/b-fleet\\).*\`retainCrdOnDelete: true\``,
+      `^CrdGuardError: \\[Operator\\] refusing to delete the CocoonSet CRD \\S+: 2 CocoonSet\\(s\\) are left in the cluster \\(${ns}/a-fleet, ${ns}/b-fleet\\).*\`retainCrdOnDelete: true\``,
     ),
   );
   const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));

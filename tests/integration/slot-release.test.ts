@@ -330,13 +330,19 @@ describe(
         "the main VM hibernated",
       );
       const released = await up();
-      assert.deepEqual(released.errors, []);
+      assert.deepEqual(
+        released.failures.map((f) => f.message),
+        [],
+      );
       assert.equal(released.cocoonSet.status?.phase, "Suspended");
       assert.deepEqual(await fleetPods(client, ns, "solo"), [], "the seat is freed");
       assert.deepEqual(await registry.listTags(vm), [SNAPSHOT_TAGS.hibernate]);
       await patchSpec(ns, "solo", { suspend: false });
       const woken = await up();
-      assert.deepEqual(woken.errors, []);
+      assert.deepEqual(
+        woken.failures.map((f) => f.message),
+        [],
+      );
       assert.equal(woken.cocoonSet.status?.phase, "Running");
       assert.equal(annotationsOf(woken.cocoonSet)[ANNOTATIONS.hibernatedOnNode], undefined);
       assert.deepEqual(await registry.listTags(vm), [], "the tag is dropped");

@@ -48,7 +48,10 @@ void describe("requests on the wire", () => {
     });
 
     const result = await converge(client, ns, "wide", { timeoutMs: 120_000 });
-    assert.deepEqual(result.errors, []);
+    assert.deepEqual(
+      result.failures.map((f) => f.message),
+      [],
+    );
     const pods = (await admin.list(paths.pods(ns))).items;
     assert.equal(pods.length, 41, "the main agent and 40 sub-agents");
     t.diagnostic(`peak pod creates in flight: ${proxy.stats.peak["pod creates"]}`);

@@ -1,6 +1,6 @@
 /** Runs `cocoonset controller` in-process with a stand-in deps factory, capturing stderr. */
 import { Command } from "commander";
-import { registerController, type ControllerDepsFactory } from "../../cli/controller-command.js";
+import { registerController, type ControllerDepsFactory } from "../../controller/command.js";
 
 /** What one in-process CLI run produced. */
 export interface CliRun {

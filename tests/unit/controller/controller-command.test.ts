@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Command } from "commander";
-import { registerController } from "../../../cli/controller-command.js";
+import { registerController } from "../../../controller/command.js";
 import { CONTROLLER_OPTIONS } from "../../../controller/options.js";
 import { runControllerCli } from "../../support/run-controller-cli.js";
 

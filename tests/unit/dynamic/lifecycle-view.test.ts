@@ -6,7 +6,6 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
   describePods,
-  isRegistrySilence,
   lifecycleChange,
   lifecycleCount,
   lifecycleSummary,
@@ -14,6 +13,11 @@ import {
   wakePending,
 } from "../../../provider/dynamic/lifecycle-view.js";
 import { UNKNOWN } from "../../../provider/dynamic/slots.js";
+import {
+  isSuspendRegistrySilence,
+  refusalFailure,
+  StepFailure,
+} from "../../../provider/engine/pass.js";
 import { cocoonSetFrom, desiredSlots } from "../../../provider/dynamic/slot-view.js";
 import {
   ANNOTATIONS,
@@ -184,8 +188,8 @@ describe("describePods", () => {
   });
 });
 
-describe("isRegistrySilence", () => {
-  it("is the planner's refusal when the registry did not answer, and nothing else", () => {
+describe("isSuspendRegistrySilence", () => {
+  it("is the planner's refusal when the registry did not answer a suspend, and nothing else", () => {
     const suspended = { ...cs, spec: { ...cs.spec, suspend: true } };
     const live = pods(() => ({
       [ANNOTATIONS.hibernate]: "true",
@@ -198,8 +202,20 @@ describe("isRegistrySilence", () => {
       nowMs: 0,
       snapshots: { error: "probe hibernate snapshot vk-x: HTTP 500" },
     });
-    assert.equal(plan.errors.length, 1);
-    assert.ok(isRegistrySilence(plan.errors[0]), plan.errors[0]);
-    assert.equal(isRegistrySilence("coder-1 (create): pods is forbidden"), false);
+    assert.deepEqual(
+      plan.refusals.map((r) => [r.kind, "need" in r ? r.need : undefined]),
+      [["registry-unanswered", "suspend"]],
+    );
+    assert.ok(isSuspendRegistrySilence(refusalFailure(plan.refusals[0])));
+    const forbidden = new StepFailure("coder-1", "create", new Error("pods is forbidden"));
+    assert.equal(isSuspendRegistrySilence(forbidden), false);
+    const restore = refusalFailure({
+      kind: "registry-unanswered",
+      need: "restore",
+      registryError: "HTTP 500",
+      podName: "coder-1",
+      message: "pod coder-1: ...",
+    });
+    assert.equal(isSuspendRegistrySilence(restore), false);
   });
 });

@@ -278,7 +278,7 @@ describe("migration to spec.nodeName: the plan", () => {
     const p = plan(cs, [asked(running(mainPod(cs)))], { error: "HEAD refused" });
     assert.deepEqual(p.steps, []);
     assert.equal(p.status, undefined);
-    assert.match(p.errors[0], /^\[spec\.nodeName\] .*HEAD refused/);
+    assert.match(p.refusals.map((r) => r.message)[0], /^\[spec\.nodeName\] .*HEAD refused/);
   });
 
   it("not handled: no target, a fresh create, a pod already on the target, a terminal main", () => {

@@ -44,7 +44,7 @@ describe("summarizeFailures", () => {
       decision: "create",
       message: QUOTA_MESSAGE.replace("demo-11", `demo-${i + 11}`),
     }));
-    const line = summarizeFailures(failures, 8);
+    const line = summarizeFailures(failures, 8, quotaRefusalOf(QUOTA_MESSAGE));
     assert.equal(
       line,
       `990 step(s) failed (create ×990); ResourceQuota pods-10 is full; 8 create(s) not sent (the quota refused the ones before); first: demo-11 (create): ${QUOTA_MESSAGE}`,

@@ -402,10 +402,13 @@ describe("toolboxes", () => {
     const bad = cocoonSet({ toolboxes: [toolbox("7"), web, toolbox("web")] });
     const p = plan(bad, []);
     assert.deepEqual(p.steps, []);
-    assert.deepEqual(p.errors, [
-      "[toolboxes[0].name] must not be an integer (it would collide with sub-agent slots)",
-      '[toolboxes[2].name] duplicate toolbox name "web"',
-    ]);
+    assert.deepEqual(
+      p.refusals.map((r) => r.message),
+      [
+        "[toolboxes[0].name] must not be an integer (it would collide with sub-agent slots)",
+        '[toolboxes[2].name] duplicate toolbox name "web"',
+      ],
+    );
     assert.equal(p.status, undefined);
     assert.equal(p.mutatesPods, false);
   });
@@ -415,9 +418,10 @@ describe("toolboxes", () => {
     squatter.metadata!.ownerReferences = [];
     const pods = [mainPod(cs), squatter, toolboxPod(cs, db)];
     const p = plan(cs, pods);
-    assert.deepEqual(p.errors, [
-      "toolbox web: pod demo-web already exists and is not this CocoonSet's toolbox",
-    ]);
+    assert.deepEqual(
+      p.refusals.map((r) => r.message),
+      ["toolbox web: pod demo-web already exists and is not this CocoonSet's toolbox"],
+    );
     assert.deepEqual(p.steps, [], "the squatter is neither replaced nor deleted");
   });
 

@@ -87,7 +87,10 @@ describe("restore intent of a pod rebuilt under a CocoonHibernation", () => {
       const pod = createdPod(p, "demo-1");
       assert.ok(pod, "the slot is created");
       assert.equal(restores(pod), want);
-      assert.deepEqual(p.errors, []);
+      assert.deepEqual(
+        p.refusals.map((r) => r.message),
+        [],
+      );
     });
   }
 
@@ -96,7 +99,7 @@ describe("restore intent of a pod rebuilt under a CocoonHibernation", () => {
       error: "probe: 503",
     });
     assert.equal(createdPod(p, "demo-1"), undefined);
-    assert.match(p.errors.join(), /demo-1.*did not answer: probe: 503/);
+    assert.match(p.refusals.map((r) => r.message).join(), /demo-1.*did not answer: probe: 503/);
   });
 
   it("without registry facts nothing is marked (no registry: no restore)", () => {

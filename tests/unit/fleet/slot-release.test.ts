@@ -115,9 +115,10 @@ describe("slot release: the suspend", () => {
     const cs = releaseSet();
     const p = plan(cs, [mainPod(cs)]);
     assert.deepEqual(p.steps, []);
-    assert.deepEqual(p.errors, [
-      "hibernatePolicy=release on team/demo requires a configured registry",
-    ]);
+    assert.deepEqual(
+      p.refusals.map((r) => r.message),
+      ["hibernatePolicy=release on team/demo requires a configured registry"],
+    );
     assert.equal(p.status, undefined);
   });
 
@@ -151,7 +152,10 @@ describe("slot release: the suspend", () => {
     const cs = releaseSet();
     const p = plan(cs, [hibernated(mainPod(cs))], { error: "HEAD …: connect ECONNREFUSED" });
     assert.deepEqual(p.steps, []);
-    assert.match(p.errors[0], /^\[spec\.suspend\] cannot tell which VMs have hibernated/);
+    assert.match(
+      p.refusals.map((r) => r.message)[0],
+      /^\[spec\.suspend\] cannot tell which VMs have hibernated/,
+    );
   });
 
   it("done: names and node recorded, then keep-snapshot flagged (best effort), deleted, counted; Suspended with the deletes", () => {
@@ -307,7 +311,10 @@ describe("slot release: the wake", () => {
     const cs = releaseSet({ suspend: false, phase: "Suspended", hint: HINT });
     const p = plan(cs, [], { error: "probe hibernate snapshot vk-team-demo-0: boom" });
     assert.deepEqual(p.steps, []);
-    assert.deepEqual(p.errors, ["wake: probe hibernate snapshot vk-team-demo-0: boom"]);
+    assert.deepEqual(
+      p.refusals.map((r) => r.message),
+      ["wake: probe hibernate snapshot vk-team-demo-0: boom"],
+    );
   });
 
   const notEngaged: [string, Partial<Parameters<typeof releaseSet>[0]>][] = [
@@ -321,7 +328,10 @@ describe("slot release: the wake", () => {
       assert.deepEqual(slotReleaseProbes(cs, []), []);
       const p = plan(cs, [], { error: "must not be consulted" });
       assert.deepEqual(decisions(p), ["demo-0:create"]);
-      assert.deepEqual(p.errors, []);
+      assert.deepEqual(
+        p.refusals.map((r) => r.message),
+        [],
+      );
     });
   }
 
@@ -392,7 +402,10 @@ describe("slot release: the wake", () => {
   it("done: a restored main with no hint left is the normal flow's (no re-engage)", () => {
     const cs = releaseSet({ suspend: false, phase: "Running" });
     const p = plan(cs, [liveOn(cs, HINT)], { error: "must not be consulted" });
-    assert.deepEqual(p.errors, []);
+    assert.deepEqual(
+      p.refusals.map((r) => r.message),
+      [],
+    );
     assert.ok(!p.steps.some((s) => s.decision === "wake-complete"));
   });
 

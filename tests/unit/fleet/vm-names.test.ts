@@ -171,9 +171,9 @@ describe("VM names across fleets", () => {
     const holder = fleet("q-x", "yy", { created: T1 });
     const plan = planPass({ cocoonSet: younger, pods: [], nowMs: NOW, fleets: [holder, younger] });
     assert.equal(plan.mutatesPods, false);
-    assert.equal(plan.errors.length, 1);
+    assert.equal(plan.refusals.length, 1);
     assert.match(
-      plan.errors[0],
+      plan.refusals.map((r) => r.message)[0],
       /vk-q-x-yy-0 of CocoonSet q\/x-yy is already held by CocoonSet q-x\/yy/,
     );
     assert.deepEqual(
@@ -196,7 +196,7 @@ describe("VM names across fleets", () => {
     };
     const again = planPass({ cocoonSet: said, pods: [], nowMs: NOW, fleets: [holder, said] });
     assert.equal(again.steps.length, 0);
-    assert.equal(again.errors.length, 1);
+    assert.equal(again.refusals.length, 1);
     // Without the list (an executor that did not read it), nothing is checked.
     assert.equal(planPass({ cocoonSet: younger, pods: [], nowMs: NOW }).mutatesPods, true);
   });

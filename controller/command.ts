@@ -1,4 +1,9 @@
-/** `cocoonset controller`: the long-running reconcile process (docs/controller.md). */
+/**
+ * `cocoonset controller`: the long-running reconcile process (docs/controller.md). Both
+ * command lines register it: the `cocoonset` CLI (cli/main.ts) and the controller image's
+ * own entry point (main.ts), which loads nothing of the CLI. The error reporting every
+ * command shares lives here for that reason; cli/common.ts re-exports it.
+ */
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import {
@@ -11,9 +16,36 @@ import {
   type ControllerDeps,
   type ControllerFlags,
   type ControllerOptions,
-} from "../controller/index.js";
+} from "./index.js";
 import { KubeClient, KubeConfigError } from "../provider/kube/index.js";
-import { action, CliError } from "./common.js";
+import { BrandedError, errorMessage } from "../provider/kube/branded-error.js";
+
+/** A user-facing failure: printed to stderr without a stack, exit code 1 (or `code`). */
+export class CliError extends BrandedError {
+  constructor(
+    message: string,
+    readonly code = 1,
+  ) {
+    super(message);
+  }
+}
+
+/** Wraps a command action: any error goes to stderr and sets a non-zero exit code. */
+export function action<A extends unknown[]>(
+  fn: (...args: A) => Promise<void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      process.stderr.write(`cocoonset: ${msg}\n`);
+      if (process.env.COCOONSET_DEBUG && e instanceof Error && e.stack)
+        process.stderr.write(e.stack + "\n");
+      process.exitCode = CliError.isInstance(e) ? e.code : 1;
+    }
+  };
+}
 
 /** What the deps factory receives: the resolved options and a client that answered. */
 export interface ControllerDepsContext {
@@ -41,7 +73,7 @@ async function ensureReachable(client: KubeClient): Promise<void> {
     await probe.get("/version");
   } catch (e) {
     throw new CliError(
-      `cannot reach the apiserver at ${client.server} (kubeconfig: ${client.source}): ${(e as Error).message}`,
+      `cannot reach the apiserver at ${client.server} (kubeconfig: ${client.source}): ${errorMessage(e)}`,
     );
   } finally {
     probe.close();

@@ -1,0 +1,60 @@
+// The import rules of the project (docs/architecture.md, "The layers"), checked by
+// dependency-cruiser in `npm run lint` and `npm test`: no module imports itself back through
+// others (no cycles, type-only imports included), and each layer imports only the layers
+// below it. Tests, benchmarks and build scripts may import any layer, but no cycles either.
+
+/** The layers from the bottom up: a module may import its own layer and those before it. */
+const LAYERS = [
+  { name: "kube", path: "^provider/kube/" },
+  { name: "core", path: "^provider/fleet/" },
+  { name: "registry", path: "^provider/registry/" },
+  { name: "release", path: "^provider/release/" },
+  { name: "engine", path: "^provider/engine/" },
+  // provider/index.ts is the package's `./provider` facade over all of the above.
+  { name: "dynamic", path: "^provider/(dynamic/|index\\.ts$)" },
+  { name: "controller", path: "^controller/" },
+  { name: "sdk", path: "^sdk/" },
+  { name: "plugin", path: "^plugin/" },
+  { name: "cli", path: "^cli/" },
+  // Development tooling (`cocoonset-dev`), not in the published package: on top of it all.
+  { name: "cluster", path: "^cluster/" },
+];
+
+const upward = LAYERS.slice(0, -1).map((layer, i) => ({
+  name: `layer-${layer.name}`,
+  comment: `${layer.name} (${layer.path}) imports only the layers below it`,
+  severity: "error",
+  from: { path: layer.path },
+  to: { path: LAYERS.slice(i + 1).map((above) => above.path) },
+}));
+
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      comment: "a cycle of imports: cut it by moving the shared part into a module of its own",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "core-is-pure",
+      comment:
+        "the planning core does no I/O: of the Kubernetes layer it uses only the object metadata, the API names and the error base",
+      severity: "error",
+      from: { path: "^provider/fleet/" },
+      to: {
+        path: "^provider/kube/",
+        pathNot: "^provider/kube/(objects|api-names|branded-error)\\.ts$",
+      },
+    },
+    ...upward,
+  ],
+  options: {
+    // Type-only imports count: a cycle of types is a cycle of meaning.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(dist|node_modules|templates)/" },
+  },
+};

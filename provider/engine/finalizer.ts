@@ -6,6 +6,8 @@
  *   tests its resourceVersion instead, since a `test` cannot name a missing path).
  * - Remove: `test` that the entry at our index is ours, then remove that index; when the
  *   list moved under it (422 from the test, or 409), read again and retry.
+ * - Both `test` the uid too: an object deleted and created again under the same name is
+ *   not the one that was read, and is left alone.
  *
  * Why not a merge patch guarded by resourceVersion: a merge patch replaces the whole list,
  * so it is only as safe as its resourceVersion guard, and that guard fails on any write to
@@ -40,7 +42,7 @@ export async function addFinalizerTo<T extends { metadata: ObjectMeta }>(
           { op: "test", path: "/metadata/finalizers", value: finalizers },
           { op: "add", path: "/metadata/finalizers/-", value: finalizer },
         ];
-  return client.patch<T>(path, ops, PatchType.json);
+  return client.patch<T>(path, [...sameObject(obj), ...ops], PatchType.json);
 }
 
 /**
@@ -70,6 +72,7 @@ export async function removeFinalizerFrom<T extends { metadata: ObjectMeta }>(
       await client.patch(
         path,
         [
+          ...sameObject(obj),
           { op: "test", path: `/metadata/finalizers/${index}`, value: finalizer },
           { op: "remove", path: `/metadata/finalizers/${index}` },
         ],
@@ -84,4 +87,10 @@ export async function removeFinalizerFrom<T extends { metadata: ObjectMeta }>(
     current = await client.getOrUndefined<T>(path);
     fresh = true;
   }
+}
+
+/** A `test` of the uid as read, when it was read. */
+function sameObject(obj: { metadata: ObjectMeta }): { op: string; path: string; value: string }[] {
+  const uid = obj.metadata.uid;
+  return uid ? [{ op: "test", path: "/metadata/uid", value: uid }] : [];
 }

@@ -3,6 +3,7 @@
 // desires, retries after Failed, deletion with the last-holder tag GC.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import {
   ANNOTATIONS,
   DEFAULT_HIBERNATE_TIMEOUT_MS,
@@ -15,6 +16,7 @@ import {
   planHibernation,
   type CocoonHibernation,
   type CocoonHibernationPhase,
+  type HibernationAction,
   type HibernationInput,
   type HibernationPlan,
   type Pod,
@@ -367,5 +369,111 @@ describe("goDuration", () => {
       "1h2m3s",
       "250ms",
     ]);
+  });
+});
+
+describe("CocoonHibernation plan: properties over any CR, pod and registry answer", () => {
+  /** Where each kind may stand in a plan: the old executor's order, kept. */
+  const RANK: Record<HibernationAction["kind"], number> = {
+    "add-finalizer": 0,
+    "annotate-pod": 1,
+    "delete-snapshot-tag": 2,
+    "write-status": 3,
+    event: 4,
+    "observe-duration": 5,
+    "remove-finalizer": 6,
+  };
+  const stateArb = fc.record({
+    desire: fc.constantFrom("Hibernate" as const, "Wake" as const),
+    phase: fc.constantFrom(
+      undefined,
+      "Pending" as const,
+      "Hibernating" as const,
+      "Hibernated" as const,
+      "Waking" as const,
+      "Active" as const,
+      "Failed" as const,
+    ),
+    sinceAgoMs: fc.integer({ min: 0, max: 2 * DEFAULT_WAKE_TIMEOUT_MS }),
+    finalizer: fc.boolean(),
+    deleting: fc.boolean(),
+    pod: fc.constantFrom(
+      "none",
+      "no-vm-name",
+      "live",
+      "hibernating",
+      "hibernated",
+      "stale",
+      "down",
+    ),
+    older: fc.boolean(),
+    registry: fc.boolean(),
+    tag: fc.constantFrom(undefined, { exists: true }, { exists: false }, { error: "503" }),
+  });
+  const podOf = (kind: string): Pod | undefined => {
+    switch (kind) {
+      case "none":
+        return undefined;
+      case "no-vm-name":
+        return { metadata: { name: "demo-1", namespace: "team", uid: "pod-uid" } };
+      case "live":
+        return live();
+      case "hibernating":
+        return hibernating();
+      case "hibernated":
+        return hibernated();
+      case "stale":
+        return hibernated("2");
+      default:
+        return pod({}, false);
+    }
+  };
+
+  it("keeps the executor's order, the finalizer rules, and refuses only without a write", () => {
+    fc.assert(
+      fc.property(stateArb, (st) => {
+        const c = cr(st.desire, st.phase, { since: NOW - st.sinceAgoMs, finalizer: st.finalizer });
+        if (st.deleting) c.metadata.deletionTimestamp = iso(NOW);
+        // Another live CR of the same pod, created earlier or later.
+        const other = cr("Hibernate", undefined, {
+          name: "other",
+          created: st.older ? "2025-06-01T10:00:00Z" : "2025-06-01T11:30:00Z",
+        });
+        const p = podOf(st.pod);
+        const input = { all: [c, other], registry: st.registry, tag: st.tag };
+        const pl = plan(c, p, input);
+        const kinds = kindsOf(pl);
+        const ranks = kinds.map((k) => RANK[k]);
+        assert.deepEqual(
+          ranks,
+          [...ranks].sort((a, b) => a - b),
+          `in order: ${kinds.join()}`,
+        );
+        for (const k of kinds.filter((k) => k !== "event"))
+          assert.equal(kinds.filter((x) => x === k).length, 1, `one ${k}`);
+
+        const addsFinalizer = !st.deleting && !st.finalizer;
+        assert.equal(kinds.includes("add-finalizer"), addsFinalizer);
+        if (addsFinalizer) assert.deepEqual(kinds, ["add-finalizer"], "nothing else first");
+        assert.equal(kinds.includes("remove-finalizer"), st.deleting && st.finalizer);
+        if (st.deleting)
+          assert.ok(kinds.every((k) => k === "delete-snapshot-tag" || k === "remove-finalizer"));
+
+        // Only the CR holding the pod acts on the pod and its tag while live.
+        if (!st.deleting && st.older) {
+          assert.ok(!kinds.includes("annotate-pod") && !kinds.includes("delete-snapshot-tag"));
+        }
+        if (!st.registry) assert.ok(!kinds.includes("delete-snapshot-tag"));
+
+        if (pl.refusal) {
+          assert.equal(pl.decision, "probe-failed");
+          assert.deepEqual(pl.refusal.kind, "snapshot-registry-unanswered");
+          assert.ok(!kinds.includes("write-status"), "a refusal writes no status");
+        }
+        const status = statusOf(pl);
+        if (status) assert.equal(status.observedGeneration, c.metadata.generation);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -40,7 +40,9 @@ describe("the published package", () => {
       /^dist\/(tests|bench|examples|scripts)\/|^(tests|bench|examples|scripts|docs)\//.test(f),
     );
     assert.deepEqual(extra, []);
-    assert.ok(files.length < 400, `${files.length} files packed`);
+    // A ceiling, not a count: a folder shipped by mistake (the tests alone are hundreds of
+    // files) crosses it; a new product module (three files: .js, .d.ts, .map) does not.
+    assert.ok(files.length < 420, `${files.length} files packed`);
   });
 
   it("ships the command, every export target and the cluster's data files", () => {

@@ -46,7 +46,10 @@ export const HIBERNATION_EVENTS = {
   snapshotLost: "SnapshotLost",
 } as const;
 
-/** What the registry said about `<vm>:hibernate`, when the plan needed to know. */
+/**
+ * What the registry said about `<vm>:hibernate`, when the plan needed to know; `error` is
+ * the registry client's own text (the plan's refusal carries it, naming the VM).
+ */
 export type TagFact = { exists: boolean } | { error: string };
 
 /** Inputs of {@link planHibernation}. */

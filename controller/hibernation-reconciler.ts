@@ -1,24 +1,19 @@
 /**
- * The CocoonHibernation reconciler: reads one CR, its target pod, the namespace's other CRs
- * and (when the plan needs it) the registry's `<vm>:hibernate` tag, asks the pure planner
- * (provider/fleet/hibernation.ts) what to do, and does it. CRs that target one pod are
+ * The CocoonHibernation reconciler: the engine's hibernation pass (read, plan, execute:
+ * provider/engine/hibernation.ts) inside the controller runtime. CRs that target one pod are
  * reconciled one at a time (a per-pod lock): their opposing desires would race that pod's
  * hibernate annotation and its VM's tag.
  * Behaviour: docs/behaviour.md §3.18.
  */
-import { listCocoonSetsVisible, type SnapshotRegistry } from "../provider/engine/index.js";
 import {
-  ANNOTATIONS,
-  HIBERNATION_FINALIZER,
-  SNAPSHOT_TAGS,
-  hibernationProbe,
-  planHibernation,
-  type CocoonHibernation,
-  type HibernationPlan,
-  type Pod,
-  type TagFact,
-} from "../provider/fleet/index.js";
-import { isNotFound, PatchType, paths, type KubeClient } from "../provider/kube/index.js";
+  HibernationRefused,
+  runHibernationPass,
+  type HibernationHooks,
+  type SnapshotRegistry,
+} from "../provider/engine/index.js";
+import type { CocoonHibernation } from "../provider/fleet/index.js";
+import { paths, type KubeClient } from "../provider/kube/index.js";
+import { logWithFields } from "./logger.js";
 import {
   DONE,
   requeueAfter,
@@ -87,115 +82,36 @@ export class HibernationReconciler implements Reconciler {
     cr: CocoonHibernation,
     ctx: ReconcileContext,
   ): Promise<ReconcileResult> {
-    const ns = cr.metadata.namespace ?? "";
-    const registry = this.opts.registry;
-    const all = (await this.client.list<CocoonHibernation>(paths.cocoonHibernations(ns))).items;
-    const podName = cr.spec?.podRef?.name ?? "";
-    const pod = podName ? await this.client.getOrUndefined<Pod>(paths.pod(ns, podName)) : undefined;
-    // Every fleet a VM name could belong to: the pod's annotation is believed only when the
-    // controller can attribute it (docs/behaviour.md §3.18).
-    const fleets = await listCocoonSetsVisible(this.client, ns);
-    const base = {
-      cr,
-      pod,
-      all,
-      fleets,
-      registry: registry !== undefined,
-      nowMs: (this.opts.now ?? Date.now)(),
+    const result = await runHibernationPass(this.client, cr, {
+      registry: this.opts.registry,
       hibernateTimeoutMs: this.opts.hibernateTimeoutMs,
       wakeTimeoutMs: this.opts.wakeTimeoutMs,
-    };
-    const vm = hibernationProbe(base);
-    let tag: TagFact | undefined;
-    if (vm && registry) {
-      try {
-        tag = { exists: await registry.hasManifest(vm, SNAPSHOT_TAGS.hibernate) };
-      } catch (e) {
-        tag = { error: `probe hibernate snapshot ${vm}: ${(e as Error).message}` };
-      }
-    }
-    const plan = planHibernation({ ...base, tag });
-    await this.execute(cr, plan, ctx);
-    if (plan.error) throw new Error(plan.error);
-    return plan.requeueAfterMs === undefined ? DONE : requeueAfter(plan.requeueAfterMs);
+      now: this.opts.now,
+      hooks: hooksFor(ctx),
+    });
+    // The runtime retries a thrown reconcile with backoff (a registry that did not answer).
+    if (result.refusal) throw new HibernationRefused(result.refusal);
+    return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
   }
+}
 
-  private async execute(
-    cr: CocoonHibernation,
-    plan: HibernationPlan,
-    ctx: ReconcileContext,
-  ): Promise<void> {
-    const ns = cr.metadata.namespace ?? "";
-    const name = cr.metadata.name ?? "";
-    const crPath = paths.cocoonHibernation(ns, name);
-    if (plan.finalizer === "add") {
-      await this.client.patch(
-        crPath,
-        {
-          metadata: {
-            resourceVersion: cr.metadata.resourceVersion,
-            finalizers: [...(cr.metadata.finalizers ?? []), HIBERNATION_FINALIZER],
-          },
-        },
-        PatchType.merge,
-      );
-      ctx.log.debug("added the finalizer");
-      return;
-    }
-    if (plan.annotate) {
-      const { pod, uid, value } = plan.annotate;
-      await this.client.patch(
-        paths.pod(ns, pod),
-        { metadata: { uid, annotations: { [ANNOTATIONS.hibernate]: value } } },
-        PatchType.merge,
-      );
-      ctx.log.info(
-        { pod, hibernate: value },
-        value ? "asked the pod to hibernate" : "asked the pod to wake",
-      );
-    }
-    if (plan.deleteTag && this.opts.registry) {
-      try {
-        await this.opts.registry.deleteManifest(plan.deleteTag, SNAPSHOT_TAGS.hibernate);
-      } catch (e) {
-        // Not fatal, but loud: a registry refusing deletes leaks every snapshot.
-        ctx.log.error(
-          { err: (e as Error).message, vm: plan.deleteTag },
-          "could not delete the hibernate snapshot",
-        );
-      }
-    }
-    if (plan.status) {
-      await this.client.patch(
-        paths.cocoonHibernationStatus(ns, name),
-        { status: plan.status },
-        PatchType.merge,
-      );
-      ctx.log.info({ phase: plan.status.phase, decision: plan.decision }, "wrote the status");
-    }
-    for (const e of plan.events) {
-      if (e.type === "Warning") ctx.log.warn({ reason: e.reason }, e.message);
+function hooksFor(ctx: ReconcileContext): HibernationHooks {
+  return {
+    event(cr, type, reason, message) {
+      // Warnings also go to the log: an operator reading logs sees what needs attention.
+      if (type === "Warning") ctx.log.warn({ reason }, message);
       void ctx.events.event(
         { apiVersion: cr.apiVersion, kind: cr.kind, metadata: cr.metadata },
-        e.type,
-        e.reason,
-        e.message,
+        type,
+        reason,
+        message,
       );
-    }
-    if (plan.observe)
-      ctx.metrics.phaseDuration?.(plan.observe.metric, plan.observe.result, plan.observe.seconds);
-    if (plan.finalizer === "remove") {
-      const finalizers = (cr.metadata.finalizers ?? []).filter((f) => f !== HIBERNATION_FINALIZER);
-      try {
-        await this.client.patch(
-          crPath,
-          { metadata: { resourceVersion: cr.metadata.resourceVersion, finalizers } },
-          PatchType.merge,
-        );
-      } catch (e) {
-        if (!isNotFound(e)) throw e;
-      }
-      ctx.log.info({ decision: plan.decision }, "released the finalizer");
-    }
-  }
+    },
+    observe(metric, result, seconds) {
+      ctx.metrics.phaseDuration?.(metric, result, seconds);
+    },
+    log(level, msg, fields) {
+      logWithFields(ctx.log, level, msg, fields);
+    },
+  };
 }

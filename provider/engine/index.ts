@@ -6,3 +6,5 @@ export * from "./preview.js";
 export * from "./simulate.js";
 export * from "./preview-creates.js";
 export * from "./snapshots.js";
+export * from "./hibernation.js";
+export * from "./finalizer.js";

@@ -26,7 +26,6 @@ import {
 } from "../fleet/index.js";
 import {
   isNotFound,
-  KubeApiError,
   PatchType,
   paths,
   waitForList,
@@ -45,65 +44,23 @@ import {
   type PassResult,
 } from "./pass.js";
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
+import { addFinalizerTo, removeFinalizerFrom } from "./finalizer.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 
-/** Adds the finalizer when missing (a JSON patch that tests the list first). */
+/** Adds the finalizer when missing (finalizer.ts: a JSON patch that tests the list first). */
 export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
-  const finalizers = cs.metadata.finalizers ?? [];
-  if (finalizers.includes(FINALIZER)) return cs;
   const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
-  const ops =
-    finalizers.length === 0
-      ? [
-          { op: "test", path: "/metadata/resourceVersion", value: cs.metadata.resourceVersion },
-          { op: "add", path: "/metadata/finalizers", value: [FINALIZER] },
-        ]
-      : [
-          { op: "test", path: "/metadata/finalizers", value: finalizers },
-          { op: "add", path: "/metadata/finalizers/-", value: FINALIZER },
-        ];
-  return client.patch<CocoonSet>(path, ops, PatchType.json);
+  return addFinalizerTo(client, path, cs, FINALIZER);
 }
 
 /**
- * Removes only this project's finalizer: the patch tests that the entry at that index is
- * ours, so another controller's finalizer is never removed. A copy without the finalizer is
- * checked once against the live object. When the list changed under it
- * (a concurrent writer, e.g. the controller and `pulumi destroy` finishing together), it
- * re-reads and tries again; a CocoonSet already gone means done.
+ * Removes only this project's finalizer (finalizer.ts), another controller's never; when
+ * the list changed under it (the controller and `pulumi destroy` finishing together), it
+ * reads again and retries; a CocoonSet already gone means done.
  */
 export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
   const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
-  let current: CocoonSet | undefined = cs;
-  let fresh = false;
-  for (let attempt = 0; attempt < 5 && current; attempt++) {
-    if (current.metadata.uid !== cs.metadata.uid) return;
-    const index = (current.metadata.finalizers ?? []).indexOf(FINALIZER);
-    if (index < 0) {
-      // A copy read before a controller added the finalizer would miss it: check once live.
-      if (fresh) return;
-      current = await client.getOrUndefined<CocoonSet>(path);
-      fresh = true;
-      continue;
-    }
-    try {
-      await client.patch(
-        path,
-        [
-          { op: "test", path: `/metadata/finalizers/${index}`, value: FINALIZER },
-          { op: "remove", path: `/metadata/finalizers/${index}` },
-        ],
-        PatchType.json,
-      );
-      return;
-    } catch (e) {
-      if (isNotFound(e)) return;
-      const stale = KubeApiError.isInstance(e) && (e.status === 422 || e.status === 409);
-      if (!stale) throw e;
-    }
-    current = await client.getOrUndefined<CocoonSet>(path);
-    fresh = true;
-  }
+  await removeFinalizerFrom(client, path, cs, FINALIZER);
 }
 
 /** Options of {@link finalizeDeletion}. */

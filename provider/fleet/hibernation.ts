@@ -1,9 +1,9 @@
 // Per-pod hibernate and wake (the CocoonHibernation resource): what the next reconcile of
 // one CR does, from the CR, its target pod, the other CRs of the namespace, the registry's
-// answer and the time. Pure; the controller carries the plan out
-// (controller/hibernation-reconciler.ts). Behaviour: docs/behaviour.md §3.18; the upstream
-// it matches: docs/lifecycle-design.md ("CocoonHibernation").
-import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES } from "./constants.js";
+// answer and the time. Pure: the plan is engine actions (hibernation-plan.ts), carried out
+// by the engine (provider/engine/hibernation.ts). Behaviour: docs/behaviour.md §3.18; the
+// upstream it matches: docs/lifecycle-design.md ("CocoonHibernation").
+import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES, SNAPSHOT_TAGS } from "./constants.js";
 import type {
   CocoonHibernation,
   CocoonHibernationPhase,
@@ -11,6 +11,11 @@ import type {
   Condition,
 } from "./generated/hibernation-types.js";
 import { HIBERNATION_FINALIZER } from "./hibernation-schema.js";
+import {
+  HIBERNATION_METRICS,
+  type HibernationAction,
+  type HibernationPlan,
+} from "./hibernation-plan.js";
 import type { Pod } from "./kube-types.js";
 import { vmLive } from "./pod-state.js";
 import { asksHibernate } from "./suspend.js";
@@ -41,13 +46,10 @@ export const HIBERNATION_EVENTS = {
   snapshotLost: "SnapshotLost",
 } as const;
 
-/** Histograms (without the `cocoonset_` prefix) of the time spent in a transition. */
-export const HIBERNATION_METRICS = {
-  hibernate: "hibernate_phase_duration_seconds",
-  wake: "wake_phase_duration_seconds",
-} as const;
-
-/** What the registry said about `<vm>:hibernate`, when the plan needed to know. */
+/**
+ * What the registry said about `<vm>:hibernate`, when the plan needed to know; `error` is
+ * the registry client's own text (the plan's refusal carries it, naming the VM).
+ */
 export type TagFact = { exists: boolean } | { error: string };
 
 /** Inputs of {@link planHibernation}. */
@@ -75,31 +77,51 @@ export interface HibernationInput {
 }
 
 /** One event on the CR. */
-export interface HibernationEvent {
-  type: "Normal" | "Warning";
-  reason: string;
-  message: string;
-}
+type HibernationEvent = Extract<HibernationAction, { kind: "event" }>;
 
-/** What one reconcile of a CocoonHibernation does, in this order. */
-export interface HibernationPlan {
-  /** Add (first sight) or remove (deletion done) the finalizer; nothing else then happens. */
-  finalizer?: "add" | "remove";
+/** The parts of one plan, before they are put in the executor's order. */
+interface Parts {
   /** Set (`"true"`) or remove (`null`) the target pod's hibernate annotation (by uid). */
   annotate?: { pod: string; uid: string; value: typeof ANNOTATION_TRUE | null };
-  /** Drop `<vm>:hibernate` (best effort: a failure is logged, the plan goes on). */
-  deleteTag?: string;
+  /** Drop `<vm>:hibernate` (best effort). */
+  dropTag?: string;
   /** The status to write; undefined when it is already so. */
   status?: CocoonHibernationStatus;
   events: HibernationEvent[];
   /** A transition ended: its duration, for the histogram. */
-  observe?: { metric: string; result: "ok" | "timeout"; seconds: number };
-  /** The registry could not be asked and nothing else may be decided: retry with backoff. */
-  error?: string;
-  /** Reconcile again after this many ms; undefined: on the next change. */
-  requeueAfterMs?: number;
-  /** Why, for the log. */
-  decision: string;
+  observe?: Extract<HibernationAction, { kind: "observe-duration" }>;
+}
+
+/**
+ * The actions of a plan, in the order they run: the pod's request first (what the node
+ * agent acts on), the tag, the status, then the events and the histogram that report it.
+ */
+function ordered(parts: Parts): HibernationAction[] {
+  const actions: HibernationAction[] = [];
+  if (parts.annotate) {
+    const { pod, uid, value } = parts.annotate;
+    actions.push({
+      kind: "annotate-pod",
+      name: pod,
+      uid,
+      annotations: { [ANNOTATIONS.hibernate]: value },
+    });
+  }
+  if (parts.dropTag)
+    actions.push({
+      kind: "delete-snapshot-tag",
+      vm: parts.dropTag,
+      tag: SNAPSHOT_TAGS.hibernate,
+      bestEffort: true,
+    });
+  if (parts.status) actions.push({ kind: "write-status", status: parts.status });
+  actions.push(...parts.events);
+  if (parts.observe) actions.push(parts.observe);
+  return actions;
+}
+
+function event(type: HibernationEvent["type"], reason: string, message: string): HibernationEvent {
+  return { kind: "event", type, reason, message };
 }
 
 const READY = "Ready";
@@ -300,13 +322,20 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
   const events: HibernationEvent[] = [];
   const ns = cr.metadata.namespace ?? "";
   if (cr.metadata.deletionTimestamp) return planHibernationDeletion(input);
-  if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER))
-    return { finalizer: "add", events, requeueAfterMs: 0, decision: "add-finalizer" };
+  if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER)) {
+    return {
+      actions: [{ kind: "add-finalizer", finalizer: HIBERNATION_FINALIZER }],
+      requeueAfterMs: 0,
+      decision: "add-finalizer",
+    };
+  }
   const podName = cr.spec?.podRef?.name ?? "";
   if (!pod) {
     return {
-      status: pendingStatus(cr, nowMs, `pod ${ns}/${podName} not yet present`),
-      events,
+      actions: ordered({
+        status: pendingStatus(cr, nowMs, `pod ${ns}/${podName} not yet present`),
+        events,
+      }),
       requeueAfterMs: HIBERNATION_POLL_MS,
       decision: "wait-pod",
     };
@@ -314,12 +343,14 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
   const vm = podVmName(pod);
   if (vm === "") {
     return {
-      status: pendingStatus(
-        cr,
-        nowMs,
-        `pod ${ns}/${podName} has no ${ANNOTATIONS.vmName} annotation yet`,
-      ),
-      events,
+      actions: ordered({
+        status: pendingStatus(
+          cr,
+          nowMs,
+          `pod ${ns}/${podName} has no ${ANNOTATIONS.vmName} annotation yet`,
+        ),
+        events,
+      }),
       requeueAfterMs: HIBERNATION_POLL_MS,
       decision: "wait-vm-name",
     };
@@ -329,41 +360,41 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
   if ("refusal" in attributed) {
     const status = failedStatus(cr, nowMs, attributed.refusal);
     if (status)
-      events.push({
-        type: "Warning",
-        reason: HIBERNATION_EVENTS.vmNameMismatch,
-        message: attributed.refusal,
-      });
-    return { status, events, decision: "refuse-vm-name" };
+      events.push(event("Warning", HIBERNATION_EVENTS.vmNameMismatch, attributed.refusal));
+    return { actions: ordered({ status, events }), decision: "refuse-vm-name" };
   }
   const holder = podHolder(input.all, podName);
   if (holder && holder.metadata.uid !== cr.metadata.uid) {
     const message = `pod ${ns}/${podName} is already targeted by CocoonHibernation ${holder.metadata.name}; one CocoonHibernation per pod`;
     const status = failedStatus(cr, nowMs, message);
-    if (status) events.push({ type: "Warning", reason: HIBERNATION_EVENTS.duplicate, message });
-    return { status, events, decision: "refuse-duplicate" };
+    if (status) events.push(event("Warning", HIBERNATION_EVENTS.duplicate, message));
+    return { actions: ordered({ status, events }), decision: "refuse-duplicate" };
   }
   if (!input.registry) {
     const message =
       "no snapshot registry is configured (--oci-registry / OCI_REGISTRY): hibernation cannot be confirmed";
     const status = failedStatus(cr, nowMs, message);
-    if (status) events.push({ type: "Warning", reason: HIBERNATION_EVENTS.noRegistry, message });
-    return { status, events, decision: "no-registry" };
+    if (status) events.push(event("Warning", HIBERNATION_EVENTS.noRegistry, message));
+    return { actions: ordered({ status, events }), decision: "no-registry" };
   }
   const flow = flowOf(cr);
   if (!flow) {
     return {
-      status: failedStatus(cr, nowMs, `unknown desire "${String(cr.spec?.desire)}"`),
-      events,
+      actions: ordered({
+        status: failedStatus(cr, nowMs, `unknown desire "${String(cr.spec?.desire)}"`),
+        events,
+      }),
       decision: "unknown-desire",
     };
   }
   if (cr.status?.phase === "Failed") {
-    events.push({
-      type: "Normal",
-      reason: HIBERNATION_EVENTS.retryRequested,
-      message: `retrying ${cr.spec.desire} after prior failure`,
-    });
+    events.push(
+      event(
+        "Normal",
+        HIBERNATION_EVENTS.retryRequested,
+        `retrying ${cr.spec.desire} after prior failure`,
+      ),
+    );
   }
   return flow === "hibernate"
     ? planHibernate(input, pod, vm, events)
@@ -375,13 +406,14 @@ function exitEvent(
   next: CocoonHibernationPhase,
   nowMs: number,
   result: "ok" | "timeout",
-): HibernationPlan["observe"] {
+): Parts["observe"] {
   const phase = cr.status?.phase;
   if (phase !== "Hibernating" && phase !== "Waking") return undefined;
   if (phase === next) return undefined;
   const since = transitionMs(cr);
   if (since === undefined) return undefined;
   return {
+    kind: "observe-duration",
     metric: phase === "Hibernating" ? HIBERNATION_METRICS.hibernate : HIBERNATION_METRICS.wake,
     result,
     seconds: Math.max(0, (nowMs - since) / 1000),
@@ -409,22 +441,26 @@ function planHibernate(
     const tag = input.tag;
     if (tag && "error" in tag && !overdue) {
       // A registry that keeps failing still meets the deadline below.
-      return { annotate, events, error: tag.error, decision: "probe-failed" };
+      return {
+        actions: ordered({ annotate, events }),
+        refusal: { kind: "snapshot-registry-unanswered", vm, detail: tag.error },
+        decision: "probe-failed",
+      };
     }
     if (tag && "exists" in tag && tag.exists) {
       const status = phaseStatus(cr, nowMs, "Hibernated", vm);
       if (status && cr.status?.phase !== "Hibernated") {
-        events.push({
-          type: "Normal",
-          reason: HIBERNATION_EVENTS.hibernated,
-          message: `snapshot ${vm} pushed to the registry`,
-        });
+        events.push(
+          event("Normal", HIBERNATION_EVENTS.hibernated, `snapshot ${vm} pushed to the registry`),
+        );
       }
       return {
-        annotate,
-        status,
-        events,
-        observe: exitEvent(cr, "Hibernated", nowMs, "ok"),
+        actions: ordered({
+          annotate,
+          status,
+          events,
+          observe: exitEvent(cr, "Hibernated", nowMs, "ok"),
+        }),
         decision: "hibernated",
       };
     }
@@ -437,29 +473,30 @@ function planHibernate(
         reason: "SnapshotLost",
         message,
       });
-      if (status)
-        events.push({ type: "Warning", reason: HIBERNATION_EVENTS.snapshotLost, message });
-      return { annotate, status, events, decision: "snapshot-lost" };
+      if (status) events.push(event("Warning", HIBERNATION_EVENTS.snapshotLost, message));
+      return { actions: ordered({ annotate, status, events }), decision: "snapshot-lost" };
     }
   }
   if (overdue) {
-    events.push({
-      type: "Warning",
-      reason: HIBERNATION_EVENTS.hibernateTimedOut,
-      message: `snapshot ${vm} not confirmed in the registry within ${goDuration(timeoutMs)}`,
-    });
+    events.push(
+      event(
+        "Warning",
+        HIBERNATION_EVENTS.hibernateTimedOut,
+        `snapshot ${vm} not confirmed in the registry within ${goDuration(timeoutMs)}`,
+      ),
+    );
     return {
-      annotate,
-      status: failedStatus(cr, nowMs, `hibernate not confirmed within ${goDuration(timeoutMs)}`),
-      events,
-      observe: exitEvent(cr, "Failed", nowMs, "timeout"),
+      actions: ordered({
+        annotate,
+        status: failedStatus(cr, nowMs, `hibernate not confirmed within ${goDuration(timeoutMs)}`),
+        events,
+        observe: exitEvent(cr, "Failed", nowMs, "timeout"),
+      }),
       decision: "hibernate-timed-out",
     };
   }
   return {
-    annotate,
-    status: phaseStatus(cr, nowMs, "Hibernating", vm),
-    events,
+    actions: ordered({ annotate, status: phaseStatus(cr, nowMs, "Hibernating", vm), events }),
     requeueAfterMs: HIBERNATION_POLL_MS,
     decision: "wait-hibernated",
   };
@@ -481,44 +518,50 @@ function planWake(
   if (vmLive(pod)) {
     const status = phaseStatus(cr, nowMs, "Active", vm);
     if (status && cr.status?.phase !== "Active") {
-      events.push({
-        type: "Normal",
-        reason: HIBERNATION_EVENTS.wokenActive,
-        message: `pod ${pod.metadata?.namespace ?? ""}/${pod.metadata?.name ?? ""} is running`,
-      });
+      events.push(
+        event(
+          "Normal",
+          HIBERNATION_EVENTS.wokenActive,
+          `pod ${pod.metadata?.namespace ?? ""}/${pod.metadata?.name ?? ""} is running`,
+        ),
+      );
     }
     return {
-      annotate,
-      deleteTag: vm,
-      status,
-      events,
-      observe: exitEvent(cr, "Active", nowMs, "ok"),
+      actions: ordered({
+        annotate,
+        dropTag: vm,
+        status,
+        events,
+        observe: exitEvent(cr, "Active", nowMs, "ok"),
+      }),
       decision: "woken",
     };
   }
   const elapsed = elapsedIn(cr, "Waking", nowMs);
   if (elapsed !== undefined && elapsed > timeoutMs) {
-    events.push({
-      type: "Warning",
-      reason: HIBERNATION_EVENTS.wakeTimedOut,
-      message: `the node agent did not report the container running within ${goDuration(timeoutMs)}`,
-    });
-    return {
-      annotate,
-      status: failedStatus(
-        cr,
-        nowMs,
-        `wake timed out after ${goDuration(timeoutMs)}; the node agent never reported the container running`,
+    events.push(
+      event(
+        "Warning",
+        HIBERNATION_EVENTS.wakeTimedOut,
+        `the node agent did not report the container running within ${goDuration(timeoutMs)}`,
       ),
-      events,
-      observe: exitEvent(cr, "Failed", nowMs, "timeout"),
+    );
+    return {
+      actions: ordered({
+        annotate,
+        status: failedStatus(
+          cr,
+          nowMs,
+          `wake timed out after ${goDuration(timeoutMs)}; the node agent never reported the container running`,
+        ),
+        events,
+        observe: exitEvent(cr, "Failed", nowMs, "timeout"),
+      }),
       decision: "wake-timed-out",
     };
   }
   return {
-    annotate,
-    status: phaseStatus(cr, nowMs, "Waking", vm),
-    events,
+    actions: ordered({ annotate, status: phaseStatus(cr, nowMs, "Waking", vm), events }),
     requeueAfterMs: HIBERNATION_POLL_MS,
     decision: "wait-woken",
   };
@@ -549,7 +592,7 @@ export function planHibernationDeletion(
 ): HibernationPlan {
   const { cr } = input;
   if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER))
-    return { events: [], decision: "deleted" };
+    return { actions: [], decision: "deleted" };
   const vm = cr.status?.vmName ?? "";
   const drop =
     input.registry &&
@@ -557,9 +600,10 @@ export function planHibernationDeletion(
     !vmHeldByAnother(cr, input.all) &&
     (!input.fleets || mayDropFromNamespace(cr.metadata.namespace ?? "default", vm, input.fleets));
   return {
-    ...(drop ? { deleteTag: vm } : {}),
-    finalizer: "remove",
-    events: [],
+    actions: [
+      ...ordered({ dropTag: drop ? vm : undefined, events: [] }),
+      { kind: "remove-finalizer", finalizer: HIBERNATION_FINALIZER },
+    ],
     decision: drop ? "drop-tag" : vm !== "" ? "keep-tag" : "release",
   };
 }

@@ -186,6 +186,7 @@ export type {
 export { COCOONHIBERNATION_API_VERSION } from "./generated/hibernation-types.js";
 export * from "./hibernation-schema.js";
 export * from "./hibernation.js";
+export * from "./hibernation-plan.js";
 export * from "./restore-intent.js";
 export * from "./vm-names.js";
 export * from "./snapshot-owner.js";

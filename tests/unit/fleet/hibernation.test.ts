@@ -3,6 +3,7 @@
 // desires, retries after Failed, deletion with the last-holder tag GC.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import {
   ANNOTATIONS,
   DEFAULT_HIBERNATE_TIMEOUT_MS,
@@ -11,12 +12,16 @@ import {
   HIBERNATION_POLL_MS,
   goDuration,
   hibernationProbe,
+  hibernationRefusalMessage,
   planHibernation,
   type CocoonHibernation,
   type CocoonHibernationPhase,
+  type HibernationAction,
   type HibernationInput,
+  type HibernationPlan,
   type Pod,
 } from "../../../provider/fleet/index.js";
+import { annotateOf, eventsOf, kindsOf, observeOf, statusOf, tagOf } from "./hibernation-view.js";
 
 const NOW = Date.parse("2025-06-01T12:00:00Z");
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
@@ -100,14 +105,19 @@ const hibernated = (observed = "3") =>
 function plan(c: CocoonHibernation, p: Pod | undefined, extra: Partial<HibernationInput> = {}) {
   return planHibernation({ cr: c, pod: p, all: [c], registry: true, nowMs: NOW, ...extra });
 }
-const reasons = (pl: { events: { reason: string }[] }) => pl.events.map((e) => e.reason);
+const reasons = (pl: HibernationPlan) => eventsOf(pl).map((e) => e.reason);
+const hibernateRequest = (value: "true" | null) => ({
+  kind: "annotate-pod",
+  name: "demo-1",
+  uid: "pod-uid",
+  annotations: { [ANNOTATIONS.hibernate]: value },
+});
 
 describe("CocoonHibernation plan: before any transition", () => {
   it("adds the finalizer first and does nothing else", () => {
     const p = plan(cr("Hibernate", undefined, { finalizer: false }), live());
-    assert.equal(p.finalizer, "add");
-    assert.equal(p.annotate, undefined);
-    assert.equal(p.status, undefined);
+    assert.deepEqual(p.actions, [{ kind: "add-finalizer", finalizer: HIBERNATION_FINALIZER }]);
+    assert.equal(p.requeueAfterMs, 0);
   });
 
   const cases: [string, Pod | undefined, RegExp][] = [
@@ -121,15 +131,15 @@ describe("CocoonHibernation plan: before any transition", () => {
   for (const [what, p, message] of cases) {
     it(`${what}: Pending, polled`, () => {
       const pl = plan(cr("Hibernate"), p);
-      assert.equal(pl.status?.phase, "Pending");
-      assert.match(pl.status?.conditions?.[0].message ?? "", message);
+      assert.equal(statusOf(pl)?.phase, "Pending");
+      assert.match(statusOf(pl)?.conditions?.[0].message ?? "", message);
       assert.equal(pl.requeueAfterMs, HIBERNATION_POLL_MS);
     });
   }
 
   it("never demotes Hibernated or Waking to Pending (they carry restore intent)", () => {
     for (const phase of ["Hibernated", "Waking"] as const) {
-      assert.equal(plan(cr("Hibernate", phase), undefined).status, undefined, phase);
+      assert.equal(statusOf(plan(cr("Hibernate", phase), undefined)), undefined, phase);
     }
   });
 
@@ -140,15 +150,15 @@ describe("CocoonHibernation plan: before any transition", () => {
     });
     const second = cr("Wake", undefined, { name: "second" });
     const pl = plan(second, live(), { all: [second, holder] });
-    assert.equal(pl.status?.phase, "Failed");
-    assert.equal(pl.annotate, undefined);
+    assert.equal(statusOf(pl)?.phase, "Failed");
+    assert.equal(annotateOf(pl), undefined);
     assert.deepEqual(reasons(pl), ["DuplicateHibernation"]);
-    assert.match(pl.events[0].message, /already targeted by CocoonHibernation first/);
+    assert.match(eventsOf(pl)[0].message, /already targeted by CocoonHibernation first/);
     // Written once: a second reconcile changes nothing and says nothing.
-    const again = { ...second, status: pl.status };
+    const again = { ...second, status: statusOf(pl) };
     const quiet = plan(again, live(), { all: [again, holder] });
-    assert.equal(quiet.status, undefined);
-    assert.deepEqual(quiet.events, []);
+    assert.equal(statusOf(quiet), undefined);
+    assert.deepEqual(eventsOf(quiet), []);
   });
 
   it("within one second of creation, the CR that already acted holds the pod", () => {
@@ -161,18 +171,19 @@ describe("CocoonHibernation plan: before any transition", () => {
 
   it("without a registry: Failed, saying so once", () => {
     const pl = plan(cr("Hibernate"), live(), { registry: false });
-    assert.equal(pl.status?.phase, "Failed");
+    assert.equal(statusOf(pl)?.phase, "Failed");
     assert.deepEqual(reasons(pl), ["RegistryNotConfigured"]);
-    assert.match(pl.status?.conditions?.[0].message ?? "", /--oci-registry/);
+    assert.match(statusOf(pl)?.conditions?.[0].message ?? "", /--oci-registry/);
   });
 });
 
 describe("CocoonHibernation plan: hibernate", () => {
   it("asks the pod to hibernate and enters Hibernating with the clock at now", () => {
     const pl = plan(cr("Hibernate", "Active", { since: NOW - 3_600_000 }), live());
-    assert.deepEqual(pl.annotate, { pod: "demo-1", uid: "pod-uid", value: "true" });
-    assert.equal(pl.status?.phase, "Hibernating");
-    assert.equal(pl.status?.conditions?.[0].lastTransitionTime, iso(NOW));
+    assert.deepEqual(annotateOf(pl), hibernateRequest("true"));
+    assert.deepEqual(kindsOf(pl), ["annotate-pod", "write-status"], "the request, then the phase");
+    assert.equal(statusOf(pl)?.phase, "Hibernating");
+    assert.equal(statusOf(pl)?.conditions?.[0].lastTransitionTime, iso(NOW));
     assert.equal(pl.requeueAfterMs, HIBERNATION_POLL_MS);
   });
 
@@ -188,11 +199,12 @@ describe("CocoonHibernation plan: hibernate", () => {
     const pl = plan(cr("Hibernate", "Hibernating", { since: NOW - 12_000 }), hibernated(), {
       tag: { exists: true },
     });
-    assert.equal(pl.annotate, undefined);
-    assert.equal(pl.status?.phase, "Hibernated");
-    assert.equal(pl.status?.conditions?.[0].status, "True");
+    assert.equal(annotateOf(pl), undefined);
+    assert.equal(statusOf(pl)?.phase, "Hibernated");
+    assert.equal(statusOf(pl)?.conditions?.[0].status, "True");
     assert.deepEqual(reasons(pl), ["Hibernated"]);
-    assert.deepEqual(pl.observe, {
+    assert.deepEqual(observeOf(pl), {
+      kind: "observe-duration",
       metric: "hibernate_phase_duration_seconds",
       result: "ok",
       seconds: 12,
@@ -204,71 +216,80 @@ describe("CocoonHibernation plan: hibernate", () => {
     const c = cr("Hibernate", "Hibernating");
     assert.equal(plan(c, hibernated(), { tag: { exists: false } }).decision, "wait-hibernated");
     const failed = plan(c, hibernated(), { tag: { error: "probe: 503" } });
-    assert.equal(failed.error, "probe: 503");
-    assert.equal(failed.status, undefined);
+    assert.deepEqual(failed.refusal, {
+      kind: "snapshot-registry-unanswered",
+      vm: VM,
+      detail: "probe: 503",
+    });
+    assert.equal(
+      hibernationRefusalMessage(failed.refusal),
+      `probe hibernate snapshot ${VM}: probe: 503`,
+    );
+    assert.deepEqual(failed.actions, [], "nothing is written on an unanswered probe");
   });
 
   it("Hibernated and its tag gone: kept Hibernated, Ready False SnapshotLost naming the VM, a Warning once", () => {
     const c = cr("Hibernate", "Hibernated");
     const pl = plan(c, hibernated(), { tag: { exists: false } });
     assert.equal(pl.decision, "snapshot-lost");
-    assert.equal(pl.status?.phase, "Hibernated", "the restore intent of a rebuilt pod stays");
-    const ready = pl.status?.conditions?.[0];
+    assert.equal(statusOf(pl)?.phase, "Hibernated", "the restore intent of a rebuilt pod stays");
+    const ready = statusOf(pl)?.conditions?.[0];
     assert.equal(ready?.status, "False");
     assert.equal(ready?.reason, "SnapshotLost");
     assert.match(ready?.message ?? "", new RegExp(`^snapshot ${VM}:hibernate was recorded`));
     assert.deepEqual(
-      pl.events.map((e) => `${e.type} ${e.reason}`),
+      eventsOf(pl).map((e) => `${e.type} ${e.reason}`),
       ["Warning SnapshotLost"],
     );
-    const again = plan({ ...c, status: pl.status }, hibernated(), { tag: { exists: false } });
-    assert.equal(again.status, undefined);
-    assert.deepEqual(again.events, [], "said once");
+    const again = plan({ ...c, status: statusOf(pl) }, hibernated(), { tag: { exists: false } });
+    assert.equal(statusOf(again), undefined);
+    assert.deepEqual(eventsOf(again), [], "said once");
   });
 
   it("times out after the hibernate timeout: Failed, HibernateTimedOut, histogram timeout", () => {
     const since = NOW - DEFAULT_HIBERNATE_TIMEOUT_MS - 1;
     const pl = plan(cr("Hibernate", "Hibernating", { since }), hibernating());
-    assert.equal(pl.status?.phase, "Failed");
-    assert.match(pl.status?.conditions?.[0].message ?? "", /within 3m0s/);
+    assert.equal(statusOf(pl)?.phase, "Failed");
+    assert.match(statusOf(pl)?.conditions?.[0].message ?? "", /within 3m0s/);
     assert.deepEqual(reasons(pl), ["HibernateTimedOut"]);
-    assert.equal(pl.observe?.result, "timeout");
+    assert.equal(observeOf(pl)?.result, "timeout");
     // A registry that keeps failing meets the deadline too.
     const probeFails = plan(cr("Hibernate", "Hibernating", { since }), hibernated(), {
       tag: { error: "down" },
     });
-    assert.equal(probeFails.status?.phase, "Failed");
+    assert.equal(statusOf(probeFails)?.phase, "Failed");
   });
 
   it("a configured timeout is honoured and spelt in the message", () => {
     const pl = plan(cr("Hibernate", "Hibernating", { since: NOW - 2_500 }), hibernating(), {
       hibernateTimeoutMs: 2_000,
     });
-    assert.match(pl.events[0].message, /within 2s/);
+    assert.match(eventsOf(pl)[0].message, /within 2s/);
   });
 
   it("a retry after Failed says RetryRequested and restarts the clock", () => {
     const pl = plan(cr("Hibernate", "Failed", { since: NOW - 3_600_000 }), hibernating());
     assert.deepEqual(reasons(pl), ["RetryRequested"]);
-    assert.equal(pl.status?.phase, "Hibernating");
-    assert.equal(pl.status?.conditions?.[0].lastTransitionTime, iso(NOW));
+    assert.equal(statusOf(pl)?.phase, "Hibernating");
+    assert.equal(statusOf(pl)?.conditions?.[0].lastTransitionTime, iso(NOW));
   });
 });
 
 describe("CocoonHibernation plan: wake", () => {
   it("withdraws the hibernate request and waits in Waking", () => {
     const pl = plan(cr("Wake", "Hibernated"), hibernated());
-    assert.deepEqual(pl.annotate, { pod: "demo-1", uid: "pod-uid", value: null });
-    assert.equal(pl.status?.phase, "Waking");
-    assert.equal(pl.deleteTag, undefined);
+    assert.deepEqual(annotateOf(pl), hibernateRequest(null));
+    assert.equal(statusOf(pl)?.phase, "Waking");
+    assert.equal(tagOf(pl), undefined);
   });
 
   it("Active once the container runs with a VM id: the tag is dropped", () => {
     const pl = plan(cr("Wake", "Waking", { since: NOW - 4_000 }), live());
-    assert.equal(pl.status?.phase, "Active");
-    assert.equal(pl.deleteTag, VM);
+    assert.equal(statusOf(pl)?.phase, "Active");
+    assert.equal(tagOf(pl), VM);
     assert.deepEqual(reasons(pl), ["WokenActive"]);
-    assert.deepEqual(pl.observe, {
+    assert.deepEqual(observeOf(pl), {
+      kind: "observe-duration",
       metric: "wake_phase_duration_seconds",
       result: "ok",
       seconds: 4,
@@ -277,34 +298,34 @@ describe("CocoonHibernation plan: wake", () => {
 
   it("a running container without a VM id is not awake", () => {
     const p = pod({ [ANNOTATIONS.lifecycleState]: "creating" });
-    assert.equal(plan(cr("Wake", "Waking"), p).status, undefined);
+    assert.equal(statusOf(plan(cr("Wake", "Waking"), p)), undefined);
   });
 
   it("times out after the wake timeout", () => {
     const since = NOW - DEFAULT_WAKE_TIMEOUT_MS - 1;
     const pl = plan(cr("Wake", "Waking", { since }), pod({}, false));
-    assert.equal(pl.status?.phase, "Failed");
+    assert.equal(statusOf(pl)?.phase, "Failed");
     assert.deepEqual(reasons(pl), ["WakeTimedOut"]);
-    assert.match(pl.status?.conditions?.[0].message ?? "", /after 5m0s/);
+    assert.match(statusOf(pl)?.conditions?.[0].message ?? "", /after 5m0s/);
   });
 });
 
 describe("CocoonHibernation plan: reversed desires finish the transition in flight", () => {
   it("Wake while Hibernating keeps hibernating", () => {
     const pl = plan(cr("Wake", "Hibernating"), hibernating());
-    assert.equal(pl.annotate, undefined, "the hibernate request stays");
-    assert.equal(pl.status, undefined, "still Hibernating");
+    assert.equal(annotateOf(pl), undefined, "the hibernate request stays");
+    assert.equal(statusOf(pl), undefined, "still Hibernating");
     assert.equal(pl.decision, "wait-hibernated");
     const done = plan(cr("Wake", "Hibernating"), hibernated(), { tag: { exists: true } });
-    assert.equal(done.status?.phase, "Hibernated");
+    assert.equal(statusOf(done)?.phase, "Hibernated");
     // Then the wake starts.
-    const next = plan({ ...cr("Wake"), status: done.status }, hibernated());
-    assert.equal(next.status?.phase, "Waking");
+    const next = plan({ ...cr("Wake"), status: statusOf(done) }, hibernated());
+    assert.equal(statusOf(next)?.phase, "Waking");
   });
 
   it("Hibernate while Waking keeps waking", () => {
     const pl = plan(cr("Hibernate", "Waking"), pod({}, false));
-    assert.equal(pl.annotate, undefined);
+    assert.equal(annotateOf(pl), undefined);
     assert.equal(pl.decision, "wait-woken");
   });
 });
@@ -318,21 +339,23 @@ describe("CocoonHibernation plan: deletion", () => {
   it("the last holder drops the tag, then releases the finalizer", () => {
     const c = deleting(cr("Hibernate", "Hibernated"));
     const pl = plan(c, hibernated());
-    assert.equal(pl.deleteTag, VM);
-    assert.equal(pl.finalizer, "remove");
+    assert.deepEqual(pl.actions, [
+      { kind: "delete-snapshot-tag", vm: VM, tag: "hibernate", bestEffort: true },
+      { kind: "remove-finalizer", finalizer: HIBERNATION_FINALIZER },
+    ]);
   });
 
   it("keeps the tag while another live CR tracks the pod", () => {
     const c = deleting(cr("Hibernate", "Hibernated"));
     const other = cr("Hibernate", undefined, { name: "other" });
     const pl = plan(c, hibernated(), { all: [c, other] });
-    assert.equal(pl.deleteTag, undefined);
-    assert.equal(pl.finalizer, "remove");
+    assert.equal(tagOf(pl), undefined);
+    assert.deepEqual(kindsOf(pl), ["remove-finalizer"]);
   });
 
   it("without a registry it only releases the finalizer", () => {
     const pl = plan(deleting(cr("Hibernate", "Hibernated")), undefined, { registry: false });
-    assert.deepEqual([pl.deleteTag, pl.finalizer], [undefined, "remove"]);
+    assert.deepEqual(kindsOf(pl), ["remove-finalizer"]);
   });
 });
 
@@ -346,5 +369,111 @@ describe("goDuration", () => {
       "1h2m3s",
       "250ms",
     ]);
+  });
+});
+
+describe("CocoonHibernation plan: properties over any CR, pod and registry answer", () => {
+  /** Where each kind may stand in a plan: the old executor's order, kept. */
+  const RANK: Record<HibernationAction["kind"], number> = {
+    "add-finalizer": 0,
+    "annotate-pod": 1,
+    "delete-snapshot-tag": 2,
+    "write-status": 3,
+    event: 4,
+    "observe-duration": 5,
+    "remove-finalizer": 6,
+  };
+  const stateArb = fc.record({
+    desire: fc.constantFrom("Hibernate" as const, "Wake" as const),
+    phase: fc.constantFrom(
+      undefined,
+      "Pending" as const,
+      "Hibernating" as const,
+      "Hibernated" as const,
+      "Waking" as const,
+      "Active" as const,
+      "Failed" as const,
+    ),
+    sinceAgoMs: fc.integer({ min: 0, max: 2 * DEFAULT_WAKE_TIMEOUT_MS }),
+    finalizer: fc.boolean(),
+    deleting: fc.boolean(),
+    pod: fc.constantFrom(
+      "none",
+      "no-vm-name",
+      "live",
+      "hibernating",
+      "hibernated",
+      "stale",
+      "down",
+    ),
+    older: fc.boolean(),
+    registry: fc.boolean(),
+    tag: fc.constantFrom(undefined, { exists: true }, { exists: false }, { error: "503" }),
+  });
+  const podOf = (kind: string): Pod | undefined => {
+    switch (kind) {
+      case "none":
+        return undefined;
+      case "no-vm-name":
+        return { metadata: { name: "demo-1", namespace: "team", uid: "pod-uid" } };
+      case "live":
+        return live();
+      case "hibernating":
+        return hibernating();
+      case "hibernated":
+        return hibernated();
+      case "stale":
+        return hibernated("2");
+      default:
+        return pod({}, false);
+    }
+  };
+
+  it("keeps the executor's order, the finalizer rules, and refuses only without a write", () => {
+    fc.assert(
+      fc.property(stateArb, (st) => {
+        const c = cr(st.desire, st.phase, { since: NOW - st.sinceAgoMs, finalizer: st.finalizer });
+        if (st.deleting) c.metadata.deletionTimestamp = iso(NOW);
+        // Another live CR of the same pod, created earlier or later.
+        const other = cr("Hibernate", undefined, {
+          name: "other",
+          created: st.older ? "2025-06-01T10:00:00Z" : "2025-06-01T11:30:00Z",
+        });
+        const p = podOf(st.pod);
+        const input = { all: [c, other], registry: st.registry, tag: st.tag };
+        const pl = plan(c, p, input);
+        const kinds = kindsOf(pl);
+        const ranks = kinds.map((k) => RANK[k]);
+        assert.deepEqual(
+          ranks,
+          [...ranks].sort((a, b) => a - b),
+          `in order: ${kinds.join()}`,
+        );
+        for (const k of kinds.filter((k) => k !== "event"))
+          assert.equal(kinds.filter((x) => x === k).length, 1, `one ${k}`);
+
+        const addsFinalizer = !st.deleting && !st.finalizer;
+        assert.equal(kinds.includes("add-finalizer"), addsFinalizer);
+        if (addsFinalizer) assert.deepEqual(kinds, ["add-finalizer"], "nothing else first");
+        assert.equal(kinds.includes("remove-finalizer"), st.deleting && st.finalizer);
+        if (st.deleting)
+          assert.ok(kinds.every((k) => k === "delete-snapshot-tag" || k === "remove-finalizer"));
+
+        // Only the CR holding the pod acts on the pod and its tag while live.
+        if (!st.deleting && st.older) {
+          assert.ok(!kinds.includes("annotate-pod") && !kinds.includes("delete-snapshot-tag"));
+        }
+        if (!st.registry) assert.ok(!kinds.includes("delete-snapshot-tag"));
+
+        if (pl.refusal) {
+          assert.equal(pl.decision, "probe-failed");
+          assert.deepEqual(pl.refusal.kind, "snapshot-registry-unanswered");
+          assert.ok(!kinds.includes("write-status"), "a refusal writes no status");
+        }
+        const status = statusOf(pl);
+        if (status) assert.equal(status.observedGeneration, c.metadata.generation);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -29,6 +29,7 @@ import {
   type CocoonSet,
   type Pod,
 } from "../../../provider/fleet/index.js";
+import { annotateOf, eventsOf, kindsOf, statusOf, tagOf } from "./hibernation-view.js";
 import { NOW, live } from "./fixtures.js";
 
 function fleet(
@@ -313,12 +314,13 @@ describe("a CocoonHibernation acts only on a VM name the controller can attribut
       assert.equal(hibernationProbe(input), undefined);
       const plan = planHibernation(input);
       assert.equal(plan.decision, "refuse-vm-name");
-      assert.equal(plan.annotate, undefined);
-      assert.equal(plan.deleteTag, undefined);
-      assert.equal(plan.status?.phase, "Failed");
-      assert.equal(plan.status?.vmName, undefined);
+      assert.deepEqual(kindsOf(plan), ["write-status", "event"]);
+      assert.equal(annotateOf(plan), undefined);
+      assert.equal(tagOf(plan), undefined);
+      assert.equal(statusOf(plan)?.phase, "Failed");
+      assert.equal(statusOf(plan)?.vmName, undefined);
       assert.deepEqual(
-        plan.events.map((e) => [e.type, e.reason]),
+        eventsOf(plan).map((e) => [e.type, e.reason]),
         [["Warning", HIBERNATION_EVENTS.vmNameMismatch]],
       );
     }
@@ -339,8 +341,8 @@ describe("a CocoonHibernation acts only on a VM name the controller can attribut
         registry: true,
         nowMs: NOW,
         fleets,
-      }).deleteTag,
-      undefined,
+      }).actions.some((a) => a.kind === "delete-snapshot-tag"),
+      false,
     );
     // A name of its own namespace that a fleet of another namespace holds: kept too.
     const q = {
@@ -355,13 +357,21 @@ describe("a CocoonHibernation acts only on a VM name the controller can attribut
         registry: true,
         nowMs: NOW,
         fleets: [fleet("q-x", "yy")],
-      }).deleteTag,
-      undefined,
+      }).actions.some((a) => a.kind === "delete-snapshot-tag"),
+      false,
     );
     const mine = deleting("vk-p18-evil2");
     assert.equal(
-      planHibernation({ cr: mine, pod: undefined, all: [mine], registry: true, nowMs: NOW, fleets })
-        .deleteTag,
+      tagOf(
+        planHibernation({
+          cr: mine,
+          pod: undefined,
+          all: [mine],
+          registry: true,
+          nowMs: NOW,
+          fleets,
+        }),
+      ),
       "vk-p18-evil2",
     );
   });

@@ -43,7 +43,9 @@ describe("the published package", () => {
       ),
     );
     assert.deepEqual(extra, []);
-    assert.ok(files.length < 400, `${files.length} files packed`);
+    // A ceiling, not a count: a folder shipped by mistake (the tests alone are hundreds of
+    // files) crosses it; a new product module (three files: .js, .d.ts, .map) does not.
+    assert.ok(files.length < 420, `${files.length} files packed`);
   });
 
   it("ships the command and every export target", () => {

@@ -7,6 +7,7 @@ import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../provider/kube/branded-error.js";
+import { DEFAULT_FANOUT } from "../provider/fleet/constants.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/validate.js";
 import { parseRegistryAddress } from "../provider/registry/address.js";
 
@@ -198,6 +199,9 @@ const isNamespaceName = (ns: string) => namespaceNameProblem(ns) === undefined;
 // renders these flags into the controller Deployment: what one refuses the other refuses.
 // Each throws an InvalidValueError whose message is the rule (the caller names the field).
 
+/** CocoonSets reconciled at once when `--concurrency` is not given. */
+export const DEFAULT_CONCURRENCY = 4;
+
 /** Largest `--concurrency` / `--fanout-concurrency`. */
 export const MAX_CONCURRENCY = 10_000;
 
@@ -353,8 +357,8 @@ export function resolveControllerOptions(
   return {
     kubeconfig: kc?.value.trim() || undefined,
     namespaces,
-    concurrency: int("concurrency", 4),
-    fanoutConcurrency: int("fanoutConcurrency", 8),
+    concurrency: int("concurrency", DEFAULT_CONCURRENCY),
+    fanoutConcurrency: int("fanoutConcurrency", DEFAULT_FANOUT),
     metricsBindAddress: bind("metricsBindAddress", ":8080"),
     healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
     leaderElect,

@@ -14,7 +14,7 @@ import {
   parseRegistryOption,
   parseTransitionTimeoutOption,
 } from "../controller/options.js";
-import { describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
+import { CRD_NAME, describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
 import { InvalidValueError } from "../provider/kube/branded-error.js";
 
 /** Arguments of the `Operator` component (sdk/operator.ts). */
@@ -175,6 +175,15 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     if (typeof args.ociRegistry !== "string")
       bad("ociRegistry", "must be a string host[:port][/prefix]", args.ociRegistry);
     else parsed("ociRegistry", args.ociRegistry, parseRegistryOption);
+  }
+  const replicas = args.replicas ?? 1;
+  if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 1) {
+    bad("replicas", "must be an integer >= 1", replicas);
+  } else if (replicas > 1 && args.leaderElect === false) {
+    bad("leaderElect", "must be true when [replicas] > 1: two controllers would fight", false);
+  }
+  if (args.adoptCrd !== undefined && args.adoptCrd !== CRD_NAME) {
+    bad("adoptCrd", `must be the name of the CocoonSet CRD, "${CRD_NAME}"`, args.adoptCrd);
   }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {

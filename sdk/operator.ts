@@ -5,12 +5,14 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
+import { DEFAULT_ROLLOUT_TIMEOUT_SECONDS } from "../provider/dynamic/controller-rollout.js";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import { assertOperatorArguments, type OperatorArgs } from "./operator-args.js";
 import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
 import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
+import { DEFAULT_CONCURRENCY } from "../controller/options.js";
 import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
 import {
   CONTROLLER_UID,
@@ -91,21 +93,6 @@ export class Operator extends pulumi.ComponentResource {
     const watch = args.watchNamespaces ?? [];
     const leaderElect = args.leaderElect ?? true;
     const replicas = args.replicas ?? 1;
-    // Plain Errors: bad arguments of the user's program, which Pulumi reports by their
-    // message; nothing catches them to tell them apart.
-    if (!Number.isInteger(replicas) || replicas < 1) {
-      throw new Error(`[replicas] must be an integer >= 1, got ${replicas}`);
-    }
-    if (replicas > 1 && !leaderElect) {
-      throw new Error(
-        "[leaderElect] must be true when [replicas] > 1: two controllers would fight",
-      );
-    }
-    if (args.adoptCrd !== undefined && args.adoptCrd !== crd.metadata.name) {
-      throw new Error(
-        `[adoptCrd] must be the name of the CocoonSet CRD, "${crd.metadata.name}", got ${JSON.stringify(args.adoptCrd)}`,
-      );
-    }
     const retain = args.adoptCrd
       ? "adopted: this Operator did not install it"
       : args.retainCrdOnDelete
@@ -261,7 +248,7 @@ export class Operator extends pulumi.ComponentResource {
       leaderElect,
       // The Lease Role is in this namespace: the controller elects its leader there.
       leaderElectionNamespace: ns,
-      concurrency: args.concurrency ?? 4,
+      concurrency: args.concurrency ?? DEFAULT_CONCURRENCY,
       fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
       reapInterval: args.reapInterval ?? "5m",
       logLevel: args.logLevel ?? "info",
@@ -354,7 +341,7 @@ export class Operator extends pulumi.ComponentResource {
           deployment: this.deployment.metadata.name,
           image,
           generation: this.deployment.metadata.generation,
-          timeoutSeconds: args.rolloutTimeoutSeconds ?? 600,
+          timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
         },
         { ...child, dependsOn: [this.deployment], ignoreChanges: ignore.rollout },
       );

@@ -8,6 +8,9 @@ import { sleep } from "../kube/sleep.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { withoutKubeconfig } from "./outputs.js";
 
+/** How long `pulumi up` waits for the controller Deployment to roll out by default, in seconds. */
+export const DEFAULT_ROLLOUT_TIMEOUT_SECONDS = 600;
+
 /** Inputs of the rollout check resource. */
 export interface ControllerRolloutInputs {
   /** Kubeconfig YAML (a secret input). */
@@ -138,7 +141,7 @@ export async function awaitControllerRollout(
   opts: { intervalMs?: number; signal?: AbortSignal } = {},
 ): Promise<void> {
   const client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: 30_000 });
-  const deadline = Date.now() + (inputs.timeoutSeconds ?? 600) * 1000;
+  const deadline = Date.now() + (inputs.timeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS) * 1000;
   let last: string;
   try {
     for (;;) {
@@ -159,7 +162,7 @@ export async function awaitControllerRollout(
       } else last = "the Deployment does not exist";
       if (Date.now() >= deadline || opts.signal?.aborted) {
         throw new RolloutError(
-          `the controller Deployment ${inputs.namespace}/${inputs.deployment} did not roll out within ${inputs.timeoutSeconds ?? 600}s: ${last}`,
+          `the controller Deployment ${inputs.namespace}/${inputs.deployment} did not roll out within ${inputs.timeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS}s: ${last}`,
         );
       }
       await sleep(opts.intervalMs ?? 2000, opts.signal);

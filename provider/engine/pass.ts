@@ -279,22 +279,8 @@ export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<
 }
 
 /**
- * The registry facts a pass over these pods needs: undefined without a registry (suspend is
- * not acted on), else the `:hibernate` tags of the VMs the plan consults (none for a fleet
- * that is not suspended) or the registry's error.
- */
-export async function readSnapshotFacts(
-  registry: SnapshotRegistry | undefined,
-  cs: CocoonSet,
-  pods: readonly Pod[],
-  hibernations: readonly HibernationTarget[] = [],
-): Promise<SnapshotFacts | undefined> {
-  return (await readOwnSnapshotFacts(registry, cs, pods, hibernations)).facts;
-}
-
-/**
- * {@link readSnapshotFacts}, with the new value of the fleet's record of the snapshots it
- * took when this pass adds to it. Only tags the fleet can attribute to itself count
+ * What the registry says of the tags a pass may need (the VMs it probes), with the new value
+ * of the fleet's record of the snapshots it took when this pass adds to it. Only tags the fleet can attribute to itself count
  * (snapshot-owner.ts, docs/behaviour.md §3.19).
  */
 export async function readOwnSnapshotFacts(
@@ -391,7 +377,7 @@ export async function readTargetNode(client: KubeClient, name: string): Promise<
 }
 
 /** A plan of the live cluster, the pods and the registry facts it was planned with. */
-interface LivePlan {
+export interface LivePlan {
   plan: Plan;
   pods: Pod[];
   snapshots: SnapshotFacts | undefined;
@@ -399,7 +385,12 @@ interface LivePlan {
   record?: string;
 }
 
-async function planLiveWithFacts(
+/**
+ * Reads what a pass reads (the fleet's pods, the fleets holding its VM names, the
+ * CocoonHibernations, the registry's facts, the migration target's node) and plans, changing
+ * nothing: the pass executes this plan, and `cocoonset plan` prints it (preview.ts).
+ */
+export async function planLive(
   client: KubeClient,
   cs: CocoonSet,
   opts: PassOptions,
@@ -428,15 +419,6 @@ async function planLiveWithFacts(
   return { plan, pods, snapshots, record };
 }
 
-/** Plans a pass against the live cluster (and registry) without changing anything. */
-export async function planLive(
-  client: KubeClient,
-  cs: CocoonSet,
-  opts: PassOptions = {},
-): Promise<Plan> {
-  return (await planLiveWithFacts(client, cs, opts)).plan;
-}
-
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
 export async function runPass(
   client: KubeClient,
@@ -445,7 +427,7 @@ export async function runPass(
 ): Promise<PassResult> {
   let cs = input;
   const hooks = opts.hooks ?? {};
-  const { plan, pods, record } = await planLiveWithFacts(client, cs, opts);
+  const { plan, pods, record } = await planLive(client, cs, opts);
   const result: PassResult = {
     plan,
     created: [],

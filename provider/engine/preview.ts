@@ -1,18 +1,11 @@
 /**
- * The engine's preview: the plan a pass would carry out now, read from the cluster the way
- * the pass reads it (`readFleetPods`, and the registry facts when a registry is given),
- * without changing anything. `cocoonset plan` prints it.
+ * The engine's preview: the plan a pass would carry out now, read from the cluster by the
+ * pass's own reads (`planLive`), without changing anything. `cocoonset plan` prints it.
  * Behaviour: docs/behaviour.md §3 and §8.
  */
-import { planPass, vmNameClash, type CocoonSet, type Plan } from "../fleet/index.js";
+import { planPass, type CocoonSet, type Plan } from "../fleet/index.js";
 import type { KubeClient } from "../kube/index.js";
-import {
-  listCocoonSetsVisible,
-  readFleetPods,
-  readFleetsForVmNames,
-  readHibernationTargets,
-  readSnapshotFacts,
-} from "./pass.js";
+import { listCocoonSetsVisible, planLive } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 
@@ -57,10 +50,5 @@ export async function previewPlan(
       nowMs,
       await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
     );
-  const pods = await readFleetPods(client, cs);
-  const fleets = await readFleetsForVmNames(client, cs, pods);
-  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
-  const hibernations = await readHibernationTargets(client, registry, cs, pods);
-  const snapshots = await readSnapshotFacts(registry, cs, pods, hibernations);
-  return planPass({ cocoonSet: cs, pods, nowMs, snapshots, hibernations, fleets });
+  return (await planLive(client, cs, { registry: opts.registry, now: () => nowMs })).plan;
 }

@@ -462,6 +462,18 @@ describe("Operator arguments are refused before anything is registered", () => {
       { image: " " },
       /\[image\] must be an image reference with no whitespace \(got " "\)/,
     ],
+    ["replicas 0", { replicas: 0 }, /\[replicas\] must be an integer >= 1 \(got 0\)/],
+    ["replicas 1.5", { replicas: 1.5 }, /\[replicas\] must be an integer >= 1 \(got 1\.5\)/],
+    [
+      "replicas 2 without leader election",
+      { replicas: 2, leaderElect: false },
+      /\[leaderElect\] must be true when \[replicas\] > 1: two controllers would fight/,
+    ],
+    [
+      "adoptCrd not the CRD's name",
+      { adoptCrd: "cocoonsets" },
+      /\[adoptCrd\] must be the name of the CocoonSet CRD, "cocoonsets\.cocoonset\.cocoonstack\.io" \(got "cocoonsets"\)/,
+    ],
   ];
   for (const [title, args, message] of table) {
     it(title, () => {

@@ -38,6 +38,7 @@ import {
   type HibernationTarget,
   toolboxPodName,
   type CocoonSet,
+  type CocoonSetStatus,
   type Plan,
   type PlanAction,
   type PlanStep,
@@ -419,15 +420,22 @@ export async function planLive(
   return { plan, pods, snapshots, record };
 }
 
+/** What the executor of one pass works with; `result.cocoonSet` is the latest CocoonSet. */
+interface PassContext {
+  client: KubeClient;
+  plan: Plan;
+  result: PassResult;
+  opts: PassOptions;
+  hooks: EngineHooks;
+}
+
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
 export async function runPass(
   client: KubeClient,
   input: CocoonSet,
   opts: PassOptions = {},
 ): Promise<PassResult> {
-  let cs = input;
-  const hooks = opts.hooks ?? {};
-  const { plan, pods, record } = await planLive(client, cs, opts);
+  const { plan, pods, record } = await planLive(client, input, opts);
   const result: PassResult = {
     plan,
     created: [],
@@ -435,159 +443,185 @@ export async function runPass(
     failures: plan.refusals.map(refusalFailure),
     requeueAfterMs: plan.requeueAfterMs,
     statusWritten: false,
-    cocoonSet: cs,
+    cocoonSet: input,
   };
   if (opts.dryRun) return result;
-  const ns = plan.cocoonSet.namespace;
+  const ctx: PassContext = { client, plan, result, opts, hooks: opts.hooks ?? {} };
   if (record !== undefined && plan.refusals.length === 0) {
     // Before any step: a slot release or a migration deletes the pod that was the evidence.
-    try {
-      cs = await client.patch<CocoonSet>(
-        paths.cocoonSet(ns, plan.cocoonSet.name),
-        { metadata: { annotations: { [SNAPSHOT_OWNER_ANNOTATION]: record } } },
-        PatchType.merge,
-      );
-      result.cocoonSet = cs;
-      hooks.log?.("info", "recorded the fleet's own hibernation snapshots", { record });
-    } catch (e) {
-      result.failures.push(new StepFailure(plan.cocoonSet.name, "snapshot record", e));
-      return result;
-    }
+    if (!(await recordOwnSnapshots(ctx, record))) return result;
   }
+  await executeSteps(ctx);
+  if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
+  if (opts.signal?.aborted === true) {
+    result.failures.push(new PassAborted());
+    return result;
+  }
+  await writePassStatus(ctx, pods);
+  if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
+  else if (plan.mutatesPods) {
+    // Every create met a pod of the same name (one still terminating, or another writer's):
+    // nothing changed, so running again at once would only spin.
+    result.stalled = true;
+    result.requeueAfterMs = STALLED_REQUEUE_MS;
+  }
+  return result;
+}
 
-  const perform = async (step: PlanStep, action: PlanAction): Promise<void> => {
-    switch (action.kind) {
-      case "create-pod": {
-        try {
-          await client.create(paths.pods(ns), action.pod);
-          result.created.push(step.podName);
-          hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
-        } catch (err) {
-          // The apiserver names a refusing ResourceQuota only in its Status message (no field
-          // carries it): the one place the engine reads an error's text, an outside one.
-          const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
-          if (quota) result.quotaRefusal ??= quota;
-          if (!isAlreadyExists(err)) throw err;
-          if (action.onAlreadyExists === "success") return;
-          if (action.onAlreadyExists === "retry-later") {
-            // The previous pod of this name is still terminating.
-            result.requeueAfterMs = Math.min(result.requeueAfterMs ?? 5000, 5000);
-            return;
-          }
-          const existing = await client.get<Pod>(paths.pod(ns, step.podName));
-          const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
-          if (owner?.uid !== plan.cocoonSet.uid) {
-            // Plain Error: the step's runner reports it as the cause of a StepFailure, the
-            // typed failure callers see.
-            throw new Error(
-              `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
-              { cause: err },
-            );
-          }
-        }
-        return;
-      }
-      case "delete-pod": {
-        if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
-          result.deleted.push(action.name);
-          hooks.log?.("info", "deleted pod", {
-            pod: action.name,
-            decision: step.decision,
-            drift: step.drift,
-          });
-        }
-        return;
-      }
-      case "annotate-pod": {
-        try {
-          await client.patch(
-            paths.pod(ns, action.name),
-            { metadata: { uid: action.uid, annotations: action.annotations } },
-            PatchType.merge,
-          );
-        } catch (e) {
-          if (!action.bestEffort) throw e;
-          // A lost keep-snapshot flag costs the wake a registry pull, not the seat.
-          hooks.log?.("warn", "could not annotate pod; going on", {
-            pod: action.name,
-            annotations: action.annotations,
-            error: errorMessage(e),
-          });
+/** Writes the fleet's record of its own snapshots; false (a failure noted) when it cannot. */
+async function recordOwnSnapshots(ctx: PassContext, record: string): Promise<boolean> {
+  const { client, plan, result, hooks } = ctx;
+  try {
+    result.cocoonSet = await client.patch<CocoonSet>(
+      paths.cocoonSet(plan.cocoonSet.namespace, plan.cocoonSet.name),
+      { metadata: { annotations: { [SNAPSHOT_OWNER_ANNOTATION]: record } } },
+      PatchType.merge,
+    );
+    hooks.log?.("info", "recorded the fleet's own hibernation snapshots", { record });
+    return true;
+  } catch (e) {
+    result.failures.push(new StepFailure(plan.cocoonSet.name, "snapshot record", e));
+    return false;
+  }
+}
+
+/** Carries out one action of a step against the cluster (or the registry). */
+async function performAction(ctx: PassContext, step: PlanStep, action: PlanAction): Promise<void> {
+  const { client, plan, result, opts, hooks } = ctx;
+  const ns = plan.cocoonSet.namespace;
+  switch (action.kind) {
+    case "create-pod": {
+      try {
+        await client.create(paths.pods(ns), action.pod);
+        result.created.push(step.podName);
+        hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
+      } catch (err) {
+        // The apiserver names a refusing ResourceQuota only in its Status message (no field
+        // carries it): the one place the engine reads an error's text, an outside one.
+        const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
+        if (quota) result.quotaRefusal ??= quota;
+        if (!isAlreadyExists(err)) throw err;
+        if (action.onAlreadyExists === "success") return;
+        if (action.onAlreadyExists === "retry-later") {
+          // The previous pod of this name is still terminating.
+          result.requeueAfterMs = Math.min(result.requeueAfterMs ?? 5000, 5000);
           return;
         }
-        hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
-        return;
+        const existing = await client.get<Pod>(paths.pod(ns, step.podName));
+        const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
+        if (owner?.uid !== plan.cocoonSet.uid) {
+          // Plain Error: the step's runner reports it as the cause of a StepFailure, the
+          // typed failure callers see.
+          throw new Error(
+            `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
+            { cause: err },
+          );
+        }
       }
-      case "annotate-cocoonset": {
-        cs = await client.patch<CocoonSet>(
-          paths.cocoonSet(ns, plan.cocoonSet.name),
-          { metadata: { annotations: action.annotations } },
-          PatchType.merge,
-        );
-        result.cocoonSet = cs;
-        hooks.log?.("info", "annotated the CocoonSet", { annotations: action.annotations });
-        return;
-      }
-      case "delete-snapshot-tag": {
-        // A programmer error: the planner plans a tag deletion only from registry facts.
-        if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
-        await opts.registry.deleteManifest(action.vm, action.tag);
-        hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
-        return;
-      }
-      case "write-status": {
-        // Persisted before the step's next action: a phase that marks work in flight.
-        cs = await client.patch<CocoonSet>(
-          paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-          { status: { ...action.status, observedGeneration: cs.metadata.generation } },
-          PatchType.merge,
-        );
-        result.cocoonSet = cs;
-        result.statusWritten = true;
-        return;
-      }
-      case "write-history": {
-        // Conditional on the resourceVersion we planned from: a concurrent writer makes
-        // this fail (409) and the pass is retried on fresh data, never on stale counts.
-        const updated = await client.patch<CocoonSet>(
-          paths.cocoonSet(ns, plan.cocoonSet.name),
-          {
-            metadata: {
-              resourceVersion: cs.metadata.resourceVersion,
-              annotations: { [ANNOTATIONS.rebuildHistory]: action.value },
-            },
-          },
-          PatchType.merge,
-        );
-        cs = updated;
-        result.cocoonSet = cs;
-        return;
-      }
-      case "event":
-        hooks.event?.(cs, action.type, action.reason, action.message);
-        return;
-      case "count-metric":
-        hooks.metric?.(action.metric, cs, action.labels);
-        return;
+      return;
     }
-  };
+    case "delete-pod": {
+      if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
+        result.deleted.push(action.name);
+        hooks.log?.("info", "deleted pod", {
+          pod: action.name,
+          decision: step.decision,
+          drift: step.drift,
+        });
+      }
+      return;
+    }
+    case "annotate-pod": {
+      try {
+        await client.patch(
+          paths.pod(ns, action.name),
+          { metadata: { uid: action.uid, annotations: action.annotations } },
+          PatchType.merge,
+        );
+      } catch (e) {
+        if (!action.bestEffort) throw e;
+        // A lost keep-snapshot flag costs the wake a registry pull, not the seat.
+        hooks.log?.("warn", "could not annotate pod; going on", {
+          pod: action.name,
+          annotations: action.annotations,
+          error: errorMessage(e),
+        });
+        return;
+      }
+      hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
+      return;
+    }
+    case "annotate-cocoonset": {
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSet(ns, plan.cocoonSet.name),
+        { metadata: { annotations: action.annotations } },
+        PatchType.merge,
+      );
+      hooks.log?.("info", "annotated the CocoonSet", { annotations: action.annotations });
+      return;
+    }
+    case "delete-snapshot-tag": {
+      // A programmer error: the planner plans a tag deletion only from registry facts.
+      if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
+      await opts.registry.deleteManifest(action.vm, action.tag);
+      hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
+      return;
+    }
+    case "write-status": {
+      // Persisted before the step's next action: a phase that marks work in flight.
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+        { status: { ...action.status, observedGeneration: result.cocoonSet.metadata.generation } },
+        PatchType.merge,
+      );
+      result.statusWritten = true;
+      return;
+    }
+    case "write-history": {
+      // Conditional on the resourceVersion we planned from: a concurrent writer makes
+      // this fail (409) and the pass is retried on fresh data, never on stale counts.
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSet(ns, plan.cocoonSet.name),
+        {
+          metadata: {
+            resourceVersion: result.cocoonSet.metadata.resourceVersion,
+            annotations: { [ANNOTATIONS.rebuildHistory]: action.value },
+          },
+        },
+        PatchType.merge,
+      );
+      return;
+    }
+    case "event":
+      hooks.event?.(result.cocoonSet, action.type, action.reason, action.message);
+      return;
+    case "count-metric":
+      hooks.metric?.(action.metric, result.cocoonSet, action.labels);
+      return;
+  }
+}
 
-  const fail = (f: PassFailure) => {
-    result.failures.push(f);
-  };
+/**
+ * The plan's generation stamps, then its steps: sequential steps in order, each run of
+ * consecutive concurrent steps through one bounded pool (the fan-out). A failed action ends
+ * its step, noted among the failures; the other steps go on.
+ */
+async function executeSteps(ctx: PassContext): Promise<void> {
+  const { client, plan, result, opts, hooks } = ctx;
+  const ns = plan.cocoonSet.namespace;
   const aborted = () => opts.signal?.aborted === true;
   const runStep = async (step: PlanStep): Promise<void> => {
     for (const action of step.actions) {
       if (aborted()) return;
       try {
-        await perform(step, action);
+        await performAction(ctx, step, action);
       } catch (e) {
         // No line per failed step: a quota can refuse hundreds a pass. The caller reports the
         // pass once (passFailureSummary).
-        fail(new StepFailure(step.podName, step.decision, e));
+        result.failures.push(new StepFailure(step.podName, step.decision, e));
         if (isConflict(e) && action.kind === "write-history") {
           result.conflicted = true;
-          fail(new StaleCocoonSet());
+          result.failures.push(new StaleCocoonSet());
         }
         return;
       }
@@ -613,14 +647,12 @@ export async function runPass(
           );
         } catch (e) {
           if (isNotFound(e) || isConflict(e)) return;
-          fail(new StepFailure(stamp.name, "generation stamp", e));
+          result.failures.push(new StepFailure(stamp.name, "generation stamp", e));
         }
       }),
     ),
   );
 
-  // Sequential steps in order; each run of consecutive concurrent steps goes through one
-  // bounded pool (the fan-out).
   for (let i = 0; i < plan.steps.length;) {
     const step = plan.steps[i];
     if (!step.concurrent) {
@@ -645,27 +677,22 @@ export async function runPass(
       ),
     );
   }
+}
 
-  if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
-  if (aborted()) {
-    fail(new PassAborted());
-    return result;
-  }
-
+/**
+ * The status a pass ends with: the plan's when the pass had no failure; when a quota stopped
+ * it, what the pods say with a condition naming the quota (docs/behaviour.md §3.12), since
+ * such a pass never gets to the quiet pass that writes status.
+ */
+async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
+  const { client, plan, result, opts } = ctx;
+  const cs = result.cocoonSet;
+  const path = paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name);
+  let status: CocoonSetStatus | undefined;
   if (plan.status && result.failures.length === 0) {
-    const status = { ...plan.status, observedGeneration: cs.metadata.generation };
-    const updated = await client.patch<CocoonSet>(
-      paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-      { status },
-      PatchType.merge,
-    );
-    cs = updated;
-    result.cocoonSet = cs;
-    result.statusWritten = true;
+    status = plan.status;
   } else if (result.quotaRefusal) {
-    // A pass that a quota stops never gets to the quiet pass that writes status: write what
-    // the pods say, with a condition naming the quota (docs/behaviour.md §3.12).
-    const status = quotaBlockedStatus({
+    const blocked = quotaBlockedStatus({
       cocoonSet: cs,
       pods,
       nowMs: (opts.now ?? Date.now)(),
@@ -673,24 +700,15 @@ export async function runPass(
       refusal: result.quotaRefusal,
       missing: plan.steps.filter((s) => s.actions.some((a) => a.kind === "create-pod")).length,
     });
-    if (!statusEqual(cs.status, status)) {
-      cs = await client.patch<CocoonSet>(
-        paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-        { status: { ...status, observedGeneration: cs.metadata.generation } },
-        PatchType.merge,
-      );
-      result.cocoonSet = cs;
-      result.statusWritten = true;
-    }
+    if (!statusEqual(cs.status, blocked)) status = blocked;
   }
-  if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
-  else if (plan.mutatesPods) {
-    // Every create met a pod of the same name (one still terminating, or another writer's):
-    // nothing changed, so running again at once would only spin.
-    result.stalled = true;
-    result.requeueAfterMs = STALLED_REQUEUE_MS;
-  }
-  return result;
+  if (!status) return;
+  result.cocoonSet = await client.patch<CocoonSet>(
+    path,
+    { status: { ...status, observedGeneration: cs.metadata.generation } },
+    PatchType.merge,
+  );
+  result.statusWritten = true;
 }
 
 /** Keeps the pruned create log plus a record for each create that went through. */

@@ -83,6 +83,7 @@ export type BinaryName =
   | "pulumi"
   | "pulumi-resource-kubernetes"
   | "registry"
+  | "distribution-registry"
   | "pulumi-language-yaml"
   | "pulumi-resource-pulumi-nodejs"
   | "pulumi-language-nodejs";
@@ -673,6 +674,8 @@ function ldflags(groupName: string, group: ToolGroup): string {
       return `-s -w ${x("github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version", group.stamp ?? group.version)}`;
     case "pulumi-yaml":
       return `-s -w ${x("github.com/pulumi/pulumi-yaml/pkg/version.Version", group.version)}`;
+    case "distribution":
+      return `-s -w ${x("github.com/distribution/distribution/v3/version.version", group.version)}`;
     default:
       return "-s -w";
   }

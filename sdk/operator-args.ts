@@ -14,6 +14,8 @@ import {
   parseTransitionTimeoutOption,
 } from "../controller/options.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
+import { plainHttpProblem } from "../provider/registry/address.js";
+import { parseCaBundle } from "../provider/registry/ca.js";
 import type { OperatorArgs } from "./operator.js";
 
 const WHITESPACE = /[ \t\n\v\f\r]/;
@@ -67,6 +69,22 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     if (typeof args.ociRegistry !== "string")
       bad("ociRegistry", "must be a string host[:port][/prefix]", args.ociRegistry);
     else parsed("ociRegistry", args.ociRegistry, parseRegistryOption);
+  }
+  if (args.ociRegistryInsecure !== undefined && typeof args.ociRegistryInsecure !== "boolean")
+    bad("ociRegistryInsecure", "must be true or false", args.ociRegistryInsecure);
+  if (typeof args.ociRegistry === "string") {
+    const plain = plainHttpProblem(args.ociRegistry, args.ociRegistryInsecure === true);
+    if (plain)
+      bad(
+        "ociRegistry",
+        plain.replace("the registry's insecure flag", "ociRegistryInsecure: true"),
+        args.ociRegistry,
+      );
+  }
+  if (args.ociRegistryCa !== undefined) {
+    if (typeof args.ociRegistryCa !== "string")
+      bad("ociRegistryCa", "must be PEM text", args.ociRegistryCa);
+    else parsed("ociRegistryCa", args.ociRegistryCa, parseCaBundle);
   }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {

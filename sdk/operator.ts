@@ -16,6 +16,7 @@ import {
   CONTROLLER_UID,
   defaultControllerImage,
   deploymentControllerArgs,
+  REGISTRY_CA_DIR,
   METRICS_PORT,
   PROBE_PORT,
 } from "../controller/image.js";
@@ -106,6 +107,21 @@ export interface OperatorArgs {
    */
   ociRegistry?: string;
   /**
+   * PEM CA bundle trusted for the snapshot registry's https, besides the system's roots:
+   * the Operator puts it into a ConfigMap, mounts it into the controller and passes
+   * `--oci-registry-ca-file`. A Fleet given this Operator takes it as its `registryCa`
+   * unless it names its own `registry`.
+   * @default none: the system's roots only
+   */
+  ociRegistryCa?: string;
+  /**
+   * Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`).
+   * A Fleet given this Operator takes it as its `registryInsecure` unless it names its own
+   * `registry`.
+   * @default false
+   */
+  ociRegistryInsecure?: boolean;
+  /**
    * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
    * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
    * `--hibernate-timeout`).
@@ -172,6 +188,10 @@ export class Operator extends pulumi.ComponentResource {
   readonly deploymentName: pulumi.Output<string>;
   /** The snapshot registry the controller is given (`ociRegistry`), if any. */
   readonly ociRegistry?: string;
+  /** The CA bundle of the snapshot registry (`ociRegistryCa`), if any. */
+  readonly ociRegistryCa?: string;
+  /** Whether the registry may be spoken to over plain http (`ociRegistryInsecure`). */
+  readonly ociRegistryInsecure?: boolean;
   /** The CRD resource (Fleets depend on it). */
   readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
   /** The CocoonHibernation CRD resource (kept or adopted as the CocoonSet CRD is). */
@@ -192,6 +212,8 @@ export class Operator extends pulumi.ComponentResource {
     super("cocoonset:index:Operator", name, {}, componentOptions(opts));
     const ns = args.namespace ?? "cocoonset-system";
     this.ociRegistry = args.ociRegistry?.trim();
+    this.ociRegistryCa = this.ociRegistry ? args.ociRegistryCa : undefined;
+    this.ociRegistryInsecure = this.ociRegistry ? args.ociRegistryInsecure : undefined;
     const watch = args.watchNamespaces ?? [];
     const leaderElect = args.leaderElect ?? true;
     const replicas = args.replicas ?? 1;
@@ -369,10 +391,23 @@ export class Operator extends pulumi.ComponentResource {
       logLevel: args.logLevel ?? "info",
       watchNamespaces: watch,
       ociRegistry: args.ociRegistry?.trim(),
+      ociRegistryCaFile: this.ociRegistryCa ? `${REGISTRY_CA_DIR}/ca.crt` : undefined,
+      ociRegistryInsecure: this.ociRegistryInsecure,
       hibernateTimeout: args.hibernateTimeout?.trim(),
       wakeTimeout: args.wakeTimeout?.trim(),
     });
     const image = args.image ?? defaultControllerImage(pkg.version);
+    // The registry's CA bundle reaches the controller as a mounted ConfigMap.
+    const registryCa = this.ociRegistryCa
+      ? new k8s.core.v1.ConfigMap(
+          `${name}-registry-ca`,
+          {
+            metadata: { name: `${name}-registry-ca`, namespace: ns, labels },
+            data: { "ca.crt": this.ociRegistryCa },
+          },
+          { ...inNs, dependsOn: namespace ? [namespace] : [] },
+        )
+      : undefined;
     this.deployment = new k8s.apps.v1.Deployment(
       `${name}-controller`,
       {
@@ -434,15 +469,35 @@ export class Operator extends pulumi.ComponentResource {
                     readOnlyRootFilesystem: true,
                     capabilities: { drop: ["ALL"] },
                   },
+                  ...(registryCa
+                    ? {
+                        volumeMounts: [
+                          { name: "registry-ca", mountPath: REGISTRY_CA_DIR, readOnly: true },
+                        ],
+                      }
+                    : {}),
                 },
               ],
+              ...(registryCa
+                ? {
+                    volumes: [
+                      { name: "registry-ca", configMap: { name: registryCa.metadata.name } },
+                    ],
+                  }
+                : {}),
             },
           },
         },
       },
       {
         ...inNs,
-        dependsOn: [...(namespace ? [namespace] : []), this.crd, this.hibernationCrd, ...rbac],
+        dependsOn: [
+          ...(namespace ? [namespace] : []),
+          this.crd,
+          this.hibernationCrd,
+          ...rbac,
+          ...(registryCa ? [registryCa] : []),
+        ],
         ignoreChanges: ignore.deployment,
       },
     );

@@ -213,7 +213,7 @@ function ipBytes(ip: string): Buffer {
     const part = (t: string) => (t ? t.split(":").map((h) => parseInt(h, 16)) : []);
     const h = part(head);
     const tl = ip.includes("::") ? part(tail) : [];
-    const words = [...h, ...new Array(8 - h.length - tl.length).fill(0), ...tl];
+    const words: number[] = [...h, ...new Array<number>(8 - h.length - tl.length).fill(0), ...tl];
     return Buffer.from(words.flatMap((w) => [w >> 8, w & 0xff]));
   }
   return Buffer.from(ip.split(".").map(Number));

@@ -10,17 +10,28 @@
  *   naming the registry, and no error text holds the password or a token;
  * - the https certificate is checked: without the CA bundle the call fails;
  * - token flow: one token per repository and action, reused; a token the registry refuses
- *   (expired) is replaced on the 401; a token whose lifetime is over is not sent again.
+ *   (expired) is replaced on the 401; a token whose lifetime is over is not sent again;
+ * - the controller process (`--oci-registry https://…` with `--oci-registry-ca-file`, the
+ *   Docker config through `DOCKER_CONFIG`) confirms a retain suspend in that registry; with a
+ *   wrong password the pass fails closed (Suspending kept, the error names the registry and
+ *   says unauthorized) and no credential is in its logs, the CocoonSet or the events.
  */
 import assert from "node:assert/strict";
 import { chmodSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
-import { describe, test } from "node:test";
+import { before, describe, test } from "node:test";
 import { setTimeout } from "node:timers/promises";
 import { dockerKeychain } from "../../provider/registry/keychain.js";
 import { OCI_MANIFEST, OciRegistry, RegistryError } from "../../provider/registry/oci.js";
 import { startAuthRegistry, type AuthRegistry } from "../support/auth-registry.js";
-import { Cleanup, tempDir } from "../support/controller-process.js";
+import { Cleanup, startController, tempDir } from "../support/controller-process.js";
+import { ensureCrd } from "../../provider/engine/index.js";
+import { ANNOTATIONS, type CocoonSet, type Pod } from "../../provider/fleet/index.js";
+import { paths } from "../../provider/kube/index.js";
+import { adminClient, testKubeconfig } from "../support/cluster.js";
+import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
+import { controllerNamespace } from "../support/controller-process.js";
+import { optInNodeAgent, pushTag, vmReady, waitForPods, waitForSet } from "../support/lifecycle.js";
 
 /** A client of `reg` whose keychain reads the Docker config in `dockerConfigDir`. */
 function clientOf(reg: AuthRegistry, dockerConfigDir: string, opts: { ca?: boolean } = {}) {
@@ -177,3 +188,114 @@ describe("a registry with token auth", { timeout: 120_000 }, () => {
     );
   });
 });
+
+describe(
+  "the controller against a registry with htpasswd auth over TLS",
+  { timeout: 240_000 },
+  () => {
+    const client = adminClient();
+    before(async () => {
+      await ensureCrd(client);
+    });
+    const lifecycleOf = (p: Pod) => p.metadata?.annotations?.[ANNOTATIONS.lifecycleState];
+
+    /** An opted-in namespace and a controller given the registry, its CA and a Docker config. */
+    async function setUp(c: Cleanup, prefix: string, reg: AuthRegistry, dockerConfig: string) {
+      const ns = await controllerNamespace(c, prefix);
+      await optInNodeAgent(ns);
+      const saved = process.env.DOCKER_CONFIG;
+      process.env.DOCKER_CONFIG = dockerConfig;
+      try {
+        const proc = await startController(c, {
+          kubeconfig: testKubeconfig(),
+          namespaces: [ns],
+          extraArgs: ["--oci-registry", reg.address, "--oci-registry-ca-file", reg.caFile],
+        });
+        await proc.synced();
+        return { ns, proc };
+      } finally {
+        if (saved === undefined) delete process.env.DOCKER_CONFIG;
+        else process.env.DOCKER_CONFIG = saved;
+      }
+    }
+
+    /** No form of the password in the controller's output, the CocoonSet or the events. */
+    async function assertNoCredential(
+      ns: string,
+      proc: { rawLines: string[]; stderr: string },
+      secrets: string[],
+    ) {
+      const cs = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
+      const events = await client.get<unknown>(paths.events(ns));
+      const texts = {
+        logs: proc.rawLines.join("\n") + proc.stderr,
+        cocoonSet: JSON.stringify(cs),
+        events: JSON.stringify(events),
+      };
+      for (const [where, text] of Object.entries(texts))
+        for (const s of secrets) assert.ok(!text.includes(s), `no credential in the ${where}`);
+    }
+
+    test("a retain suspend is confirmed in the registry with the Docker config's credentials", async (t) => {
+      const c = new Cleanup(t);
+      const reg = await startAuthRegistry(c, "htpasswd");
+      const cfg = reg.dockerConfig({ username: reg.username, password: reg.password });
+      const { ns, proc } = await setUp(c, "regauth-ok", reg, cfg);
+      await createCocoonSet(ns, "crew", { replicas: 0 });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      const [pod] = await waitForPods(ns, "crew", 1, vmReady, "the VM booted by the simulator");
+      const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+      await patchSpec(ns, "crew", { suspend: true });
+      await waitForPods(ns, "crew", 1, (p) => lifecycleOf(p) === "hibernated", "VM hibernated");
+      // The simulator pushes to the cluster's own registry; the snapshot lands here as the
+      // node agent of a real cluster would push it to this one.
+      await pushTag(clientOf(reg, cfg), vm, "hibernate");
+      await waitForSet(ns, "crew", (cs) => cs.status?.phase === "Suspended", "phase Suspended");
+      const b64 = Buffer.from(`${reg.username}:${reg.password}`).toString("base64");
+      await assertNoCredential(ns, proc, [reg.password, b64]);
+    });
+
+    test("a wrong password fails the pass closed: Suspending kept, unauthorized, the registry named, no pod changed", async (t) => {
+      const c = new Cleanup(t);
+      const reg = await startAuthRegistry(c, "htpasswd");
+      const wrongPassword = `wrong-${reg.password}`;
+      const cfg = reg.dockerConfig({ username: reg.username, password: wrongPassword });
+      const { ns, proc } = await setUp(c, "regauth-bad", reg, cfg);
+      await createCocoonSet(ns, "crew", { replicas: 0 });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      await waitForPods(ns, "crew", 1, vmReady, "the VM booted by the simulator");
+      const from = proc.lines.length;
+      await patchSpec(ns, "crew", { suspend: true });
+      const [hibernated] = await waitForPods(
+        ns,
+        "crew",
+        1,
+        (p) => lifecycleOf(p) === "hibernated",
+        "VM hibernated",
+      );
+      const failure = await proc.waitForLog(
+        "a reconcile failed on the registry",
+        (l) =>
+          l.msg === "reconcile failed; requeued with backoff" && /unauthorized/.test(String(l.err)),
+        { from },
+      );
+      assert.ok(String(failure.err).includes(reg.host), String(failure.err));
+      await proc.waitForLog(
+        "the pass retried and failed again",
+        (l) => l.msg === "reconcile failed; requeued with backoff" && Number(l.attempt) >= 2,
+        { from },
+      );
+      const cs = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
+      assert.equal(cs.status?.phase, "Suspending", "never Suspended without the registry's word");
+      const [now] = await waitForPods(ns, "crew", 1, () => true, "the pod");
+      assert.equal(now.metadata?.uid, hibernated.metadata?.uid, "the pod is not replaced");
+      assert.equal(
+        now.metadata?.resourceVersion,
+        hibernated.metadata?.resourceVersion,
+        "nor changed",
+      );
+      const b64 = Buffer.from(`${reg.username}:${wrongPassword}`).toString("base64");
+      await assertNoCredential(ns, proc, [reg.password, wrongPassword, b64]);
+    });
+  },
+);

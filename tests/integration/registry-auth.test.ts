@@ -14,7 +14,8 @@
  * - the controller process (`--oci-registry https://…` with `--oci-registry-ca-file`, the
  *   Docker config through `DOCKER_CONFIG`) confirms a retain suspend in that registry; with a
  *   wrong password the pass fails closed (Suspending kept, the error names the registry and
- *   says unauthorized) and no credential is in its logs, the CocoonSet or the events.
+ *   says unauthorized) and no credential is in its logs, the CocoonSet or the events; with
+ *   token auth it drops a deleted fleet's snapshot tags (pull and delete tokens).
  */
 import assert from "node:assert/strict";
 import { chmodSync, writeFileSync } from "node:fs";
@@ -27,7 +28,7 @@ import { startAuthRegistry, type AuthRegistry } from "../support/auth-registry.j
 import { Cleanup, startController, tempDir } from "../support/controller-process.js";
 import { ensureCrd } from "../../provider/engine/index.js";
 import { ANNOTATIONS, type CocoonSet, type Pod } from "../../provider/fleet/index.js";
-import { paths } from "../../provider/kube/index.js";
+import { paths, waitForObject } from "../../provider/kube/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { controllerNamespace } from "../support/controller-process.js";
@@ -190,7 +191,7 @@ describe("a registry with token auth", { timeout: 120_000 }, () => {
 });
 
 describe(
-  "the controller against a registry with htpasswd auth over TLS",
+  "the controller against a registry that asks for credentials, over TLS",
   { timeout: 240_000 },
   () => {
     const client = adminClient();
@@ -296,6 +297,32 @@ describe(
       );
       const b64 = Buffer.from(`${reg.username}:${wrongPassword}`).toString("base64");
       await assertNoCredential(ns, proc, [reg.password, wrongPassword, b64]);
+    });
+
+    test("token auth: deleting a fleet drops its snapshot tags in the registry", async (t) => {
+      const c = new Cleanup(t);
+      const reg = await startAuthRegistry(c, "token");
+      const cfg = reg.dockerConfig({ username: reg.username, password: reg.password });
+      const { ns, proc } = await setUp(c, "regauth-gc", reg, cfg);
+      await createCocoonSet(ns, "crew", { replicas: 0, snapshotPolicy: "never" });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      const vm = `vk-${ns}-crew-0`;
+      const r = clientOf(reg, cfg);
+      await pushTag(r, vm, "hibernate");
+      await pushTag(r, vm, "latest");
+      assert.deepEqual(await r.listTags(vm), ["hibernate", "latest"]);
+      const granted = reg.issuer!.granted;
+      await client.delete(paths.cocoonSet(ns, "crew"));
+      await waitForObject<CocoonSet>(client, paths.cocoonSets(ns), "crew", (o) => o === undefined, {
+        timeoutMs: 60_000,
+        description: "the CocoonSet gone, finalizer released",
+      });
+      assert.deepEqual(await r.listTags(vm), [], "both tags dropped by the controller");
+      assert.ok(reg.issuer!.granted > granted, "the controller fetched its own tokens");
+      const b64 = Buffer.from(`${reg.username}:${reg.password}`).toString("base64");
+      const logs = proc.rawLines.join("\n") + proc.stderr;
+      for (const s of [reg.password, b64])
+        assert.ok(!logs.includes(s), "no credential in the logs");
     });
   },
 );

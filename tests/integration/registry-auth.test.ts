@@ -15,12 +15,20 @@
  *   Docker config through `DOCKER_CONFIG`) confirms a retain suspend in that registry; with a
  *   wrong password the pass fails closed (Suspending kept, the error names the registry and
  *   says unauthorized) and no credential is in its logs, the CocoonSet or the events; with
- *   token auth it drops a deleted fleet's snapshot tags (pull and delete tokens).
+ *   token auth it drops a deleted fleet's snapshot tags (pull and delete tokens);
+ * - the Fleet's destroy (the slots resource's `remove`, called as the Pulumi engine calls it)
+ *   with `registry` and `registryCa` drops the tags with the keychain's credentials; with a
+ *   wrong password it leaves them and says so; no credential in its outputs or its output.
  */
 import assert from "node:assert/strict";
 import { chmodSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
-import { before, describe, test } from "node:test";
+import { before, describe, test, type TestContext } from "node:test";
+import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
+import { create, remove } from "../../provider/dynamic/index.js";
+import { API_VERSION, KIND } from "../../provider/fleet/index.js";
+import { withNamespace } from "../support/cluster.js";
+import { slotsInputs } from "../support/lifecycle.js";
 import { setTimeout } from "node:timers/promises";
 import { dockerKeychain } from "../../provider/registry/keychain.js";
 import { OCI_MANIFEST, OciRegistry, RegistryError } from "../../provider/registry/oci.js";
@@ -326,3 +334,91 @@ describe(
     });
   },
 );
+
+describe("the Fleet's destroy against a registry with token auth", { timeout: 240_000 }, () => {
+  const client = adminClient();
+  before(async () => {
+    await ensureCrd(client);
+  });
+
+  /** A fleet made by the slots resource with the registry and its CA; its snapshot tags pushed. */
+  async function fleet(t: TestContext, c: Cleanup, prefix: string, reg: AuthRegistry) {
+    const ns = await withNamespace(t, prefix);
+    await client.patch(paths.namespace(ns), {
+      metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
+    });
+    const spec = {
+      agent: { replicas: 0, image: "agents/coder:1" },
+      snapshotPolicy: "never" as const,
+    };
+    const cs = await client.create<CocoonSet>(paths.cocoonSets(ns), {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { name: "fleet", namespace: ns },
+      spec,
+    });
+    const inputs = slotsInputs(ns, "fleet", cs.metadata.uid ?? "", spec, {
+      registry: reg.address,
+      registryCa: reg.caPem,
+    });
+    const { outs } = await create(inputs);
+    c.defer("remove the fleet", () => remove(`${ns}/fleet`, outs).catch(() => undefined));
+    const vm = `vk-${ns}-fleet-0`;
+    const good = clientOf(
+      reg,
+      reg.dockerConfig({ username: reg.username, password: reg.password }),
+    );
+    await pushTag(good, vm, "hibernate");
+    await pushTag(good, vm, "latest");
+    return { ns, outs, vm, good };
+  }
+
+  /** Runs `remove` with `DOCKER_CONFIG` set, collecting what it prints. */
+  async function removeWith(dockerConfig: string, id: string, outs: Parameters<typeof remove>[1]) {
+    const printed: string[] = [];
+    const saved = { env: process.env.DOCKER_CONFIG, log: console.log };
+    process.env.DOCKER_CONFIG = dockerConfig;
+    console.log = (...args: unknown[]) => printed.push(args.map(String).join(" "));
+    try {
+      await remove(id, outs);
+    } finally {
+      console.log = saved.log;
+      if (saved.env === undefined) delete process.env.DOCKER_CONFIG;
+      else process.env.DOCKER_CONFIG = saved.env;
+    }
+    return printed.join("\n");
+  }
+
+  test("remove drops the tags with the keychain's credentials; a wrong password leaves them, unauthorized, no secret", async (t) => {
+    const c = new Cleanup(t);
+    const reg = await startAuthRegistry(c, "token");
+    const secrets = (pw: string) => [pw, Buffer.from(`${reg.username}:${pw}`).toString("base64")];
+
+    const ok = await fleet(t, c, "regauth-destroy", reg);
+    const printed = await removeWith(
+      reg.dockerConfig({ username: reg.username, password: reg.password }),
+      `${ok.ns}/fleet`,
+      ok.outs,
+    );
+    assert.match(printed, /snapshot tags dropped: 2, left in the registry: 0/);
+    assert.deepEqual(await ok.good.listTags(ok.vm), [], "both tags dropped");
+    const state = JSON.stringify(ok.outs);
+    for (const s of secrets(reg.password)) {
+      assert.ok(!state.includes(s), "no credential in the outputs");
+      assert.ok(!printed.includes(s), "no credential printed");
+    }
+
+    const bad = await fleet(t, c, "regauth-destroy-bad", reg);
+    const wrongPassword = `wrong-${reg.password}`;
+    const printedBad = await removeWith(
+      reg.dockerConfig({ username: reg.username, password: wrongPassword }),
+      `${bad.ns}/fleet`,
+      bad.outs,
+    );
+    assert.match(printedBad, /left in the registry: 2/);
+    assert.match(printedBad, /unauthorized/);
+    assert.deepEqual(await bad.good.listTags(bad.vm), ["hibernate", "latest"], "the tags are left");
+    for (const s of [...secrets(reg.password), ...secrets(wrongPassword)])
+      assert.ok(!printedBad.includes(s), "no credential printed");
+  });
+});

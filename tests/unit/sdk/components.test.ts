@@ -453,7 +453,7 @@ describe("Operator arguments are refused before anything is registered", () => {
     ],
     [
       "ociRegistryInsecure a string",
-      { ociRegistry: "reg.example.com", ociRegistryInsecure: "yes" as unknown as boolean },
+      { ociRegistry: "reg.example.com", ociRegistryInsecure: "yes" },
       /\[ociRegistryInsecure\] must be true or false/,
     ],
     [

@@ -301,7 +301,16 @@ export class OciRegistry {
 
   /** The keychain's credential for this registry (errors name the host only). */
   private async credential(): Promise<RegistryCredential | undefined> {
-    const cred = await this.keychain.resolve(this.host);
+    let cred: RegistryCredential | undefined;
+    try {
+      cred = await this.keychain.resolve(this.host);
+    } catch (e) {
+      // A broken keychain is an authentication failure of this registry, as a refusal is.
+      throw new RegistryError(
+        `the credentials for the registry ${this.host}: ${(e as Error).message}`,
+        401,
+      );
+    }
     if (cred) this.remember(cred.password, cred.identityToken);
     return cred;
   }

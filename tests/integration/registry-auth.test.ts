@@ -109,6 +109,19 @@ describe("a registry with htpasswd auth over TLS", { timeout: 120_000 }, () => {
     await assert.rejects(clientOf(reg, wrong).listTags("vk-x"), (e) =>
       assertUnauthorized(e, reg, [reg.password, wrongPassword]),
     );
+    // A helper that cannot be run is this registry's authentication failure, named.
+    const missing = reg.dockerConfig({ credsStore: "cocoonset-no-such-helper" });
+    await assert.rejects(clientOf(reg, missing).hasManifest("vk-x", "hibernate"), (e) => {
+      assert.ok(RegistryError.isInstance(e), String(e));
+      assert.equal((e as RegistryError).status, 401);
+      assert.match(
+        (e as Error).message,
+        new RegExp(
+          `^the credentials for the registry ${reg.host}: credential helper docker-credential-cocoonset-no-such-helper for ${reg.host} could not be run \\(ENOENT\\)$`,
+        ),
+      );
+      return true;
+    });
   });
 
   test("https is verified: without the CA bundle the call fails, naming the registry", async (t) => {

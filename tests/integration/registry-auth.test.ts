@@ -113,7 +113,7 @@ describe("a registry with htpasswd auth over TLS", { timeout: 120_000 }, () => {
     const missing = reg.dockerConfig({ credsStore: "cocoonset-no-such-helper" });
     await assert.rejects(clientOf(reg, missing).hasManifest("vk-x", "hibernate"), (e) => {
       assert.ok(RegistryError.isInstance(e), String(e));
-      assert.equal((e as RegistryError).status, 401);
+      assert.equal(e.status, 401);
       assert.match(
         (e as Error).message,
         new RegExp(

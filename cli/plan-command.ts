@@ -7,7 +7,13 @@ import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 import { previewPlan } from "../provider/engine/index.js";
 import { OciRegistry } from "../provider/registry/oci.js";
-import { parseRegistryOption } from "../controller/options.js";
+import {
+  OptionsError,
+  resolveControllerOptions,
+  type ControllerFlags,
+} from "../controller/options.js";
+import { registryClientOf } from "../controller/cocoonset-controller.js";
+import { CaBundleError } from "../provider/registry/ca.js";
 import {
   API_VERSION,
   KIND,
@@ -21,7 +27,7 @@ import {
 } from "../provider/fleet/index.js";
 import { KubeApiError, KubeClient, KubeConfigError, paths } from "../provider/kube/index.js";
 import { action, CliError, printJson } from "./common.js";
-import { errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../provider/kube/branded-error.js";
 
 const kubeconfigHelp =
   "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
@@ -151,7 +157,15 @@ export function registerPlan(program: Command): void {
     .option("--json", "print the plan as one JSON document")
     .option(
       "--oci-registry <host[:port][/prefix]>",
-      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend (retain or release), a release wake and a migration to spec.nodeName are planned as the controller would carry them out; without it a retain `suspend` and a migration are shown as not acted on and a release suspend as an error",
+      "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend (retain or release), a release wake and a migration to spec.nodeName are planned as the controller would carry them out; without it a retain `suspend` and a migration are shown as not acted on and a release suspend as an error. Credentials from the Docker keychain ($DOCKER_CONFIG/config.json, else ~/.docker/config.json, and its credential helpers)",
+    )
+    .option(
+      "--oci-registry-ca-file <path>",
+      "PEM CA bundle trusted for the registry's https, besides the system's roots (env: OCI_REGISTRY_CA_FILE)",
+    )
+    .option(
+      "--oci-registry-insecure [bool]",
+      "plain http to a registry host that is not loopback (env: OCI_REGISTRY_INSECURE)",
     )
     .action(
       action(
@@ -160,8 +174,10 @@ export function registerPlan(program: Command): void {
           kubeconfig?: string;
           json?: boolean;
           ociRegistry?: string;
+          ociRegistryCaFile?: string;
+          ociRegistryInsecure?: string | boolean;
         }) => {
-          const registry = registryOf(opts.ociRegistry, process.env.OCI_REGISTRY);
+          const registry = registryOf(opts, process.env);
           const input = readCocoonSetFile(opts.file);
           let client: KubeClient;
           try {
@@ -198,15 +214,31 @@ export function registerPlan(program: Command): void {
     );
 }
 
-/** The registry of `--oci-registry` (else `OCI_REGISTRY`), validated as the controller does. */
-function registryOf(flag: string | undefined, env: string | undefined): OciRegistry | undefined {
-  const from = flag !== undefined ? "--oci-registry" : "--oci-registry (from OCI_REGISTRY)";
-  const value = flag ?? (env?.trim() ? env : undefined);
-  if (value === undefined) return undefined;
+/**
+ * The registry of `--oci-registry` (else `OCI_REGISTRY`) with its CA bundle and insecure
+ * flag, validated as the controller validates them (the controller's own resolver, given
+ * only these options).
+ */
+function registryOf(
+  flags: Pick<ControllerFlags, "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure">,
+  env: Record<string, string | undefined>,
+): OciRegistry | undefined {
   try {
-    return new OciRegistry(parseRegistryOption(value));
+    const options = resolveControllerOptions(
+      {
+        ociRegistry: flags.ociRegistry,
+        ociRegistryCaFile: flags.ociRegistryCaFile,
+        ociRegistryInsecure: flags.ociRegistryInsecure,
+      },
+      {
+        OCI_REGISTRY: env.OCI_REGISTRY,
+        OCI_REGISTRY_CA_FILE: env.OCI_REGISTRY_CA_FILE,
+        OCI_REGISTRY_INSECURE: env.OCI_REGISTRY_INSECURE,
+      },
+    );
+    return registryClientOf(options);
   } catch (e) {
-    if (!InvalidValueError.isInstance(e)) throw e;
-    throw new CliError(`[${from}] ${e.message} (got "${value}")`, 2);
+    if (OptionsError.isInstance(e) || CaBundleError.isInstance(e)) throw new CliError(e.message, 2);
+    throw e;
   }
 }

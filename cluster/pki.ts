@@ -82,6 +82,8 @@ const OID = {
   keyUsage: "2.5.29.15",
   extKeyUsage: "2.5.29.37",
   clientAuth: "1.3.6.1.5.5.7.3.2",
+  serverAuth: "1.3.6.1.5.5.7.3.1",
+  subjectAltName: "2.5.29.17",
 };
 
 function name(cn: string, orgs: string[] = []): Buffer {
@@ -199,6 +201,51 @@ export function issueClientCertificate(
       // digitalSignature
       extension(OID.keyUsage, true, tlv(0x03, Buffer.from([7, 0x80]))),
       extension(OID.extKeyUsage, false, seq(oid(OID.clientAuth))),
+    ],
+  });
+  return { certPem: pem("CERTIFICATE", der), keyPem: key.keyPem };
+}
+
+/** The DER of an IPv4 or IPv6 address text. */
+function ipBytes(ip: string): Buffer {
+  if (ip.includes(":")) {
+    const [head, tail = ""] = ip.split("::");
+    const part = (t: string) => (t ? t.split(":").map((h) => parseInt(h, 16)) : []);
+    const h = part(head);
+    const tl = ip.includes("::") ? part(tail) : [];
+    const words: number[] = [...h, ...new Array<number>(8 - h.length - tl.length).fill(0), ...tl];
+    return Buffer.from(words.flatMap((w) => [w >> 8, w & 0xff]));
+  }
+  return Buffer.from(ip.split(".").map(Number));
+}
+
+/**
+ * A serving certificate for `names` (DNS names and IP addresses, as subjectAltName),
+ * signed by `ca`, valid for a year.
+ */
+export function issueServerCertificate(
+  ca: CertificateAuthority,
+  commonName: string,
+  names: { dns?: string[]; ips?: string[] },
+): ClientCertificate {
+  const key = ecKeyPair();
+  createPublicKey(ca.keyPem);
+  const san = seq(
+    ...(names.dns ?? []).map((d) => tlv(0x82, Buffer.from(d, "ascii"))),
+    ...(names.ips ?? []).map((ip) => tlv(0x87, ipBytes(ip))),
+  );
+  const der = certificate({
+    subject: name(commonName),
+    issuer: subjectOf(ca.certPem),
+    publicKeyDer: key.publicKeyDer,
+    signingKeyPem: ca.keyPem,
+    days: 365,
+    extensions: [
+      extension(OID.basicConstraints, true, seq()),
+      // digitalSignature
+      extension(OID.keyUsage, true, tlv(0x03, Buffer.from([7, 0x80]))),
+      extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth))),
+      extension(OID.subjectAltName, false, san),
     ],
   });
   return { certPem: pem("CERTIFICATE", der), keyPem: key.keyPem };

@@ -51,6 +51,7 @@ export type BinaryName =
   | "pulumi"
   | "pulumi-resource-kubernetes"
   | "registry"
+  | "distribution-registry"
   | "pulumi-language-yaml"
   | "pulumi-resource-pulumi-nodejs"
   | "pulumi-language-nodejs";

@@ -167,6 +167,8 @@ function ldflags(groupName: string, group: ToolGroup): string {
       return `-s -w ${x("github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version", group.stamp ?? group.version)}`;
     case "pulumi-yaml":
       return `-s -w ${x("github.com/pulumi/pulumi-yaml/pkg/version.Version", group.version)}`;
+    case "distribution":
+      return `-s -w ${x("github.com/distribution/distribution/v3/version.version", group.version)}`;
     default:
       return "-s -w";
   }

@@ -15,6 +15,7 @@ import {
 } from "../provider/kube/index.js";
 import { reapNamespace } from "../provider/release/index.js";
 import { OciRegistry } from "../provider/registry/oci.js";
+import { readCaBundle } from "../provider/registry/ca.js";
 import { isReady, LABELS } from "../provider/fleet/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
@@ -135,16 +136,36 @@ export interface ControllerDeps {
   hibernation?: HibernationReconcilerLike;
 }
 
+/**
+ * The snapshot registry client of resolved options (`--oci-registry`, its CA bundle and
+ * insecure flag), credentials from the Docker keychain; undefined without a registry.
+ * @throws CaBundleError when the CA bundle file cannot be read or holds no certificate
+ */
+export function registryClientOf(
+  options: Partial<
+    Pick<ControllerOptions, "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure">
+  >,
+): OciRegistry | undefined {
+  if (!options.ociRegistry) return undefined;
+  return new OciRegistry(options.ociRegistry, {
+    insecure: options.ociRegistryInsecure,
+    ca: options.ociRegistryCaFile
+      ? readCaBundle(options.ociRegistryCaFile, "--oci-registry-ca-file")
+      : undefined,
+  });
+}
+
 /** The reconciler's options from the controller's resolved options. */
 export function reconcilerOptionsOf(
   options: Pick<
     ControllerOptions,
     "fanoutConcurrency" | "ociRegistry" | "hibernateTimeoutMs" | "wakeTimeoutMs"
-  >,
+  > &
+    Partial<Pick<ControllerOptions, "ociRegistryCaFile" | "ociRegistryInsecure">>,
 ): CocoonSetReconcilerOptions {
   return {
     fanOut: options.fanoutConcurrency,
-    registry: options.ociRegistry ? new OciRegistry(options.ociRegistry) : undefined,
+    registry: registryClientOf(options),
     hibernateTimeoutMs: options.hibernateTimeoutMs,
     wakeTimeoutMs: options.wakeTimeoutMs,
   };

@@ -28,11 +28,18 @@ export interface DeploymentControllerArgs {
   watchNamespaces: string[];
   /** The snapshot registry (`--oci-registry`), when the controller acts on `suspend`. */
   ociRegistry?: string;
+  /** `--oci-registry-ca-file`: where the registry's CA bundle is mounted, if one is. */
+  ociRegistryCaFile?: string;
+  /** `--oci-registry-insecure`, when set. */
+  ociRegistryInsecure?: boolean;
   /** `--hibernate-timeout`, when not the controller's default. */
   hibernateTimeout?: string;
   /** `--wake-timeout`, when not the controller's default. */
   wakeTimeout?: string;
 }
+
+/** Folder the Operator mounts the registry's CA bundle ConfigMap at (key `ca.crt`). */
+export const REGISTRY_CA_DIR = "/etc/cocoonset/registry-ca";
 
 /** Container port of `/metrics` in the Operator's Deployment. */
 export const METRICS_PORT = 8080;
@@ -59,6 +66,10 @@ export function deploymentControllerArgs(a: DeploymentControllerArgs): string[] 
     `--health-probe-bind-address=:${PROBE_PORT}`,
     ...a.watchNamespaces.map((w) => `--namespace=${w}`),
     ...(a.ociRegistry ? [`--oci-registry=${a.ociRegistry}`] : []),
+    ...(a.ociRegistry && a.ociRegistryCaFile
+      ? [`--oci-registry-ca-file=${a.ociRegistryCaFile}`]
+      : []),
+    ...(a.ociRegistry && a.ociRegistryInsecure ? ["--oci-registry-insecure=true"] : []),
     ...(a.hibernateTimeout ? [`--hibernate-timeout=${a.hibernateTimeout}`] : []),
     ...(a.wakeTimeout ? [`--wake-timeout=${a.wakeTimeout}`] : []),
   ];

@@ -9,7 +9,7 @@ import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../provider/kube/branded-error.js";
 import { DEFAULT_FANOUT } from "../provider/fleet/constants.js";
 import { describeValue, namespaceNameProblem } from "../provider/fleet/validate.js";
-import { parseRegistryAddress } from "../provider/registry/address.js";
+import { parseRegistryAddress, plainHttpProblem } from "../provider/registry/address.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
@@ -38,6 +38,10 @@ export interface ControllerOptions {
    * undefined: none, and `spec.suspend` is stored but not acted on.
    */
   ociRegistry?: string;
+  /** PEM CA bundle file trusted for the registry's https, besides the system roots. */
+  ociRegistryCaFile?: string;
+  /** Allow plain http to a registry host that is not loopback. @default false */
+  ociRegistryInsecure?: boolean;
   /** How long a CocoonHibernation may stay Hibernating. @default 180000 (3m) */
   hibernateTimeoutMs?: number;
   /** How long a CocoonHibernation may stay Waking. @default 300000 (5m) */
@@ -57,6 +61,8 @@ export interface ControllerFlags {
   reapInterval?: string;
   logLevel?: string;
   ociRegistry?: string;
+  ociRegistryCaFile?: string;
+  ociRegistryInsecure?: string | boolean;
   hibernateTimeout?: string;
   wakeTimeout?: string;
 }
@@ -165,7 +171,25 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     defaultText:
       "none: a retain spec.suspend and a migration to spec.nodeName are not acted on; a release suspend fails the reconcile",
     description:
-      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends, wakes from a slot release or migrates to spec.nodeName; http for a loopback host or an http:// prefix, else https",
+      "registry of the VMs' snapshots (<vm>:hibernate), asked while a CocoonSet suspends, wakes from a slot release or migrates to spec.nodeName; credentials from the Docker keychain ($DOCKER_CONFIG/config.json, else ~/.docker/config.json, and its credential helpers); http for a loopback host (or with --oci-registry-insecure), else https",
+  },
+  {
+    key: "ociRegistryCaFile",
+    valueName: "<path>",
+    flag: "--oci-registry-ca-file",
+    env: "OCI_REGISTRY_CA_FILE",
+    defaultText: "the system's roots only",
+    description:
+      "PEM CA bundle trusted for the snapshot registry's https, besides the system's roots",
+  },
+  {
+    key: "ociRegistryInsecure",
+    valueName: "[bool]",
+    flag: "--oci-registry-insecure",
+    env: "OCI_REGISTRY_INSECURE",
+    defaultText: "false",
+    description:
+      "speak plain http to a snapshot registry host that is not loopback (a name without a scheme, or http://); credentials then cross the network in clear",
   },
   {
     key: "hibernateTimeout",
@@ -345,8 +369,25 @@ export function resolveControllerOptions(
   const ll = pick("logLevel");
   const logLevel: LogLevel = ll ? parse(ll, parseLogLevelOption) : "info";
 
+  const bool = (key: keyof ControllerFlags, dflt: boolean): boolean => {
+    const p = pick(key);
+    if (!p) return dflt;
+    const v = p.value.trim().toLowerCase();
+    if (["true", "1", "yes", "on"].includes(v)) return true;
+    if (["false", "0", "no", "off"].includes(v)) return false;
+    return fail(p.from, "must be true or false", p.value);
+  };
   const reg = pick("ociRegistry");
   const ociRegistry = reg ? parse(reg, parseRegistryOption) : undefined;
+  const ociRegistryInsecure = bool("ociRegistryInsecure", false);
+  const plainProblem = reg ? plainHttpProblem(reg.value, ociRegistryInsecure) : undefined;
+  if (reg && plainProblem)
+    fail(
+      reg.from,
+      plainProblem.replace("the registry's insecure flag", "--oci-registry-insecure"),
+      reg.value,
+    );
+  const ociRegistryCaFile = pick("ociRegistryCaFile")?.value.trim() || undefined;
 
   const ht = pick("hibernateTimeout");
   const hibernateTimeoutMs = ht ? parse(ht, parseTransitionTimeoutOption) : 180_000;
@@ -366,6 +407,8 @@ export function resolveControllerOptions(
     reapIntervalMs,
     logLevel,
     ociRegistry,
+    ociRegistryCaFile,
+    ociRegistryInsecure,
     hibernateTimeoutMs,
     wakeTimeoutMs,
   };

@@ -74,6 +74,12 @@ const operatorInputs: Record<keyof OperatorArgs, Property> = {
   ociRegistry: str(
     "Snapshot registry of the VMs, `host[:port][/prefix]`: the controller gets `--oci-registry` and acts on `spec.suspend`.",
   ),
+  ociRegistryCa: str(
+    "PEM CA bundle trusted for the snapshot registry's https besides the system's roots: mounted into the controller from a ConfigMap (`--oci-registry-ca-file`).",
+  ),
+  ociRegistryInsecure: bool(
+    "Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`). Default false.",
+  ),
   hibernateTimeout: str(
     'How long a CocoonHibernation may stay Hibernating before it is Failed (`--hibernate-timeout`). Default "3m".',
   ),
@@ -123,6 +129,8 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   registry: str(
     "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Give it here even with an Operator whose `ociRegistry` is set (only a TypeScript Fleet takes its Operator's by default).",
   ),
+  registryCa: str("PEM CA bundle trusted for the registry's https, besides the system's roots."),
+  registryInsecure: bool("Plain http to a `registry` host that is not loopback. Default false."),
   suspendTimeoutSeconds: int(
     "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",
   ),
@@ -197,6 +205,8 @@ export function packageSchema(version: string) {
         timeoutSeconds: { type: "integer" },
         releaseTimeoutSeconds: { type: "integer" },
         registry: { type: "string" },
+        registryCa: { type: "string" },
+        registryInsecure: { type: "boolean" },
         suspendTimeoutSeconds: { type: "integer" },
         phase: { type: "string" },
         checkNamespace: { type: "boolean" },

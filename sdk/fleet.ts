@@ -83,13 +83,26 @@ export interface FleetArgs {
   /**
    * The snapshot registry of the fleet's VMs, `host[:port][/prefix]` (what the node agent is
    * given as `OCI_REGISTRY`; `http://` or `https://` in front chooses the scheme, else http
-   * for a loopback host and https for any other). With it `pulumi up` acts on
+   * for a loopback host and https for any other; plain http to a host that is not loopback
+   * needs `registryInsecure`). Credentials come from the Docker keychain of the machine
+   * that runs `pulumi` (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`, and its
+   * credential helpers). With it `pulumi up` acts on
    * `spec.suspend` (it returns once the fleet is Suspended, or after a wake once every VM is
    * up again) and `pulumi destroy` drops the VMs' snapshot tags per `snapshotPolicy`.
    * Without it `suspend` is stored and only a controller with `--oci-registry` acts on it.
    * @default the `ociRegistry` of the `operator`, if any
    */
   registry?: pulumi.Input<string>;
+  /**
+   * PEM CA bundle trusted for the registry's https, besides the system's roots.
+   * @default the `ociRegistryCa` of the `operator` when `registry` is taken from it
+   */
+  registryCa?: pulumi.Input<string>;
+  /**
+   * Plain http to a `registry` host that is not loopback.
+   * @default the `ociRegistryInsecure` of the `operator` when `registry` is taken from it, else false
+   */
+  registryInsecure?: boolean;
   /**
    * How long `pulumi up` waits for a suspend to reach phase Suspended, or a wake for every
    * VM to be up again, in seconds; on timeout `up` fails naming the pods still waited for.
@@ -199,6 +212,7 @@ export class Fleet extends pulumi.ComponentResource {
       ...slotsArgumentProblems({
         ...args,
         registry: typeof args.registry === "string" ? args.registry : undefined,
+        registryCa: typeof args.registryCa === "string" ? args.registryCa : undefined,
       }).map((p) => p.reason),
       ...specProblems,
     ];
@@ -213,6 +227,10 @@ export class Fleet extends pulumi.ComponentResource {
     if (typeof args.namespace === "string") claimInProgram(name, args.namespace, csName);
     const ignore = fleetIgnoreChanges(name, opts.ignoreChanges);
     const registry = args.registry ?? args.operator?.ociRegistry;
+    const fromOperator = args.registry === undefined;
+    const registryCa = args.registryCa ?? (fromOperator ? args.operator?.ociRegistryCa : undefined);
+    const registryInsecure =
+      args.registryInsecure ?? (fromOperator ? args.operator?.ociRegistryInsecure : undefined);
     super("cocoonset:index:Fleet", name, {}, componentOptions(opts));
     // provider(s), protect and transforms reach the children through `parent`, and they
     // wait for the Fleet's dependsOn; retainOnDelete and ignoreChanges are passed on here.
@@ -291,6 +309,8 @@ export class Fleet extends pulumi.ComponentResource {
         timeoutSeconds: args.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
         releaseTimeoutSeconds: args.releaseTimeoutSeconds ?? DEFAULT_RELEASE_TIMEOUT_SECONDS,
         ...(registry === undefined ? {} : { registry }),
+        ...(registry === undefined || registryCa === undefined ? {} : { registryCa }),
+        ...(registry === undefined || registryInsecure === undefined ? {} : { registryInsecure }),
         suspendTimeoutSeconds: args.suspendTimeoutSeconds ?? DEFAULT_SUSPEND_TIMEOUT_SECONDS,
         // A namespace given as text must exist already; one from a resource, or one a
         // resource in `dependsOn` may create, may appear in this very deploy, so preview

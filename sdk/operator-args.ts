@@ -16,6 +16,8 @@ import {
 } from "../controller/options.js";
 import { CRD_NAME, describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
 import { InvalidValueError } from "../provider/kube/branded-error.js";
+import { plainHttpProblem } from "../provider/registry/address.js";
+import { parseCaBundle } from "../provider/registry/ca.js";
 
 /** Arguments of the `Operator` component (sdk/operator.ts). */
 export interface OperatorArgs {
@@ -75,6 +77,21 @@ export interface OperatorArgs {
    * @default none: `suspend` is stored and not acted on
    */
   ociRegistry?: string;
+  /**
+   * PEM CA bundle trusted for the snapshot registry's https, besides the system's roots:
+   * the Operator puts it into a ConfigMap, mounts it into the controller and passes
+   * `--oci-registry-ca-file`. A Fleet given this Operator takes it as its `registryCa`
+   * unless it names its own `registry`.
+   * @default none: the system's roots only
+   */
+  ociRegistryCa?: string;
+  /**
+   * Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`).
+   * A Fleet given this Operator takes it as its `registryInsecure` unless it names its own
+   * `registry`.
+   * @default false
+   */
+  ociRegistryInsecure?: boolean;
   /**
    * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
    * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
@@ -184,6 +201,22 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
   }
   if (args.adoptCrd !== undefined && args.adoptCrd !== CRD_NAME) {
     bad("adoptCrd", `must be the name of the CocoonSet CRD, "${CRD_NAME}"`, args.adoptCrd);
+  }
+  if (args.ociRegistryInsecure !== undefined && typeof args.ociRegistryInsecure !== "boolean")
+    bad("ociRegistryInsecure", "must be true or false", args.ociRegistryInsecure);
+  if (typeof args.ociRegistry === "string") {
+    const plain = plainHttpProblem(args.ociRegistry, args.ociRegistryInsecure === true);
+    if (plain)
+      bad(
+        "ociRegistry",
+        plain.replace("the registry's insecure flag", "ociRegistryInsecure: true"),
+        args.ociRegistry,
+      );
+  }
+  if (args.ociRegistryCa !== undefined) {
+    if (typeof args.ociRegistryCa !== "string")
+      bad("ociRegistryCa", "must be PEM text", args.ociRegistryCa);
+    else parsed("ociRegistryCa", args.ociRegistryCa, parseCaBundle);
   }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {

@@ -18,6 +18,7 @@ import {
   CONTROLLER_UID,
   defaultControllerImage,
   deploymentControllerArgs,
+  REGISTRY_CA_DIR,
   METRICS_PORT,
   PROBE_PORT,
 } from "../controller/image.js";
@@ -70,6 +71,10 @@ export class Operator extends pulumi.ComponentResource {
   readonly deploymentName: pulumi.Output<string>;
   /** The snapshot registry the controller is given (`ociRegistry`), if any. */
   readonly ociRegistry?: string;
+  /** The CA bundle of the snapshot registry (`ociRegistryCa`), if any. */
+  readonly ociRegistryCa?: string;
+  /** Whether the registry may be spoken to over plain http (`ociRegistryInsecure`). */
+  readonly ociRegistryInsecure?: boolean;
   /** The CRD resource (Fleets depend on it). */
   readonly crd: k8s.apiextensions.v1.CustomResourceDefinition;
   /** The CocoonHibernation CRD resource (kept or adopted as the CocoonSet CRD is). */
@@ -90,6 +95,8 @@ export class Operator extends pulumi.ComponentResource {
     super("cocoonset:index:Operator", name, {}, componentOptions(opts));
     const ns = args.namespace ?? "cocoonset-system";
     this.ociRegistry = args.ociRegistry?.trim();
+    this.ociRegistryCa = this.ociRegistry ? args.ociRegistryCa : undefined;
+    this.ociRegistryInsecure = this.ociRegistry ? args.ociRegistryInsecure : undefined;
     const watch = args.watchNamespaces ?? [];
     const leaderElect = args.leaderElect ?? true;
     const replicas = args.replicas ?? 1;
@@ -254,10 +261,23 @@ export class Operator extends pulumi.ComponentResource {
       logLevel: args.logLevel ?? "info",
       watchNamespaces: watch,
       ociRegistry: args.ociRegistry?.trim(),
+      ociRegistryCaFile: this.ociRegistryCa ? `${REGISTRY_CA_DIR}/ca.crt` : undefined,
+      ociRegistryInsecure: this.ociRegistryInsecure,
       hibernateTimeout: args.hibernateTimeout?.trim(),
       wakeTimeout: args.wakeTimeout?.trim(),
     });
     const image = args.image ?? defaultControllerImage(pkg.version);
+    // The registry's CA bundle reaches the controller as a mounted ConfigMap.
+    const registryCa = this.ociRegistryCa
+      ? new k8s.core.v1.ConfigMap(
+          `${name}-registry-ca`,
+          {
+            metadata: { name: `${name}-registry-ca`, namespace: ns, labels },
+            data: { "ca.crt": this.ociRegistryCa },
+          },
+          { ...inNs, dependsOn: namespace ? [namespace] : [] },
+        )
+      : undefined;
     this.deployment = new k8s.apps.v1.Deployment(
       `${name}-controller`,
       {
@@ -319,15 +339,35 @@ export class Operator extends pulumi.ComponentResource {
                     readOnlyRootFilesystem: true,
                     capabilities: { drop: ["ALL"] },
                   },
+                  ...(registryCa
+                    ? {
+                        volumeMounts: [
+                          { name: "registry-ca", mountPath: REGISTRY_CA_DIR, readOnly: true },
+                        ],
+                      }
+                    : {}),
                 },
               ],
+              ...(registryCa
+                ? {
+                    volumes: [
+                      { name: "registry-ca", configMap: { name: registryCa.metadata.name } },
+                    ],
+                  }
+                : {}),
             },
           },
         },
       },
       {
         ...inNs,
-        dependsOn: [...(namespace ? [namespace] : []), this.crd, this.hibernationCrd, ...rbac],
+        dependsOn: [
+          ...(namespace ? [namespace] : []),
+          this.crd,
+          this.hibernationCrd,
+          ...rbac,
+          ...(registryCa ? [registryCa] : []),
+        ],
         ignoreChanges: ignore.deployment,
       },
     );

@@ -49,6 +49,8 @@ export function fleetIgnoreChanges(
         "timeoutSeconds",
         "releaseTimeoutSeconds",
         "registry",
+        "registryCa",
+        "registryInsecure",
         "suspendTimeoutSeconds",
       ].includes(first) &&
       tail(path) === ""
@@ -56,7 +58,7 @@ export function fleetIgnoreChanges(
       out.slots.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "suspendTimeoutSeconds" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "suspendTimeoutSeconds" or "*"`,
       );
     }
   }

@@ -36,7 +36,8 @@ import {
 } from "./slot-view.js";
 import { BrandedError, errorMessage, InvalidValueError } from "../kube/branded-error.js";
 import { stableJson } from "../fleet/stable-json.js";
-import { parseRegistryAddress } from "../registry/address.js";
+import { parseRegistryAddress, plainHttpProblem } from "../registry/address.js";
+import { parseCaBundle } from "../registry/ca.js";
 import { OciRegistry } from "../registry/oci.js";
 import {
   DEFAULT_SUSPEND_TIMEOUT_SECONDS,
@@ -84,6 +85,10 @@ export interface SlotsInputs {
    * snapshot tags per `snapshotPolicy`; without it `suspend` is stored only.
    */
   registry?: string;
+  /** PEM CA bundle trusted for the registry's https, besides the system roots. */
+  registryCa?: string;
+  /** Plain http to a registry host that is not loopback. @default false */
+  registryInsecure?: boolean;
   /** How long `up` waits for a suspend (phase Suspended) or a wake (every VM up). @default 300 */
   suspendTimeoutSeconds?: number;
   /**
@@ -143,6 +148,8 @@ export function slotsArgumentProblems(args: {
   releaseTimeoutSeconds?: unknown;
   suspendTimeoutSeconds?: unknown;
   registry?: unknown;
+  registryCa?: unknown;
+  registryInsecure?: unknown;
 }): { property: string; reason: string }[] {
   const out: { property: string; reason: string }[] = [];
   const fanOut = args.fanOut;
@@ -175,6 +182,39 @@ export function slotsArgumentProblems(args: {
   }
   const registry = registryProblem(args.registry);
   if (registry) out.push({ property: "registry", reason: registry });
+  const insecure = args.registryInsecure;
+  if (insecure !== undefined && !isUnknown(insecure) && typeof insecure !== "boolean")
+    out.push({
+      property: "registryInsecure",
+      reason: `[registryInsecure] must be true or false (got ${describeValue(insecure)})`,
+    });
+  else if (
+    typeof args.registry === "string" &&
+    !registry &&
+    !isUnknown(insecure) &&
+    plainHttpProblem(args.registry, insecure === true)
+  )
+    out.push({
+      property: "registry",
+      reason: `[registry] ${plainHttpProblem(args.registry, false)!.replace("the registry's insecure flag", "registryInsecure: true")} (got ${describeValue(args.registry)})`,
+    });
+  const ca = args.registryCa;
+  if (ca !== undefined && !isUnknown(ca)) {
+    if (typeof ca !== "string")
+      out.push({
+        property: "registryCa",
+        reason: `[registryCa] must be PEM text (got ${describeValue(ca)})`,
+      });
+    else
+      try {
+        parseCaBundle(ca);
+      } catch (e) {
+        out.push({
+          property: "registryCa",
+          reason: `[registryCa] ${(e as Error).message} (got ${describeValue(ca)})`,
+        });
+      }
+  }
   return out;
 }
 
@@ -327,6 +367,8 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "timeoutSeconds",
   "releaseTimeoutSeconds",
   "registry",
+  "registryCa",
+  "registryInsecure",
   "suspendTimeoutSeconds",
 ];
 
@@ -485,9 +527,14 @@ export async function verifiedCocoonSet(
 }
 
 /** The registry client of the inputs' `registry`, if one is given. */
-function registryOf(inputs: Pick<SlotsInputs, "registry">): OciRegistry | undefined {
+function registryOf(
+  inputs: Pick<SlotsInputs, "registry" | "registryCa" | "registryInsecure">,
+): OciRegistry | undefined {
   return typeof inputs.registry === "string" && inputs.registry !== ""
-    ? new OciRegistry(parseRegistryAddress(inputs.registry))
+    ? new OciRegistry(parseRegistryAddress(inputs.registry), {
+        ca: inputs.registryCa || undefined,
+        insecure: inputs.registryInsecure === true,
+      })
     : undefined;
 }
 

@@ -33,3 +33,21 @@ export function parseRegistryAddress(text: string): string {
     );
   return t;
 }
+
+/** Whether a registry host (`host[:port]`) is a loopback address. */
+export function isLoopbackRegistryHost(host: string): boolean {
+  return /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/i.test(host);
+}
+
+/**
+ * The rule a registry name breaks by asking for plain http (an `http://` scheme) to a host
+ * that is not loopback without the explicit insecure flag, if it does. Every registry input
+ * checks it, so the controller, `plan`, the Operator and the Fleet refuse the same names.
+ */
+export function plainHttpProblem(address: string, insecure: boolean): string | undefined {
+  const t = address.trim();
+  if (insecure || !/^http:\/\//i.test(t)) return undefined;
+  const host = t.replace(/^http:\/\//i, "").split("/")[0];
+  if (isLoopbackRegistryHost(host)) return undefined;
+  return "asks for plain http to a host that is not loopback: give the registry's insecure flag too (or use https)";
+}

@@ -53,6 +53,7 @@ test("ensure is idempotent: a second run finds every binary where the first left
       "pulumi",
       "pulumi-resource-kubernetes",
       "registry",
+      "distribution-registry",
       "pulumi-language-yaml",
       "pulumi-resource-pulumi-nodejs",
       "pulumi-language-nodejs",

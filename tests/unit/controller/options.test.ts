@@ -26,6 +26,8 @@ describe("controller options", () => {
       reapIntervalMs: 300_000,
       logLevel: "info",
       ociRegistry: undefined,
+      ociRegistryCaFile: undefined,
+      ociRegistryInsecure: false,
       hibernateTimeoutMs: 180_000,
       wakeTimeoutMs: 300_000,
     });
@@ -46,6 +48,8 @@ describe("controller options", () => {
         COCOONSET_REAP_INTERVAL: "90s",
         COCOONSET_LOG_LEVEL: "debug",
         OCI_REGISTRY: "127.0.0.1:5000/snapshots",
+        OCI_REGISTRY_CA_FILE: "/etc/ca.pem",
+        OCI_REGISTRY_INSECURE: "true",
         COCOONSET_HIBERNATE_TIMEOUT: "10s",
         COCOONSET_WAKE_TIMEOUT: "1m",
       },
@@ -62,6 +66,8 @@ describe("controller options", () => {
       reapIntervalMs: 90_000,
       logLevel: "debug",
       ociRegistry: "127.0.0.1:5000/snapshots",
+      ociRegistryCaFile: "/etc/ca.pem",
+      ociRegistryInsecure: true,
       hibernateTimeoutMs: 10_000,
       wakeTimeoutMs: 60_000,
     });
@@ -107,7 +113,7 @@ describe("controller options", () => {
       "127.0.0.1:5000",
       "localhost:5000/cocoon/snapshots",
       "registry.example.com",
-      "http://10.0.0.1:80/vms",
+      "http://localhost:80/vms",
       "https://[::1]:5000",
       "ghcr.io/team_a/vm-snapshots",
     ])
@@ -117,6 +123,20 @@ describe("controller options", () => {
       "a.example:1",
     );
     assert.equal(resolve({}, { OCI_REGISTRY: "  " }).ociRegistry, undefined, "blank is unset");
+  });
+
+  test("plain http to a host that is not loopback needs --oci-registry-insecure", () => {
+    assert.equal(
+      resolve({ ociRegistry: "http://10.0.0.1:80/vms", ociRegistryInsecure: true }).ociRegistry,
+      "http://10.0.0.1:80/vms",
+    );
+    assert.equal(
+      resolve({ ociRegistry: "http://10.0.0.1:80" }, { OCI_REGISTRY_INSECURE: "1" })
+        .ociRegistryInsecure,
+      true,
+    );
+    assert.equal(resolve({ ociRegistryInsecure: "false" }).ociRegistryInsecure, false);
+    assert.equal(resolve({ ociRegistryCaFile: " /ca.pem " }).ociRegistryCaFile, "/ca.pem");
   });
 
   const bad: [string, ControllerFlags, Record<string, string>, RegExp][] = [
@@ -157,6 +177,18 @@ describe("controller options", () => {
       /\[--oci-registry\].*prefix/,
     ],
     ["--oci-registry no host", { ociRegistry: "http:///x" }, {}, /\[--oci-registry\] must be host/],
+    [
+      "--oci-registry http:// to a host that is not loopback",
+      { ociRegistry: "http://10.0.0.1:5000" },
+      {},
+      /^\[--oci-registry\] asks for plain http to a host that is not loopback: give --oci-registry-insecure too \(or use https\) \(got "http:\/\/10\.0\.0\.1:5000"\)$/,
+    ],
+    [
+      "--oci-registry-insecure maybe",
+      { ociRegistryInsecure: "maybe" },
+      {},
+      /^\[--oci-registry-insecure\] must be true or false \(got "maybe"\)$/,
+    ],
     [
       "--oci-registry of 10 kB: the value is cut to a prefix and its length",
       { ociRegistry: `${"a".repeat(10_000)} x` },
@@ -241,11 +273,14 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 13);
+    assert.equal(CONTROLLER_OPTIONS.length, 15);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack.
-      assert.match(o.env, o.key === "ociRegistry" ? /^OCI_REGISTRY$/ : /^COCOONSET_[A-Z_]+$/);
+      assert.match(
+        o.env,
+        o.key.startsWith("ociRegistry") ? /^OCI_REGISTRY(_[A-Z_]+)?$/ : /^COCOONSET_[A-Z_]+$/,
+      );
       assert.ok(o.defaultText.length > 0);
     }
   });

@@ -70,14 +70,28 @@ describe("slots check", () => {
       ],
       ["reg:5000/UPPER", /the prefix is lower-case letters/],
       [5000, /^\[registry\] must be a string host\[:port\]\[\/prefix\] \(got 5000\)/],
+      [
+        "http://reg.example.com/snap/shots",
+        /^\[registry\] asks for plain http to a host that is not loopback: give registryInsecure: true too \(or use https\)/,
+      ],
     ];
     for (const [registry, message] of table) {
       const [f] = await failures({ registry });
       assert.equal(f?.property, "registry", String(registry));
       assert.match(f.reason, message);
     }
-    for (const registry of ["127.0.0.1:5000", "http://reg.example.com/snap/shots", UNKNOWN])
+    for (const registry of ["127.0.0.1:5000", "https://reg.example.com/snap/shots", UNKNOWN])
       assert.deepEqual(await failures({ registry }), [], String(registry));
+    assert.deepEqual(
+      await failures({ registry: "http://reg.example.com/snap/shots", registryInsecure: true }),
+      [],
+      "plain http with registryInsecure",
+    );
+    const [ca] = await failures({ registry: "reg.example.com", registryCa: "not pem" });
+    assert.equal(ca?.property, "registryCa");
+    assert.match(ca.reason, /^\[registryCa\] must be PEM text holding at least one CERTIFICATE/);
+    const [ins] = await failures({ registry: "reg.example.com", registryInsecure: "yes" });
+    assert.equal(ins?.property, "registryInsecure");
     const [t] = await failures({ suspendTimeoutSeconds: 0 });
     assert.equal(t.property, "suspendTimeoutSeconds");
     assert.match(t.reason, /^\[suspendTimeoutSeconds\] must be a number of seconds between 1/);

@@ -14,7 +14,7 @@ describe("OciRegistry names", () => {
       "team/vms",
       "team/vms/vk-ns-cs-0",
     ],
-    ["http://10.0.0.5:5000", "http://10.0.0.5:5000", "", "vk-ns-cs-0"],
+    ["http://localhost:5000", "http://localhost:5000", "", "vk-ns-cs-0"],
     ["https://127.0.0.1:5000/p", "https://127.0.0.1:5000", "p", "p/vk-ns-cs-0"],
   ];
   for (const [base, origin, prefix, repo] of table)

@@ -442,6 +442,21 @@ describe("Operator arguments are refused before anything is registered", () => {
       /\[ociRegistry\] must have a port between 1 and 65535/,
     ],
     [
+      "ociRegistry http:// to a host that is not loopback without ociRegistryInsecure",
+      { ociRegistry: "http://reg.example.com" },
+      /\[ociRegistry\] asks for plain http to a host that is not loopback: give ociRegistryInsecure: true too/,
+    ],
+    [
+      "ociRegistryCa that is not PEM",
+      { ociRegistry: "reg.example.com", ociRegistryCa: "not pem" },
+      /\[ociRegistryCa\] must be PEM text holding at least one CERTIFICATE/,
+    ],
+    [
+      "ociRegistryInsecure a string",
+      { ociRegistry: "reg.example.com", ociRegistryInsecure: "yes" },
+      /\[ociRegistryInsecure\] must be true or false/,
+    ],
+    [
       "watchNamespaces Bad_NS",
       { watchNamespaces: ["ok", "Bad_NS"] },
       /\[watchNamespaces\[1\]\] must be namespace names/,
@@ -805,6 +820,60 @@ describe("Fleet", () => {
     assert.equal(slotsOf("own").registry, "registry.example.com/other");
     assert.equal(slotsOf("own").suspendTimeoutSeconds, 30);
     assert.equal(slotsOf("none").registry, undefined);
+  });
+
+  it("mounts the Operator's ociRegistryCa into the controller, and a Fleet takes it and ociRegistryInsecure along", async () => {
+    const pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    const op = new sdk.Operator("tls", {
+      namespace: "tls-system",
+      kubeconfig: KUBECONFIG,
+      ociRegistry: "http://reg.internal:5000/snaps",
+      ociRegistryCa: pem,
+      ociRegistryInsecure: true,
+    });
+    const spec = { agent: { image: "agents/coder:1" } };
+    const inherits = new sdk.Fleet("tls-inherits", {
+      namespace: "agents",
+      operator: op,
+      spec,
+      kubeconfig: KUBECONFIG,
+    });
+    const own = new sdk.Fleet("tls-own", {
+      namespace: "agents",
+      operator: op,
+      spec,
+      registry: "registry.example.com/other",
+      kubeconfig: KUBECONFIG,
+    });
+    await Promise.all([settle(inherits.podNames), settle(own.podNames), settle(op.deploymentName)]);
+    const cm = one("tls", "kubernetes:core/v1:ConfigMap", "tls-registry-ca");
+    assert.deepEqual(cm.inputs.data, { "ca.crt": pem });
+    const pod = (
+      one("tls", "kubernetes:apps/v1:Deployment", "tls-controller").inputs.spec as {
+        template: {
+          spec: {
+            volumes: { name: string; configMap: { name: string } }[];
+            containers: { args: string[]; volumeMounts: { name: string; mountPath: string }[] }[];
+          };
+        };
+      }
+    ).template.spec;
+    const c = pod.containers[0];
+    assert.ok(c.args.includes("--oci-registry-ca-file=/etc/cocoonset/registry-ca/ca.crt"));
+    assert.ok(c.args.includes("--oci-registry-insecure=true"));
+    assert.deepEqual(pod.volumes, [
+      { name: "registry-ca", configMap: { name: "tls-registry-ca" } },
+    ]);
+    assert.equal(c.volumeMounts[0].mountPath, "/etc/cocoonset/registry-ca");
+    const slotsOf = (n: string) => one(n, SLOTS, `${n}-slots`).inputs;
+    assert.equal(slotsOf("tls-inherits").registryCa, pem);
+    assert.equal(slotsOf("tls-inherits").registryInsecure, true);
+    assert.equal(
+      slotsOf("tls-own").registryCa,
+      undefined,
+      "a Fleet's own registry takes no CA of the Operator's",
+    );
+    assert.equal(slotsOf("tls-own").registryInsecure, undefined);
   });
 
   it("an invalid spec holding Outputs gets no desired slots (the resource's check reports it)", async () => {

@@ -195,39 +195,34 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   return sum;
 }
 
-/** A running `cocoonset controller` child process. */
-export class ControllerProcess {
+/** A controller's JSON log lines, metrics and probes, whether it runs as a process or not. */
+export class ControllerLog {
   /** Parsed stdout lines, in order. */
   readonly lines: LogLine[] = [];
   /** The same lines as written, unparsed (JSON.parse would hide a duplicated key). */
   readonly rawLines: string[] = [];
   /** Everything written on stderr. */
   stderr = "";
-  /** Resolves when the process has exited. */
+  /** Resolves when the controller has stopped. */
   readonly exited: Promise<Exit>;
-  private exit?: Exit;
+  protected exit?: Exit;
   private waiters: Waiter[] = [];
   private partial = "";
 
   constructor(
     readonly label: string,
-    readonly child: ChildProcess,
     readonly metricsPort: number,
     readonly probePort: number,
+    exited: Promise<Exit>,
   ) {
-    child.stdout!.setEncoding("utf8");
-    child.stderr!.setEncoding("utf8");
-    child.stdout!.on("data", (chunk: string) => this.onStdout(chunk));
-    child.stderr!.on("data", (chunk: string) => (this.stderr += chunk));
-    this.exited = new Promise((resolve) => {
-      child.once("exit", (code, signal) => {
-        this.exit = { code, signal };
-        resolve(this.exit);
-      });
+    this.exited = exited.then((e) => {
+      this.exit = e;
+      return e;
     });
   }
 
-  private onStdout(chunk: string): void {
+  /** Takes the next chunk of the log's text. */
+  feed(chunk: string): void {
     const text = this.partial + chunk;
     const parts = text.split("\n");
     this.partial = parts.pop() ?? "";
@@ -334,6 +329,29 @@ export class ControllerProcess {
   /** GET a probe endpoint. */
   probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
     return httpGet(this.probePort, path);
+  }
+}
+
+/** A running `cocoonset controller` child process. */
+export class ControllerProcess extends ControllerLog {
+  constructor(
+    label: string,
+    readonly child: ChildProcess,
+    metricsPort: number,
+    probePort: number,
+  ) {
+    super(
+      label,
+      metricsPort,
+      probePort,
+      new Promise((resolve) => {
+        child.once("exit", (code, signal) => resolve({ code, signal }));
+      }),
+    );
+    child.stdout!.setEncoding("utf8");
+    child.stderr!.setEncoding("utf8");
+    child.stdout!.on("data", (chunk: string) => this.feed(chunk));
+    child.stderr!.on("data", (chunk: string) => (this.stderr += chunk));
   }
 
   /** Sends `signal` and resolves with how the process ended (SIGKILL after `graceMs`). */

@@ -3,10 +3,38 @@
 // fail). `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
 // cannot be built the tier is skipped with the reason printed.
+//
+// Within a cluster tier, the files in SERIAL change something every test shares (the CRD,
+// the apiserver, a node, controllers that watch every namespace): they run first, one at a
+// time. Then the CRD is installed once and the other files run CONCURRENCY at a time, each
+// in its own namespaces.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
+
+/** Files (under dist/tests/<tier>/) that run alone, and why. */
+const SERIAL = {
+  integration: {
+    "operator-guards.test.js": "removes the CRD",
+    "controller-no-crd.test.js": "removes the CRD",
+    "controller-runtime.test.js": "restarts the apiserver",
+    "migration-target.test.js": "cordons a node of the cluster",
+    "controller-rbac.test.js": "its controllers watch every namespace",
+  },
+  differential: { "peer.test.js": "replaces the CRD with the peer's" },
+  e2e: {
+    "fleet-adopt.test.js": "removes the CRD",
+    "fleet-operator.test.js": "its Operator installs and deletes the CRD",
+    "operator-crd.test.js": "removes the CRD",
+    "resource-options-operator.test.js": "removes the CRD",
+    "shared-operator.test.js": "its Operator installs and deletes the CRD",
+    "template.test.js": "its Operator installs and deletes the CRD",
+    "yaml-package.test.js": "its Operator installs and deletes the CRD",
+  },
+};
+/** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
+const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
@@ -106,12 +134,45 @@ try {
       failed = true;
       break;
     }
-    const args = ["--enable-source-maps", "--test", "--test-reporter=spec", "--test-concurrency=1"];
+    const alone = SERIAL[tier] ?? {};
+    const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
+    const rest = files.filter((f) => !serial.includes(f));
+    const args = ["--enable-source-maps", "--test", "--test-reporter=spec"];
     if (tier !== "unit") args.push("--test-timeout=900000");
-    if (!step(`${tier} tests`, process.execPath, [...args, ...files], env)) {
+    const t0 = Date.now();
+    if (
+      serial.length > 0 &&
+      !step(
+        `${tier} tests, one at a time`,
+        process.execPath,
+        [...args, "--test-concurrency=1", ...serial],
+        env,
+      )
+    ) {
       failed = true;
       break;
     }
+    if (
+      tier !== "unit" &&
+      !step("the CRD", process.execPath, [join("dist", "scripts", "ensure-crd.js")], env)
+    ) {
+      failed = true;
+      break;
+    }
+    const n = Number(process.env.COCOONSET_TEST_CONCURRENCY ?? CONCURRENCY[tier] ?? 1);
+    if (
+      rest.length > 0 &&
+      !step(
+        `${tier} tests, ${n} at a time`,
+        process.execPath,
+        [...args, `--test-concurrency=${n}`, ...rest],
+        env,
+      )
+    ) {
+      failed = true;
+      break;
+    }
+    process.stdout.write(`== ${tier} tier: ok in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
   }
 } finally {
   if (clusterDir && !process.env.COCOONSET_TEST_CLUSTER_DIR) {

@@ -5,36 +5,14 @@
 // cannot be built the tier is skipped with the reason printed.
 //
 // Within a cluster tier, the files in SERIAL change something every test shares (the CRD,
-// the apiserver, a node, controllers that watch every namespace): they run first, one at a
-// time. Then the CRD is installed once and the other files run CONCURRENCY at a time, each
+// the apiserver, a node, controllers that watch every namespace; see test-groups.mjs): they
+// run first, one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a time, each
 // in its own namespaces.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-
-/** Files (under dist/tests/<tier>/) that run alone, and why. */
-const SERIAL = {
-  integration: {
-    "operator-guards.test.js": "removes the CRD",
-    "controller-no-crd.test.js": "removes the CRD",
-    "controller-runtime.test.js": "restarts the apiserver",
-    "migration-target.test.js": "cordons a node of the cluster",
-    "controller-rbac.test.js": "its controllers watch every namespace",
-  },
-  differential: { "peer.test.js": "replaces the CRD with the peer's" },
-  e2e: {
-    "fleet-adopt.test.js": "removes the CRD",
-    "fleet-operator.test.js": "its Operator installs and deletes the CRD",
-    "operator-crd.test.js": "removes the CRD",
-    "resource-options-operator.test.js": "removes the CRD",
-    "shared-operator.test.js": "its Operator installs and deletes the CRD",
-    "template.test.js": "its Operator installs and deletes the CRD",
-    "yaml-package.test.js": "its Operator installs and deletes the CRD",
-  },
-};
-/** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
-const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };
+import { CONCURRENCY, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];

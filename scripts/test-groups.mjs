@@ -8,6 +8,7 @@ export const SERIAL = {
     "controller-no-crd.test.js": "removes the CRD",
     "controller-runtime.test.js": "restarts the apiserver",
     "migration-target.test.js": "cordons a node of the cluster",
+    "migration.test.js": "labels the cluster's nodes with a snapshot class",
     "controller-rbac.test.js": "its controllers watch every namespace",
   },
   differential: { "peer.test.js": "replaces the CRD with the peer's" },

@@ -17,19 +17,17 @@ import {
 } from "../../controller/index.js";
 import { KubeClient } from "../../provider/kube/index.js";
 import { testKubeconfig } from "./cluster.js";
-import { ControllerLog, freePort, type Cleanup, type Exit } from "./controller-process.js";
+import { ControllerLog, type Cleanup, type Exit } from "./controller-process.js";
 import type { WarpClock } from "./fake-clock.js";
 
 /** A controller running in this process; `stop` is its SIGTERM. */
 export class InProcessController extends ControllerLog {
   constructor(
     label: string,
-    metricsPort: number,
-    probePort: number,
     exited: Promise<Exit>,
     private readonly abort: AbortController,
   ) {
-    super(label, metricsPort, probePort, exited);
+    super(label, exited);
   }
 
   /** Stops it as SIGTERM would and resolves once it has shut down (code 0). */
@@ -60,15 +58,13 @@ export async function startInProcessController(
   opts: InProcessOptions,
 ): Promise<InProcessController> {
   const label = opts.label ?? "in-process controller";
-  const metricsPort = await freePort();
-  const probePort = await freePort();
   const options = resolveControllerOptions(
     {
       kubeconfig: testKubeconfig(),
       namespace: opts.namespaces,
       leaderElect: false,
-      metricsBindAddress: `127.0.0.1:${metricsPort}`,
-      healthProbeBindAddress: `127.0.0.1:${probePort}`,
+      metricsBindAddress: "127.0.0.1:0",
+      healthProbeBindAddress: "127.0.0.1:0",
       logLevel: "debug",
     },
     {},
@@ -82,8 +78,6 @@ export async function startInProcessController(
   let done!: (e: Exit) => void;
   const ctl = new InProcessController(
     label,
-    metricsPort,
-    probePort,
     new Promise<Exit>((resolve) => (done = resolve)),
     abort,
   );

@@ -211,8 +211,6 @@ export class ControllerLog {
 
   constructor(
     readonly label: string,
-    readonly metricsPort: number,
-    readonly probePort: number,
     exited: Promise<Exit>,
   ) {
     this.exited = exited.then((e) => {
@@ -314,9 +312,22 @@ export class ControllerLog {
     });
   }
 
+  /**
+   * The ports its metrics and probe servers bound (it is started with `:0` ports, so no two
+   * controllers started at once can be handed the same one), from its log.
+   */
+  async ports(): Promise<{ metrics: number; probes: number }> {
+    const l = await this.waitForLog(
+      "serving metrics and probes",
+      (l) => l.msg === "serving metrics and probes",
+    );
+    const port = (a: unknown) => Number(String(a).slice(String(a).lastIndexOf(":") + 1));
+    return { metrics: port(l.metricsAddress), probes: port(l.healthProbeAddress) };
+  }
+
   /** The `/metrics` exposition text. */
   async metricsText(): Promise<string> {
-    const r = await httpGet(this.metricsPort, "/metrics");
+    const r = await httpGet((await this.ports()).metrics, "/metrics");
     assert.equal(r.status, 200, `GET /metrics of ${this.label}`);
     return r.body;
   }
@@ -327,8 +338,8 @@ export class ControllerLog {
   }
 
   /** GET a probe endpoint. */
-  probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
-    return httpGet(this.probePort, path);
+  async probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
+    return httpGet((await this.ports()).probes, path);
   }
 }
 
@@ -337,13 +348,9 @@ export class ControllerProcess extends ControllerLog {
   constructor(
     label: string,
     readonly child: ChildProcess,
-    metricsPort: number,
-    probePort: number,
   ) {
     super(
       label,
-      metricsPort,
-      probePort,
       new Promise((resolve) => {
         child.once("exit", (code, signal) => resolve({ code, signal }));
       }),
@@ -385,16 +392,14 @@ export async function startController(
   cleanup: Cleanup,
   opts: StartOptions,
 ): Promise<ControllerProcess> {
-  const metricsPort = await freePort();
-  const probePort = await freePort();
   const args = [
     CLI_MAIN,
     "controller",
     "--kubeconfig",
     opts.kubeconfig,
     `--leader-elect=${opts.leaderElect ? "true" : "false"}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+    "--metrics-bind-address=127.0.0.1:0",
+    "--health-probe-bind-address=127.0.0.1:0",
     "--log-level=debug",
     ...opts.namespaces.flatMap((ns) => ["--namespace", ns]),
     ...(opts.leaderElectionNamespace
@@ -407,7 +412,7 @@ export async function startController(
   for (const k of Object.keys(env))
     if (k.startsWith("COCOONSET_") || k === "KUBECONFIG" || k === "OCI_REGISTRY") delete env[k];
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  const proc = new ControllerProcess(opts.label ?? "controller", child, metricsPort, probePort);
+  const proc = new ControllerProcess(opts.label ?? "controller", child);
   cleanup.defer(`stop ${proc.label}`, async () => {
     if (!proc.running) return;
     const exit = await proc.stop("SIGTERM");

@@ -40,7 +40,7 @@ import {
   type Reconciler,
   type ReconcileResult,
 } from "./types.js";
-import { WorkQueue } from "./work-queue.js";
+import { WorkQueue, type Clock } from "./work-queue.js";
 import { sleep } from "../provider/kube/sleep.js";
 import { errorMessage } from "../provider/kube/branded-error.js";
 
@@ -125,6 +125,8 @@ export interface ControllerRuntime {
   leaseDurationSeconds?: number;
   /** Called once the servers listen, with their ports (0 when disabled). */
   onListening?: (ports: { metrics: number; probes: number }) => void;
+  /** The work queue's clock (its delays and requeues). @default systemClock */
+  clock?: Clock;
 }
 
 /** The running part of a leader: informers, queue, workers, resync and periodic tasks. */
@@ -247,7 +249,7 @@ export async function runManager(
   if (!def.ready) gate = { ok: true, reason: "ok" };
 
   const startSession = (): Session =>
-    createSession({ opts, def, client, log, metrics, events, resyncMs });
+    createSession({ opts, def, client, log, metrics, events, resyncMs, clock: runtime.clock });
 
   // Leadership changes are applied one after the other, so a new session never starts
   // while the previous one is still finishing its reconciles.
@@ -310,11 +312,12 @@ interface SessionDeps {
   metrics: Metrics;
   events: KubeEventRecorder;
   resyncMs: number;
+  clock?: Clock;
 }
 
 function createSession(s: SessionDeps): Session {
   const { opts, def, client, log, metrics, events } = s;
-  const queue = new WorkQueue();
+  const queue = new WorkQueue({ clock: s.clock });
   metrics.setQueueDepthSource(() => queue.len());
   const work = new AbortController();
   const halt = new AbortController();

@@ -4,10 +4,16 @@
 // fail). `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
 // cannot be built the tier is skipped with the reason printed.
+//
+// Within a cluster tier, the files in SERIAL change something every test shares (the CRD,
+// the apiserver, a node, controllers that watch every namespace; see test-groups.mjs): they
+// run first, one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a time, each
+// in its own namespaces.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
+import { CONCURRENCY, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
@@ -108,12 +114,45 @@ try {
       failed = true;
       break;
     }
-    const args = ["--enable-source-maps", "--test", "--test-reporter=spec", "--test-concurrency=1"];
+    const alone = SERIAL[tier] ?? {};
+    const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
+    const rest = files.filter((f) => !serial.includes(f));
+    const args = ["--enable-source-maps", "--test", "--test-reporter=spec"];
     if (tier !== "unit") args.push("--test-timeout=900000");
-    if (!step(`${tier} tests`, process.execPath, [...args, ...files], env)) {
+    const t0 = Date.now();
+    if (
+      serial.length > 0 &&
+      !step(
+        `${tier} tests, one at a time`,
+        process.execPath,
+        [...args, "--test-concurrency=1", ...serial],
+        env,
+      )
+    ) {
       failed = true;
       break;
     }
+    if (
+      tier !== "unit" &&
+      !step("the CRD", process.execPath, [join("dist", "scripts", "ensure-crd.js")], env)
+    ) {
+      failed = true;
+      break;
+    }
+    const n = Number(process.env.COCOONSET_TEST_CONCURRENCY ?? CONCURRENCY[tier] ?? 1);
+    if (
+      rest.length > 0 &&
+      !step(
+        `${tier} tests, ${n} at a time`,
+        process.execPath,
+        [...args, `--test-concurrency=${n}`, ...rest],
+        env,
+      )
+    ) {
+      failed = true;
+      break;
+    }
+    process.stdout.write(`== ${tier} tier: ok in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
   }
 } finally {
   if (clusterDir && !process.env.COCOONSET_TEST_CLUSTER_DIR) {

@@ -1,43 +1,20 @@
 /**
  * Tenant safety through the real pulumi CLI: a Fleet creates its CocoonSet or refuses.
  * A second stack declaring the same CocoonSet is refused at preview and at `up`, naming the
- * first stack's Fleet, and its destroy leaves the first stack's fleet as it was; a CocoonSet
- * made with kubectl is refused until the program adopts it. Every assertion reads the
- * cluster's objects.
+ * first stack's Fleet, and its destroy leaves the first stack's fleet as it was. Every
+ * assertion reads the cluster's objects. (A CocoonSet made with kubectl, and a Fleet while
+ * the CRD is missing: fleet-adopt.test.ts.)
  */
-import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { test } from "node:test";
 import { ensureCrd } from "../../provider/engine/index.js";
-import { API_VERSION, KIND, LABELS } from "../../provider/fleet/index.js";
 import { CREATED_BY } from "../../provider/dynamic/fleet-guard.js";
 import { paths, type KubeObject } from "../../provider/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
-import { removeCrd } from "../support/crd.js";
-import { programStack, repoRoot } from "../support/pulumi.js";
+import { fleetProgram as program, podUids, withStacks } from "../support/fleet-program.js";
+import { programStack } from "../support/pulumi.js";
 
-const program = join(repoRoot, "tests", "e2e", "programs", "fleet");
 const PROJECT = "cocoonset-e2e-fleet";
-
-/** uid of each pod of the fleet, by pod name. */
-async function podUids(ns: string, name: string): Promise<Record<string, string>> {
-  const pods = await adminClient().list(paths.pods(ns), {
-    labelSelector: `${LABELS.name}=${name}`,
-  });
-  return Object.fromEntries(
-    pods.items.map((p): [string, string] => [p.metadata.name ?? "", p.metadata.uid ?? ""]),
-  );
-}
-
-/** Runs the steps; whatever happens, destroys the stacks after. */
-async function withStacks(stacks: Stack[], steps: () => Promise<void>): Promise<void> {
-  try {
-    await steps();
-  } finally {
-    for (const s of stacks.reverse()) await s.destroy().catch(() => undefined);
-  }
-}
 
 test("a second stack's Fleet of the same CocoonSet is refused at preview and up, naming the first, and its destroy leaves the first fleet whole", async (t) => {
   const client = adminClient();
@@ -81,50 +58,4 @@ test("a second stack's Fleet of the same CocoonSet is refused at preview and up,
     );
     assert.equal(reverted.spec.agent.replicas, 2, "up set the program's replicas back");
   });
-});
-
-test("a CocoonSet made with kubectl is refused until the program adopts it; a Fleet without an Operator is refused at preview while the CRD is missing", async (t) => {
-  const client = adminClient();
-  await removeCrd();
-  const ns = await withNamespace(t, "e2e-adopt");
-  const { stack } = await programStack(t, program, {
-    namespace: { value: ns },
-    name: { value: "handmade" },
-    replicas: { value: "1" },
-  });
-  await assert.rejects(
-    stack.preview(),
-    /\[operator\] the CocoonSet CRD cocoonsets\.cocoonset\.cocoonstack\.io is not installed in the cluster, and this Fleet has no `operator`/,
-  );
-
-  await ensureCrd(client);
-  const made = await client.create<KubeObject>(paths.cocoonSets(ns), {
-    apiVersion: API_VERSION,
-    kind: KIND,
-    metadata: { name: "handmade", namespace: ns },
-    spec: { agent: { replicas: 0, image: "agents/handmade:1" } },
-  });
-  await withStacks([stack], async () => {
-    const refused = /the CocoonSet \S+\/handmade exists and was not created by Pulumi/;
-    await assert.rejects(stack.preview(), refused);
-    await assert.rejects(stack.up(), refused);
-    const still = await client.get<KubeObject>(paths.cocoonSet(ns, "handmade"));
-    assert.equal(still.metadata.uid, made.metadata.uid);
-    assert.deepEqual(still.spec, made.spec, "the refused up changed nothing");
-
-    await stack.setConfig("adoptCocoonSet", { value: "true" });
-    await stack.up();
-    const adopted = await client.get<KubeObject>(paths.cocoonSet(ns, "handmade"));
-    assert.equal(adopted.metadata.uid, made.metadata.uid, "adopted, not recreated");
-    assert.equal(adopted.metadata.annotations?.[CREATED_BY], `${PROJECT}/${stack.name}/handmade`);
-    assert.deepEqual(Object.keys(await podUids(ns, "handmade")).sort(), [
-      "handmade-0",
-      "handmade-1",
-    ]);
-  });
-  assert.equal(
-    await client.getOrUndefined(paths.cocoonSet(ns, "handmade")),
-    undefined,
-    "an adopted CocoonSet is the stack's: destroy deletes it",
-  );
 });

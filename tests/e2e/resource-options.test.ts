@@ -1,18 +1,19 @@
 /**
- * The standard resource options on the Fleet and the Operator, through the real pulumi CLI
- * on the embedded cluster: `transforms`, `dependsOn`, `ignoreChanges`, `protect` and
- * `retainOnDelete`, one test each (the Operator's in one stack's life), every assertion on
- * the cluster's objects. `provider`/`providers` are the subject of kubeconfig.test.ts.
+ * The standard resource options on the Fleet through the real pulumi CLI on the embedded
+ * cluster: `transforms`, `dependsOn` and `ignoreChanges` in one stack's life, `protect` then
+ * `retainOnDelete` in another, every assertion on the cluster's objects. The Operator's are
+ * resource-options-operator.test.ts; `provider`/`providers` are the subject of
+ * kubeconfig.test.ts. How each option maps onto the children is unit-tested
+ * (tests/unit/sdk/resource-options.test.ts).
  */
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { test, type TestContext } from "node:test";
+import { test } from "node:test";
 import { deleteFleet, ensureCrd } from "../../provider/engine/index.js";
-import { CRD_NAME, LABELS, type CocoonSet } from "../../provider/fleet/index.js";
-import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { LABELS, type CocoonSet } from "../../provider/fleet/index.js";
+import { paths, waitForObject } from "../../provider/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
-import { removeCrd } from "../support/crd.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "options");
@@ -64,7 +65,7 @@ async function failure(run: Promise<unknown>): Promise<string> {
   assert.fail("the command was expected to fail");
 }
 
-test("Fleet transforms and dependsOn: the CocoonSet carries the transform's label, and a namespace created by a dependency is there first", async (t) => {
+test("Fleet transforms, dependsOn and ignoreChanges [spec.agent.image]: the CocoonSet carries the transform's label, a namespace created by a dependency is there first, and a new image is ignored while a replica change goes through", async (t) => {
   await ensureCrd(adminClient());
   // Not created by the test: the program's Namespace resource, in the Fleet's dependsOn only.
   const ns = `e2e-depends-${suffix()}`;
@@ -72,13 +73,31 @@ test("Fleet transforms and dependsOn: the CocoonSet carries the transform's labe
   const { stack } = await programStack(
     t,
     program,
-    config({ namespace: ns, createNamespace: "true", replicas: "2", label: "yes" }),
+    config({
+      namespace: ns,
+      createNamespace: "true",
+      replicas: "1",
+      image: "agents/coder:1",
+      ignoreImage: "true",
+      label: "yes",
+    }),
   );
   await cleanOnFailure(stack, async () => {
     await stack.up();
     const cs = await cocoonSet(ns);
     assert.equal(cs?.metadata.labels?.[TRANSFORMED], "yes", "the transform reached the CocoonSet");
-    assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1", "fleet-2"]);
+    assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1"]);
+
+    await stack.setAllConfig(config({ replicas: "2", image: "agents/coder:2" }));
+    await stack.up();
+    const changed = await cocoonSet(ns);
+    assert.equal(changed?.spec.agent.image, "agents/coder:1", "the CocoonSet keeps the image");
+    assert.equal(changed?.spec.agent.replicas, 2, "the replica change went through");
+    assert.deepEqual(await fleetPods(ns), {
+      "fleet-0": "agents/coder:1",
+      "fleet-1": "agents/coder:1",
+      "fleet-2": "agents/coder:1",
+    });
   });
   assert.equal((await stack.destroy()).summary.result, "succeeded");
   assert.equal(await cocoonSet(ns), undefined);
@@ -88,125 +107,27 @@ test("Fleet transforms and dependsOn: the CocoonSet carries the transform's labe
   });
 });
 
-test("Fleet ignoreChanges [spec.agent.image]: a new image is ignored while a replica change goes through, with the deployed image", async (t) => {
-  await ensureCrd(adminClient());
-  const ns = await withNamespace(t, "e2e-ignore");
-  const { stack } = await programStack(
-    t,
-    program,
-    config({ namespace: ns, replicas: "1", image: "agents/coder:1", ignoreImage: "true" }),
-  );
-  await cleanOnFailure(stack, async () => {
-    await stack.up();
-    await stack.setAllConfig(config({ replicas: "2", image: "agents/coder:2" }));
-    await stack.up();
-    const cs = await cocoonSet(ns);
-    assert.equal(cs?.spec.agent.image, "agents/coder:1", "the CocoonSet keeps the image");
-    assert.equal(cs?.spec.agent.replicas, 2, "the replica change went through");
-    assert.deepEqual(await fleetPods(ns), {
-      "fleet-0": "agents/coder:1",
-      "fleet-1": "agents/coder:1",
-      "fleet-2": "agents/coder:1",
-    });
-  });
-  assert.equal((await stack.destroy()).summary.result, "succeeded");
-  assert.deepEqual(await fleetPods(ns), {});
-});
-
-test("Fleet protect: destroy is refused and the fleet stays; unprotected, it destroys to nothing", async (t) => {
-  await ensureCrd(adminClient());
-  const ns = await withNamespace(t, "e2e-protect");
-  const { stack } = await programStack(t, program, config({ namespace: ns, protect: "true" }));
-  await cleanOnFailure(stack, async () => {
-    await stack.up();
-    const uid = (await cocoonSet(ns))?.metadata.uid;
-    assert.match(await failure(stack.destroy()), /protect/i);
-    assert.equal((await cocoonSet(ns))?.metadata.uid, uid, "the CocoonSet is still there");
-    assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1"]);
-    await stack.setConfig("protect", { value: "false" });
-    await stack.up();
-  });
-  assert.equal((await stack.destroy()).summary.result, "succeeded");
-  assert.equal(await cocoonSet(ns), undefined);
-  assert.deepEqual(await fleetPods(ns), {});
-});
-
-test("Fleet retainOnDelete: destroy leaves the CocoonSet and its pods in the cluster", async (t) => {
+test("Fleet protect, then retainOnDelete: destroy is refused and the fleet stays; unprotected and retained, destroy leaves the CocoonSet and its pods in the cluster", async (t) => {
   const client = adminClient();
   await ensureCrd(client);
-  const ns = await withNamespace(t, "e2e-retain");
+  const ns = await withNamespace(t, "e2e-protect");
   t.after(async () => {
     await deleteFleet(client, ns, "fleet", { timeoutMs: 60_000 });
   });
-  const { stack } = await programStack(
-    t,
-    program,
-    config({ namespace: ns, replicas: "2", retainOnDelete: "true" }),
-  );
+  const { stack } = await programStack(t, program, config({ namespace: ns, protect: "true" }));
   let uid: string | undefined;
   await cleanOnFailure(stack, async () => {
     await stack.up();
     uid = (await cocoonSet(ns))?.metadata.uid;
+    assert.match(await failure(stack.destroy()), /protect/i);
+    assert.equal((await cocoonSet(ns))?.metadata.uid, uid, "the CocoonSet is still there");
+    assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1"]);
+    await stack.setAllConfig(config({ protect: "false", retainOnDelete: "true" }));
+    await stack.up();
   });
   assert.equal((await stack.destroy()).summary.result, "succeeded");
   const cs = await cocoonSet(ns);
   assert.equal(cs?.metadata.uid, uid, "the CocoonSet was retained");
   assert.equal(cs?.metadata.deletionTimestamp, undefined);
-  assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1", "fleet-2"]);
-});
-
-test("Operator transforms, ignoreChanges [replicas], protect and retainOnDelete, through one stack's life", async (t: TestContext) => {
-  const client = adminClient();
-  await removeCrd();
-  t.after(removeCrd);
-  const opName = `opt-${suffix()}`;
-  const opNs = `${opName}-system`;
-  t.after(async () => {
-    // What retainOnDelete kept (the CRD goes by removeCrd).
-    await client.delete(paths.namespace(opNs));
-    await client.delete(paths.clusterRole(`${opName}-cocoonset-controller`));
-    await client.delete(paths.clusterRoleBinding(`${opName}-cocoonset-controller`));
-  });
-  const { stack } = await programStack(
-    t,
-    program,
-    config({
-      namespace: opNs,
-      withFleet: "false",
-      withOperator: "true",
-      operatorName: opName,
-      operatorNamespace: opNs,
-      label: "op",
-      operatorIgnoreReplicas: "true",
-    }),
-  );
-  const deployment = () =>
-    client.getOrUndefined<KubeObject & { spec?: { replicas?: number } }>(
-      paths.deployment(opNs, `${opName}-controller`),
-    );
-  await cleanOnFailure(stack, async () => {
-    await stack.up();
-    const first = await deployment();
-    assert.equal(first?.metadata.labels?.[TRANSFORMED], "op", "transforms: the label is there");
-    assert.equal(first?.spec?.replicas, 1);
-
-    // ignoreChanges: the new replica count never reaches the Deployment.
-    await stack.setConfig("operatorReplicas", { value: "2" });
-    await stack.up();
-    assert.equal((await deployment())?.spec?.replicas, 1, "ignoreChanges: replicas stay 1");
-
-    // protect: destroy is refused, nothing is deleted.
-    await stack.setConfig("operatorProtect", { value: "true" });
-    await stack.up();
-    assert.match(await failure(stack.destroy()), /protect/i);
-    assert.equal((await deployment())?.metadata.uid, first?.metadata.uid);
-
-    // retainOnDelete: destroy succeeds and leaves the controller and the CRD.
-    await stack.setAllConfig(config({ operatorProtect: "false", operatorRetainOnDelete: "true" }));
-    await stack.up();
-  });
-  const uid = (await deployment())?.metadata.uid;
-  assert.equal((await stack.destroy()).summary.result, "succeeded");
-  assert.equal((await deployment())?.metadata.uid, uid, "retainOnDelete: the Deployment stays");
-  assert.ok(await client.getOrUndefined(paths.crd(CRD_NAME)), "retainOnDelete: the CRD stays");
+  assert.deepEqual(Object.keys(await fleetPods(ns)).sort(), ["fleet-0", "fleet-1"]);
 });

@@ -3,7 +3,9 @@
  * cluster: mass pod deletes settle, each deleted pod is recreated about once (creates are
  * counted by watching pods and collecting distinct uids), also while a CPU burner competes
  * for the machine; and a slot whose pod is killed again each time it is created is backed
- * off and reported (Warning event, Degraded condition) instead of recreated in a tight loop.
+ * off and reported (Warning event, Degraded condition) instead of recreated in a tight loop
+ * (that one by the controller in the test's process, on a clock the test moves past the
+ * 60 s window the slot must stay up before the condition clears).
  *
  * Bound: creates ≤ deleted + CREATE_SLACK. Every deleted pod needs exactly one create; the
  * slack only absorbs a create that the apiserver accepted while a pass was racing another
@@ -22,7 +24,9 @@ import {
   waitForConverged,
   waitForEvent,
 } from "../support/controller-fleet.js";
+import { advancePastRequeues, startInProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
+import { WarpClock } from "../support/fake-clock.js";
 import { countPodCreates } from "../support/pod-creates.js";
 
 /** Creates beyond one per deleted pod that the tests tolerate. */
@@ -153,7 +157,8 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
     const c = new Cleanup(t);
     const client = adminClient();
     const ns = await controllerNamespace(c, "churn-vanish");
-    const proc = await startController(c, { kubeconfig: testKubeconfig(), namespaces: [ns] });
+    const clock = new WarpClock();
+    const proc = await startInProcessController(c, { namespaces: [ns], clock });
     await proc.synced(STARTUP_MS);
     await createCocoonSet(ns, "vn", { replicas: 2 });
     await waitForConverged(ns, "vn", { replicas: 2 });
@@ -212,9 +217,10 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
     assert.equal(logged.level, "warn");
 
     // The killer stops: the slot comes back, and once its pod outlived the window the
-    // condition turns False.
+    // condition turns False (the controller requeues for the window's end: the clock moves).
     killing = false;
     await Promise.all(kills);
+    const stopped = proc.lines.length;
     // The status may still be the one written while a pod the killer then removed was Ready:
     // wait for a slot 2 pod the killer left alone before reading the fleet's status.
     await waitForObject(
@@ -225,6 +231,15 @@ describe("cocoonset controller under churn", { timeout: 900_000 }, () => {
       { timeoutMs: 90_000, description: "slot 2 back with a pod the killer left alone" },
     );
     await waitForConverged(ns, "vn", { replicas: 2 }, 90_000);
+    const stable = async () =>
+      condition(await client.get(paths.cocoonSet(ns, "vn")), "Degraded")?.status === "False";
+    await advancePastRequeues(
+      proc,
+      clock,
+      { ns, name: "vn", from: stopped },
+      "Degraded=False",
+      stable,
+    );
     const recovered = await waitForObject(
       client,
       paths.cocoonSets(ns),

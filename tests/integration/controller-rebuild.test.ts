@@ -1,8 +1,9 @@
 /**
- * Acceptance tests of `cocoonset controller` as a real process: a failing sub-agent is
- * rebuilt on the real backoff schedule and dead-lettered after 4 rebuilds (events, metrics,
- * revival by a spec edit), and a controller killed in the middle of a 100-slot fan-out is
- * restarted and converges to exactly 100 sub-agents.
+ * Acceptance tests of `cocoonset controller`: a failing sub-agent is rebuilt on the backoff
+ * schedule and dead-lettered after 4 rebuilds (events, metrics, revival by a spec edit), by
+ * the controller in the test's process on a clock the test moves past each backoff the
+ * controller requeues for; and a controller process killed in the middle of a 100-slot
+ * fan-out is restarted and converges to exactly 100 sub-agents.
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
@@ -29,7 +30,9 @@ import {
   waitForConverged,
   waitForEvent,
 } from "../support/controller-fleet.js";
+import { advancePastRequeues, startInProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
+import { WarpClock } from "../support/fake-clock.js";
 
 before(async () => {
   await ensureCrd(adminClient());
@@ -40,8 +43,10 @@ describe("cocoonset controller: rebuilds and restarts", { timeout: 240_000 }, ()
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-rebuild");
     const client = adminClient();
-    const proc = await startController(c, { kubeconfig: testKubeconfig(), namespaces: [ns] });
+    const clock = new WarpClock();
+    const proc = await startInProcessController(c, { namespaces: [ns], clock });
     await proc.synced();
+
     await createCocoonSet(ns, "rb", { replicas: 2 });
     await waitForConverged(ns, "rb", { replicas: 2 });
     let pod = await client.get<Pod>(paths.pod(ns, "rb-2"));
@@ -53,9 +58,18 @@ describe("cocoonset controller: rebuilds and restarts", { timeout: 240_000 }, ()
     const logFrom: number[] = [];
     for (let k = 1; k <= MAX_REBUILD_ATTEMPTS; k++) {
       const uid = pod.metadata!.uid!;
-      failedAt.push(Date.now());
+      failedAt.push(clock.now());
       logFrom.push(proc.lines.length);
       await failPod(ns, "rb-2", uid);
+      if (k > 1)
+        await advancePastRequeues(
+          proc,
+          clock,
+          { ns, name: "rb", from: logFrom[k - 1] },
+          `rebuild ${k}`,
+          async () =>
+            (historyOf(await client.get(paths.cocoonSet(ns, "rb"))).get(2)?.count ?? 0) >= k,
+        );
       const cs = await waitForObject(
         client,
         paths.cocoonSets(ns),

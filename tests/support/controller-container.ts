@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildImage, which, type BuildResult } from "../../cluster/image.js";
 import { CONTROLLER_UID } from "../../controller/image.js";
-import { Cleanup, ControllerProcess, freePort } from "./controller-process.js";
+import { Cleanup, ControllerProcess } from "./controller-process.js";
 import { suffix } from "./cluster.js";
 
 /** Why containers cannot run here, or undefined when podman, buildah and runc work. */
@@ -112,19 +112,18 @@ export async function runControllerContainer(
   cleanup: Cleanup,
   opts: ContainerOptions,
 ): Promise<ControllerProcess & { containerName: string }> {
-  const metricsPort = await freePort();
-  const probePort = await freePort();
   const name = `cocoonset-test-${suffix()}`;
   const podmanArgs = [
     ...podmanRunArgs(name, opts.env, opts.mounts),
     opts.image,
     ...opts.args,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+    // :0 ports, read back from its log: no two controllers can be handed the same port.
+    "--metrics-bind-address=127.0.0.1:0",
+    "--health-probe-bind-address=127.0.0.1:0",
   ];
   // podman proxies signals it receives to the container (--sig-proxy is on by default).
   const child = spawn("podman", podmanArgs, { stdio: ["ignore", "pipe", "pipe"] });
-  const proc = new ControllerProcess(opts.label ?? "container", child, metricsPort, probePort);
+  const proc = new ControllerProcess(opts.label ?? "container", child);
   cleanup.defer(`stop container ${name}`, async () => {
     try {
       if (!proc.running) return;
@@ -159,10 +158,11 @@ export async function waitForReadyz(
   timeoutMs = 120_000,
 ): Promise<number> {
   const deadline = Date.now() + timeoutMs;
+  const { probes } = await proc.ports();
   for (;;) {
     if (!proc.running)
       throw new Error(`the container exited before /readyz was 200\n${proc.tail()}`);
-    if ((await status(proc.probePort, "/readyz")) === 200) return Date.now() - sinceMs;
+    if ((await status(probes, "/readyz")) === 200) return Date.now() - sinceMs;
     if (Date.now() > deadline)
       throw new Error(`/readyz was not 200 within ${timeoutMs} ms\n${proc.tail()}`);
     await new Promise((r) => setTimeout(r, 100));

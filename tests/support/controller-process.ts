@@ -195,39 +195,32 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   return sum;
 }
 
-/** A running `cocoonset controller` child process. */
-export class ControllerProcess {
+/** A controller's JSON log lines, metrics and probes, whether it runs as a process or not. */
+export class ControllerLog {
   /** Parsed stdout lines, in order. */
   readonly lines: LogLine[] = [];
   /** The same lines as written, unparsed (JSON.parse would hide a duplicated key). */
   readonly rawLines: string[] = [];
   /** Everything written on stderr. */
   stderr = "";
-  /** Resolves when the process has exited. */
+  /** Resolves when the controller has stopped. */
   readonly exited: Promise<Exit>;
-  private exit?: Exit;
+  protected exit?: Exit;
   private waiters: Waiter[] = [];
   private partial = "";
 
   constructor(
     readonly label: string,
-    readonly child: ChildProcess,
-    readonly metricsPort: number,
-    readonly probePort: number,
+    exited: Promise<Exit>,
   ) {
-    child.stdout!.setEncoding("utf8");
-    child.stderr!.setEncoding("utf8");
-    child.stdout!.on("data", (chunk: string) => this.onStdout(chunk));
-    child.stderr!.on("data", (chunk: string) => (this.stderr += chunk));
-    this.exited = new Promise((resolve) => {
-      child.once("exit", (code, signal) => {
-        this.exit = { code, signal };
-        resolve(this.exit);
-      });
+    this.exited = exited.then((e) => {
+      this.exit = e;
+      return e;
     });
   }
 
-  private onStdout(chunk: string): void {
+  /** Takes the next chunk of the log's text. */
+  feed(chunk: string): void {
     const text = this.partial + chunk;
     const parts = text.split("\n");
     this.partial = parts.pop() ?? "";
@@ -319,9 +312,22 @@ export class ControllerProcess {
     });
   }
 
+  /**
+   * The ports its metrics and probe servers bound (it is started with `:0` ports, so no two
+   * controllers started at once can be handed the same one), from its log.
+   */
+  async ports(): Promise<{ metrics: number; probes: number }> {
+    const l = await this.waitForLog(
+      "serving metrics and probes",
+      (l) => l.msg === "serving metrics and probes",
+    );
+    const port = (a: unknown) => Number(String(a).slice(String(a).lastIndexOf(":") + 1));
+    return { metrics: port(l.metricsAddress), probes: port(l.healthProbeAddress) };
+  }
+
   /** The `/metrics` exposition text. */
   async metricsText(): Promise<string> {
-    const r = await httpGet(this.metricsPort, "/metrics");
+    const r = await httpGet((await this.ports()).metrics, "/metrics");
     assert.equal(r.status, 200, `GET /metrics of ${this.label}`);
     return r.body;
   }
@@ -332,8 +338,27 @@ export class ControllerProcess {
   }
 
   /** GET a probe endpoint. */
-  probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
-    return httpGet(this.probePort, path);
+  async probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
+    return httpGet((await this.ports()).probes, path);
+  }
+}
+
+/** A running `cocoonset controller` child process. */
+export class ControllerProcess extends ControllerLog {
+  constructor(
+    label: string,
+    readonly child: ChildProcess,
+  ) {
+    super(
+      label,
+      new Promise((resolve) => {
+        child.once("exit", (code, signal) => resolve({ code, signal }));
+      }),
+    );
+    child.stdout!.setEncoding("utf8");
+    child.stderr!.setEncoding("utf8");
+    child.stdout!.on("data", (chunk: string) => this.feed(chunk));
+    child.stderr!.on("data", (chunk: string) => (this.stderr += chunk));
   }
 
   /** Sends `signal` and resolves with how the process ended (SIGKILL after `graceMs`). */
@@ -367,16 +392,14 @@ export async function startController(
   cleanup: Cleanup,
   opts: StartOptions,
 ): Promise<ControllerProcess> {
-  const metricsPort = await freePort();
-  const probePort = await freePort();
   const args = [
     CLI_MAIN,
     "controller",
     "--kubeconfig",
     opts.kubeconfig,
     `--leader-elect=${opts.leaderElect ? "true" : "false"}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+    "--metrics-bind-address=127.0.0.1:0",
+    "--health-probe-bind-address=127.0.0.1:0",
     "--log-level=debug",
     ...opts.namespaces.flatMap((ns) => ["--namespace", ns]),
     ...(opts.leaderElectionNamespace
@@ -389,7 +412,7 @@ export async function startController(
   for (const k of Object.keys(env))
     if (k.startsWith("COCOONSET_") || k === "KUBECONFIG" || k === "OCI_REGISTRY") delete env[k];
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  const proc = new ControllerProcess(opts.label ?? "controller", child, metricsPort, probePort);
+  const proc = new ControllerProcess(opts.label ?? "controller", child);
   cleanup.defer(`stop ${proc.label}`, async () => {
     if (!proc.running) return;
     const exit = await proc.stop("SIGTERM");

@@ -1,0 +1,26 @@
+// How scripts/test.mjs groups the test files of a tier. tests/unit/scripts/test-groups.test.ts
+// checks that every file doing one of the shared things below is listed in SERIAL.
+
+/** Files (under dist/tests/<tier>/) that run alone, and why. */
+export const SERIAL = {
+  integration: {
+    "operator-guards.test.js": "removes the CRD",
+    "controller-no-crd.test.js": "removes the CRD",
+    "controller-runtime.test.js": "restarts the apiserver",
+    "migration-target.test.js": "cordons a node of the cluster",
+    "migration.test.js": "labels the cluster's nodes with a snapshot class",
+    "controller-rbac.test.js": "its controllers watch every namespace",
+  },
+  differential: { "peer.test.js": "replaces the CRD with the peer's" },
+  e2e: {
+    "fleet-adopt.test.js": "removes the CRD",
+    "fleet-operator.test.js": "its Operator installs and deletes the CRD",
+    "operator-crd.test.js": "removes the CRD",
+    "resource-options-operator.test.js": "removes the CRD",
+    "shared-operator.test.js": "its Operator installs and deletes the CRD",
+    "template.test.js": "its Operator installs and deletes the CRD",
+    "yaml-package.test.js": "its Operator installs and deletes the CRD",
+  },
+};
+/** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
+export const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };

@@ -1,10 +1,30 @@
 /** Helpers shared by the CLI commands: error reporting and JSON output. */
-import { InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "commander";
+import { readFileSync } from "node:fs";
 import { MAX_TIMER_MS, parseDuration as parseDurationMs } from "../controller/duration.js";
 import { action, CliError } from "../controller/command.js";
 import { InvalidValueError } from "../provider/kube/branded-error.js";
 
 export { action, CliError, MAX_TIMER_MS };
+
+/**
+ * A command line program of the package's version, `name` and `description`; a closed pipe
+ * on stdout (`cocoonset ... | head`) ends it quietly instead of with a stack trace.
+ */
+export function newProgram(name: string, description: string): Command {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(0);
+    throw e;
+  });
+  return new Command()
+    .name(name)
+    .description(description)
+    .version(pkg.version)
+    .showHelpAfterError();
+}
 
 /** Prints one JSON document on stdout. */
 export function printJson(value: unknown): void {

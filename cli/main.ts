@@ -3,8 +3,7 @@
  * development tooling (toolchain, embedded cluster, demo, image) is `cocoonset-dev`, in a
  * clone of the repository only (cluster/dev-cli.ts).
  */
-import { Command } from "commander";
-import { readFileSync } from "node:fs";
+import { newProgram } from "./common.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "../controller/command.js";
 import { registerPlan } from "./plan-command.js";
@@ -13,24 +12,10 @@ import {
   reconcilerOptionsOf,
 } from "../controller/cocoonset-controller.js";
 
-const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-  version: string;
-};
-
-// A closed pipe (`cocoonset ... | head`) is not an error worth a stack trace.
-process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-  if (e.code === "EPIPE") process.exit(0);
-  throw e;
-});
-
-const program = new Command();
-program
-  .name("cocoonset")
-  .description(
-    "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller",
-  )
-  .version(pkg.version)
-  .showHelpAfterError();
+const program = newProgram(
+  "cocoonset",
+  "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller",
+);
 registerReleaseAndReap(program);
 registerPlan(program);
 registerController(program, async ({ client, options }) =>

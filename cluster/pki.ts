@@ -187,11 +187,21 @@ export function issueClientCertificate(
   user: string,
   groups: string[] = [],
 ): ClientCertificate {
+  return issueLeaf(ca, name(user, groups), [
+    extension(OID.extKeyUsage, false, seq(oid(OID.clientAuth))),
+  ]);
+}
+
+/**
+ * A leaf certificate for `subject` signed by `ca`, valid for a year, for digital signatures,
+ * with `usage` (its extended key usage and any further extensions).
+ */
+function issueLeaf(ca: CertificateAuthority, subject: Buffer, usage: Buffer[]): ClientCertificate {
   const key = ecKeyPair();
   // Fails early with a clear error when the CA key is not an EC key.
   createPublicKey(ca.keyPem);
   const der = certificate({
-    subject: name(user, groups),
+    subject,
     issuer: subjectOf(ca.certPem),
     publicKeyDer: key.publicKeyDer,
     signingKeyPem: ca.keyPem,
@@ -200,7 +210,7 @@ export function issueClientCertificate(
       extension(OID.basicConstraints, true, seq()),
       // digitalSignature
       extension(OID.keyUsage, true, tlv(0x03, Buffer.from([7, 0x80]))),
-      extension(OID.extKeyUsage, false, seq(oid(OID.clientAuth))),
+      ...usage,
     ],
   });
   return { certPem: pem("CERTIFICATE", der), keyPem: key.keyPem };
@@ -228,25 +238,12 @@ export function issueServerCertificate(
   commonName: string,
   names: { dns?: string[]; ips?: string[] },
 ): ClientCertificate {
-  const key = ecKeyPair();
-  createPublicKey(ca.keyPem);
   const san = seq(
     ...(names.dns ?? []).map((d) => tlv(0x82, Buffer.from(d, "ascii"))),
     ...(names.ips ?? []).map((ip) => tlv(0x87, ipBytes(ip))),
   );
-  const der = certificate({
-    subject: name(commonName),
-    issuer: subjectOf(ca.certPem),
-    publicKeyDer: key.publicKeyDer,
-    signingKeyPem: ca.keyPem,
-    days: 365,
-    extensions: [
-      extension(OID.basicConstraints, true, seq()),
-      // digitalSignature
-      extension(OID.keyUsage, true, tlv(0x03, Buffer.from([7, 0x80]))),
-      extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth))),
-      extension(OID.subjectAltName, false, san),
-    ],
-  });
-  return { certPem: pem("CERTIFICATE", der), keyPem: key.keyPem };
+  return issueLeaf(ca, name(commonName), [
+    extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth))),
+    extension(OID.subjectAltName, false, san),
+  ]);
 }

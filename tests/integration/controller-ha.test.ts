@@ -12,6 +12,7 @@ import { ensureCrd } from "../../provider/engine/index.js";
 import type { CocoonSet, Pod } from "../../provider/fleet/index.js";
 import { paths, waitForObject } from "../../provider/kube/index.js";
 import { adminClient, isReady, testKubeconfig } from "../support/cluster.js";
+import { bindRoleAndRequestToken } from "../support/service-account.js";
 import {
   createCocoonSet,
   failPod,
@@ -150,28 +151,14 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
     });
     const role = controllerRole(sa, ns);
     await client.create(paths.roles(ns), role);
-    await client.create(paths.roleBindings(ns), {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: sa },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa },
-      subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
-    });
-    const tr = await client.create<{ status: { token: string } }>(
-      paths.serviceAccountToken(ns, sa),
-      {
-        apiVersion: "authentication.k8s.io/v1",
-        kind: "TokenRequest",
-        spec: { expirationSeconds: 900 },
-      },
-    );
+    const token = await bindRoleAndRequestToken(client, ns, sa, 900);
     const cluster = client.config.getCurrentCluster()!;
     const kubeconfig = writeTokenKubeconfig(
       tempDir(c, "rbac"),
       "kubeconfig",
       cluster.server,
       cluster.caData,
-      tr.status.token,
+      token,
     );
     // The service account cannot read the CRD object: the controller's CRD check falls
     // back to API discovery.

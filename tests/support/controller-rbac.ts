@@ -13,6 +13,7 @@ import { ANNOTATIONS } from "../../provider/fleet/index.js";
 import { paths, PatchType, waitForList, type KubeObject } from "../../provider/kube/index.js";
 import { adminClient, suffix } from "./cluster.js";
 import { cocoonSet, IMAGE } from "./controller-fleet.js";
+import { bindRoleAndRequestToken } from "./service-account.js";
 import {
   Cleanup,
   controllerNamespace,
@@ -86,28 +87,14 @@ export async function installRbac(c: Cleanup): Promise<Rbac> {
   });
   const leaseRole = controllerLeaseRole(SA, sysNs);
   await admin.create(paths.roles(sysNs), leaseRole);
-  await admin.create(paths.roleBindings(sysNs), {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "RoleBinding",
-    metadata: { name: SA },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: SA },
-    subjects: [{ kind: "ServiceAccount", name: SA, namespace: sysNs }],
-  });
-  const tr = await admin.create<{ status: { token: string } }>(
-    paths.serviceAccountToken(sysNs, SA),
-    {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: { expirationSeconds: 3600 },
-    },
-  );
+  const token = await bindRoleAndRequestToken(admin, sysNs, SA, 3600);
   const cluster = admin.config.getCurrentCluster()!;
   const kubeconfig = writeTokenKubeconfig(
     tempDir(c, "ctl-rbac"),
     "kubeconfig",
     cluster.server,
     cluster.caData,
-    tr.status.token,
+    token,
   );
   // The authorizer applies new bindings from its own cache: wait until it has.
   await untilAllowed(sysNs, access("cocoonset.cocoonstack.io", "cocoonsets", "list"), true);

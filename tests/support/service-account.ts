@@ -33,21 +33,7 @@ export async function serviceAccountClient(
     metadata: { name },
     rules,
   });
-  await admin.create(paths.roleBindings(ns), {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "RoleBinding",
-    metadata: { name },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
-    subjects: [{ kind: "ServiceAccount", name, namespace: ns }],
-  });
-  const tr = await admin.create<{ status: { token: string } }>(
-    paths.serviceAccountToken(ns, name),
-    {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: { expirationSeconds: 600 },
-    },
-  );
+  const token = await bindRoleAndRequestToken(admin, ns, name, 600);
   const cluster = admin.config.getCurrentCluster()!;
   return KubeClient.fromString(
     JSON.stringify({
@@ -59,9 +45,34 @@ export async function serviceAccountClient(
           cluster: { server: cluster.server, "certificate-authority-data": cluster.caData },
         },
       ],
-      users: [{ name, user: { token: tr.status.token } }],
+      users: [{ name, user: { token } }],
       contexts: [{ name: "c", context: { cluster: "c", user: name } }],
       "current-context": "c",
     }),
   );
+}
+
+/**
+ * Binds ServiceAccount `sa` of `ns` to the Role of the same name and returns a token for it
+ * (a TokenRequest) that lasts `expirationSeconds`.
+ */
+export async function bindRoleAndRequestToken(
+  admin: KubeClient,
+  ns: string,
+  sa: string,
+  expirationSeconds: number,
+): Promise<string> {
+  await admin.create(paths.roleBindings(ns), {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: sa },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa },
+    subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
+  });
+  const tr = await admin.create<{ status: { token: string } }>(paths.serviceAccountToken(ns, sa), {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: { expirationSeconds },
+  });
+  return tr.status.token;
 }

@@ -5,13 +5,20 @@
 
 /** The layers from the bottom up: a module may import its own layer and those before it. */
 const LAYERS = [
-  { name: "kube", path: "^provider/kube/" },
-  { name: "core", path: "^provider/fleet/" },
-  { name: "registry", path: "^provider/registry/" },
-  { name: "release", path: "^provider/release/" },
-  { name: "engine", path: "^provider/engine/" },
+  { name: "kube", path: "^engine/kube/" },
+  // The planning core, room by room: pure code, each room on the ones before it.
+  { name: "spec", path: "^engine/spec/" },
+  { name: "pods", path: "^engine/pods/" },
+  { name: "snapshots", path: "^engine/snapshots/" },
+  { name: "plan", path: "^engine/plan/" },
+  { name: "lifecycle", path: "^engine/lifecycle/" },
+  { name: "planner", path: "^engine/planner/" },
+  { name: "hibernation", path: "^engine/(hibernation/|core\\.ts$)" },
+  { name: "registry", path: "^engine/registry/" },
+  { name: "release", path: "^engine/release/" },
+  { name: "execute", path: "^engine/execute/" },
   // provider/index.ts is the package's `./provider` facade over all of the above.
-  { name: "dynamic", path: "^provider/(dynamic/|index\\.ts$)" },
+  { name: "dynamic", path: "^provider/" },
   { name: "controller", path: "^controller/" },
   { name: "sdk", path: "^sdk/" },
   { name: "plugin", path: "^plugin/" },
@@ -19,6 +26,9 @@ const LAYERS = [
   // Development tooling (`cocoonset-dev`), not in the published package: on top of it all.
   { name: "cluster", path: "^cluster/" },
 ];
+
+/** The planning core's rooms. */
+const CORE = "^engine/(spec|pods|snapshots|plan|lifecycle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,
@@ -42,10 +52,10 @@ module.exports = {
       comment:
         "the planning core does no I/O: of the Kubernetes layer it uses only the object metadata, the API names and the error base",
       severity: "error",
-      from: { path: "^provider/fleet/" },
+      from: { path: CORE },
       to: {
-        path: "^provider/kube/",
-        pathNot: "^provider/kube/(objects|api-names|branded-error)\\.ts$",
+        path: "^engine/kube/",
+        pathNot: "^engine/kube/(objects|api-names|branded-error)\\.ts$",
       },
     },
     ...upward,

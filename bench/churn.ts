@@ -16,9 +16,11 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Informer } from "../controller/informer.js";
-import { ensureCrd } from "../provider/engine/index.js";
-import { API_VERSION, KIND, LABELS, isReady, type Pod } from "../provider/fleet/index.js";
-import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { API_VERSION } from "../engine/kube/api-names.js";
+import { isReady } from "../engine/pods/index.js";
+import { KIND, LABELS, type Pod } from "../engine/spec/index.js";
+import { KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
 import {
   freePort,
   note,

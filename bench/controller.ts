@@ -29,9 +29,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClusterState } from "../cluster/index.js";
-import { ensureCrd } from "../provider/engine/index.js";
-import { LABELS, isReady } from "../provider/fleet/index.js";
-import { KubeClient, paths, waitForList, type KubeObject } from "../provider/kube/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { isReady } from "../engine/pods/index.js";
+import { LABELS } from "../engine/spec/index.js";
+import { KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
 import {
   PEER_MODULE,
   PEER_VERSION,

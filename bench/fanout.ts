@@ -20,17 +20,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pLimit from "p-limit";
 import { clusterDown, clusterUp } from "../cluster/index.js";
-import { ensureCrd, runPass, waitForMainReady } from "../provider/engine/index.js";
+import { runPass } from "../engine/execute/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { waitForMainReady } from "../engine/execute/lifecycle.js";
+import { buildAgentPod } from "../engine/pods/index.js";
 import {
   ANNOTATIONS,
   LABELS,
-  buildAgentPod,
   withDefaults,
   type CocoonSet,
   type Pod,
-} from "../provider/fleet/index.js";
-import { KubeClient, paths, waitForList } from "../provider/kube/index.js";
-import { release } from "../provider/release/index.js";
+} from "../engine/spec/index.js";
+import { KubeClient, paths, waitForList } from "../engine/kube/index.js";
+import { release } from "../engine/release/index.js";
 import { lineChart } from "./chart.js";
 import { machine, startRun } from "./support.js";
 

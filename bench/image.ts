@@ -20,8 +20,8 @@ import { join } from "node:path";
 import { buildImage, type BuildResult } from "../cluster/image.js";
 import { deploymentControllerArgs } from "../controller/image.js";
 import { podmanRunArgs } from "../tests/support/controller-container.js";
-import { ensureCrd } from "../provider/engine/index.js";
-import { KubeClient } from "../provider/kube/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { KubeClient } from "../engine/kube/index.js";
 import { lineChart } from "./chart.js";
 import { NAMESPACES, REPLICAS, SETS, measure, waitReady, type SideFigures } from "./controller.js";
 import {

@@ -30,7 +30,7 @@ import {
   waitForObject,
   type KubeClient,
   type KubeObject,
-} from "../provider/kube/index.js";
+} from "../engine/kube/index.js";
 
 /** The peer's module. */
 export const PEER_MODULE = "github.com/cocoonstack/cocoon-operator";

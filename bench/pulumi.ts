@@ -28,9 +28,10 @@ import {
   type SlotsInputs,
   type SlotsOutputs,
 } from "../provider/dynamic/index.js";
-import { converge, deleteFleet, ensureCrd } from "../provider/engine/index.js";
-import { LABELS, type CocoonSetSpec } from "../provider/fleet/index.js";
-import { KubeClient, paths } from "../provider/kube/index.js";
+import { converge, deleteFleet } from "../engine/execute/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { LABELS, type CocoonSetSpec } from "../engine/spec/index.js";
+import { KubeClient, paths } from "../engine/kube/index.js";
 import { barChart } from "./chart.js";
 import { BenchWorkspace } from "./pulumi-env.js";
 import {

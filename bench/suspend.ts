@@ -27,17 +27,11 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { readState, type ClusterState } from "../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../cluster/node-agent.js";
-import { ensureCrd } from "../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  API_VERSION,
-  KIND,
-  LABELS,
-  type CocoonSet,
-  type Pod,
-} from "../provider/fleet/index.js";
-import { KubeClient, PatchType, paths } from "../provider/kube/index.js";
-import type { ObjectLike } from "../provider/kube/client.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { API_VERSION } from "../engine/kube/api-names.js";
+import { ANNOTATIONS, KIND, LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
+import { KubeClient, PatchType, paths } from "../engine/kube/index.js";
+import type { ObjectLike } from "../engine/kube/client.js";
 import { applyCrds, deleteCrd, ensurePeer, peerHelp, readCrds, type Peer } from "./peer.js";
 import {
   freePort,

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { readFileSync } from "node:fs";
 import { MAX_TIMER_MS, parseDuration as parseDurationMs } from "../controller/duration.js";
 import { action, CliError } from "../controller/command.js";
-import { InvalidValueError } from "../provider/kube/branded-error.js";
+import { InvalidValueError } from "../engine/kube/branded-error.js";
 
 export { action, CliError, MAX_TIMER_MS };
 

@@ -1,7 +1,7 @@
 /** `cocoonset reap` and `cocoonset release`: one reaper pass, and owner release, from a shell. */
 import type { Command } from "commander";
-import { namespaceNameProblem } from "../provider/fleet/names.js";
-import { KubeApiError, KubeClient, KubeConfigError } from "../provider/kube/index.js";
+import { namespaceNameProblem } from "../engine/spec/index.js";
+import { KubeApiError, KubeClient, KubeConfigError } from "../engine/kube/index.js";
 import {
   reapNamespace,
   release,
@@ -9,7 +9,7 @@ import {
   ReleaseTimeoutError,
   validateReleaseOwner,
   type ReleaseLog,
-} from "../provider/release/index.js";
+} from "../engine/release/index.js";
 import { action, CliError, parseTimeout, printJson } from "./common.js";
 
 const kubeconfigHelp =

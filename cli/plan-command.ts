@@ -5,29 +5,28 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import { previewPlan } from "../provider/engine/index.js";
-import { OciRegistry } from "../provider/registry/oci.js";
+import { previewPlan } from "../engine/execute/index.js";
+import { OciRegistry } from "../engine/registry/oci.js";
 import {
   OptionsError,
   resolveControllerOptions,
   type ControllerFlags,
 } from "../controller/options.js";
 import { registryClientOf } from "../controller/cocoonset-controller.js";
-import { CaBundleError } from "../provider/registry/ca.js";
+import { CaBundleError } from "../engine/registry/ca.js";
+import { API_VERSION } from "../engine/kube/api-names.js";
+import { planToJSON, renderPlan } from "../engine/plan/index.js";
 import {
-  API_VERSION,
   KIND,
   cocoonSetNameProblem,
   formatFailure,
   namespaceNameProblem,
-  planToJSON,
-  renderPlan,
   validateCocoonSetSpec,
   type CocoonSet,
-} from "../provider/fleet/index.js";
-import { KubeApiError, KubeClient, KubeConfigError, paths } from "../provider/kube/index.js";
+} from "../engine/spec/index.js";
+import { KubeApiError, KubeClient, KubeConfigError, paths } from "../engine/kube/index.js";
 import { action, CliError, printJson } from "./common.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 const kubeconfigHelp =
   "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";

@@ -34,7 +34,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, posix, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultControllerImage } from "../controller/image.js";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { BrandedError } from "../engine/kube/branded-error.js";
 
 /** The package root (holds package.json, dist/, controller/Dockerfile). */
 export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -26,7 +26,7 @@ import { createRequire } from "node:module";
 import { delimiter, extname, isAbsolute, join, resolve } from "node:path";
 import type * as grpcTypes from "@grpc/grpc-js";
 import type * as langTypes from "@pulumi/pulumi/proto/language_pb.js";
-import { BrandedError, errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
+import { BrandedError, errorMessage, InvalidValueError } from "../engine/kube/branded-error.js";
 
 /** The package managers `InstallDependencies` can run. */
 export type PackageManager = "npm" | "yarn" | "pnpm" | "bun";

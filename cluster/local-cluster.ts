@@ -37,8 +37,8 @@ import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
 import { createClientCa, type CertificateAuthority } from "./pki.js";
 import { requireBinary, type BinaryName } from "./toolchain-pins.js";
-import { BrandedError, errorMessage } from "../provider/kube/branded-error.js";
-import { sleep } from "../provider/kube/sleep.js";
+import { BrandedError, errorMessage } from "../engine/kube/branded-error.js";
+import { sleep } from "../engine/kube/sleep.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";

@@ -4,7 +4,7 @@
  * --kubeconfig FILE --registry HOST:PORT`. It logs one line per transition to stdout (the
  * component's log) and `synced` once its caches are filled; SIGTERM stops it.
  */
-import { KubeClient } from "../provider/kube/index.js";
+import { KubeClient } from "../engine/kube/index.js";
 import { NODE_AGENT_SYNCED } from "./local-cluster.js";
 import { startNodeAgent } from "./node-agent.js";
 

@@ -49,11 +49,11 @@ import {
   LIFECYCLE_STATES,
   ROLES,
   SNAPSHOT_TAGS,
-} from "../provider/fleet/constants.js";
-import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
-import { OciRegistry, RegistryError } from "../provider/registry/oci.js";
+} from "../engine/spec/index.js";
+import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
+import { OciRegistry, RegistryError } from "../engine/registry/oci.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Namespace label that opts a namespace's pods in, with the value {@link NODE_AGENT_ENABLED}. */
 export const NODE_AGENT_LABEL = "sim.cocoonset.cocoonstack.io/node-agent";

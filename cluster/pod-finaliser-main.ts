@@ -4,7 +4,7 @@
  * FILE`. It logs one line per final delete to stdout (the component's log) and `synced`
  * once its caches are filled; SIGTERM stops it.
  */
-import { KubeClient } from "../provider/kube/index.js";
+import { KubeClient } from "../engine/kube/index.js";
 import { POD_FINALISER_SYNCED } from "./local-cluster.js";
 import { startPodFinaliser } from "./pod-finaliser.js";
 

@@ -17,9 +17,9 @@
  *   that uid is still there and terminating.
  */
 import { Informer } from "../controller/informer.js";
-import { paths, type KubeClient, type KubeObject } from "../provider/kube/index.js";
+import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** The fields of a pod the finaliser reads. */
 export interface TerminatingPod extends KubeObject {

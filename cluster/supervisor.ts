@@ -18,7 +18,7 @@ import {
   writeState,
   type ComponentRecord,
 } from "./local-cluster.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Longest wait before restarting a component that keeps dying. */
 export const MAX_RESTART_DELAY_MS = 30_000;

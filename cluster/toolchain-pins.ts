@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { BrandedError } from "../provider/kube/branded-error.js";
+import { BrandedError } from "../engine/kube/branded-error.js";
 
 /** One wrapper module and the binaries built from it. */
 export interface ToolGroup {

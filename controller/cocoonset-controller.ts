@@ -12,11 +12,12 @@ import {
   paths,
   type KubeClient,
   type KubeObject,
-} from "../provider/kube/index.js";
-import { reapNamespace } from "../provider/release/index.js";
-import { OciRegistry } from "../provider/registry/oci.js";
-import { readCaBundle } from "../provider/registry/ca.js";
-import { isReady, LABELS } from "../provider/fleet/index.js";
+} from "../engine/kube/index.js";
+import { reapNamespace } from "../engine/release/index.js";
+import { OciRegistry } from "../engine/registry/oci.js";
+import { readCaBundle } from "../engine/registry/ca.js";
+import { isReady } from "../engine/pods/index.js";
+import { LABELS } from "../engine/spec/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
@@ -32,7 +33,7 @@ import {
   type Watch,
 } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
 export const WATCHES_PER_SCOPE = 3;

@@ -13,9 +13,9 @@ import {
   type CreateLogs,
   type EngineHooks,
   type SnapshotRegistry,
-} from "../provider/engine/index.js";
-import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../provider/fleet/index.js";
-import type { KubeClient } from "../provider/kube/index.js";
+} from "../engine/execute/index.js";
+import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
+import type { KubeClient } from "../engine/kube/index.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,

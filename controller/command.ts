@@ -17,8 +17,8 @@ import {
   type ControllerFlags,
   type ControllerOptions,
 } from "./index.js";
-import { KubeClient, KubeConfigError } from "../provider/kube/index.js";
-import { BrandedError, errorMessage } from "../provider/kube/branded-error.js";
+import { KubeClient, KubeConfigError } from "../engine/kube/index.js";
+import { BrandedError, errorMessage } from "../engine/kube/branded-error.js";
 
 /** A user-facing failure: printed to stderr without a stack, exit code 1 (or `code`). */
 export class CliError extends BrandedError {

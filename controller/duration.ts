@@ -1,5 +1,5 @@
 /** Durations as flags and arguments spell them: `90s`, `5m`, `1h30m`, `250ms`. */
-import { InvalidValueError } from "../provider/kube/branded-error.js";
+import { InvalidValueError } from "../engine/kube/branded-error.js";
 
 /** The longest delay a Node timer honours (a longer one fires at once). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -10,9 +10,9 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { paths, type KubeClient, type ObjectLike } from "../provider/kube/index.js";
+import { paths, type KubeClient, type ObjectLike } from "../engine/kube/index.js";
 import type { EventRecorder as EventRecorderContract, EventType } from "./types.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** The `reportingController` of every event. */
 export const REPORTING_CONTROLLER = "cocoonset-controller";

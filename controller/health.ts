@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
-import { errorMessage, InvalidValueError } from "../provider/kube/branded-error.js";
+import { errorMessage, InvalidValueError } from "../engine/kube/branded-error.js";
 
 /** A parsed bind address; `host` undefined means every interface. */
 export interface BindAddress {

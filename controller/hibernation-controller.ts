@@ -12,8 +12,8 @@ import {
   paths,
   type KubeClient,
   type KubeObject,
-} from "../provider/kube/index.js";
-import { HIBERNATION_PLURAL } from "../provider/fleet/index.js";
+} from "../engine/kube/index.js";
+import { HIBERNATION_PLURAL } from "../engine/spec/index.js";
 import type { CheckResult } from "./health.js";
 import type { ControllerDefinition, Watch } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler, ReconcileResult } from "./types.js";

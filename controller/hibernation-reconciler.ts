@@ -1,6 +1,6 @@
 /**
  * The CocoonHibernation reconciler: the engine's hibernation pass (read, plan, execute:
- * provider/engine/hibernation.ts) inside the controller runtime. CRs that target one pod are
+ * engine/execute/hibernation.ts) inside the controller runtime. CRs that target one pod are
  * reconciled one at a time (a per-pod lock): their opposing desires would race that pod's
  * hibernate annotation and its VM's tag.
  * Behaviour: docs/behaviour.md §3.18.
@@ -10,9 +10,9 @@ import {
   runHibernationPass,
   type HibernationHooks,
   type SnapshotRegistry,
-} from "../provider/engine/index.js";
-import type { CocoonHibernation } from "../provider/fleet/index.js";
-import { paths, type KubeClient } from "../provider/kube/index.js";
+} from "../engine/execute/index.js";
+import type { CocoonHibernation } from "../engine/spec/index.js";
+import { paths, type KubeClient } from "../engine/kube/index.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,

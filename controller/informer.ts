@@ -19,9 +19,9 @@
  * in the controller reads and which is often the largest part of a pod.
  */
 import type { Logger } from "pino";
-import { isGone, type KubeClient, type KubeObject } from "../provider/kube/index.js";
-import { sleep } from "../provider/kube/sleep.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { isGone, type KubeClient, type KubeObject } from "../engine/kube/index.js";
+import { sleep } from "../engine/kube/sleep.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Callbacks of an {@link Informer}. */
 export interface InformerHandlers<T extends KubeObject = KubeObject> {

@@ -24,10 +24,10 @@ import {
   paths,
   type KubeClient,
   type KubeObject,
-} from "../provider/kube/index.js";
+} from "../engine/kube/index.js";
 import { microTime } from "./events.js";
-import { sleep } from "../provider/kube/sleep.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { sleep } from "../engine/kube/sleep.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** The spec of a Lease. */
 export interface LeaseSpec {

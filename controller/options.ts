@@ -6,10 +6,10 @@
 import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
-import { BrandedError, InvalidValueError } from "../provider/kube/branded-error.js";
-import { DEFAULT_FANOUT } from "../provider/fleet/constants.js";
-import { describeValue, namespaceNameProblem } from "../provider/fleet/validate.js";
-import { parseRegistryAddress, plainHttpProblem } from "../provider/registry/address.js";
+import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js";
+import { DEFAULT_FANOUT } from "../engine/spec/index.js";
+import { describeValue, namespaceNameProblem } from "../engine/spec/index.js";
+import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/address.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {

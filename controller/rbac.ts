@@ -15,9 +15,10 @@
  *
  * @see https://kubernetes.io/docs/reference/access-authn-authz/rbac/
  */
-import type { KubeObject } from "../provider/kube/index.js";
+import type { KubeObject } from "../engine/kube/index.js";
 import { DEFAULT_LEASE_NAME } from "./leader-election.js";
-import { CRD_NAME, GROUP } from "../provider/fleet/constants.js";
+import { GROUP } from "../engine/kube/api-names.js";
+import { CRD_NAME } from "../engine/spec/index.js";
 
 /** One RBAC rule. */
 export interface PolicyRule {

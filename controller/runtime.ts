@@ -19,7 +19,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { KubeClient, type KubeObject } from "../provider/kube/index.js";
+import { KubeClient, type KubeObject } from "../engine/kube/index.js";
 import { KubeEventRecorder } from "./events.js";
 import {
   parseBindAddress,
@@ -41,8 +41,8 @@ import {
   type ReconcileResult,
 } from "./types.js";
 import { WorkQueue, type Clock } from "./work-queue.js";
-import { sleep } from "../provider/kube/sleep.js";
-import { errorMessage } from "../provider/kube/branded-error.js";
+import { sleep } from "../engine/kube/sleep.js";
+import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** One watched kind: where to list it, and which keys its changes enqueue. */
 export interface Watch {

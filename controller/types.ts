@@ -4,7 +4,7 @@
  * events and metrics, and hands the engine what it needs through {@link ReconcileContext}.
  */
 import type { Logger } from "pino";
-import type { ObjectLike } from "../provider/kube/index.js";
+import type { ObjectLike } from "../engine/kube/index.js";
 
 export type { Logger } from "pino";
 

@@ -11,8 +11,8 @@
  * `fleetGuardCheck`, `fleetGuardCreate`, `fleetGuardUpdate`). A stack
  * deployed with one version calls them by name from the next.
  */
-export * as fleet from "./fleet/index.js";
-export * as kube from "./kube/index.js";
-export * as engine from "./engine/index.js";
-export * as release from "./release/index.js";
+export * as fleet from "../engine/core.js";
+export * as kube from "../engine/kube/index.js";
+export * as engine from "../engine/execute/index.js";
+export * as release from "../engine/release/index.js";
 export * as dynamic from "./dynamic/index.js";

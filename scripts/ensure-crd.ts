@@ -2,8 +2,8 @@
 // until they are served. `scripts/test.mjs` runs it once per tier, before the files that run
 // concurrently (they only read the CRD), after the ones that remove or replace it.
 //   COCOONSET_TEST_KUBECONFIG=… node dist/scripts/ensure-crd.js
-import { ensureCrd } from "../provider/engine/index.js";
-import { KubeClient } from "../provider/kube/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { KubeClient } from "../engine/kube/index.js";
 
 const kubeconfig = process.env.COCOONSET_TEST_KUBECONFIG;
 if (!kubeconfig) {

@@ -10,8 +10,8 @@ import {
   slotsArgumentProblems,
 } from "../provider/dynamic/slots.js";
 import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/lifecycle-view.js";
+import { API_VERSION } from "../engine/kube/api-names.js";
 import {
-  API_VERSION,
   DEFAULT_FANOUT,
   KIND,
   cocoonSetNameProblem,
@@ -19,7 +19,7 @@ import {
   prefixedProperty,
   validateCocoonSetSpec,
   type CocoonSetSpec,
-} from "../provider/fleet/index.js";
+} from "../engine/spec/index.js";
 import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";

@@ -7,4 +7,4 @@
 export { Operator, type OperatorArgs } from "./operator.js";
 export { Fleet, type FleetArgs } from "./fleet.js";
 export { Slots, slotsProvider, PROVIDER_VERSION, type SlotsArgs } from "./slots.js";
-export type * from "../provider/fleet/generated/types.js";
+export type * from "../engine/spec/generated/types.js";

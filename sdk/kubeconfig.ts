@@ -12,7 +12,7 @@ import {
   defaultKubeconfigFile,
   readKubeconfigFile,
   withContext,
-} from "../provider/kube/kubeconfig-file.js";
+} from "../engine/kube/kubeconfig-file.js";
 
 export { withContext };
 

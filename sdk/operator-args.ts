@@ -14,10 +14,10 @@ import {
   parseRegistryOption,
   parseTransitionTimeoutOption,
 } from "../controller/options.js";
-import { CRD_NAME, describeValue, namespaceNameProblem } from "../provider/fleet/index.js";
-import { InvalidValueError } from "../provider/kube/branded-error.js";
-import { plainHttpProblem } from "../provider/registry/address.js";
-import { parseCaBundle } from "../provider/registry/ca.js";
+import { CRD_NAME, describeValue, namespaceNameProblem } from "../engine/spec/index.js";
+import { InvalidValueError } from "../engine/kube/branded-error.js";
+import { plainHttpProblem } from "../engine/registry/address.js";
+import { parseCaBundle } from "../engine/registry/ca.js";
 
 /** Arguments of the `Operator` component (sdk/operator.ts). */
 export interface OperatorArgs {

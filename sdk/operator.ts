@@ -22,15 +22,11 @@ import {
   METRICS_PORT,
   PROBE_PORT,
 } from "../controller/image.js";
-import crdJson from "../provider/fleet/generated/crd.json" with { type: "json" };
-import {
-  DEFAULT_FANOUT,
-  LABELS,
-  MANAGED_BY as MANAGED_BY_VALUE,
-} from "../provider/fleet/constants.js";
+import crdJson from "../engine/spec/generated/crd.json" with { type: "json" };
+import { DEFAULT_FANOUT, LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../engine/spec/index.js";
 
 // The generated CRD, typed as the Kubernetes provider's input.
-import hibernationCrdJson from "../provider/fleet/generated/hibernation-crd.json" with { type: "json" };
+import hibernationCrdJson from "../engine/spec/generated/hibernation-crd.json" with { type: "json" };
 
 // The CocoonHibernation CRD (per-pod hibernate and wake), installed beside the CocoonSet's.
 const hibernationCrd: {

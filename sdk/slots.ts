@@ -6,7 +6,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
-import type { CocoonSetSpec } from "../provider/fleet/index.js";
+import type { CocoonSetSpec } from "../engine/spec/index.js";
 import type { SlotMap, SlotsInputs } from "../provider/dynamic/index.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };

@@ -13,15 +13,16 @@ import type { Command } from "commander";
 import { clusterDown, clusterUp } from "../local-cluster.js";
 import { pulumiEnv } from "../pulumi.js";
 import { ensureToolchain } from "../toolchain.js";
-import { agentPodName, isReady, type Pod } from "../../provider/fleet/index.js";
+import { agentPodName, isReady } from "../../engine/pods/index.js";
+import type { Pod } from "../../engine/spec/index.js";
 import {
   KubeClient,
   paths,
   waitForList,
   waitForObject,
   type KubeObject,
-} from "../../provider/kube/index.js";
-import { ownerReferenceForPod } from "../../provider/release/index.js";
+} from "../../engine/kube/index.js";
+import { ownerReferenceForPod } from "../../engine/release/index.js";
 import { action, CliError } from "../../cli/common.js";
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

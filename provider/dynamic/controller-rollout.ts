@@ -3,9 +3,9 @@
  * fails at once, with a message that says what to do, when its pods cannot pull the image or
  * cannot start its container (a generic await timeout after minutes says neither).
  */
-import { KubeClient, paths, type KubeObject } from "../kube/index.js";
-import { sleep } from "../kube/sleep.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
+import { sleep } from "../../engine/kube/sleep.js";
+import { BrandedError } from "../../engine/kube/branded-error.js";
 import { withoutKubeconfig } from "./outputs.js";
 
 /** How long `pulumi up` waits for the controller Deployment to roll out by default, in seconds. */

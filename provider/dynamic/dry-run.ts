@@ -24,22 +24,29 @@ import {
   readCocoonSet,
   sendOnePerShape,
   type ShapeGroup,
-} from "../engine/index.js";
+} from "../../engine/execute/index.js";
 import {
-  DEFAULT_FANOUT,
   podQuotaUsage,
   quotaOverflows,
+  type QuotaOverflow,
+  type ResourceQuotaObject,
+} from "../../engine/pods/index.js";
+import { vmNameClash, vmNameClashMessage } from "../../engine/snapshots/index.js";
+import {
+  DEFAULT_FANOUT,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
   type PodManifest,
-  type QuotaOverflow,
-  type ResourceQuotaObject,
-  vmNameClash,
-  vmNameClashMessage,
-} from "../fleet/index.js";
-import { isAlreadyExists, KubeApiError, KubeClient, paths, type KubeList } from "../kube/index.js";
-import { errorMessage } from "../kube/branded-error.js";
+} from "../../engine/spec/index.js";
+import {
+  isAlreadyExists,
+  KubeApiError,
+  KubeClient,
+  paths,
+  type KubeList,
+} from "../../engine/kube/index.js";
+import { errorMessage } from "../../engine/kube/branded-error.js";
 
 /** The inputs the dry run needs (a subset of the slots resource's inputs). */
 export interface DryRunInputs {

@@ -15,9 +15,9 @@
  * both pass the read; the CocoonSet is applied with `pulumi.com/patchForce` (the program's
  * spec wins over a kubectl edit), so the second apply wins.
  */
-import { CRD_NAME, describeValue, type CocoonSet } from "../fleet/index.js";
-import { KubeClient, paths, type KubeObject } from "../kube/index.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { CRD_NAME, describeValue, type CocoonSet } from "../../engine/spec/index.js";
+import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
+import { BrandedError } from "../../engine/kube/branded-error.js";
 import { withoutKubeconfig } from "./outputs.js";
 
 /** Annotation on a CocoonSet naming the Fleet (`<project>/<stack>/<name>`) that created it. */

@@ -5,19 +5,17 @@
  * wait (lifecycle-wait.ts) feed it the cluster's objects.
  * Behaviour: docs/behaviour.md §7.4.
  */
+import { asksHibernate } from "../../engine/lifecycle/index.js";
+import type { Plan } from "../../engine/plan/index.js";
+import { isOwnedPod, isTerminal, isTerminating } from "../../engine/pods/index.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
   LIFECYCLE_STATES,
-  asksHibernate,
-  isOwnedPod,
-  isTerminal,
-  isTerminating,
   type CocoonSet,
   type CocoonSetSpec,
-  type Plan,
   type Pod,
-} from "../fleet/index.js";
+} from "../../engine/spec/index.js";
 import type { SlotMap } from "./slot-view.js";
 
 /** A flip of `spec.suspend` between two deploys. */

@@ -6,7 +6,7 @@
  * planner's requeue delay (the registry tag the gate also reads has no watch).
  * Behaviour: docs/behaviour.md §7.4.
  */
-import type { CocoonSet, Pod } from "../fleet/index.js";
+import type { CocoonSet, Pod } from "../../engine/spec/index.js";
 import {
   isSuspendRegistrySilence,
   listFleetPods,
@@ -15,9 +15,9 @@ import {
   runPass,
   type PassFailure,
   type PassOptions,
-} from "../engine/index.js";
-import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../kube/index.js";
-import { BrandedError } from "../kube/branded-error.js";
+} from "../../engine/execute/index.js";
+import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../../engine/kube/index.js";
+import { BrandedError } from "../../engine/kube/branded-error.js";
 import {
   describePods,
   lifecyclePods,

@@ -2,7 +2,7 @@
  * The cluster read `pulumi preview` makes so that a missing namespace is refused before
  * anything is created: the slots resource's and the Operator guard's `check` call it.
  */
-import { KubeClient, paths } from "../kube/index.js";
+import { KubeClient, paths } from "../../engine/kube/index.js";
 
 /**
  * A check failure reason when the namespace does not exist, else undefined. A cluster that

@@ -10,9 +10,9 @@
  *   CocoonSet in the cluster, and with no controller left their finalizers would hold the
  *   destroy forever: it refuses while any CocoonSet is left, unless the CRD is kept.
  */
-import { CRD_NAME } from "../fleet/index.js";
-import { KubeClient, paths, type KubeObject } from "../kube/index.js";
-import { BrandedError } from "../kube/branded-error.js";
+import { CRD_NAME } from "../../engine/spec/index.js";
+import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
+import { BrandedError } from "../../engine/kube/branded-error.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
   kubeconfigChanged,

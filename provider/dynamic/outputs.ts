@@ -6,7 +6,7 @@
  * `delete` needs none keeps it as an input only, and one whose `delete` needs the cluster
  * keeps the file's path and context and reads the file again (docs/pulumi.md, "Credentials").
  */
-import { KubeConfigError, readKubeconfigFile, withContext } from "../kube/index.js";
+import { KubeConfigError, readKubeconfigFile, withContext } from "../../engine/kube/index.js";
 
 /** The inputs without the kubeconfig, as a resource's outputs. */
 export function withoutKubeconfig<T extends { kubeconfig?: unknown }>(

@@ -3,25 +3,27 @@
  * number ("0" is the main agent) or toolbox name, each value the VM description its pod
  * carries. `pulumi preview --diff` prints one line per added, removed or changed key.
  */
+import { API_VERSION } from "../../engine/kube/api-names.js";
 import {
-  ANNOTATIONS,
-  API_VERSION,
   isReady,
-  KIND,
-  LABELS,
-  NODE_LABELS,
   agentDrift,
   toolboxDrift,
   VM_FIELDS,
   buildAgentPod,
   buildToolboxPod,
   classifyPods,
+} from "../../engine/pods/index.js";
+import {
+  ANNOTATIONS,
+  KIND,
+  LABELS,
+  NODE_LABELS,
   withDefaults,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
   type PodManifest,
-} from "../fleet/index.js";
+} from "../../engine/spec/index.js";
 
 /** What one slot's pod is: role, names and the VM description compared for drift. */
 export interface SlotView {

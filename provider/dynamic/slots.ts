@@ -5,6 +5,7 @@
  * refresh always run the engine that is installed.
  * Behaviour: docs/behaviour.md §7.3.
  */
+import { asksHibernate } from "../../engine/lifecycle/index.js";
 import {
   cocoonSetNameProblem,
   describeValue,
@@ -12,11 +13,10 @@ import {
   namespaceNameProblem,
   prefixedProperty,
   validateCocoonSetSpec,
-  asksHibernate,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-} from "../fleet/index.js";
+} from "../../engine/spec/index.js";
 import { dryRunRefusals } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
@@ -25,8 +25,8 @@ import {
   isSuspendRegistrySilence,
   listFleetPods,
   readCocoonSet,
-} from "../engine/index.js";
-import { KubeApiError, KubeClient, KubeConfigError } from "../kube/index.js";
+} from "../../engine/execute/index.js";
+import { KubeApiError, KubeClient, KubeConfigError } from "../../engine/kube/index.js";
 import {
   cocoonSetFrom,
   desiredSlots,
@@ -34,11 +34,11 @@ import {
   type SlotMap,
   type SlotStatus,
 } from "./slot-view.js";
-import { BrandedError, errorMessage, InvalidValueError } from "../kube/branded-error.js";
-import { stableJson } from "../fleet/stable-json.js";
-import { parseRegistryAddress, plainHttpProblem } from "../registry/address.js";
-import { parseCaBundle } from "../registry/ca.js";
-import { OciRegistry } from "../registry/oci.js";
+import { BrandedError, errorMessage, InvalidValueError } from "../../engine/kube/branded-error.js";
+import { stableJson } from "../../engine/spec/index.js";
+import { parseRegistryAddress, plainHttpProblem } from "../../engine/registry/address.js";
+import { parseCaBundle } from "../../engine/registry/ca.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import {
   DEFAULT_SUSPEND_TIMEOUT_SECONDS,
   lifecycleChange,

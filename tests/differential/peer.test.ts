@@ -15,12 +15,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { applyCrds, deleteCrd, ensurePeer, readCrds } from "../../bench/peer.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { type CocoonSet } from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
+import { paths, waitForList } from "../../engine/kube/index.js";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix, testClusterDir, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, startController } from "../support/controller-process.js";
 import { startPeer } from "../support/peer-process.js";

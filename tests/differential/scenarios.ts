@@ -4,27 +4,27 @@
  * watches for a state both controllers must reach. The same code runs against the peer
  * and against the project's controller; only the namespace differs.
  */
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
+import { parseRebuildHistory } from "../../engine/pods/rebuild-history.js";
 import {
   ANNOTATIONS,
   LABELS,
   SNAPSHOT_TAGS,
-  parseRebuildHistory,
-  vmNameFor,
   type CocoonHibernation,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-} from "../../provider/fleet/index.js";
+} from "../../engine/spec/index.js";
 import {
   PatchType,
   paths,
   waitForList,
   waitForObject,
   type KubeClient,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import { isReady } from "../support/cluster.js";
 import { IMAGE, SIMULATE, cocoonSet } from "../support/controller-fleet.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { takeSnapshot, type Side, type Snapshot } from "./snapshot.js";
 
 /** What a scenario gets to work with. */

@@ -14,18 +14,18 @@
  * reason; they are folded away on both sides before comparing. docs/differences.md ("Differences
  * from cocoon-operator") lists the same entries (a unit test keeps the two in step).
  */
+import { PLACEHOLDER_IMAGE } from "../../engine/spec/constants.js";
+import { HIBERNATION_KIND } from "../../engine/spec/hibernation-schema.js";
 import {
   ANNOTATIONS,
   KIND,
   LABELS,
-  HIBERNATION_KIND,
-  PLACEHOLDER_IMAGE,
   type CocoonHibernation,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, type KubeClient } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths, type KubeClient } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { metricValue } from "../support/controller-process.js";
 
 /** Which controller produced a snapshot. */

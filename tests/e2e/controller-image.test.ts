@@ -22,8 +22,8 @@ import {
   namespacedRules,
 } from "../../controller/index.js";
 import type { BuildResult } from "../../cluster/image.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, testKubeconfig } from "../support/cluster.js";
 import {
   buildTestImage,

@@ -5,10 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { API_VERSION, KIND } from "../../provider/fleet/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { KIND } from "../../engine/spec/index.js";
 import { CREATED_BY } from "../../provider/dynamic/fleet-guard.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 import { fleetProgram as program, podUids, withStacks } from "../support/fleet-program.js";

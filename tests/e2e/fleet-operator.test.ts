@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ANNOTATIONS, CRD_NAME } from "../../provider/fleet/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { ANNOTATIONS, CRD_NAME } from "../../engine/spec/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 import {

@@ -7,9 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { CREATED_BY } from "../../provider/dynamic/fleet-guard.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { fleetProgram as program, podUids, withStacks } from "../support/fleet-program.js";
 import { programStack } from "../support/pulumi.js";

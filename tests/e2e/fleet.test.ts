@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
-import { ownerReferenceForPod } from "../../provider/release/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { ownerReferenceForPod } from "../../engine/release/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import {
   destroyOnFailure,

@@ -10,9 +10,9 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 import { requireBinary } from "../../cluster/toolchain-pins.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS } from "../../engine/spec/index.js";
+import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

@@ -10,9 +10,10 @@ import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { API_VERSION, KIND, LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { KIND, LABELS } from "../../engine/spec/index.js";
+import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

@@ -7,9 +7,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { API_VERSION, CRD_NAME, KIND } from "../../provider/fleet/index.js";
-import { paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { CRD_NAME, KIND } from "../../engine/spec/index.js";
+import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { crdStamp, removeCrd } from "../support/crd.js";
 import { programStack, repoRoot } from "../support/pulumi.js";

@@ -9,9 +9,9 @@ import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { LABELS, ROLES } from "../../provider/fleet/index.js";
-import { KubeApiError, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS, ROLES } from "../../engine/spec/index.js";
+import { KubeApiError, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

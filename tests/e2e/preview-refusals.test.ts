@@ -7,9 +7,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { LABELS } from "../../provider/fleet/index.js";
-import { paths } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS } from "../../engine/spec/index.js";
+import { paths } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

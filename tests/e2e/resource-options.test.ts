@@ -10,9 +10,10 @@ import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { deleteFleet, ensureCrd } from "../../provider/engine/index.js";
-import { LABELS, type CocoonSet } from "../../provider/fleet/index.js";
-import { paths, waitForObject } from "../../provider/kube/index.js";
+import { deleteFleet } from "../../engine/execute/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS, type CocoonSet } from "../../engine/spec/index.js";
+import { paths, waitForObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { CRD_NAME, LABELS } from "../../provider/fleet/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { CRD_NAME, LABELS } from "../../engine/spec/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 import { programStack, repoRoot } from "../support/pulumi.js";

@@ -21,16 +21,16 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import {
   ANNOTATIONS,
   LABELS,
   SNAPSHOT_TAGS,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths, waitForList } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix } from "../support/cluster.js";
 import { pushTag, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { programStack, repoRoot } from "../support/pulumi.js";

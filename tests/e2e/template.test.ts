@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { lstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { LABELS } from "../../engine/spec/index.js";
+import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
 import { localRegistry } from "../support/npm-registry.js";
 import {

@@ -8,9 +8,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForList } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS } from "../../engine/spec/index.js";
+import { paths, waitForList } from "../../engine/kube/index.js";
 import { SLOTS_UNKNOWN_MESSAGE } from "../../sdk/fleet.js";
 import { adminClient, isReady, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";

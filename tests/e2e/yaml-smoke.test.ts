@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { test } from "node:test";
 import { binDir, requireBinary } from "../../cluster/toolchain-pins.js";
-import { paths } from "../../provider/kube/index.js";
+import { paths } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { pulumiCli, scratchBackend, scratchProject } from "../support/pulumi.js";
 

@@ -9,10 +9,11 @@
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
 import fc from "fast-check";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { UNKNOWN, check } from "../../provider/dynamic/slots.js";
-import { API_VERSION, KIND } from "../../provider/fleet/index.js";
-import { KubeApiError, paths } from "../../provider/kube/index.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { KIND } from "../../engine/spec/index.js";
+import { KubeApiError, paths } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { fleetInputsArb } from "../support/bad-input.js";
 

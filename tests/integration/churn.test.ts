@@ -14,9 +14,9 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { before, describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { LABELS, type CocoonSet, type Pod } from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { LABELS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,

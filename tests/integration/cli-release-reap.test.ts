@@ -12,8 +12,8 @@ import {
   MANAGED_BY_VALUE,
   PROMPT_DATA_COMPONENT,
   ownerReferenceForPod,
-} from "../../provider/release/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+} from "../../engine/release/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { cocoonset } from "../support/cli.js";
 

@@ -12,7 +12,7 @@ import {
   waitForList,
   waitForObject,
   type KubeObject,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import {
   adminClient,
   isReady,

@@ -8,9 +8,9 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { DEFAULT_LEASE_NAME, type Lease } from "../../controller/leader-election.js";
 import { controllerRole } from "../../controller/rbac.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import type { CocoonSet, Pod } from "../../provider/fleet/index.js";
-import { paths, waitForObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { CocoonSet, Pod } from "../../engine/spec/index.js";
+import { paths, waitForObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, testKubeconfig } from "../support/cluster.js";
 import { bindRoleAndRequestToken } from "../support/service-account.js";
 import {

@@ -6,13 +6,13 @@
 import assert from "node:assert/strict";
 import { get } from "node:http";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { paths } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { paths } from "../../engine/kube/index.js";
 import {
   EXPIRES_AT_ANNOTATION,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
-} from "../../provider/release/index.js";
+} from "../../engine/release/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
 import { duplicateKeys } from "../support/log-keys.js";

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";
 import { removeCrd } from "../support/crd.js";

@@ -10,8 +10,9 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import pLimit from "p-limit";
 import { controllerRules, leaderElectionRules, type PolicyRule } from "../../controller/rbac.js";
-import { toolboxPodName, type Pod } from "../../provider/fleet/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { toolboxPodName } from "../../engine/pods/index.js";
+import type { Pod } from "../../engine/spec/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient } from "../support/cluster.js";
 import {
   createCocoonSet,

@@ -13,8 +13,9 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { DEFAULT_LEASE_NAME } from "../../controller/leader-election.js";
-import { ANNOTATIONS, toolboxPodName } from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { toolboxPodName } from "../../engine/pods/index.js";
+import { ANNOTATIONS } from "../../engine/spec/index.js";
+import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady } from "../support/cluster.js";
 import {
   createCocoonSet,

@@ -7,16 +7,10 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  BACKOFF_SCHEDULE_SECONDS,
-  LABELS,
-  MAX_REBUILD_ATTEMPTS,
-  type CocoonSet,
-  type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { BACKOFF_SCHEDULE_SECONDS, MAX_REBUILD_ATTEMPTS } from "../../engine/spec/constants.js";
+import { ANNOTATIONS, LABELS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,

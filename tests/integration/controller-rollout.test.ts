@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { awaitControllerRollout } from "../../provider/dynamic/index.js";
-import { PatchType, paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { PatchType, paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 
 const SIMULATE = "cocoonset.cocoonstack.io/simulate";

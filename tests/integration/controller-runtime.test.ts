@@ -14,7 +14,7 @@ import { runController } from "../../controller/cocoonset-controller.js";
 import { Metrics } from "../../controller/metrics.js";
 import type { ControllerOptions } from "../../controller/options.js";
 import type { ObjectKey, ReconcileContext } from "../../controller/types.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { Informer } from "../../controller/informer.js";
 import { LeaderElector, type Lease } from "../../controller/leader-election.js";
 import {
@@ -23,7 +23,7 @@ import {
   waitForList,
   waitForObject,
   type KubeObject,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import { restartApiserver } from "../support/apiserver-restart.js";
 import { runControllerCli } from "../support/run-controller-cli.js";
 import { adminClient, suffix, testClusterDir, withNamespace } from "../support/cluster.js";

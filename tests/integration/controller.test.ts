@@ -10,16 +10,16 @@ import { execFile } from "node:child_process";
 import { before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { requireBinary } from "../../cluster/toolchain-pins.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import {
   ANNOTATIONS,
   FINALIZER,
   LABELS,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../provider/kube/index.js";
-import { ownerReferenceForPod } from "../../provider/release/index.js";
+} from "../../engine/spec/index.js";
+import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { ownerReferenceForPod } from "../../engine/release/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   IMAGE,

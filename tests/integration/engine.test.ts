@@ -15,23 +15,25 @@ import { stringify } from "yaml";
 import {
   converge,
   deleteFleet,
-  ensureCrd,
   ensureFinalizer,
-  PASS_ABORTED,
-  PassAborted,
-  PlanRefusal,
   runPass,
   type EngineHooks,
   type PassOptions,
+} from "../../engine/execute/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import {
+  PASS_ABORTED,
+  PassAborted,
+  PlanRefusal,
   type PassResult,
-} from "../../provider/engine/index.js";
+} from "../../engine/execute/pass.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
 import {
   FINALIZER,
   validateCocoonSetSpec,
   type CocoonSet,
   type CocoonSetSpec,
-  type PlanJSON,
-} from "../../provider/fleet/index.js";
+} from "../../engine/spec/index.js";
 import {
   KubeApiError,
   KubeClient,
@@ -40,7 +42,7 @@ import {
   waitForList,
   waitForObject,
   type KubeObject,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import {
   adminClient,
   isReady,

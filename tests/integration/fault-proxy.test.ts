@@ -5,10 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { converge, ensureCrd, type PassResult } from "../../provider/engine/index.js";
-import type { CocoonSet } from "../../provider/fleet/index.js";
-import { KubeClient, paths, type KubeObject } from "../../provider/kube/index.js";
-import { release } from "../../provider/release/index.js";
+import { converge } from "../../engine/execute/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { PassResult } from "../../engine/execute/pass.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
+import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
+import { release } from "../../engine/release/index.js";
 import { adminClient, isReady, withNamespace } from "../support/cluster.js";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.js";
 

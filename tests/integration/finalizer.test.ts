@@ -1,5 +1,5 @@
 /**
- * The engine's one finalizer idiom (provider/engine/finalizer.ts), against the real
+ * The engine's one finalizer idiom (engine/execute/finalizer.ts), against the real
  * apiserver: an add keeps another controller's finalizer and refuses to write over a list
  * that moved since it was read; a remove takes only ours, also when the list moved under a
  * stale copy, and an object already gone counts as done. On ConfigMaps: the helper is the
@@ -8,8 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
-import { addFinalizerTo, removeFinalizerFrom } from "../../provider/engine/index.js";
-import { KubeApiError, paths, type KubeObject } from "../../provider/kube/index.js";
+import { addFinalizerTo, removeFinalizerFrom } from "../../engine/execute/finalizer.js";
+import { KubeApiError, paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 
 const OURS = "cocoonset.cocoonstack.io/test-finalizer";

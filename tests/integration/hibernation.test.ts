@@ -16,16 +16,16 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { HIBERNATION_FINALIZER } from "../../engine/spec/hibernation-schema.js";
 import {
   ANNOTATIONS,
-  HIBERNATION_FINALIZER,
   SNAPSHOT_TAGS,
   type CocoonHibernation,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, waitForList, waitForObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths, waitForList, waitForObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { createCocoonSet, waitForConverged, type EventV1 } from "../support/controller-fleet.js";
 import { Cleanup, controllerNamespace, startController } from "../support/controller-process.js";

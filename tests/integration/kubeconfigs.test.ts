@@ -15,13 +15,13 @@ import { stringify } from "yaml";
 import { clientCa, readState } from "../../cluster/local-cluster.js";
 import { issueClientCertificate } from "../../cluster/pki.js";
 import { read, type SlotsOutputs } from "../../provider/dynamic/index.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { KubeClient, paths } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { KubeClient, paths } from "../../engine/kube/index.js";
 import {
   EXPIRES_AT_ANNOTATION,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
-} from "../../provider/release/index.js";
+} from "../../engine/release/index.js";
 import { cocoonset } from "../support/cli.js";
 import { adminClient, suffix, testClusterDir } from "../support/cluster.js";
 import {

@@ -17,7 +17,7 @@ import {
   type ClusterState,
   type ComponentRecord,
 } from "../../cluster/local-cluster.js";
-import { KubeClient, paths } from "../../provider/kube/index.js";
+import { KubeClient, paths } from "../../engine/kube/index.js";
 import { repoRoot } from "../support/pulumi.js";
 
 const cli = join(repoRoot, "dist", "cluster", "dev-cli.js");

@@ -16,17 +16,17 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
 import {
   ANNOTATIONS,
   SNAPSHOT_TAGS,
-  vmNameFor,
   type CocoonHibernation,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { PatchType, paths, waitForList, waitForObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { PatchType, paths, waitForList, waitForObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import {
   type EventV1,

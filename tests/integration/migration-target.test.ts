@@ -15,16 +15,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  SNAPSHOT_TAGS,
-  vmNameFor,
-  type CocoonSet,
-  type Pod,
-} from "../../provider/fleet/index.js";
-import { PatchType, paths } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { PatchType, paths } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import {
   createCocoonSet,

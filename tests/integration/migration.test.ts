@@ -22,18 +22,18 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { after, before, describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
 import {
   ANNOTATIONS,
   NODE_LABELS,
   SNAPSHOT_TAGS,
-  vmNameFor,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { KubeApiError, PatchType, paths } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
-import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+} from "../../engine/spec/index.js";
+import { KubeApiError, PatchType, paths } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { CLI_MAIN, Cleanup } from "../support/controller-process.js";

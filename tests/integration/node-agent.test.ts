@@ -12,8 +12,8 @@ import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
 import { readState } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL, SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix, testClusterDir, withNamespace } from "../support/cluster.js";
 import { ObjectHistory } from "../support/object-history.js";
 

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import {
   assertSingleOperator,
   crdGuardCreate,
@@ -16,8 +16,9 @@ import {
   guardCreate,
   INSTALLED_BY,
 } from "../../provider/dynamic/index.js";
-import { API_VERSION, CRD_NAME, KIND } from "../../provider/fleet/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { CRD_NAME, KIND } from "../../engine/spec/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 

@@ -7,9 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import type { CocoonSet } from "../../provider/fleet/index.js";
-import { PatchType, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
+import { PatchType, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   Cleanup,

@@ -14,8 +14,8 @@ import {
   waitForObject,
   type KubeClient,
   type KubeObject,
-} from "../../provider/kube/index.js";
-import { reapNamespace } from "../../provider/release/index.js";
+} from "../../engine/kube/index.js";
+import { reapNamespace } from "../../engine/release/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { serviceAccountClient } from "../support/service-account.js";
 

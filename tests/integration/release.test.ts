@@ -13,7 +13,7 @@ import {
   waitForList,
   type KubeObject,
   type OwnerReference,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import {
   ownerReferenceForPod,
   release,
@@ -21,7 +21,7 @@ import {
   ReleaseError,
   ReleaseTimeoutError,
   workerIdentityFromEnv,
-} from "../../provider/release/index.js";
+} from "../../engine/release/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { serviceAccountClient } from "../support/service-account.js";
 

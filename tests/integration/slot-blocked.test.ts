@@ -16,10 +16,10 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { before, describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import type { CocoonSet } from "../../provider/fleet/index.js";
-import type { PlanJSON } from "../../provider/fleet/plan-render.js";
-import { paths, waitForObject } from "../../provider/kube/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
+import { paths, waitForObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   IMAGE,

@@ -27,16 +27,12 @@ import { stringify } from "yaml";
 import { before, describe, test } from "node:test";
 import { FAKE_NODE_ANNOTATION, POOL_LABEL } from "../../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { converge, ensureCrd } from "../../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  SNAPSHOT_TAGS,
-  type CocoonSet,
-  type Pod,
-} from "../../provider/fleet/index.js";
-import { KubeApiError, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
-import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+import { converge } from "../../engine/execute/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { KubeApiError, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
 import { adminClient, suffix, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,

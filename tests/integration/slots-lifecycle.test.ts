@@ -14,21 +14,21 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { create, remove, update, type SlotsOutputs } from "../../provider/dynamic/index.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { vmLive } from "../../engine/pods/index.js";
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
 import {
   ANNOTATIONS,
-  API_VERSION,
   KIND,
   SNAPSHOT_TAGS,
-  vmLive,
-  vmNameFor,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import {
   registryAddress,

@@ -17,7 +17,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { SIM_ANNOTATIONS, NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import {
   create,
   diff,
@@ -26,15 +26,15 @@ import {
   type SlotsInputs,
   type SlotsOutputs,
 } from "../../provider/dynamic/index.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
 import {
   ANNOTATIONS,
-  API_VERSION,
   KIND,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths } from "../../provider/kube/index.js";
+} from "../../engine/spec/index.js";
+import { paths } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import {
   registryAddress,

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
 import {
   create,
   desiredSlots,
@@ -15,8 +15,9 @@ import {
   type SlotsInputs,
   type SlotsOutputs,
 } from "../../provider/dynamic/index.js";
-import { API_VERSION, KIND, LABELS, type CocoonSetSpec } from "../../provider/fleet/index.js";
-import { paths, type KubeObject } from "../../provider/kube/index.js";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { KIND, LABELS, type CocoonSetSpec } from "../../engine/spec/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 
 const spec: CocoonSetSpec = { agent: { replicas: 2, image: "agents/coder:1" } };

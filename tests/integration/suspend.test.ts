@@ -23,15 +23,10 @@ import { before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import {
-  ANNOTATIONS,
-  SNAPSHOT_TAGS,
-  type CocoonSet,
-  type Pod,
-} from "../../provider/fleet/index.js";
-import { paths } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { paths } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
 import {
   createCocoonSet,
@@ -42,7 +37,7 @@ import {
 import { CLI_MAIN, Cleanup, freePort } from "../support/controller-process.js";
 import { lifecycleNamespace, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
 import { ObjectHistory } from "../support/object-history.js";
-import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
 
 const client = adminClient();
 

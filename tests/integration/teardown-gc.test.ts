@@ -15,10 +15,10 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { ensureCrd } from "../../provider/engine/index.js";
-import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../provider/fleet/index.js";
-import { paths, waitForObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../engine/spec/index.js";
+import { paths, waitForObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
 import { Cleanup, freePort } from "../support/controller-process.js";

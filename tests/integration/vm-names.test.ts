@@ -18,20 +18,19 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { dryRunRefusals } from "../../provider/dynamic/dry-run.js";
-import { ensureCrd } from "../../provider/engine/index.js";
-import type { PlanJSON } from "../../provider/fleet/plan-render.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { PlanJSON } from "../../engine/plan/plan-render.js";
+import { HIBERNATION_EVENTS } from "../../engine/hibernation/hibernation.js";
+import { VM_NAME_CONDITION, VM_NAME_CONFLICT_REASON } from "../../engine/snapshots/vm-names.js";
 import {
   ANNOTATIONS,
-  HIBERNATION_EVENTS,
   SNAPSHOT_TAGS,
-  VM_NAME_CONDITION,
-  VM_NAME_CONFLICT_REASON,
   type CocoonHibernation,
   type CocoonSet,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, PatchType, waitForList, waitForObject } from "../../provider/kube/index.js";
-import { OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths, PatchType, waitForList, waitForObject } from "../../engine/kube/index.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -5,15 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { converge, ensureCrd } from "../../provider/engine/index.js";
-import type { CocoonSet } from "../../provider/fleet/index.js";
+import { converge } from "../../engine/execute/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
 import {
   KubeClient,
   paths,
   type KubeObject,
   type OwnerReference,
-} from "../../provider/kube/index.js";
-import { release } from "../../provider/release/index.js";
+} from "../../engine/kube/index.js";
+import { release } from "../../engine/release/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { startFaultProxy, type RecordedRequest } from "../support/fault-proxy.js";
 

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { TestContext } from "node:test";
-import { KubeClient, paths, waitForObject, type KubeObject } from "../../provider/kube/index.js";
+import { KubeClient, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 
 /** Path of the shared cluster's admin kubeconfig. */
 export function testKubeconfig(): string {

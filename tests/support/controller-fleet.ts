@@ -3,17 +3,16 @@
  * fleet's converged status and pods (watches), and reads of its events.
  */
 import assert from "node:assert/strict";
+import { API_VERSION } from "../../engine/kube/api-names.js";
+import { parseRebuildHistory, type RebuildHistory } from "../../engine/pods/rebuild-history.js";
 import {
   ANNOTATIONS,
-  API_VERSION,
   KIND,
   LABELS,
-  parseRebuildHistory,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-  type RebuildHistory,
-} from "../../provider/fleet/index.js";
+} from "../../engine/spec/index.js";
 import {
   PatchType,
   paths,
@@ -21,7 +20,7 @@ import {
   waitForObject,
   type KubeClient,
   type KubeObject,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import { adminClient, isReady } from "./cluster.js";
 
 /** The VM image most tests start with. */

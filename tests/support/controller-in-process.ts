@@ -15,7 +15,7 @@ import {
   runController,
   type Clock,
 } from "../../controller/index.js";
-import { KubeClient } from "../../provider/kube/index.js";
+import { KubeClient } from "../../engine/kube/index.js";
 import { testKubeconfig } from "./cluster.js";
 import { ControllerLog, type Cleanup, type Exit } from "./controller-process.js";
 import type { WarpClock } from "./fake-clock.js";

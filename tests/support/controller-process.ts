@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
-import { PatchType, paths, type KubeClient } from "../../provider/kube/index.js";
+import { PatchType, paths, type KubeClient } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "./cluster.js";
 
 /** The built CLI entry point. */

@@ -9,8 +9,8 @@ import {
   controllerLeaseRole,
   type PolicyRule,
 } from "../../controller/rbac.js";
-import { ANNOTATIONS } from "../../provider/fleet/index.js";
-import { paths, PatchType, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { ANNOTATIONS } from "../../engine/spec/index.js";
+import { paths, PatchType, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "./cluster.js";
 import { cocoonSet, IMAGE } from "./controller-fleet.js";
 import { bindRoleAndRequestToken } from "./service-account.js";

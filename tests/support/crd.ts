@@ -3,19 +3,15 @@
  * one at a time against the shared cluster, and earlier ones leave an unstamped CRD (and
  * sometimes CocoonSets) behind; an Operator test starts from a cluster with no CRD.
  */
-import {
-  CRD_NAME,
-  FINALIZER,
-  HIBERNATION_CRD_NAME,
-  HIBERNATION_FINALIZER,
-} from "../../provider/fleet/index.js";
+import { HIBERNATION_FINALIZER } from "../../engine/spec/hibernation-schema.js";
+import { CRD_NAME, FINALIZER, HIBERNATION_CRD_NAME } from "../../engine/spec/index.js";
 import {
   isNotFound,
   paths,
   waitForObject,
   WaitTimeoutError,
   type KubeObject,
-} from "../../provider/kube/index.js";
+} from "../../engine/kube/index.js";
 import { adminClient } from "./cluster.js";
 
 /**

@@ -16,7 +16,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { request as httpsRequest } from "node:https";
 import type { AddressInfo } from "node:net";
 import { stringify } from "yaml";
-import type { KubeClient } from "../../provider/kube/index.js";
+import type { KubeClient } from "../../engine/kube/index.js";
 
 /** The faults the proxy injects. */
 export type Fault = "429" | "503" | "drop-before" | "drop-after";

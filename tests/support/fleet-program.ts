@@ -5,8 +5,8 @@
 import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { LABELS } from "../../provider/fleet/index.js";
-import { paths, waitForList, type KubeObject } from "../../provider/kube/index.js";
+import { LABELS } from "../../engine/spec/index.js";
+import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient } from "./cluster.js";
 import { repoRoot } from "./pulumi.js";
 

@@ -13,9 +13,9 @@ import {
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-} from "../../provider/fleet/index.js";
-import { paths, PatchType, waitForList, waitForObject } from "../../provider/kube/index.js";
-import { OCI_MANIFEST, type OciRegistry } from "../../provider/registry/oci.js";
+} from "../../engine/spec/index.js";
+import { paths, PatchType, waitForList, waitForObject } from "../../engine/kube/index.js";
+import { OCI_MANIFEST, type OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, testClusterDir, testKubeconfig } from "./cluster.js";
 import {
   controllerNamespace,

@@ -4,8 +4,8 @@
  * milliseconds included), never on a timer.
  */
 import type { TestContext } from "node:test";
-import type { KubeClient } from "../../provider/kube/index.js";
-import type { ObjectLike } from "../../provider/kube/client.js";
+import type { KubeClient } from "../../engine/kube/index.js";
+import type { ObjectLike } from "../../engine/kube/client.js";
 
 export class ObjectHistory<T extends ObjectLike> {
   readonly seen: T[] = [];

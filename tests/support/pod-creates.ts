@@ -4,8 +4,8 @@
  * has a new uid, so every create counts once, whoever made it.
  */
 import { Informer } from "../../controller/informer.js";
-import type { Pod } from "../../provider/fleet/index.js";
-import { paths, type KubeClient, type KubeObject } from "../../provider/kube/index.js";
+import type { Pod } from "../../engine/spec/index.js";
+import { paths, type KubeClient, type KubeObject } from "../../engine/kube/index.js";
 
 /** A running create counter. */
 export interface PodCreates {

@@ -2,7 +2,7 @@
  * Test support: a KubeClient acting as a namespaced service account bound to a Role, so
  * tests can check behaviour under narrow RBAC (for example, no rights on Jobs).
  */
-import { KubeClient, paths } from "../../provider/kube/index.js";
+import { KubeClient, paths } from "../../engine/kube/index.js";
 import { adminClient } from "./cluster.js";
 
 /** One Role rule. */

@@ -15,7 +15,7 @@ import {
   PodRefIndex,
 } from "../../../controller/hibernation-controller.js";
 import { formatKey, parseKey, type ObjectKey, type Reconciler } from "../../../controller/types.js";
-import type { KubeObject } from "../../../provider/kube/index.js";
+import type { KubeObject } from "../../../engine/kube/index.js";
 
 const cr = (
   name: string,

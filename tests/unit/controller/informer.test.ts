@@ -7,7 +7,7 @@ import {
   type KubeList,
   type KubeObject,
   type WatchEvent,
-} from "../../../provider/kube/index.js";
+} from "../../../engine/kube/index.js";
 
 const obj = (name: string, rv: string): KubeObject => ({
   metadata: { name, namespace: "ns", resourceVersion: rv },

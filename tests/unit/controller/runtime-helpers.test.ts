@@ -18,7 +18,7 @@ import {
 } from "../../../controller/rbac.js";
 import { DEFAULT_LEASE_NAME } from "../../../controller/leader-election.js";
 import { formatKey, parseKey } from "../../../controller/types.js";
-import type { KubeObject } from "../../../provider/kube/index.js";
+import type { KubeObject } from "../../../engine/kube/index.js";
 
 function pod(over: Partial<KubeObject["metadata"]> = {}, status: Record<string, unknown> = {}) {
   return {

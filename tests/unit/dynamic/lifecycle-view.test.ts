@@ -17,16 +17,11 @@ import {
   isSuspendRegistrySilence,
   refusalFailure,
   StepFailure,
-} from "../../../provider/engine/pass.js";
+} from "../../../engine/execute/pass.js";
 import { cocoonSetFrom, desiredSlots } from "../../../provider/dynamic/slot-view.js";
-import {
-  ANNOTATIONS,
-  buildAgentPod,
-  buildToolboxPod,
-  planPass,
-  type CocoonSetSpec,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
+import { ANNOTATIONS, type CocoonSetSpec, type Pod } from "../../../engine/spec/index.js";
 
 const unknown = (v: unknown) => v === UNKNOWN;
 const spec = (suspend?: unknown): CocoonSetSpec =>

@@ -13,7 +13,7 @@ import {
   storedKubeconfig,
   type KubeconfigSource,
 } from "../../../provider/dynamic/outputs.js";
-import { KubeConfigError } from "../../../provider/kube/index.js";
+import { KubeConfigError } from "../../../engine/kube/index.js";
 import { resolveKubeconfig } from "../../../sdk/kubeconfig.js";
 
 const dir = mkdtempSync(join(tmpdir(), "cocoonset-outputs-"));

@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks";
 import fc from "fast-check";
 import { resolveControllerOptions } from "../../../controller/options.js";
 import { UNKNOWN, check } from "../../../provider/dynamic/slots.js";
-import { validateCocoonSetSpec } from "../../../provider/fleet/index.js";
+import { validateCocoonSetSpec } from "../../../engine/spec/index.js";
 import { operatorArgumentProblems } from "../../../sdk/operator-args.js";
 import type { OperatorArgs } from "../../../sdk/operator.js";
 import { fleetInputsArb, namesAField, operatorArgsArb, specArb } from "../../support/bad-input.js";

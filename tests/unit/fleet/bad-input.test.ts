@@ -4,15 +4,17 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  MAX_QUANTITY,
   cocoonSetNameProblem,
   formatFailure,
+  validateCocoonSetSpec,
+} from "../../../engine/spec/index.js";
+import {
+  MAX_QUANTITY,
   parseQuantity,
   quantitiesEqual,
   readQuantity,
-  validateCocoonSetSpec,
-  type ValidationFailure,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/quantity.js";
+import type { ValidationFailure } from "../../../engine/spec/validate.js";
 
 const agent = { image: "ghcr.io/acme/agent:1" };
 

@@ -4,16 +4,11 @@
 // Behaviour: docs/behaviour.md §3.21.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  BLOCKED_POLL_MS,
-  agentNamesToCheck,
-  planPass,
-  planToJSON,
-  renderPlan,
-  type CocoonSet,
-  type Plan,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { BLOCKED_POLL_MS } from "../../../engine/lifecycle/blocked.js";
+import { agentNamesToCheck } from "../../../engine/lifecycle/index.js";
+import { planToJSON, renderPlan, type Plan } from "../../../engine/plan/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import type { CocoonSet, Pod } from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, decisions, mainPod, subPod } from "./fixtures.js";
 
 /** A bare pod of that name, as `kubectl run NAME` leaves it: no fleet label, no owner. */

@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  classifyPods,
-  isReady,
-  isTerminal,
-  parseSlot,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { parseSlot } from "../../../engine/pods/classify.js";
+import { classifyPods, isReady, isTerminal } from "../../../engine/pods/index.js";
+import type { Pod } from "../../../engine/spec/index.js";
 import { cocoonSet, mainPod, subPod, toolbox, toolboxPod, withAnnotations } from "./fixtures.js";
 
 const cs = cocoonSet({ toolboxes: [toolbox("web")] }, { replicas: 3 });

@@ -1,13 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  agentDrift,
-  toolboxDrift,
-  type AgentSpec,
-  type CocoonSet,
-  type CocoonSetSpec,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { agentDrift, toolboxDrift } from "../../../engine/pods/index.js";
+import type { AgentSpec } from "../../../engine/spec/generated/types.js";
+import type { CocoonSet, CocoonSetSpec, Pod } from "../../../engine/spec/index.js";
 import live from "./fixtures/apiserver-defaulted.json" with { type: "json" };
 import {
   cocoonSet,

@@ -1,17 +1,15 @@
 // Shared builders for the fleet unit tests.
+import type { SnapshotFacts } from "../../../engine/lifecycle/index.js";
+import type { Plan } from "../../../engine/plan/index.js";
+import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
+import type { AgentSpec, ToolboxSpec } from "../../../engine/spec/generated/types.js";
 import {
   ANNOTATIONS,
-  buildAgentPod,
-  buildToolboxPod,
-  type AgentSpec,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
-  type Plan,
   type PodManifest,
-  type SnapshotFacts,
-  type ToolboxSpec,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/index.js";
 
 /** A fixed "now" for every test. */
 export const NOW = Date.parse("2025-06-01T12:00:00.000Z");

@@ -8,7 +8,7 @@ import {
   repositoryRoot,
   staleGeneratedFiles,
 } from "../../../scripts/generate-schema.js";
-import { cocoonSetCrd } from "../../../provider/fleet/index.js";
+import { cocoonSetCrd } from "../../../engine/spec/index.js";
 
 describe("generated files", () => {
   it("are up to date with the schema source (run dist/scripts/generate-schema.js when this fails)", async () => {

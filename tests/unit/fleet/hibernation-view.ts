@@ -1,6 +1,6 @@
 // Reading a CocoonHibernation plan's actions in the hibernation tests: the first action of a
 // kind, and the status, events and tag drop a plan carries.
-import type { HibernationAction, HibernationPlan } from "../../../provider/fleet/index.js";
+import type { HibernationAction, HibernationPlan } from "../../../engine/hibernation/index.js";
 
 type ActionOf<K extends HibernationAction["kind"]> = Extract<HibernationAction, { kind: K }>;
 

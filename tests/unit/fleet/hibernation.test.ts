@@ -5,22 +5,22 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
-  ANNOTATIONS,
   DEFAULT_HIBERNATE_TIMEOUT_MS,
   DEFAULT_WAKE_TIMEOUT_MS,
-  HIBERNATION_FINALIZER,
   HIBERNATION_POLL_MS,
   goDuration,
+} from "../../../engine/hibernation/hibernation.js";
+import {
   hibernationProbe,
   hibernationRefusalMessage,
   planHibernation,
-  type CocoonHibernation,
-  type CocoonHibernationPhase,
   type HibernationAction,
   type HibernationInput,
   type HibernationPlan,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/hibernation/index.js";
+import type { CocoonHibernationPhase } from "../../../engine/spec/generated/hibernation-types.js";
+import { HIBERNATION_FINALIZER } from "../../../engine/spec/hibernation-schema.js";
+import { ANNOTATIONS, type CocoonHibernation, type Pod } from "../../../engine/spec/index.js";
 import { annotateOf, eventsOf, kindsOf, observeOf, statusOf, tagOf } from "./hibernation-view.js";
 
 const NOW = Date.parse("2025-06-01T12:00:00Z");

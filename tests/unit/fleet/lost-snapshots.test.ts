@@ -5,18 +5,13 @@
 // restore intent. Behaviour: docs/behaviour.md §3.20.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  ANNOTATIONS,
-  deriveStatus,
-  planPass,
-  readLostSnapshots,
-  wakeProbes,
-  type CocoonSet,
-  type Plan,
-  type PlanAction,
-  type Pod,
-  type SnapshotFacts,
-} from "../../../provider/fleet/index.js";
+import type { SnapshotFacts } from "../../../engine/lifecycle/index.js";
+import type { Plan, PlanAction } from "../../../engine/plan/index.js";
+import { deriveStatus } from "../../../engine/plan/status.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { wakeProbes } from "../../../engine/snapshots/index.js";
+import { readLostSnapshots } from "../../../engine/snapshots/lost-snapshots.js";
+import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

@@ -6,19 +6,12 @@
 // Behaviour: docs/behaviour.md §3.17.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  ANNOTATIONS,
-  buildAgentPod,
-  classifyPods,
-  migrationStartTarget,
-  planPass,
-  renderPlan,
-  targetNodeProblem,
-  type CocoonSet,
-  type Plan,
-  type Pod,
-  type TargetNodeFacts,
-} from "../../../provider/fleet/index.js";
+import { migrationStartTarget, type TargetNodeFacts } from "../../../engine/lifecycle/index.js";
+import { targetNodeProblem } from "../../../engine/lifecycle/migrate.js";
+import { renderPlan, type Plan } from "../../../engine/plan/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { buildAgentPod, classifyPods } from "../../../engine/pods/index.js";
+import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

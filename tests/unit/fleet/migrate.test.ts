@@ -7,24 +7,23 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { MIGRATE_POLL_MS, type SnapshotFacts } from "../../../engine/lifecycle/index.js";
+import { renderPlan, type Plan } from "../../../engine/plan/index.js";
+import { planPass, snapshotProbes } from "../../../engine/planner/index.js";
 import {
-  ANNOTATIONS,
-  MIGRATE_POLL_MS,
-  NODE_LABELS,
-  SNAPSHOT_TAGS,
   agentDrift,
   buildAgentPod,
   buildToolboxPod,
-  planPass,
-  renderPlan,
-  snapshotProbes,
   toolboxDrift,
   vmLive,
+} from "../../../engine/pods/index.js";
+import {
+  ANNOTATIONS,
+  NODE_LABELS,
+  SNAPSHOT_TAGS,
   type CocoonSet,
-  type Plan,
   type Pod,
-  type SnapshotFacts,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

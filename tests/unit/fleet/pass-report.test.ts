@@ -2,14 +2,13 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
-  QUOTA_CONDITION,
   quotaBlockedStatus,
   quotaRefusalOf,
-  rfc3339Seconds,
   summarizeFailures,
-  type CocoonSet,
-  type FailedStep,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/plan/index.js";
+import { QUOTA_CONDITION, type FailedStep } from "../../../engine/plan/pass-report.js";
+import { rfc3339Seconds } from "../../../engine/plan/status.js";
+import type { CocoonSet } from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, mainPod, subPod } from "./fixtures.js";
 
 const QUOTA_MESSAGE =

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { planPass, planToJSON, renderPlan, type Pod } from "../../../provider/fleet/index.js";
+import { planToJSON, renderPlan } from "../../../engine/plan/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import type { Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

@@ -1,14 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  deriveStatus,
-  planPass,
-  type CocoonSet,
-  type Plan,
-  type PlanAction,
-  type PlanStep,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import type { Plan, PlanAction, PlanStep } from "../../../engine/plan/index.js";
+import { deriveStatus } from "../../../engine/plan/status.js";
+import { planPass } from "../../../engine/planner/index.js";
+import type { CocoonSet, Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   convergedPods,

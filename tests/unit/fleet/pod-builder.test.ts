@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  PLACEHOLDER_IMAGE,
-  buildAgentPod,
-  buildToolboxPod,
-  type PodManifest,
-} from "../../../provider/fleet/index.js";
+import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
+import { PLACEHOLDER_IMAGE } from "../../../engine/spec/constants.js";
+import type { PodManifest } from "../../../engine/spec/index.js";
 import { cocoonSet, toolbox } from "./fixtures.js";
 
 const owner = {

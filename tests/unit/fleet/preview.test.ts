@@ -3,13 +3,8 @@
 // their slot share one dry run), sent at most `concurrency` at a time.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  ANNOTATIONS,
-  LABELS,
-  buildAgentPod,
-  type CocoonSet,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { buildAgentPod } from "../../../engine/pods/index.js";
+import { ANNOTATIONS, LABELS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import {
   NOT_CREATED_UID,
   groupByShape,
@@ -18,7 +13,7 @@ import {
   previewCreates,
   sendOnePerShape,
   type SlotCreate,
-} from "../../../provider/engine/preview-creates.js";
+} from "../../../engine/execute/preview-creates.js";
 import { NOW, cocoonSet, convergedPods, failed, toolbox } from "./fixtures.js";
 
 const slots = (creates: readonly SlotCreate[]): string[] => creates.map((c) => c.slot);

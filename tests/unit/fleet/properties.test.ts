@@ -6,19 +6,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import {
-  ANNOTATIONS,
-  MAX_REBUILD_ATTEMPTS,
-  buildAgentPod,
-  isOwnedPod,
-  isTerminal,
-  planPass,
-  readRebuildHistory,
-  type CocoonSet,
-  type Plan,
-  type Pod,
-} from "../../../provider/fleet/index.js";
-import { applyPlanToPods } from "../../../provider/engine/simulate.js";
+import type { Plan } from "../../../engine/plan/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { buildAgentPod, isOwnedPod, isTerminal } from "../../../engine/pods/index.js";
+import { readRebuildHistory } from "../../../engine/pods/rebuild-history.js";
+import { MAX_REBUILD_ATTEMPTS } from "../../../engine/spec/constants.js";
+import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
+import { applyPlanToPods } from "../../../engine/execute/simulate.js";
 import {
   NOW,
   cocoonSet,

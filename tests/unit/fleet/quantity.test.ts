@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { isZeroQuantity, parseQuantity, quantitiesEqual } from "../../../provider/fleet/index.js";
+import { isZeroQuantity, parseQuantity, quantitiesEqual } from "../../../engine/spec/quantity.js";
 
 describe("quantities", () => {
   const equal: [string | number, string | number][] = [

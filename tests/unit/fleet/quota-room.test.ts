@@ -3,13 +3,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  formatQuantity,
   podQuotaUsage,
   quotaOverflows,
-  usageKeyOf,
-  type QuotaUsage,
   type ResourceQuotaObject,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/pods/index.js";
+import { formatQuantity, usageKeyOf, type QuotaUsage } from "../../../engine/pods/quota-room.js";
 
 const quota = (
   name: string,

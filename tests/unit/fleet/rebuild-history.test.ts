@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { backoffDelayMs, backoffRemainingMs } from "../../../engine/pods/backoff.js";
 import {
-  backoffDelayMs,
-  backoffRemainingMs,
   parseRebuildHistory,
   readRebuildHistory,
   serializeRebuildHistory,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/pods/rebuild-history.js";
 import { NOW, cocoonSet, withHistory } from "./fixtures.js";
 
 const T = "2025-06-01T11:59:58.000Z";

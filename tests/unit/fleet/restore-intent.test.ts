@@ -5,20 +5,20 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  ANNOTATIONS,
-  hibernationHeld,
-  hibernationTargets,
   needsHibernationTargets,
-  restoreIntended,
-  planPass,
   restoreProbes,
+  type SnapshotFacts,
+} from "../../../engine/lifecycle/index.js";
+import type { Plan } from "../../../engine/plan/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { hibernationHeld, restoreIntended } from "../../../engine/snapshots/hibernation-targets.js";
+import { hibernationTargets, type HibernationTarget } from "../../../engine/snapshots/index.js";
+import {
+  ANNOTATIONS,
   type CocoonHibernation,
   type CocoonSet,
-  type HibernationTarget,
-  type Plan,
   type Pod,
-  type SnapshotFacts,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, convergedPods, failed, mainPod, withAnnotations } from "./fixtures.js";
 
 function plan(

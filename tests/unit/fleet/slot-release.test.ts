@@ -7,24 +7,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import {
-  ANNOTATIONS,
-  EVENT_REASONS,
-  HINT_AFFINITY_WEIGHT,
-  MAIN_RETRY_MS,
-  PLAN_METRICS,
-  SUSPEND_POLL_MS,
-  planPass,
-  renderPlan,
-  slotReleaseProbes,
-  snapshotProbes,
-  type CocoonSet,
-  type CocoonSetPhase,
-  type Plan,
-  type PlanAction,
-  type Pod,
-  type SnapshotFacts,
-} from "../../../provider/fleet/index.js";
+import type { SnapshotFacts } from "../../../engine/lifecycle/index.js";
+import { HINT_AFFINITY_WEIGHT, slotReleaseProbes } from "../../../engine/lifecycle/slot-release.js";
+import { SUSPEND_POLL_MS } from "../../../engine/lifecycle/suspend.js";
+import { renderPlan, type Plan, type PlanAction } from "../../../engine/plan/index.js";
+import { planPass, snapshotProbes } from "../../../engine/planner/index.js";
+import { EVENT_REASONS, MAIN_RETRY_MS } from "../../../engine/spec/constants.js";
+import type { CocoonSetPhase } from "../../../engine/spec/generated/types.js";
+import { ANNOTATIONS, PLAN_METRICS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, decisions, failed, mainPod, tags, withAnnotations } from "./fixtures.js";
 
 const VM0 = "vk-team-demo-0";

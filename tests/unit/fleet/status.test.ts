@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  deriveStatus,
-  statusEqual,
-  type CocoonSet,
-  type CocoonSetStatus,
-  type Pod,
-} from "../../../provider/fleet/index.js";
+import { statusEqual } from "../../../engine/plan/index.js";
+import { deriveStatus } from "../../../engine/plan/status.js";
+import type { CocoonSet, CocoonSetStatus, Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

@@ -4,18 +4,11 @@
 // takes over. The registry is an input: without it a suspend plans nothing.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  ANNOTATIONS,
-  SUSPEND_POLL_MS,
-  hibernationGate,
-  planPass,
-  snapshotProbes,
-  renderPlan,
-  type CocoonSet,
-  type Plan,
-  type Pod,
-  type SnapshotFacts,
-} from "../../../provider/fleet/index.js";
+import type { SnapshotFacts } from "../../../engine/lifecycle/index.js";
+import { SUSPEND_POLL_MS, hibernationGate } from "../../../engine/lifecycle/suspend.js";
+import { renderPlan, type Plan } from "../../../engine/plan/index.js";
+import { planPass, snapshotProbes } from "../../../engine/planner/index.js";
+import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,

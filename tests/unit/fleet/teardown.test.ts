@@ -4,14 +4,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  ANNOTATIONS,
-  agentSlotOfVm,
   deleteVmNamesStash,
-  parseDeleteVmNames,
   teardownTags,
   teardownVmNames,
-  type CocoonSet,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/snapshots/index.js";
+import { agentSlotOfVm, parseDeleteVmNames } from "../../../engine/snapshots/teardown.js";
+import { ANNOTATIONS, type CocoonSet } from "../../../engine/spec/index.js";
 import { cocoonSet, convergedPods, toolbox } from "./fixtures.js";
 
 const vm = (member: number | string) => `vk-team-demo-${member}`;

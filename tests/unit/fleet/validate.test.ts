@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { MAX_REPLICAS } from "../../../engine/spec/constants.js";
 import {
-  MAX_REPLICAS,
   formatFailure,
   validateCocoonSetSpec,
   withSpecDefaults,
   type CocoonSetSpec,
-  type ValidationFailure,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/index.js";
+import type { ValidationFailure } from "../../../engine/spec/validate.js";
 
 function failures(spec: unknown, previous?: CocoonSetSpec): ValidationFailure[] {
   const result = validateCocoonSetSpec(spec, previous);

@@ -5,24 +5,24 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import type { Plan, PlanStep } from "../../../engine/plan/index.js";
+import { deriveStatus } from "../../../engine/plan/status.js";
+import { planPass } from "../../../engine/planner/index.js";
+import {
+  vanishingSlots,
+  type SlotCreateLog,
+  type SlotCreateRecord,
+} from "../../../engine/pods/index.js";
 import {
   decideRecreate,
-  deriveStatus,
-  planPass,
   pruneCreateLog,
   vanishDelayMs,
-  vanishingSlots,
-  EVENT_REASONS,
   VANISH_MAX_DELAY_MS,
   VANISH_REPORT_AFTER,
   VANISH_WINDOW_MS,
-  type CocoonSet,
-  type Plan,
-  type PlanStep,
-  type Pod,
-  type SlotCreateLog,
-  type SlotCreateRecord,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/pods/vanish.js";
+import { EVENT_REASONS } from "../../../engine/spec/constants.js";
+import type { CocoonSet, Pod } from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, mainPod, subPod } from "./fixtures.js";
 
 const fleet = cocoonSet({}, { replicas: 3 });

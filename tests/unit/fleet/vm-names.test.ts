@@ -5,30 +5,35 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { HIBERNATION_EVENTS } from "../../../engine/hibernation/hibernation.js";
+import { hibernationProbe, planHibernation } from "../../../engine/hibernation/index.js";
 import {
-  ANNOTATIONS,
-  HIBERNATION_EVENTS,
-  HIBERNATION_FINALIZER,
   SNAPSHOT_OWNER_ANNOTATION,
-  VM_NAME_CONDITION,
-  VM_NAME_CONFLICT_REASON,
-  attributePodVm,
-  buildAgentPod,
-  claimedVmNames,
-  hibernationProbe,
-  hibernationsInFlight,
   ownSnapshotFacts,
-  planHibernation,
-  planPass,
-  recordedSnapshots,
   snapshotRecordUpdate,
+} from "../../../engine/lifecycle/index.js";
+import { recordedSnapshots } from "../../../engine/lifecycle/snapshot-owner.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { buildAgentPod } from "../../../engine/pods/index.js";
+import {
+  hibernationsInFlight,
   teardownVmNames,
   vmNameClash,
   vmNamesFreeToDrop,
+} from "../../../engine/snapshots/index.js";
+import {
+  VM_NAME_CONDITION,
+  VM_NAME_CONFLICT_REASON,
+  attributePodVm,
+  claimedVmNames,
+} from "../../../engine/snapshots/vm-names.js";
+import { HIBERNATION_FINALIZER } from "../../../engine/spec/hibernation-schema.js";
+import {
+  ANNOTATIONS,
   type CocoonHibernation,
   type CocoonSet,
   type Pod,
-} from "../../../provider/fleet/index.js";
+} from "../../../engine/spec/index.js";
 import { annotateOf, eventsOf, kindsOf, statusOf, tagOf } from "./hibernation-view.js";
 import { NOW, live } from "./fixtures.js";
 

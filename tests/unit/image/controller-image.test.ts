@@ -48,7 +48,7 @@ describe("the controller entry point's import graph", () => {
     for (const p of graph.packages)
       assert.ok(p in pkg.dependencies, `${p} is a production dependency of the package`);
     const folders = new Set(graph.files.map((f) => f.slice(PACKAGE_ROOT.length + 1).split("/")[1]));
-    assert.deepEqual([...folders].sort(), ["controller", "provider"]);
+    assert.deepEqual([...folders].sort(), ["controller", "engine"]);
     const packages = runtimePackages(graph.packages, PACKAGE_ROOT).map((d) =>
       d.slice(d.lastIndexOf("node_modules/") + "node_modules/".length),
     );
@@ -106,7 +106,7 @@ describe("the controller entry point's import graph", () => {
       );
       assert.deepEqual(bad, []);
       // The full CLI loads neither either: @pulumi/pulumi and client-node are imported on
-      // first use only (cluster/pulumi.ts, provider/kube/kubeconfig.ts).
+      // first use only (cluster/pulumi.ts, engine/kube/kubeconfig.ts).
       const cli = spawnSync(
         process.execPath,
         ["--import", hooks, join(PACKAGE_ROOT, "dist", "cli", "main.js"), "controller", "--help"],

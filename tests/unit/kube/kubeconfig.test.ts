@@ -1,5 +1,5 @@
 /**
- * The project's kubeconfig loader (provider/kube/kubeconfig.ts): parsing, relative paths,
+ * The project's kubeconfig loader (engine/kube/kubeconfig.ts): parsing, relative paths,
  * credentials and TLS options, token files re-read, the in-cluster service account,
  * field-named errors matching client-node's, and client-node loaded only for what is
  * delegated to it (exec plugins, auth providers, proxies).
@@ -19,7 +19,7 @@ import {
   KubeConfigError,
   loadKubeConfig,
   type KubeRequestOptions,
-} from "../../../provider/kube/index.js";
+} from "../../../engine/kube/index.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "cocoonset-kubeconfig-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -259,7 +259,7 @@ describe("delegation to client-node", () => {
 
   /** Packages a fresh process loads while it applies `kubeconfigYaml` through KubeClient's loader. */
   function packagesLoaded(kubeconfigYaml: string): string[] {
-    const kube = pathToFileURL(join(import.meta.dirname, "../../../provider/kube/index.js")).href;
+    const kube = pathToFileURL(join(import.meta.dirname, "../../../engine/kube/index.js")).href;
     const script = `
       import { registerHooks } from "node:module";
       const seen = new Set();

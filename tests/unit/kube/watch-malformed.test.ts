@@ -14,7 +14,7 @@ import {
   KubeClient,
   KubeConfig,
   waitForList,
-} from "../../../provider/kube/index.js";
+} from "../../../engine/kube/index.js";
 
 const POD = (name: string, rv: string) => ({
   apiVersion: "v1",

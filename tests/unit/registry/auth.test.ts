@@ -13,15 +13,15 @@ import {
   dockerKeychain,
   helperFor,
   KeychainError,
-} from "../../../provider/registry/keychain.js";
+} from "../../../engine/registry/keychain.js";
 import {
   nextLink,
   OciRegistry,
   parseChallenges,
   RegistryError,
-} from "../../../provider/registry/oci.js";
-import { plainHttpProblem } from "../../../provider/registry/address.js";
-import { parseCaBundle } from "../../../provider/registry/ca.js";
+} from "../../../engine/registry/oci.js";
+import { plainHttpProblem } from "../../../engine/registry/address.js";
+import { parseCaBundle } from "../../../engine/registry/ca.js";
 
 describe("WWW-Authenticate challenges", () => {
   const table: [string, ReturnType<typeof parseChallenges>][] = [

@@ -2,7 +2,7 @@
 // OCI_REGISTRY): the origin it speaks to and the repository of a VM.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { OciRegistry, RegistryError, digestOf } from "../../../provider/registry/oci.js";
+import { OciRegistry, RegistryError, digestOf } from "../../../engine/registry/oci.js";
 
 describe("OciRegistry names", () => {
   const table: [string, string, string, string][] = [

@@ -1,14 +1,14 @@
 /** Table tests for the reaper's pure decisions (SPEC section 5). */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { KubeObject, OwnerReference } from "../../../provider/kube/index.js";
+import type { KubeObject, OwnerReference } from "../../../engine/kube/index.js";
 import {
   configMapReapReason,
   expiresAtMs,
   jobReapReason,
   podReapReason,
   type ReapReason,
-} from "../../../provider/release/index.js";
+} from "../../../engine/release/index.js";
 
 const NOW_S = 1_700_000_000;
 const NOW_MS = NOW_S * 1000;

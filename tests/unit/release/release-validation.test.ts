@@ -1,13 +1,13 @@
 /** Input checks of owner release and worker boot, which must fail before any request. */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { KubeClient } from "../../../provider/kube/index.js";
+import type { KubeClient } from "../../../engine/kube/index.js";
 import {
   release,
   ReleaseError,
   validateRelease,
   workerIdentityFromEnv,
-} from "../../../provider/release/index.js";
+} from "../../../engine/release/index.js";
 
 /** A client that records every call and answers none. */
 function recordingClient(): { client: KubeClient; calls: string[] } {

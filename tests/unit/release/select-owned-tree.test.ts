@@ -2,13 +2,13 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import type { KubeObject } from "../../../provider/kube/index.js";
+import type { KubeObject } from "../../../engine/kube/index.js";
 import {
   formatRemaining,
   ownerReferenceForPod,
   selectOwnedTree,
   type ListedObjects,
-} from "../../../provider/release/index.js";
+} from "../../../engine/release/index.js";
 
 const o = (name: string, uid: string | undefined, ...owners: string[]): KubeObject => ({
   metadata: {

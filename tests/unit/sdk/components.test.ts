@@ -11,7 +11,7 @@ import {
   defaultControllerImage,
   deploymentControllerArgs,
 } from "../../../controller/image.js";
-import crdJson from "../../../provider/fleet/generated/crd.json" with { type: "json" };
+import crdJson from "../../../engine/spec/generated/crd.json" with { type: "json" };
 import { readFileSync } from "node:fs";
 
 // Read, not imported: a JSON import would make tsc emit dist/package.json, which then passes

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { rolloutVerdict } from "../../../provider/dynamic/index.js";
-import type { KubeObject } from "../../../provider/kube/index.js";
+import type { KubeObject } from "../../../engine/kube/index.js";
 
 const IMAGE = "registry.example.com/pulumi-cocoonset/controller:0.1.0";
 

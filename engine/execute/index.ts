@@ -1,0 +1,26 @@
+/** The engine's execution: passes, convergence, finalizer, deletion, the CRD install, preview and its dry runs. Only what other layers use is exported here. */
+export { type HibernationHooks, HibernationRefused, runHibernationPass } from "./hibernation.js";
+export { converge, deleteFleet, ensureFinalizer, finalizeDeletion } from "./lifecycle.js";
+export {
+  type CreateLogs,
+  type EngineHooks,
+  isSuspendRegistrySilence,
+  listCocoonSetsVisible,
+  listFleetPods,
+  PassError,
+  type PassFailure,
+  passFailureSummary,
+  type PassOptions,
+  podSelector,
+  readCocoonSet,
+  runPass,
+} from "./pass.js";
+export {
+  groupByShape,
+  plannedCocoonSet,
+  previewCreates,
+  sendOnePerShape,
+  type ShapeGroup,
+} from "./preview-creates.js";
+export { previewPlan } from "./preview.js";
+export type { SnapshotRegistry } from "./snapshots.js";

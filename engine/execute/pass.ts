@@ -1,0 +1,741 @@
+/**
+ * The engine's execution: one reconcile pass of a CocoonSet against the cluster. It lists
+ * the CocoonSet's pods once, asks the pure planner what to do, and carries the plan out.
+ * The provider (`pulumi up`) and the controller call exactly this.
+ *
+ * Guarantees: a step's actions run in order and the step stops at its first failure, so a
+ * rebuild's history write always lands before its delete; sub-agent creates run at most
+ * `fanOut` at a time and one failure does not stop the others; the first error is reported
+ * after every step settled.
+ * Behaviour: docs/behaviour.md §3.
+ */
+import pLimit from "p-limit";
+import {
+  agentNamesToCheck,
+  migrationStartTarget,
+  type TargetNodeFacts,
+  needsHibernationTargets,
+  ownSnapshotFacts,
+  snapshotRecordUpdate,
+  SNAPSHOT_OWNER_ANNOTATION,
+  restoreProbes,
+  type SnapshotFacts,
+} from "../lifecycle/index.js";
+import {
+  quotaBlockedStatus,
+  quotaRefusalOf,
+  statusEqual,
+  summarizeFailures,
+  type QuotaRefusal,
+  type Plan,
+  type PlanAction,
+  type PlanStep,
+  type Refusal,
+} from "../plan/index.js";
+import { planPass, snapshotProbes } from "../planner/index.js";
+import {
+  classifyPods,
+  vanishingSlots,
+  toolboxPodName,
+  type SlotCreateLog,
+  type SlotCreateRecord,
+} from "../pods/index.js";
+import {
+  wakeProbes,
+  hibernationTargets,
+  needsVmNameCheck,
+  vmNameClash,
+  type HibernationTarget,
+} from "../snapshots/index.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  type CocoonHibernation,
+  type CocoonSet,
+  type CocoonSetStatus,
+  type Pod,
+} from "../spec/index.js";
+import {
+  isAlreadyExists,
+  isConflict,
+  isForbidden,
+  isNotFound,
+  KubeApiError,
+  PatchType,
+  paths,
+  type KubeClient,
+  type KubeObject,
+} from "../kube/index.js";
+import { BrandedError, errorMessage } from "../kube/branded-error.js";
+import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
+
+/** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
+export interface EngineHooks {
+  /** An event on the CocoonSet (the controller posts it to the events API). */
+  event?(cs: CocoonSet, type: "Normal" | "Warning", reason: string, message: string): void;
+  /**
+   * A counter increment, e.g. `subagent_rebuild_total`; `labels` are the ones besides
+   * namespace and cocoonset (a slot-release wake's `placement`).
+   */
+  metric?(name: string, cs: CocoonSet, labels?: Record<string, string>): void;
+  /** One line per decision that changed the cluster. */
+  log?(level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>): void;
+  /** Progress of a fan-out: `done` of `total` creates settled. */
+  progress?(done: number, total: number): void;
+}
+
+/**
+ * The engine's memory of its own recent sub-agent creates, by CocoonSet uid: what lets a
+ * pass back off a slot whose pod keeps vanishing right after creation (fleet/vanish.ts).
+ * It lives as long as the caller keeps it (the controller process, one `pulumi up`).
+ */
+export type CreateLogs = Map<string, SlotCreateLog>;
+
+/** Options of {@link runPass}. */
+export interface PassOptions {
+  /** Create logs to read and update; without it every missing slot is created at once. */
+  createLogs?: CreateLogs;
+  /** Maximum sub-agent creates in flight. @default 8 */
+  fanOut?: number;
+  /** Clock. @default Date.now */
+  now?: () => number;
+  hooks?: EngineHooks;
+  /** Plan only: perform nothing. */
+  dryRun?: boolean;
+  /**
+   * The snapshot registry (the node agent's `OCI_REGISTRY`). With it, `spec.suspend` is
+   * acted on: the pass asks it which `:hibernate` tags exist before planning. Without it
+   * `suspend` is stored and not acted on (docs/behaviour.md §3.15).
+   */
+  registry?: SnapshotRegistry;
+  /**
+   * Stops the pass: once aborted, no further action starts (those in flight finish), no status
+   * is written, and the result carries an error saying so. The controller aborts it when it
+   * shuts down and the grace period for in-flight work has run out.
+   */
+  signal?: AbortSignal;
+}
+
+/** The error a pass reports when its signal stopped it. */
+export const PASS_ABORTED = "stopped before the end of the pass: the caller aborted it";
+
+/** What one pass did. */
+export interface PassResult {
+  plan: Plan;
+  /** Pods the plan created (names). */
+  created: string[];
+  /** Pods the plan deleted (names). */
+  deleted: string[];
+  /** Every failure as a typed error, in step order (the planner's refusals first). */
+  failures: PassFailure[];
+  /** 0: run again at once; n: after n ms; undefined: only on a change. */
+  requeueAfterMs: number | undefined;
+  statusWritten: boolean;
+  /** Every planned create or delete met a same-name pod: nothing changed this pass. */
+  stalled?: boolean;
+  /** A write met a newer CocoonSet (409): planning again on fresh data fixes it. */
+  conflicted?: boolean;
+  /** The CocoonSet after this pass's writes (history, status). */
+  cocoonSet: CocoonSet;
+  /** The ResourceQuota that refused a create of this pass, as the apiserver named it. */
+  quotaRefusal?: QuotaRefusal;
+  /** Creates not sent because a ResourceQuota had refused one before them in this pass. */
+  unsentCreates?: number;
+}
+
+/**
+ * One bounded line for a pass that fell short (counts by decision, the quota that refused,
+ * the first failure): what the controller logs and reports, however many steps failed.
+ */
+export function passFailureSummary(result: PassResult): string {
+  return summarizeFailures(
+    result.failures.map((f) =>
+      StepFailure.isInstance(f)
+        ? {
+            pod: f.pod,
+            decision: f.decision,
+            message: f.cause instanceof Error ? f.cause.message : String(f.cause),
+          }
+        : { message: f.message },
+    ),
+    result.unsentCreates,
+    result.quotaRefusal,
+  );
+}
+
+/** The planner refused part of the spec (a toolbox name another pod holds, bad names). */
+export class PlanRefusal extends BrandedError {
+  constructor(
+    /** The planner's refusal, as data. */
+    readonly refusal: Refusal,
+  ) {
+    super(refusal.message);
+  }
+}
+
+/**
+ * The snapshot registry did not answer what the pass needed: nothing was changed (the pass
+ * fails closed) and it is tried again.
+ */
+export class SnapshotRegistryFailure extends BrandedError {
+  constructor(
+    /** The planner's refusal: what the registry was asked for, and its error. */
+    readonly refusal: Extract<Refusal, { kind: "registry-unanswered" }>,
+  ) {
+    super(refusal.message);
+  }
+}
+
+/** The pass failure a planner's refusal is reported as. */
+export function refusalFailure(refusal: Refusal): PlanRefusal | SnapshotRegistryFailure {
+  return refusal.kind === "registry-unanswered"
+    ? new SnapshotRegistryFailure(refusal)
+    : new PlanRefusal(refusal);
+}
+
+/**
+ * Whether a pass failure is only a suspend's registry silence (docs/behaviour.md §3.15): it
+ * changed nothing, and a wait for the suspend retries it.
+ */
+export function isSuspendRegistrySilence(f: PassFailure): boolean {
+  return SnapshotRegistryFailure.isInstance(f) && f.refusal.need === "suspend";
+}
+
+/** One step's action failed against the cluster; `cause` is the API error. */
+export class StepFailure extends BrandedError {
+  constructor(
+    /** The pod the step acts on. */
+    readonly pod: string,
+    /** What the step was doing (`create`, `rebuild`, `generation-stamp`, …). */
+    readonly decision: string,
+    cause: unknown,
+  ) {
+    super(`${pod} (${decision}): ${errorMessage(cause)}`, { cause });
+  }
+}
+
+/** A write met a newer CocoonSet (409): the pass is planned again on fresh data. */
+export class StaleCocoonSet extends BrandedError {
+  constructor() {
+    super("the CocoonSet changed during the pass; it will be planned again");
+  }
+}
+
+/** The pass's signal stopped it before the end. */
+export class PassAborted extends BrandedError {
+  constructor() {
+    super(PASS_ABORTED);
+  }
+}
+
+/** Why a pass fell short. */
+export type PassFailure =
+  PlanRefusal | SnapshotRegistryFailure | StepFailure | StaleCocoonSet | PassAborted;
+
+/** Thrown when a pass could not do everything; carries what it did. */
+export class PassError extends BrandedError {
+  constructor(
+    message: string,
+    readonly result: PassResult,
+  ) {
+    super(message);
+  }
+}
+
+/** Requeue delay of a pass whose planned changes all met existing pods. */
+export const STALLED_REQUEUE_MS = 1000;
+
+/** The label selector of a CocoonSet's pods. */
+export function podSelector(name: string): string {
+  return `${LABELS.name}=${name}`;
+}
+
+/** Lists the CocoonSet's pods (one request, by label). */
+export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+  const ns = cs.metadata.namespace ?? "default";
+  const list = await client.list(paths.pods(ns), {
+    labelSelector: podSelector(cs.metadata.name ?? ""),
+  });
+  return list.items;
+}
+
+/**
+ * What a pass reads of the cluster: the CocoonSet's labelled pods, plus any pod that holds a
+ * declared toolbox's name or an agent name the pass may create without the label, so that
+ * the plan sees the name conflict before it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
+ * cannot disagree on their input.
+ */
+export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+  const pods = await listFleetPods(client, cs);
+  const ns = cs.metadata.namespace ?? "default";
+  const names = new Set(pods.map((p) => p.metadata?.name));
+  for (const tb of cs.spec.toolboxes ?? []) {
+    const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
+    if (names.has(podName)) continue;
+    const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
+    if (squatter) pods.push(squatter);
+  }
+  // Agent names the pass may create: a pod without the fleet's label may hold one (§3.21).
+  const limit = pLimit(8);
+  const holders = await Promise.all(
+    agentNamesToCheck(cs, pods).map((podName) =>
+      limit(() => client.getOrUndefined<Pod>(paths.pod(ns, podName))),
+    ),
+  );
+  for (const holder of holders) if (holder) pods.push(holder);
+  return pods;
+}
+
+/**
+ * What the registry says of the tags a pass may need (the VMs it probes), with the new value
+ * of the fleet's record of the snapshots it took when this pass adds to it. Only tags the fleet can attribute to itself count
+ * (snapshot-owner.ts, docs/behaviour.md §3.19).
+ */
+export async function readOwnSnapshotFacts(
+  registry: SnapshotRegistry | undefined,
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  hibernations: readonly HibernationTarget[] = [],
+): Promise<{ facts: SnapshotFacts | undefined; record?: string }> {
+  if (!registry) return { facts: undefined };
+  const vouched = restoreProbes(cs, pods, hibernations);
+  const vms = new Set([
+    ...snapshotProbes(cs, pods),
+    ...vouched,
+    ...wakeProbes(cs, pods, hibernations),
+  ]);
+  const facts = await gatherSnapshotFacts(registry, [...vms].sort());
+  return {
+    facts: ownSnapshotFacts(cs, pods, facts, vouched),
+    record: snapshotRecordUpdate(cs, pods, facts),
+  };
+}
+
+/**
+ * The CocoonHibernations of the CocoonSet's namespace, as the plan reads them; only asked
+ * with a registry and when a pod may be built or an unsuspend may withdraw a hibernate
+ * request (a steady fleet asks nothing). A cluster without the CocoonHibernation CRD has none.
+ */
+export async function readHibernationTargets(
+  client: KubeClient,
+  registry: SnapshotRegistry | undefined,
+  cs: CocoonSet,
+  pods: readonly Pod[],
+): Promise<HibernationTarget[] | undefined> {
+  if (!registry || !needsHibernationTargets(cs, pods)) return undefined;
+  try {
+    const list = await client.list<CocoonHibernation>(
+      paths.cocoonHibernations(cs.metadata.namespace ?? "default"),
+    );
+    return hibernationTargets(list.items);
+  } catch (e) {
+    if (isNotFound(e)) return [];
+    throw e;
+  }
+}
+
+/**
+ * The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7): every one in
+ * the cluster, or, for credentials that may not list them cluster-wide, those of its own
+ * namespace. Undefined when the pass creates nothing (all pods present): nothing to check.
+ */
+export async function readFleetsForVmNames(
+  client: KubeClient,
+  cs: CocoonSet,
+  pods?: readonly Pod[],
+): Promise<CocoonSet[] | undefined> {
+  if (pods && !needsVmNameCheck(cs, pods)) return undefined;
+  return listCocoonSetsVisible(client, cs.metadata.namespace ?? "default");
+}
+
+/** Every CocoonSet the credentials may list: the cluster's, else one namespace's. */
+export async function listCocoonSetsVisible(
+  client: KubeClient,
+  namespace: string,
+): Promise<CocoonSet[]> {
+  // No CocoonSet resource served yet (a preview before the CRD is installed): none exists.
+  const absent = (e: unknown) => KubeApiError.isInstance(e) && e.status === 404;
+  try {
+    return (await client.list<CocoonSet>(paths.cocoonSets())).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    if (!(KubeApiError.isInstance(e) && e.status === 403)) throw e;
+  }
+  try {
+    return (await client.list<CocoonSet>(paths.cocoonSets(namespace))).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    throw e;
+  }
+}
+
+/**
+ * The node a migration would start towards (§3.17). Any error is kept as the answer: the
+ * planner refuses a target it could not check (a controller without `get` on nodes).
+ */
+export async function readTargetNode(client: KubeClient, name: string): Promise<TargetNodeFacts> {
+  try {
+    const node = await client.getOrUndefined<
+      NonNullable<Extract<TargetNodeFacts, { node?: unknown }>["node"]> & KubeObject
+    >(`${paths.nodes()}/${encodeURIComponent(name)}`);
+    return { name, node };
+  } catch (e) {
+    return { name, error: errorMessage(e) };
+  }
+}
+
+/** A plan of the live cluster, the pods and the registry facts it was planned with. */
+export interface LivePlan {
+  plan: Plan;
+  pods: Pod[];
+  snapshots: SnapshotFacts | undefined;
+  /** The fleet's snapshot record to write before the steps, when it grows. */
+  record?: string;
+}
+
+/**
+ * Reads what a pass reads (the fleet's pods, the fleets holding its VM names, the
+ * CocoonHibernations, the registry's facts, the migration target's node) and plans, changing
+ * nothing: the pass executes this plan, and `cocoonset plan` prints it (preview.ts).
+ */
+export async function planLive(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: PassOptions,
+): Promise<LivePlan> {
+  const pods = await readFleetPods(client, cs);
+  const fleets = await readFleetsForVmNames(client, cs, pods);
+  // A fleet refused for its VM names asks the registry nothing about them.
+  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, cs, pods);
+  const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
+  const target = registry
+    ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
+    : undefined;
+  const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
+  const plan = planPass({
+    fleets,
+    targetNode,
+    hibernations,
+    cocoonSet: cs,
+    pods,
+    nowMs: (opts.now ?? Date.now)(),
+    fanOut: opts.fanOut,
+    createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
+    snapshots,
+  });
+  return { plan, pods, snapshots, record };
+}
+
+/** What the executor of one pass works with; `result.cocoonSet` is the latest CocoonSet. */
+interface PassContext {
+  client: KubeClient;
+  plan: Plan;
+  result: PassResult;
+  opts: PassOptions;
+  hooks: EngineHooks;
+}
+
+/** Runs one pass: list, plan, execute, and write status when nothing changed. */
+export async function runPass(
+  client: KubeClient,
+  input: CocoonSet,
+  opts: PassOptions = {},
+): Promise<PassResult> {
+  const { plan, pods, record } = await planLive(client, input, opts);
+  const result: PassResult = {
+    plan,
+    created: [],
+    deleted: [],
+    failures: plan.refusals.map(refusalFailure),
+    requeueAfterMs: plan.requeueAfterMs,
+    statusWritten: false,
+    cocoonSet: input,
+  };
+  if (opts.dryRun) return result;
+  const ctx: PassContext = { client, plan, result, opts, hooks: opts.hooks ?? {} };
+  if (record !== undefined && plan.refusals.length === 0) {
+    // Before any step: a slot release or a migration deletes the pod that was the evidence.
+    if (!(await recordOwnSnapshots(ctx, record))) return result;
+  }
+  await executeSteps(ctx);
+  if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
+  if (opts.signal?.aborted === true) {
+    result.failures.push(new PassAborted());
+    return result;
+  }
+  await writePassStatus(ctx, pods);
+  if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
+  else if (plan.mutatesPods) {
+    // Every create met a pod of the same name (one still terminating, or another writer's):
+    // nothing changed, so running again at once would only spin.
+    result.stalled = true;
+    result.requeueAfterMs = STALLED_REQUEUE_MS;
+  }
+  return result;
+}
+
+/** Writes the fleet's record of its own snapshots; false (a failure noted) when it cannot. */
+async function recordOwnSnapshots(ctx: PassContext, record: string): Promise<boolean> {
+  const { client, plan, result, hooks } = ctx;
+  try {
+    result.cocoonSet = await client.patch<CocoonSet>(
+      paths.cocoonSet(plan.cocoonSet.namespace, plan.cocoonSet.name),
+      { metadata: { annotations: { [SNAPSHOT_OWNER_ANNOTATION]: record } } },
+      PatchType.merge,
+    );
+    hooks.log?.("info", "recorded the fleet's own hibernation snapshots", { record });
+    return true;
+  } catch (e) {
+    result.failures.push(new StepFailure(plan.cocoonSet.name, "snapshot record", e));
+    return false;
+  }
+}
+
+/** Carries out one action of a step against the cluster (or the registry). */
+async function performAction(ctx: PassContext, step: PlanStep, action: PlanAction): Promise<void> {
+  const { client, plan, result, opts, hooks } = ctx;
+  const ns = plan.cocoonSet.namespace;
+  switch (action.kind) {
+    case "create-pod": {
+      try {
+        await client.create(paths.pods(ns), action.pod);
+        result.created.push(step.podName);
+        hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
+      } catch (err) {
+        // The apiserver names a refusing ResourceQuota only in its Status message (no field
+        // carries it): the one place the engine reads an error's text, an outside one.
+        const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
+        if (quota) result.quotaRefusal ??= quota;
+        if (!isAlreadyExists(err)) throw err;
+        if (action.onAlreadyExists === "success") return;
+        if (action.onAlreadyExists === "retry-later") {
+          // The previous pod of this name is still terminating.
+          result.requeueAfterMs = Math.min(result.requeueAfterMs ?? 5000, 5000);
+          return;
+        }
+        const existing = await client.get<Pod>(paths.pod(ns, step.podName));
+        const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
+        if (owner?.uid !== plan.cocoonSet.uid) {
+          // Plain Error: the step's runner reports it as the cause of a StepFailure, the
+          // typed failure callers see.
+          throw new Error(
+            `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
+            { cause: err },
+          );
+        }
+      }
+      return;
+    }
+    case "delete-pod": {
+      if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
+        result.deleted.push(action.name);
+        hooks.log?.("info", "deleted pod", {
+          pod: action.name,
+          decision: step.decision,
+          drift: step.drift,
+        });
+      }
+      return;
+    }
+    case "annotate-pod": {
+      try {
+        await client.patch(
+          paths.pod(ns, action.name),
+          { metadata: { uid: action.uid, annotations: action.annotations } },
+          PatchType.merge,
+        );
+      } catch (e) {
+        if (!action.bestEffort) throw e;
+        // A lost keep-snapshot flag costs the wake a registry pull, not the seat.
+        hooks.log?.("warn", "could not annotate pod; going on", {
+          pod: action.name,
+          annotations: action.annotations,
+          error: errorMessage(e),
+        });
+        return;
+      }
+      hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
+      return;
+    }
+    case "annotate-cocoonset": {
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSet(ns, plan.cocoonSet.name),
+        { metadata: { annotations: action.annotations } },
+        PatchType.merge,
+      );
+      hooks.log?.("info", "annotated the CocoonSet", { annotations: action.annotations });
+      return;
+    }
+    case "delete-snapshot-tag": {
+      // A programmer error: the planner plans a tag deletion only from registry facts.
+      if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
+      await opts.registry.deleteManifest(action.vm, action.tag);
+      hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
+      return;
+    }
+    case "write-status": {
+      // Persisted before the step's next action: a phase that marks work in flight.
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSetStatus(ns, plan.cocoonSet.name),
+        { status: { ...action.status, observedGeneration: result.cocoonSet.metadata.generation } },
+        PatchType.merge,
+      );
+      result.statusWritten = true;
+      return;
+    }
+    case "write-history": {
+      // Conditional on the resourceVersion we planned from: a concurrent writer makes
+      // this fail (409) and the pass is retried on fresh data, never on stale counts.
+      result.cocoonSet = await client.patch<CocoonSet>(
+        paths.cocoonSet(ns, plan.cocoonSet.name),
+        {
+          metadata: {
+            resourceVersion: result.cocoonSet.metadata.resourceVersion,
+            annotations: { [ANNOTATIONS.rebuildHistory]: action.value },
+          },
+        },
+        PatchType.merge,
+      );
+      return;
+    }
+    case "event":
+      hooks.event?.(result.cocoonSet, action.type, action.reason, action.message);
+      return;
+    case "count-metric":
+      hooks.metric?.(action.metric, result.cocoonSet, action.labels);
+      return;
+  }
+}
+
+/**
+ * The plan's generation stamps, then its steps: sequential steps in order, each run of
+ * consecutive concurrent steps through one bounded pool (the fan-out). A failed action ends
+ * its step, noted among the failures; the other steps go on.
+ */
+async function executeSteps(ctx: PassContext): Promise<void> {
+  const { client, plan, result, opts, hooks } = ctx;
+  const ns = plan.cocoonSet.namespace;
+  const aborted = () => opts.signal?.aborted === true;
+  const runStep = async (step: PlanStep): Promise<void> => {
+    for (const action of step.actions) {
+      if (aborted()) return;
+      try {
+        await performAction(ctx, step, action);
+      } catch (e) {
+        // No line per failed step: a quota can refuse hundreds a pass. The caller reports the
+        // pass once (passFailureSummary).
+        result.failures.push(new StepFailure(step.podName, step.decision, e));
+        if (isConflict(e) && action.kind === "write-history") {
+          result.conflicted = true;
+          result.failures.push(new StaleCocoonSet());
+        }
+        return;
+      }
+    }
+  };
+
+  const limit = pLimit(Math.max(1, plan.fanOut));
+  // Generation stamps first (uid precondition: a pod replaced meanwhile is left alone).
+  await Promise.all(
+    plan.generationStamps.map((stamp) =>
+      limit(async () => {
+        if (aborted()) return;
+        try {
+          await client.patch(
+            paths.pod(ns, stamp.name),
+            {
+              metadata: {
+                uid: stamp.uid,
+                annotations: { [ANNOTATIONS.generation]: stamp.generation },
+              },
+            },
+            PatchType.merge,
+          );
+        } catch (e) {
+          if (isNotFound(e) || isConflict(e)) return;
+          result.failures.push(new StepFailure(stamp.name, "generation stamp", e));
+        }
+      }),
+    ),
+  );
+
+  for (let i = 0; i < plan.steps.length;) {
+    const step = plan.steps[i];
+    if (!step.concurrent) {
+      await runStep(step);
+      i++;
+      continue;
+    }
+    const batch: PlanStep[] = [];
+    while (i < plan.steps.length && plan.steps[i].concurrent) batch.push(plan.steps[i++]);
+    let done = 0;
+    await Promise.all(
+      batch.map((s) =>
+        limit(async () => {
+          // Once a ResourceQuota refused a create, the creates still to start would be refused
+          // alike: they are not sent (the next pass tries again).
+          if (result.quotaRefusal && s.actions[0]?.kind === "create-pod") {
+            result.unsentCreates = (result.unsentCreates ?? 0) + 1;
+          } else await runStep(s);
+          done++;
+          hooks.progress?.(done, batch.length);
+        }),
+      ),
+    );
+  }
+}
+
+/**
+ * The status a pass ends with: the plan's when the pass had no failure; when a quota stopped
+ * it, what the pods say with a condition naming the quota (docs/behaviour.md §3.12), since
+ * such a pass never gets to the quiet pass that writes status.
+ */
+async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
+  const { client, plan, result, opts } = ctx;
+  const cs = result.cocoonSet;
+  const path = paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name);
+  let status: CocoonSetStatus | undefined;
+  if (plan.status && result.failures.length === 0) {
+    status = plan.status;
+  } else if (result.quotaRefusal) {
+    const blocked = quotaBlockedStatus({
+      cocoonSet: cs,
+      pods,
+      nowMs: (opts.now ?? Date.now)(),
+      vanishingSlots: vanishingSlots(plan.createLog),
+      refusal: result.quotaRefusal,
+      missing: plan.steps.filter((s) => s.actions.some((a) => a.kind === "create-pod")).length,
+    });
+    if (!statusEqual(cs.status, blocked)) status = blocked;
+  }
+  if (!status) return;
+  result.cocoonSet = await client.patch<CocoonSet>(
+    path,
+    { status: { ...status, observedGeneration: cs.metadata.generation } },
+    PatchType.merge,
+  );
+  result.statusWritten = true;
+}
+
+/** Keeps the pruned create log plus a record for each create that went through. */
+function rememberCreates(logs: CreateLogs, plan: Plan, created: readonly string[]): void {
+  const next = new Map<number, SlotCreateRecord>(plan.createLog);
+  const done = new Set(created);
+  for (const step of plan.steps) {
+    if (step.createRecord && step.target.role === "sub-agent" && done.has(step.podName)) {
+      next.set(step.target.slot, step.createRecord);
+    }
+  }
+  if (next.size > 0) logs.set(plan.cocoonSet.uid, next);
+  else logs.delete(plan.cocoonSet.uid);
+}
+
+/** Reads a CocoonSet, or undefined when it does not exist. */
+export async function readCocoonSet(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<CocoonSet | undefined> {
+  return client.getOrUndefined<CocoonSet>(paths.cocoonSet(namespace, name));
+}

@@ -1,0 +1,56 @@
+// A member whose pod name another pod holds (`kubectl run web-1` next to the fleet `web`):
+// the engine can never create that pod, so the slot is reported as blocked, by what, and
+// the rest of the fleet goes on. Pure; the executor reads the holders
+// (engine/execute/pass.ts). Behaviour: docs/behaviour.md §3.21.
+import { classifyPods, isOwnedPod } from "../pods/classify.js";
+import type { CocoonSet } from "../spec/generated/types.js";
+import type { Pod } from "../spec/kube-types.js";
+import { agentPodName } from "../pods/pod-builder.js";
+import { isReady, isTerminal } from "../pods/pod-state.js";
+import { asksHibernate, suspendsRetaining } from "./suspend.js";
+
+/** How often a pass looks again at a blocked slot (no watch covers a pod it does not own). */
+export const BLOCKED_POLL_MS = 10_000;
+
+/** The pod that holds `podName` and is not this CocoonSet's, if any. */
+export function foreignHolder(
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  podName: string,
+): Pod | undefined {
+  return pods.find((p) => p.metadata?.name === podName && !isOwnedPod(cs, p));
+}
+
+/** Who controls a pod, for messages: `ReplicaSet/web-7d9` or `no controller`. */
+export function controllerOf(pod: Pod): string {
+  const ref = pod.metadata?.ownerReferences?.find((r) => r.controller === true);
+  return ref ? `${ref.kind}/${ref.name}` : "no controller";
+}
+
+/** The Warning's and the condition's text for one blocked member. */
+export function blockedMessage(member: string, holder: Pod): string {
+  const name = holder.metadata?.name ?? "";
+  return `${member}: pod ${name} already exists and is not this CocoonSet's (${controllerOf(holder)}); the slot stays empty until that pod is deleted or renamed`;
+}
+
+/**
+ * The agent pod names the next pass may create and did not list (pods without the fleet's
+ * label are not listed): the executor reads each, so a holder that is not the fleet's is
+ * seen before a create meets it. Slot 0 while the main agent is missing; the missing
+ * sub-agent slots once the main agent is Ready (sub-agents wait for it otherwise). A
+ * suspended fleet creates no sub-agent.
+ */
+export function agentNamesToCheck(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  const listed = new Set(pods.map((p) => p.metadata?.name ?? ""));
+  const name = cs.metadata.name ?? "";
+  const owned = classifyPods(cs, pods);
+  const missing = (slot: number) => !listed.has(agentPodName(name, slot));
+  if (!owned.main) return missing(0) ? [agentPodName(name, 0)] : [];
+  const main = owned.main;
+  if (cs.spec.suspend === true || suspendsRetaining(cs)) return [];
+  if (!isReady(main) || isTerminal(main) || asksHibernate(main)) return [];
+  const out: string[] = [];
+  for (let slot = 1; slot <= (cs.spec.agent?.replicas ?? 0); slot++)
+    if (missing(slot)) out.push(agentPodName(name, slot));
+  return out;
+}

@@ -1,0 +1,17 @@
+/** The plan's vocabulary (actions, steps, refusals), the status it derives, its rendering and the report of a failed pass. Only what other layers use is exported here. */
+export {
+  quotaBlockedStatus,
+  type QuotaRefusal,
+  quotaRefusalOf,
+  summarizeFailures,
+} from "./pass-report.js";
+export { planToJSON, renderPlan } from "./plan-render.js";
+export type {
+  MigrationDecision,
+  Plan,
+  PlanAction,
+  PlanStep,
+  PlanTarget,
+  Refusal,
+} from "./plan-types.js";
+export { statusEqual } from "./status.js";

@@ -1,0 +1,321 @@
+// Status derivation: counts, per-member entries, phase and the Ready/Progressing conditions,
+// computed from the live pods. Time is injected so transitions are testable.
+// Behaviour: docs/behaviour.md §3.12.
+import { ANNOTATIONS, ROLES } from "../spec/constants.js";
+import { classifyPods, type ClassifiedPods } from "../pods/classify.js";
+import type {
+  AgentStatus,
+  CocoonSet,
+  CocoonSetPhase,
+  CocoonSetStatus,
+  Condition,
+  ConnType,
+  ToolboxStatus,
+} from "../spec/generated/types.js";
+import type { Pod } from "../spec/kube-types.js";
+import { isReady, isTerminal } from "../pods/pod-state.js";
+import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
+
+/** Inputs of {@link deriveStatus}. */
+export interface StatusInput {
+  /** The CocoonSet; its current status supplies the previous condition transition times. */
+  cocoonSet: CocoonSet;
+  /** Every pod listed for it (classification happens here). */
+  pods: readonly Pod[];
+  /** Current time in milliseconds since the epoch. */
+  nowMs: number;
+  /**
+   * Sub-agent slots whose pods keep vanishing right after creation (see vanish.ts): they
+   * set the Degraded condition. Once Degraded was reported it stays listed, False, after.
+   */
+  vanishingSlots?: readonly number[];
+  /** The phase, when the pass decided it (a suspend); derived from the pods otherwise. */
+  phase?: CocoonSetPhase;
+  /**
+   * Members whose pod name another pod holds (blocked.ts), one message each: they set the
+   * SlotBlocked condition. Undefined when the pass did not look (the previous condition stays).
+   */
+  blocked?: readonly string[];
+  /**
+   * Why a migration to `spec.nodeName` is refused (migrate.ts), for the MigrationRefused
+   * condition; undefined when the pass did not look.
+   */
+  migrationRefused?: readonly string[];
+}
+
+/** metav1.Time has second precision; writing the same precision keeps round trips equal. */
+export function rfc3339Seconds(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+function compact<T extends object>(value: T): T {
+  return Object.fromEntries(
+    Object.entries(value).filter(([, v]) => v !== undefined && v !== ""),
+  ) as T;
+}
+
+/**
+ * The connection protocol of a toolbox: the spec's, else VNC when it has a VNC port, else
+ * inferred from its OS (android: adb, windows: rdp, others: ssh), as cocoon-operator reports.
+ */
+export function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
+  if (override) return override as ConnType;
+  if (hasVNCPort) return "vnc";
+  if (os === "android") return "adb";
+  if (os === "windows") return "rdp";
+  return "ssh";
+}
+
+/**
+ * Whether a member counts as ready in the status: its pod is Ready and its VM has not
+ * failed. A VM whose lifecycle state is `failed` can sit in a pod that still reports Ready;
+ * counting it would make the counts, the entries and the phase tell different stories.
+ */
+export function memberReady(pod: Pod): boolean {
+  return isReady(pod) && !isTerminal(pod);
+}
+
+/** A member's phase as the status reports it: `Failed` once it is terminal, else the pod's. */
+export function memberPhase(pod: Pod): string | undefined {
+  return isTerminal(pod) ? "Failed" : pod.status?.phase;
+}
+
+// The IP reported is the VM's, from the annotation the virtual kubelet writes (as
+// cocoon-operator reports it); the pod's own status.podIP is not read.
+function agentEntry(slot: number, pod: Pod): AgentStatus {
+  const a = pod.metadata?.annotations ?? {};
+  return compact<AgentStatus>({
+    slot,
+    role: slot === 0 ? ROLES.main : ROLES.subAgent,
+    podName: pod.metadata?.name,
+    vmName: a[ANNOTATIONS.vmName],
+    vmID: a[ANNOTATIONS.vmID],
+    ip: a[ANNOTATIONS.vmIP],
+    phase: memberPhase(pod),
+    forkedFrom: a[ANNOTATIONS.forkFrom],
+  });
+}
+
+function toolboxEntry(name: string, pod: Pod): ToolboxStatus {
+  const a = pod.metadata?.annotations ?? {};
+  const vncPort = Number.parseInt(a[ANNOTATIONS.vncPort] ?? "", 10);
+  return compact<ToolboxStatus>({
+    name,
+    podName: pod.metadata?.name,
+    vmName: a[ANNOTATIONS.vmName],
+    vmID: a[ANNOTATIONS.vmID],
+    ip: a[ANNOTATIONS.vmIP],
+    phase: memberPhase(pod),
+    connType: connectionType(a[ANNOTATIONS.os], vncPort > 0, a[ANNOTATIONS.connType]),
+    vncPort: vncPort > 0 ? vncPort : undefined,
+  });
+}
+
+/**
+ * The fleet phase: no main agent or a main agent that is not Ready → Pending; a terminal
+ * main agent → Failed; any desired member missing or not Ready, or an extra one still
+ * present → Scaling; otherwise Running.
+ */
+export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
+  const main = pods.main;
+  if (!main) return "Pending";
+  if (isTerminal(main)) return "Failed";
+  if (!memberReady(main)) return "Pending";
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const toolboxes = new Set((cs.spec.toolboxes ?? []).map((t) => t.name));
+  for (let slot = 1; slot <= replicas; slot++) {
+    const pod = pods.subAgents.get(slot);
+    if (!pod || !memberReady(pod)) return "Scaling";
+  }
+  for (const name of toolboxes) {
+    const pod = pods.toolboxes.get(name);
+    if (!pod || !memberReady(pod)) return "Scaling";
+  }
+  const extraAgent = [...pods.subAgents.keys()].some((slot) => slot > replicas);
+  const extraToolbox = [...pods.toolboxes.keys()].some((name) => !toolboxes.has(name));
+  return extraAgent || extraToolbox ? "Scaling" : "Running";
+}
+
+/** A condition that keeps its transition time while its status is unchanged. */
+export function condition(
+  previous: readonly Condition[] | undefined,
+  next: Omit<Condition, "lastTransitionTime">,
+  nowMs: number,
+): Condition {
+  const before = previous?.find((c) => c.type === next.type);
+  const lastTransitionTime =
+    before && before.status === next.status ? before.lastTransitionTime : rfc3339Seconds(nowMs);
+  return { ...next, lastTransitionTime };
+}
+
+/** Derives the status of a CocoonSet from its pods. */
+export function deriveStatus(input: StatusInput): CocoonSetStatus {
+  const cs = input.cocoonSet;
+  const pods = classifyPods(cs, input.pods);
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const specToolboxes = cs.spec.toolboxes ?? [];
+  const generation = cs.metadata.generation;
+
+  let readyAgents = pods.main && memberReady(pods.main) ? 1 : 0;
+  for (const [slot, pod] of pods.subAgents) {
+    if (slot <= replicas && memberReady(pod)) readyAgents++;
+  }
+  const readyToolboxes = specToolboxes.filter((t) => {
+    const pod = pods.toolboxes.get(t.name);
+    return pod !== undefined && memberReady(pod);
+  }).length;
+  const desiredAgents = 1 + replicas;
+  const desiredToolboxes = specToolboxes.length;
+
+  const agents: AgentStatus[] = pods.main ? [agentEntry(0, pods.main)] : [];
+  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b)) {
+    agents.push(agentEntry(slot, pods.subAgents.get(slot) as Pod));
+  }
+  const toolboxes = [...pods.toolboxes.keys()]
+    .sort()
+    .map((name) => toolboxEntry(name, pods.toolboxes.get(name) as Pod));
+
+  const phase = input.phase ?? fleetPhase(cs, pods);
+  const counts = `${readyAgents}/${desiredAgents} agents ready, ${readyToolboxes}/${desiredToolboxes} toolboxes ready`;
+  const allReady =
+    phase !== "Failed" && readyAgents === desiredAgents && readyToolboxes === desiredToolboxes;
+  const reconciling = phase === "Pending" || phase === "Scaling";
+  const previous = cs.status?.conditions;
+  const conditions: Condition[] = [
+    condition(
+      previous,
+      compact({
+        type: "Ready",
+        status: allReady ? "True" : "False",
+        reason: allReady ? "AllAgentsReady" : "AgentsNotReady",
+        message: counts,
+        observedGeneration: generation,
+      }),
+      input.nowMs,
+    ),
+    condition(
+      previous,
+      compact({
+        type: "Progressing",
+        status: reconciling ? "True" : "False",
+        reason: reconciling ? "Reconciling" : "Stable",
+        message: reconciling
+          ? `phase ${phase}: ${counts}`
+          : phase === "Failed"
+            ? "main agent failed; it is not rebuilt automatically"
+            : phase === "Suspending"
+              ? "suspending: waiting for the VMs to hibernate"
+              : phase === "Suspended"
+                ? "suspended: every VM hibernated"
+                : phase === "Waking"
+                  ? "waking: the main agent is restored from its snapshot"
+                  : phase === "Migrating"
+                    ? "migrating: the main agent moves to spec.nodeName"
+                    : "all members match the spec",
+        observedGeneration: generation,
+      }),
+      input.nowMs,
+    ),
+  ];
+  // A condition that is reported once it first applies, then kept (False) when it is over.
+  const notice = (
+    type: string,
+    messages: readonly string[] | undefined,
+    reasons: [string, string],
+    quiet: string,
+  ) => {
+    const before = previous?.find((c) => c.type === type);
+    // The pass did not look: what was stored stays.
+    if (messages === undefined) {
+      if (before) conditions.push(before);
+      return;
+    }
+    if (messages.length === 0 && !before) return;
+    const on = messages.length > 0;
+    conditions.push(
+      condition(
+        previous,
+        compact({
+          type,
+          status: on ? "True" : "False",
+          reason: on ? reasons[0] : reasons[1],
+          message: on ? messages.join("; ") : quiet,
+          observedGeneration: generation,
+        }),
+        input.nowMs,
+      ),
+    );
+  };
+  const vanishing = input.vanishingSlots ?? [];
+  notice(
+    "Degraded",
+    vanishing.length > 0
+      ? [
+          `the pods of sub-agent slot(s) ${vanishing.join(", ")} vanish right after creation; they are recreated with backoff`,
+        ]
+      : [],
+    ["PodsVanishing", "PodsStable"],
+    "no pod vanished right after creation lately",
+  );
+  const lost = readLostSnapshots(cs);
+  const vms = [...lost.entries()]
+    .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))
+    .map(([vm, e]) => `${vm}:${e.tag}${e.member ? ` (${e.member})` : ""}`);
+  notice(
+    "SnapshotLost",
+    lost.size > 0
+      ? [
+          `recorded hibernation snapshots no longer in the registry: ${vms.join(", ")}; those VMs started without their saved state (remove the annotation ${ANNOTATIONS.lostSnapshots} to acknowledge)`,
+        ]
+      : [],
+    ["SnapshotNotFound", "NoSnapshotLost"],
+    "no recorded snapshot is missing",
+  );
+  notice(
+    "SlotBlocked",
+    input.blocked,
+    ["ForeignPod", "NoForeignPod"],
+    "no member's pod name is held by another pod",
+  );
+  notice(
+    "MigrationRefused",
+    input.migrationRefused,
+    ["TargetNodeUnfit", "NoRefusal"],
+    "no migration is refused",
+  );
+
+  return compact<CocoonSetStatus>({
+    observedGeneration: generation,
+    phase,
+    readyAgents,
+    desiredAgents,
+    readyToolboxes,
+    desiredToolboxes,
+    agents,
+    toolboxes,
+    conditions,
+  });
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => [k, canonical(v)]);
+    return Object.fromEntries(entries);
+  }
+  return value;
+}
+
+/**
+ * Whether two statuses say the same thing, so a no-op status write can be skipped. Key order,
+ * absent versus empty lists, and absent versus null fields do not count as differences.
+ */
+export function statusEqual(
+  a: CocoonSetStatus | undefined,
+  b: CocoonSetStatus | undefined,
+): boolean {
+  return JSON.stringify(canonical(a ?? {})) === JSON.stringify(canonical(b ?? {}));
+}

@@ -1,0 +1,888 @@
+// The slot plan of one pass. planPass is pure: given the CocoonSet, its pods,
+// the rebuild history and the time, it returns what the executor must do, in order. The
+// executor performs each step's actions in sequence and stops that step at its first failure.
+// Behaviour: docs/behaviour.md §3.
+import {
+  ANNOTATIONS,
+  ANNOTATION_TRUE,
+  DEFAULT_FANOUT,
+  EVENT_REASONS,
+  LABELS,
+  MAIN_RETRY_MS,
+  MAX_REBUILD_ATTEMPTS,
+  PLAN_METRICS,
+  ROLES,
+} from "../spec/constants.js";
+import { backoffRemainingMs } from "../pods/backoff.js";
+import { classifyPods, isOwnedPod } from "../pods/classify.js";
+import { withDefaults } from "../spec/defaults.js";
+import { agentDrift, toolboxDrift } from "../pods/drift.js";
+import type { CocoonSet, CocoonSetStatus, ToolboxSpec } from "../spec/generated/types.js";
+import type { Pod } from "../spec/kube-types.js";
+import {
+  agentPodName,
+  buildAgentPod,
+  buildToolboxPod,
+  namespaceOf,
+  toolboxPodName,
+  vmNameFor,
+} from "../pods/pod-builder.js";
+import {
+  isControlledBy,
+  isLifecycleFailed,
+  isReady,
+  isTerminal,
+  isTerminating,
+} from "../pods/pod-state.js";
+import {
+  readRebuildHistory,
+  serializeRebuildHistory,
+  type RebuildEntry,
+  type RebuildHistory,
+} from "../pods/rebuild-history.js";
+import { deriveStatus, statusEqual } from "../plan/status.js";
+import {
+  decideRecreate,
+  pruneCreateLog,
+  VANISH_REPORT_AFTER,
+  VANISH_WINDOW_MS,
+  vanishingSlots,
+  type SlotCreateLog,
+  type SlotCreateRecord,
+} from "../pods/vanish.js";
+import { INTEGER_NAME_PATTERN } from "../spec/schema-source.js";
+import {
+  SUSPEND_POLL_MS,
+  asksHibernate,
+  hibernationGate,
+  suspendUnanswered,
+  suspendsRetaining,
+  type SnapshotFacts,
+} from "../lifecycle/suspend.js";
+import {
+  planSlotRelease,
+  releasedSnapshotLost,
+  type SlotReleasePlan,
+} from "../lifecycle/slot-release.js";
+import type { ClassifiedPods } from "../pods/classify.js";
+import {
+  applyRestoreIntent,
+  hibernationHeld,
+  type HibernationTarget,
+} from "../lifecycle/restore-intent.js";
+import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
+import type {
+  GenerationStamp,
+  Plan,
+  PlanAction,
+  Refusal,
+  PlanStep,
+  PlanTarget,
+} from "../plan/plan-types.js";
+import type { CocoonSetPhase } from "../spec/generated/types.js";
+import {
+  VM_NAME_CONDITION,
+  VM_NAME_CONFLICT_REASON,
+  vmNameClash,
+  vmNameClashMessage,
+  type VmNameClash,
+} from "../snapshots/vm-names.js";
+import {
+  lostSnapshotMessage,
+  readLostSnapshots,
+  serializeLostSnapshots,
+  wakesFromSnapshot,
+  type LostSnapshotMark,
+} from "../snapshots/lost-snapshots.js";
+import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
+import { rfc3339Seconds } from "../plan/status.js";
+
+/** Inputs of {@link planPass}. */
+export interface PlanInput {
+  /** The CocoonSet as read (defaults are applied here). */
+  cocoonSet: CocoonSet;
+  /**
+   * Every pod listed by the CocoonSet's name label, plus any pod found under a toolbox's
+   * pod name (for conflict detection). Pods of other owners are never acted upon.
+   */
+  pods: readonly Pod[];
+  /** Current time in milliseconds since the epoch. */
+  nowMs: number;
+  /** Rebuild history; read from the CocoonSet's annotation when omitted. */
+  history?: RebuildHistory;
+  /** The engine's own recent sub-agent creates (see vanish.ts). @default empty */
+  createLog?: SlotCreateLog;
+  /** Maximum sub-agent creates in flight. @default 8 */
+  fanOut?: number;
+  /**
+   * What the snapshot registry holds, asked by the executor (see {@link SnapshotFacts}).
+   * Suspend and unsuspend are planned only when it is given: an executor that knows no
+   * registry keeps `spec.suspend` stored but not acted on. A registry that did not answer
+   * fails a suspend closed: nothing is planned and the error is reported.
+   */
+  snapshots?: SnapshotFacts;
+  /**
+   * The CocoonHibernations targeting pods of the namespace (restore-intent.ts): a pod
+   * rebuilt while its CR is Hibernated restores from its snapshot, and an unsuspend leaves
+   * a CR's hibernate request in place. @default none
+   */
+  hibernations?: readonly HibernationTarget[];
+  /**
+   * The cluster's CocoonSets (this one may be among them): a fleet that asks for a VM name
+   * another live fleet holds is refused (vm-names.ts). Omitted: not checked.
+   */
+  fleets?: readonly CocoonSet[];
+  /** The target node of a migration about to start, as read (migrate.ts). @default unread */
+  targetNode?: TargetNodeFacts;
+}
+
+/** How often a refused migration looks at its target node again (no watch on nodes). */
+export const MIGRATION_REFUSED_POLL_MS = 30_000;
+
+/** Checks toolbox names the way the CRD does; any refusal stops the pass before it mutates. */
+export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
+  const refusals: Refusal[] = [];
+  const seen = new Set<string>();
+  const refuse = (index: number, toolbox: string, message: string) =>
+    refusals.push({ kind: "toolbox-name", index, toolbox, message });
+  toolboxes.forEach((tb, i) => {
+    if (new RegExp(INTEGER_NAME_PATTERN).test(tb.name)) {
+      refuse(
+        i,
+        tb.name,
+        `[toolboxes[${i}].name] must not be an integer (it would collide with sub-agent slots)`,
+      );
+    }
+    if (seen.has(tb.name))
+      refuse(i, tb.name, `[toolboxes[${i}].name] duplicate toolbox name "${tb.name}"`);
+    seen.add(tb.name);
+  });
+  return refusals;
+}
+
+function deletePod(pod: Pod): PlanAction {
+  return { kind: "delete-pod", name: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "" };
+}
+
+/** Plans the replacement of a drifted pod; false (nothing planned) when it matches the spec. */
+function replaceIfDrifted(
+  pass: Pass,
+  target: PlanTarget,
+  podName: string,
+  pod: Pod,
+  drift: string[],
+): boolean {
+  if (drift.length === 0) return false;
+  pass.steps.push({
+    target,
+    decision: "delete-drifted",
+    podName,
+    drift,
+    actions: [deletePod(pod)],
+  });
+  return true;
+}
+
+function isOwnedToolbox(cs: CocoonSet, pod: Pod, name: string): boolean {
+  const labels = pod.metadata?.labels ?? {};
+  return (
+    isControlledBy(pod, cs.metadata.uid ?? "") &&
+    labels[LABELS.role] === ROLES.toolbox &&
+    labels[LABELS.slot] === name
+  );
+}
+
+// Working state of one planning pass, shared by the helpers below.
+interface Pass {
+  cs: CocoonSet;
+  name: string;
+  namespace: string;
+  replicas: number;
+  input: PlanInput;
+  steps: PlanStep[];
+  refusals: Refusal[];
+  /** Remaining waits; the smallest becomes the requeue delay of a quiet pass. */
+  waits: number[];
+  /** The history as it will be after the writes planned so far. */
+  history: Map<number, RebuildEntry>;
+  /** The create log, pruned; slots whose pod this pass deletes itself are dropped. */
+  createLog: Map<number, SlotCreateRecord>;
+  /** Members another pod blocks, one message each; undefined when the pass did not look. */
+  blocked?: string[];
+  /** Why a migration is refused; undefined when the pass did not look. */
+  migrationRefused?: string[];
+}
+
+/** How a member is named in messages. */
+function memberLabel(target: PlanTarget): string {
+  if (target.role === "main") return "main agent";
+  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
+}
+
+/**
+ * Whether another pod holds the member's name; if so the slot is planned as blocked (the
+ * event is added in {@link finish}, once per holder) and nothing is created for it.
+ */
+function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
+  const holder = foreignHolder(pass.cs, pass.input.pods, podName);
+  if (!holder) return false;
+  const message = blockedMessage(memberLabel(target), holder);
+  (pass.blocked ??= []).push(message);
+  pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
+  pass.waits.push(BLOCKED_POLL_MS);
+  return true;
+}
+
+/**
+ * A pod about to be created, with restore intent where a CocoonHibernation asks for it; and
+ * the VM, when that CR says it is hibernated and its snapshot is gone.
+ */
+function restoring<P extends Pod & { metadata: { name: string } }>(
+  pass: Pass,
+  pod: P,
+): { pod: P; lost?: string } | undefined {
+  const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
+  if ("refusal" in r) {
+    pass.refusals.push(r.refusal);
+    return undefined;
+  }
+  return { pod: r.pod as P, lost: r.lost };
+}
+
+function lostMark(target: PlanTarget, vm: string | undefined): LostSnapshotMark | undefined {
+  return vm ? { vm, member: memberLabel(target) } : undefined;
+}
+
+function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
+  pass.history = next;
+  return { kind: "write-history", value: serializeRebuildHistory(next, pass.replicas) };
+}
+
+/** Plans the main agent; returns it when it is Ready and the pass may go on. */
+function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
+  const target: PlanTarget = { role: "main", slot: 0 };
+  const podName = agentPodName(pass.name, 0);
+  if (!main) {
+    pass.blocked ??= [];
+    if (blockedByForeignPod(pass, target, podName)) return undefined;
+    const built = restoring(pass, buildAgentPod(pass.cs, 0));
+    if (!built) return undefined;
+    pass.steps.push({
+      target,
+      decision: "create",
+      podName,
+      lostSnapshot: lostMark(target, built.lost),
+      actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "retry-later" }],
+    });
+    return undefined;
+  }
+  if (replaceIfDrifted(pass, target, podName, main, agentDrift(pass.cs, 0, main))) return undefined;
+  if (isTerminal(main)) {
+    // The VM's own report wins over the pod phase, in reason as in detail.
+    const byLifecycle = isLifecycleFailed(main);
+    const detail =
+      main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
+      (byLifecycle ? "lifecycle state failed" : "phase Failed");
+    pass.steps.push({
+      target,
+      decision: "main-failed",
+      podName,
+      actions: [
+        {
+          kind: "event",
+          type: "Warning",
+          reason: byLifecycle ? EVENT_REASONS.podLifecycleFailed : EVENT_REASONS.mainAgentFailed,
+          message: `main agent pod ${podName} failed (${detail}); it is not rebuilt automatically`,
+        },
+      ],
+    });
+    return undefined;
+  }
+  if (!isReady(main)) {
+    pass.steps.push({ target, decision: "wait-main", podName, actions: [] });
+    pass.waits.push(MAIN_RETRY_MS);
+    return undefined;
+  }
+  if (pass.cs.status?.phase === "Failed") {
+    pass.steps.push({
+      target,
+      decision: "recovered",
+      podName,
+      actions: [
+        {
+          kind: "event",
+          type: "Normal",
+          reason: EVENT_REASONS.recoveredFromFailure,
+          message: `main agent pod ${podName} is Ready again`,
+        },
+      ],
+    });
+  }
+  return main;
+}
+
+/** Triage of an existing sub-agent (docs/behaviour.md §3.6): dead-letter, terminal, drifted. */
+function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
+  const target: PlanTarget = { role: "sub-agent", slot };
+  const podName = pod.metadata?.name ?? agentPodName(pass.name, slot);
+
+  if (pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE) {
+    // A spec edit is how users clear dead-letter: the slot starts over with a fresh budget.
+    const drift = agentDrift(pass.cs, slot, pod);
+    if (drift.length === 0) return;
+    const actions: PlanAction[] = [];
+    if (pass.history.has(slot)) {
+      const next = new Map(pass.history);
+      next.delete(slot);
+      actions.push(writeHistory(pass, next));
+    }
+    actions.push(deletePod(pod));
+    pass.steps.push({ target, decision: "reset-dead-letter", podName, drift, actions });
+    return;
+  }
+
+  if (isTerminal(pod)) {
+    const entry = pass.history.get(slot);
+    const count = entry?.count ?? 0;
+    if (count >= MAX_REBUILD_ATTEMPTS) {
+      pass.steps.push({
+        target,
+        decision: "dead-letter",
+        podName,
+        actions: [
+          {
+            kind: "annotate-pod",
+            name: podName,
+            uid: pod.metadata?.uid ?? "",
+            annotations: { [ANNOTATIONS.deadLetter]: ANNOTATION_TRUE },
+          },
+          { kind: "count-metric", metric: PLAN_METRICS.subAgentDeadLetter },
+          {
+            kind: "event",
+            type: "Warning",
+            reason: EVENT_REASONS.subAgentDeadLetter,
+            message: `slot ${slot} exhausted ${MAX_REBUILD_ATTEMPTS} rebuilds; pod ${podName} left in dead-letter`,
+          },
+        ],
+      });
+      return;
+    }
+    const remaining = backoffRemainingMs(entry, pass.input.nowMs);
+    if (remaining > 0) {
+      pass.steps.push({
+        target,
+        decision: "wait-backoff",
+        podName,
+        waitMs: remaining,
+        actions: [],
+      });
+      pass.waits.push(remaining);
+      return;
+    }
+    const attempt = count + 1;
+    const next = new Map(pass.history);
+    next.set(slot, { count: attempt, lastDeleted: new Date(pass.input.nowMs).toISOString() });
+    pass.steps.push({
+      target,
+      decision: "rebuild",
+      podName,
+      attempt,
+      actions: [
+        // Persisted before the delete: a failed delete must not hand out a free attempt.
+        writeHistory(pass, next),
+        deletePod(pod),
+        { kind: "count-metric", metric: PLAN_METRICS.subAgentRebuild },
+        {
+          kind: "event",
+          type: "Normal",
+          reason: EVENT_REASONS.subAgentRebuilding,
+          message: `slot ${slot} attempt ${attempt}/${MAX_REBUILD_ATTEMPTS}`,
+        },
+      ],
+    });
+    return;
+  }
+
+  replaceIfDrifted(pass, target, podName, pod, agentDrift(pass.cs, slot, pod));
+}
+
+/** Triage of existing slots, fan-out of the missing ones, then scale-down. */
+function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
+  const mainVMName =
+    main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
+  const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
+  const creates: PlanStep[] = [];
+  // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
+  pass.blocked ??= [];
+  for (let slot = 1; slot <= pass.replicas; slot++) {
+    const pod = subAgents.get(slot);
+    if (pod) {
+      triageSubAgent(pass, slot, pod);
+      continue;
+    }
+    const podName = agentPodName(pass.name, slot);
+    if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
+    if (recreate.waitMs > 0) {
+      pass.steps.push({
+        target: { role: "sub-agent", slot },
+        decision: "wait-vanished",
+        podName,
+        waitMs: recreate.waitMs,
+        actions: [],
+      });
+      pass.waits.push(recreate.waitMs);
+      continue;
+    }
+    const built = restoring(pass, buildAgentPod(pass.cs, slot, placement));
+    if (!built) continue;
+    const actions: PlanAction[] = [
+      { kind: "create-pod", pod: built.pod, onAlreadyExists: "success" },
+    ];
+    const { vanished } = recreate.record;
+    if (vanished >= VANISH_REPORT_AFTER) {
+      actions.push({
+        kind: "event",
+        type: "Warning",
+        reason: EVENT_REASONS.subAgentPodVanishing,
+        message: `slot ${slot}: pod ${podName} vanished ${vanished} times in a row within ${VANISH_WINDOW_MS / 1000} s of its creation; recreating it with backoff`,
+      });
+    }
+    creates.push({
+      target: { role: "sub-agent", slot },
+      decision: "create",
+      podName,
+      concurrent: true,
+      createRecord: recreate.record,
+      lostSnapshot: lostMark({ role: "sub-agent", slot }, built.lost),
+      actions,
+    });
+  }
+  // A pod the engine deletes itself (rebuild, drift, dead-letter reset) did not vanish: its
+  // slot's next create starts a fresh record.
+  for (const step of pass.steps) {
+    if (step.target.role === "sub-agent" && step.actions.some((a) => a.kind === "delete-pod")) {
+      pass.createLog.delete(step.target.slot);
+    }
+  }
+  pass.steps.push(...creates);
+  for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
+    if (slot <= pass.replicas) continue;
+    const pod = subAgents.get(slot) as Pod;
+    pass.steps.push({
+      target: { role: "sub-agent", slot },
+      decision: "scale-down",
+      podName: pod.metadata?.name ?? agentPodName(pass.name, slot),
+      actions: [deletePod(pod)],
+    });
+  }
+}
+
+/** Replaces terminal or drifted toolboxes at once, creates missing ones, drops extras. */
+function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
+  const wanted = new Set<string>();
+  for (const toolbox of pass.cs.spec.toolboxes ?? []) {
+    wanted.add(toolbox.name);
+    const target: PlanTarget = { role: "toolbox", name: toolbox.name };
+    const podName = toolboxPodName(pass.name, toolbox.name);
+    const squatter = pass.input.pods.find(
+      (p) => p.metadata?.name === podName && !isOwnedToolbox(pass.cs, p, toolbox.name),
+    );
+    if (squatter) {
+      pass.refusals.push({
+        kind: "toolbox-taken",
+        toolbox: toolbox.name,
+        podName,
+        message: `toolbox ${toolbox.name}: pod ${podName} already exists and is not this CocoonSet's toolbox`,
+      });
+      continue;
+    }
+    const pod = toolboxes.get(toolbox.name);
+    if (!pod) {
+      const built = restoring(pass, buildToolboxPod(pass.cs, toolbox));
+      if (!built) continue;
+      pass.steps.push({
+        target,
+        decision: "create",
+        podName,
+        lostSnapshot: lostMark(target, built.lost),
+        actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "check-owner" }],
+      });
+    } else if (isTerminal(pod)) {
+      pass.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
+    } else {
+      replaceIfDrifted(pass, target, podName, pod, toolboxDrift(pass.cs, toolbox, pod));
+    }
+  }
+  for (const extra of [...toolboxes.keys()].sort()) {
+    if (wanted.has(extra)) continue;
+    const pod = toolboxes.get(extra) as Pod;
+    pass.steps.push({
+      target: { role: "toolbox", name: extra },
+      decision: "delete-extra",
+      podName: pod.metadata?.name ?? toolboxPodName(pass.name, extra),
+      actions: [deletePod(pod)],
+    });
+  }
+}
+
+/** Live pods of this CocoonSet, not deleted by the plan, whose generation annotation lags. */
+function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationStamp[] {
+  const generation = pass.cs.metadata.generation;
+  if (generation === undefined) return [];
+  const deleted = new Set(
+    steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === "delete-pod" ? [a.uid] : []))),
+  );
+  const want = String(generation);
+  return pass.input.pods
+    .filter(
+      (p) =>
+        isOwnedPod(pass.cs, p) &&
+        !isTerminating(p) &&
+        !deleted.has(p.metadata?.uid ?? "") &&
+        p.metadata?.annotations?.[ANNOTATIONS.generation] !== want,
+    )
+    .map((p) => ({ name: p.metadata?.name ?? "", uid: p.metadata?.uid ?? "", generation: want }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/**
+ * Records the lost snapshots the steps found (each such step first writes the whole record
+ * of this pass, so concurrent creates write the same value, then warns), and announces each
+ * newly blocked member once: a holder already named in the stored condition is not again.
+ */
+function announce(pass: Pass): void {
+  const record = readLostSnapshots(pass.cs);
+  const fresh = pass.steps.filter((s) => s.lostSnapshot && !record.has(s.lostSnapshot.vm));
+  for (const s of fresh) {
+    const mark = s.lostSnapshot as LostSnapshotMark;
+    record.set(mark.vm, {
+      member: mark.member,
+      tag: "hibernate",
+      at: rfc3339Seconds(pass.input.nowMs),
+    });
+  }
+  if (fresh.length > 0) {
+    const value = serializeLostSnapshots(record);
+    for (const s of fresh)
+      s.actions.unshift(
+        { kind: "annotate-cocoonset", annotations: { [ANNOTATIONS.lostSnapshots]: value } },
+        {
+          kind: "event",
+          type: "Warning",
+          reason: EVENT_REASONS.snapshotLost,
+          message: lostSnapshotMessage(s.lostSnapshot as LostSnapshotMark),
+        },
+      );
+    // The status this pass writes already shows the record.
+    pass.cs = {
+      ...pass.cs,
+      metadata: {
+        ...pass.cs.metadata,
+        annotations: { ...pass.cs.metadata.annotations, [ANNOTATIONS.lostSnapshots]: value },
+      },
+    };
+  }
+  const told = (type: string) => {
+    const stored = pass.cs.status?.conditions?.find((c) => c.type === type);
+    return stored?.status === "True" ? (stored.message ?? "") : "";
+  };
+  const notices = [
+    { decision: "blocked", type: "SlotBlocked", reason: EVENT_REASONS.slotBlocked },
+    {
+      decision: "migrate-refused",
+      type: "MigrationRefused",
+      reason: EVENT_REASONS.migrationRefused,
+    },
+  ];
+  for (const n of notices) {
+    const stored = told(n.type);
+    for (const s of pass.steps)
+      if (s.decision === n.decision && s.why && !stored.includes(s.why))
+        s.actions.push({ kind: "event", type: "Warning", reason: n.reason, message: s.why });
+  }
+}
+
+function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
+  announce(pass);
+  const mutatesPods = pass.steps.some((s) =>
+    s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
+  );
+  // The Failed phase is only cleared by a status write, which waits for a quiet pass;
+  // announcing the recovery in that same pass announces it once.
+  const steps = mutatesPods ? pass.steps.filter((s) => s.decision !== "recovered") : pass.steps;
+  const plan: Plan = {
+    cocoonSet: { namespace: pass.namespace, name: pass.name, uid: pass.cs.metadata.uid ?? "" },
+    steps,
+    refusals: pass.refusals,
+    history: pass.history,
+    createLog: pass.createLog,
+    requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
+    mutatesPods,
+    fanOut: pass.input.fanOut ?? DEFAULT_FANOUT,
+    generationStamps: generationStamps(pass, steps),
+  };
+  if (writeStatus && !mutatesPods) {
+    const status = deriveStatus({
+      cocoonSet: pass.cs,
+      pods: pass.input.pods,
+      nowMs: pass.input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase,
+      blocked: pass.blocked,
+      migrationRefused: pass.migrationRefused,
+    });
+    if (!statusEqual(pass.cs.status, status)) plan.status = status;
+  }
+  return plan;
+}
+
+/** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
+function members(pass: Pass, pods: ClassifiedPods): { target: PlanTarget; pod: Pod }[] {
+  const out: { target: PlanTarget; pod: Pod }[] = [];
+  if (pods.main) out.push({ target: { role: "main", slot: 0 }, pod: pods.main });
+  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b))
+    out.push({ target: { role: "sub-agent", slot }, pod: pods.subAgents.get(slot) as Pod });
+  for (const name of [...pods.toolboxes.keys()].sort())
+    out.push({ target: { role: "toolbox", name }, pod: pods.toolboxes.get(name) as Pod });
+  return out;
+}
+
+function hibernateAction(pod: Pod, value: string | null): PlanAction {
+  return {
+    kind: "annotate-pod",
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+    annotations: { [ANNOTATIONS.hibernate]: value },
+  };
+}
+
+/**
+ * `spec.suspend` with the retain policy (docs/behaviour.md §3.15): the main agent is
+ * created if missing (restoring from its snapshot when there is one), every owned pod is
+ * asked to hibernate, and the fleet is Suspending until every VM has, then Suspended.
+ * Nothing else of the normal pass runs: no sub-agent or toolbox is created or rebuilt.
+ */
+function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Plan {
+  if ("error" in facts) {
+    pass.refusals.push(suspendUnanswered(facts.error));
+    return finish(pass, false);
+  }
+  if (!pods.main) {
+    const pod = buildAgentPod(pass.cs, 0);
+    // Fail-closed restore intent: the registry was asked, and a snapshot is never booted over.
+    if (facts.hibernate.has(pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? ""))
+      pod.metadata.annotations = {
+        ...pod.metadata.annotations,
+        [ANNOTATIONS.restoreFromHibernate]: ANNOTATION_TRUE,
+      };
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "create",
+      podName: pod.metadata.name,
+      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
+    });
+    return finish(pass, true);
+  }
+  const all = members(pass, pods);
+  const gate = hibernationGate(
+    pass.cs,
+    all.map((m) => m.pod),
+    facts.hibernate,
+  );
+  const pending = new Set(gate.pending);
+  for (const { target, pod } of all) {
+    const podName = pod.metadata?.name ?? "";
+    if (!asksHibernate(pod) && !isTerminating(pod)) {
+      pass.steps.push({
+        target,
+        decision: "hibernate",
+        podName,
+        actions: [hibernateAction(pod, ANNOTATION_TRUE)],
+      });
+    } else if (pending.has(podName)) {
+      pass.steps.push({ target, decision: "wait-hibernation", podName, actions: [] });
+    }
+  }
+  if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);
+  return finish(pass, true, pending.size > 0 ? "Suspending" : "Suspended");
+}
+
+/** Folds the slot-release part of a pass into the plan (docs/behaviour.md §3.16). */
+function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
+  pass.steps.push(...release.steps);
+  pass.refusals.push(...release.refusals);
+  if (release.waitMs !== undefined) pass.waits.push(release.waitMs);
+  const plan = finish(pass, release.writeStatus, release.phase);
+  if (release.statusAfter) plan.status = release.statusAfter;
+  return plan;
+}
+
+/**
+ * Not suspended: withdraw every hibernate request still on an owned pod (a wake). A VM that
+ * would wake from a snapshot the registry no longer has is marked lost first.
+ */
+function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
+  const facts = pass.input.snapshots;
+  const tags = facts && !("error" in facts) ? facts.hibernate : undefined;
+  for (const { target, pod } of members(pass, pods)) {
+    if (!asksHibernate(pod) || isTerminating(pod)) continue;
+    // A CocoonHibernation that wants this pod hibernated keeps its request.
+    if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
+    const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+    const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
+    pass.steps.push({
+      target,
+      decision: "wake",
+      podName: pod.metadata?.name ?? "",
+      lostSnapshot: gone ? lostMark(target, vm) : undefined,
+      actions: [hibernateAction(pod, null)],
+    });
+  }
+}
+
+/**
+ * A fleet refused for a VM name another live fleet holds (docs/behaviour.md §2.7): no pod is
+ * touched; the condition and a Warning are written once (while the message stays the same)
+ * and the error is reported on every pass until the clash is gone.
+ */
+function planVmNameRefusal(pass: Pass, clash: VmNameClash): Plan {
+  const message = vmNameClashMessage(pass.cs, clash);
+  pass.refusals.push({ kind: "vm-name-clash", message });
+  const said = pass.cs.status?.conditions?.some(
+    (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
+  );
+  if (!said) {
+    const status = deriveStatus({
+      cocoonSet: pass.cs,
+      pods: pass.input.pods,
+      nowMs: pass.input.nowMs,
+    });
+    status.conditions = [
+      ...(status.conditions ?? []),
+      {
+        type: VM_NAME_CONDITION,
+        status: "False",
+        reason: VM_NAME_CONFLICT_REASON,
+        message,
+        observedGeneration: pass.cs.metadata.generation,
+        lastTransitionTime: new Date(pass.input.nowMs).toISOString().replace(/\.\d{3}Z$/, "Z"),
+      },
+    ];
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "refuse-vm-names",
+      podName: agentPodName(pass.name, 0),
+      actions: [
+        { kind: "write-status", status },
+        { kind: "event", type: "Warning", reason: VM_NAME_CONFLICT_REASON, message },
+      ],
+    });
+  }
+  return finish(pass, false);
+}
+
+/**
+ * Plans one reconcile pass of a CocoonSet. Pure: no I/O, time comes from `nowMs`.
+ * The main agent comes first; sub-agents and toolboxes are planned only once it is Ready.
+ */
+export function planPass(input: PlanInput): Plan {
+  const cs = withDefaults(input.cocoonSet);
+  const replicas = cs.spec.agent.replicas ?? 0;
+  const pods = classifyPods(cs, input.pods);
+  const pruned = pruneCreateLog(
+    input.createLog ?? new Map(),
+    pods.subAgents,
+    replicas,
+    input.nowMs,
+  );
+  const pass: Pass = {
+    cs,
+    name: cs.metadata.name ?? "",
+    namespace: namespaceOf(cs),
+    replicas,
+    input,
+    steps: [],
+    refusals: [],
+    // A slot reported as vanishing is looked at again once its pod outlived the window.
+    waits: pruned.recheckMs === undefined ? [] : [pruned.recheckMs],
+    history: new Map(input.history ?? readRebuildHistory(cs)),
+    createLog: pruned.log,
+  };
+  const nameErrors = toolboxNameErrors(cs.spec.toolboxes ?? []);
+  if (nameErrors.length > 0) {
+    pass.refusals.push(...nameErrors);
+    return finish(pass, false);
+  }
+  const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
+  if (clash) return planVmNameRefusal(pass, clash);
+  // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
+  const facts = input.snapshots;
+  if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
+    return planSuspend(pass, pods, facts);
+  // Migration owns the pass while in flight (it does nothing while suspended); before a
+  // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
+  // (docs/behaviour.md §3.17), as cocoon-operator orders them.
+  const migrating = (): CocoonSetStatus =>
+    deriveStatus({
+      cocoonSet: cs,
+      pods: input.pods,
+      nowMs: input.nowMs,
+      vanishingSlots: vanishingSlots(pass.createLog),
+      phase: "Migrating",
+    });
+  const migration = facts
+    ? planMigration({
+        cs,
+        owned: pods,
+        facts,
+        migratingStatus: migrating,
+        hibernations: input.hibernations,
+        targetNode: input.targetNode,
+      })
+    : undefined;
+  if (migration && "refused" in migration) {
+    // Nothing hibernates; the fleet goes on where it runs, and looks again later.
+    pass.migrationRefused = [migration.refused];
+    pass.steps.push({
+      target: { role: "main", slot: 0 },
+      decision: "migrate-refused",
+      podName: agentPodName(pass.name, 0),
+      why: migration.refused,
+      actions: [],
+    });
+    pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+  } else if (migration) {
+    pass.steps.push(...migration.steps);
+    pass.refusals.push(...migration.refusals);
+    pass.waits.push(migration.waitMs);
+    return finish(pass, migration.refusals.length === 0 && !migration.persistsPhase, "Migrating");
+  }
+  // hibernatePolicy release: its suspend, and the wake from a released seat (slot-release.ts).
+  const released = planSlotRelease({
+    cocoonSet: cs,
+    owned: pods,
+    pods: input.pods,
+    snapshots: facts,
+    nowMs: input.nowMs,
+  });
+  if (released) return finishSlotRelease(pass, released);
+  if (facts && !migration) pass.migrationRefused = [];
+  if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
+  // A released seat whose snapshot is gone: the main agent boots fresh, and says so.
+  const lostMain = releasedSnapshotLost(cs, pods, facts);
+  const main = planMain(pass, pods.main);
+  if (lostMain)
+    for (const s of pass.steps)
+      if (s.target.role === "main" && s.decision === "create")
+        s.lostSnapshot ??= lostMark(s.target, lostMain);
+  if (main) {
+    planSubAgents(pass, pods.subAgents, main);
+    planToolboxes(pass, pods.toolboxes);
+  }
+  // A replacement main that is not Ready yet must not overwrite Failed with Pending: the
+  // Failed phase is what announces RecoveredFromFailure once the main is Ready again.
+  const waitingAfterFailure =
+    cs.status?.phase === "Failed" && pass.steps.some((s) => s.decision === "wait-main");
+  return finish(pass, !waitingAfterFailure);
+}

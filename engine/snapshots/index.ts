@@ -1,0 +1,16 @@
+/** Whose VM name and snapshot tag it is: hibernation targets, lost snapshots, the teardown of a fleet's tags, VM-name holders. Only what other layers use is exported here. */
+export { type HibernationTarget, hibernationTargets } from "./hibernation-targets.js";
+export { wakeProbes } from "./lost-snapshots.js";
+export {
+  deleteVmNamesStash,
+  hibernationsInFlight,
+  type TeardownTag,
+  teardownTags,
+  teardownVmNames,
+} from "./teardown.js";
+export {
+  needsVmNameCheck,
+  vmNameClash,
+  vmNameClashMessage,
+  vmNamesFreeToDrop,
+} from "./vm-names.js";

@@ -480,6 +480,20 @@ export type UpResult = ClusterState & {
   restarted: string[];
 };
 
+/** How long `up` waits for the whole cluster before it gives up. */
+const DEFAULT_UP_TIMEOUT_MS = 180_000;
+
+/** What the steps of one bring-up share. */
+interface Bringup {
+  stateDir: string;
+  deadline: number;
+  /** Every process started so far: a failed `up` stops them all. */
+  started: ComponentRecord[];
+  progress: (line: string) => void;
+  /** Seconds since the bring-up began, for progress lines. */
+  stamp: () => string;
+}
+
 /**
  * Starts the cluster, or reports the one already running in `stateDir`, or restarts the
  * components of that one that stopped (keeping etcd's data). Returns when the default
@@ -489,282 +503,48 @@ export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
   assertSupportedPlatform(opts.platform);
   const stateDir = resolveStateDir(opts.stateDir ?? defaultStateDir());
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
-  const nodeCount = opts.nodes ?? 2;
-  if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > MAX_NODES)
-    throw new ClusterError(`[nodes] must be an integer from 1 to ${MAX_NODES}, got ${nodeCount}`);
-  for (const a of opts.apiserverArgs ?? [])
-    if (!/^--[a-z0-9]/.test(a))
-      throw new ClusterError(
-        `[apiserver-arg] "${a}" is not a kube-apiserver flag (write it as --name=value)`,
-      );
+  const nodeCount = checkUpOptions(opts);
   assertOwnStateDir(stateDir);
-  const existing = readState(stateDir);
-  if (existing && opts.reset) {
-    progress(
-      `cluster: --reset: stopping the cluster in ${stateDir} and deleting its data; starting a new one`,
-    );
-    await stopRecorded(stateDir, existing);
-  } else if (existing) {
-    const status = await clusterStatus(stateDir);
-    if (status.running && status.healthy) return { ...existing, reused: true, restarted: [] };
-    const why = cannotRestart(existing);
-    if (why === undefined) {
-      try {
-        return await restartCluster(existing, progress, Date.now() + (opts.timeoutMs ?? 180_000));
-      } catch (e) {
-        if (!EtcdDataUnusable.isInstance(e)) throw e;
-        progress(
-          `cluster: etcd's data in ${join(stateDir, "etcd")} cannot be used (${e.message}); starting a new cluster: its namespaces and objects are lost`,
-        );
-      }
-    } else {
-      progress(
-        `cluster: the cluster in ${stateDir} cannot be restarted (${why}); starting a new one: its namespaces and objects are lost`,
-      );
-    }
-    await stopRecorded(stateDir, readState(stateDir) ?? existing);
-  }
-  rmSync(stateDir, { recursive: true, force: true });
-  mkdirSync(stateDir, { recursive: true });
-  writeFileSync(
-    join(stateDir, STATE_MARKER),
-    "This folder is the state of a cocoonset embedded cluster; `cocoonset-dev cluster down` removes it.\n",
-  );
-  for (const d of ["logs", "pki", "etcd", "kwok-home"])
-    mkdirSync(join(stateDir, d), { recursive: true });
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_UP_TIMEOUT_MS;
+  const resumed = await resumeOrStop(stateDir, opts.reset === true, timeoutMs, progress);
+  if (resumed) return resumed;
+  freshStateDir(stateDir);
 
-  const deadline = Date.now() + (opts.timeoutMs ?? 180_000);
-  const started: ComponentRecord[] = [];
-  const token = randomBytes(24).toString("hex");
-  const kubeconfig = join(stateDir, "kubeconfig");
   const t0 = Date.now();
-  const stamp = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+  const b: Bringup = {
+    stateDir,
+    deadline: t0 + timeoutMs,
+    started: [],
+    progress,
+    stamp: () => `${((Date.now() - t0) / 1000).toFixed(1)}s`,
+  };
   try {
-    // Credentials: a static admin token (system:masters) and the service-account signing key.
-    writeFileSync(
-      join(stateDir, "pki", "tokens.csv"),
-      `${token},cocoonset-admin,cocoonset-admin,"system:masters"\n`,
-      {
-        mode: 0o600,
-      },
-    );
-    const { publicKey, privateKey } = generateKeyPairSync("rsa", {
-      modulusLength: 2048,
-      publicKeyEncoding: { type: "spki", format: "pem" },
-      privateKeyEncoding: { type: "pkcs8", format: "pem" },
-    });
-    writeFileSync(join(stateDir, "pki", "sa.pub"), publicKey);
-    writeFileSync(join(stateDir, "pki", "sa.key"), privateKey, { mode: 0o600 });
-    // A client CA, so kubeconfigs with client certificates work too (see clientCa()).
-    const clientCa = createClientCa("cocoonset-local-client-ca");
-    writeFileSync(join(stateDir, "pki", "client-ca.crt"), clientCa.certPem);
-    writeFileSync(join(stateDir, "pki", "client-ca.key"), clientCa.keyPem, { mode: 0o600 });
-
-    const [etcdClient, etcdPeer, apiPort, registryPort] = [
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-    ];
-    // The OCI registry (go-containerregistry's cmd/registry) binds localhost, which Go
-    // listens on as 127.0.0.1. It keeps what is pushed in memory (the command has no
-    // storage option), so it holds nothing in the state directory but its log. Started
-    // first: it is ready long before the apiserver.
-    const registry = `127.0.0.1:${registryPort}`;
-    const registryProc = startComponent(stateDir, "registry", "registry", [
-      `--port=${registryPort}`,
-    ]);
-    started.push(registryProc);
-    progress("cluster: starting etcd");
-    const etcd = startComponent(stateDir, "etcd", "etcd", [
-      "--name=cocoonset",
-      `--data-dir=${join(stateDir, "etcd")}`,
-      `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
-      `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
-      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-cluster=cocoonset=http://127.0.0.1:${etcdPeer}`,
-      "--unsafe-no-fsync=true",
-      "--log-level=warn",
-    ]);
-    started.push(etcd);
-    await waitFor("etcd /health", etcd, deadline, async () => {
-      const r = await rawRequest(`http://127.0.0.1:${etcdClient}/health`);
-      return r.status === 200 && r.body.includes("true");
-    });
-    progress(`cluster: etcd ready (${stamp()}); starting kube-apiserver`);
-
-    const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = startComponent(stateDir, "kube-apiserver", "kube-apiserver", [
-      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-      `--cert-dir=${join(stateDir, "pki")}`,
-      `--secure-port=${apiPort}`,
-      "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
-      "--service-cluster-ip-range=10.0.0.0/24",
-      "--allow-privileged=true",
-      "--authorization-mode=RBAC",
-      `--token-auth-file=${join(stateDir, "pki", "tokens.csv")}`,
-      `--client-ca-file=${join(stateDir, "pki", "client-ca.crt")}`,
-      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-      `--service-account-key-file=${join(stateDir, "pki", "sa.pub")}`,
-      `--service-account-signing-key-file=${join(stateDir, "pki", "sa.key")}`,
-      // No kubelet mounts tokens, and no node-lifecycle controller lifts the not-ready taint.
-      "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-      // As hardened clusters do: setting blockOwnerDeletion on an owner needs the right to
-      // update its finalizers, so RBAC tests see that rule at work.
-      "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-      "--enable-priority-and-fairness=false",
-      "--profiling=false",
-      ...(opts.apiserverArgs ?? []),
-    ]);
-    started.push(apiserver);
-    await waitFor("kube-apiserver /readyz", apiserver, deadline, async () => {
-      if (!existsSync(join(stateDir, "pki", "apiserver.crt"))) return false;
-      const r = await rawRequest(`${server}/readyz`, { token, ca: readCa(stateDir) });
-      return r.status === 200;
-    });
-    writeKubeconfig(kubeconfig, server, readCa(stateDir), token);
-    await waitFor("the registry's /v2/", registryProc, deadline, async () => {
-      const r = await rawRequest(`http://${registry}/v2/`);
-      return r.status === 200;
-    });
-    progress(
-      `cluster: kube-apiserver ready at ${server}, registry at ${registry} (${stamp()}); starting controllers`,
-    );
-
-    started.push(
-      startComponent(stateDir, "kube-controller-manager", "kube-controller-manager", [
-        `--kubeconfig=${kubeconfig}`,
-        "--leader-elect=false",
-        "--use-service-account-credentials=false",
-        "--secure-port=0",
-        // resourcequota-controller: a ResourceQuota is enforced only once this controller has
-        // measured its usage (its status), as on a real cluster.
-        "--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,pod-garbage-collector-controller,serviceaccount-controller,resourcequota-controller",
-        "--concurrent-gc-syncs=10",
-      ]),
-    );
-    started.push(
-      startComponent(stateDir, "kube-scheduler", "kube-scheduler", [
-        `--kubeconfig=${kubeconfig}`,
-        "--leader-elect=false",
-        "--bind-address=127.0.0.1",
-        "--secure-port=0",
-      ]),
-    );
-    started.push(
-      startComponent(
-        stateDir,
-        "kwok",
-        "kwok",
-        [
-          `--kubeconfig=${kubeconfig}`,
-          `--config=${stagesFile()}`,
-          "--manage-all-nodes=false",
-          `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
-          "--node-ip=10.0.0.1",
-          "--cidr=10.0.128.0/17",
-          "--node-lease-duration-seconds=40",
-          "--server-address=",
-        ],
-        { HOME: join(stateDir, "kwok-home") },
-      ),
-    );
-    // kwok's own delete is name-only (a stale one kills a recreated pod of the same name),
-    // so the final delete of a terminating pod is this process's, by uid.
-    const finaliser = startProcess(stateDir, "pod-finaliser", process.execPath, [
-      podFinaliserScript(),
-      "--kubeconfig",
-      kubeconfig,
-    ]);
-    started.push(finaliser);
-    // The VM side of the node agent's contract (lifecycle annotations, snapshots in the
-    // registry), for the pods of namespaces that opt in; see cluster/node-agent.ts.
-    const nodeAgent = startProcess(stateDir, "node-agent", process.execPath, [
-      nodeAgentScript(),
-      "--kubeconfig",
-      kubeconfig,
-      "--registry",
-      registry,
-    ]);
-    started.push(nodeAgent);
-    writeState(stateDir, {
-      version: 1,
-      stateDir,
-      kubeconfig,
-      server,
-      token,
-      startedAt: new Date().toISOString(),
-      nodes: [],
-      components: started,
-      registry,
-    });
-    await waitFor("the pod finaliser to sync", finaliser, deadline, () =>
-      Promise.resolve(readFileSync(finaliser.log, "utf8").includes(POD_FINALISER_SYNCED)),
-    );
-    await waitFor("the node-agent simulator to sync", nodeAgent, deadline, () =>
-      Promise.resolve(readFileSync(nodeAgent.log, "utf8").includes(NODE_AGENT_SYNCED)),
-    );
-
+    const token = writeCredentials(stateDir);
+    const plane = await startControlPlane(b, token, opts.apiserverArgs ?? []);
+    startControllers(b, plane.kubeconfig);
+    await startSimulators(b, plane);
     const ca = readCa(stateDir);
-    await waitFor("the default namespace", undefined, deadline, async () => {
+    const { server } = plane;
+    await waitFor("the default namespace", undefined, b.deadline, async () => {
       const r = await rawRequest(`${server}/api/v1/namespaces/default`, { token, ca });
       return r.status === 200;
     });
-    const nodes: string[] = [];
-    for (let i = 0; i < nodeCount; i++) {
-      const name = `kwok-node-${i}`;
-      nodes.push(name);
-      const r = await rawRequest(`${server}/api/v1/nodes`, {
-        method: "POST",
-        token,
-        ca,
-        body: {
-          apiVersion: "v1",
-          kind: "Node",
-          metadata: {
-            name,
-            annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
-            labels: {
-              "kubernetes.io/hostname": name,
-              "kubernetes.io/os": "linux",
-              "kubernetes.io/arch": "amd64",
-              type: "kwok",
-              [POOL_LABEL]: "default",
-            },
-          },
-          spec: {},
-        },
-      });
-      if (r.status !== 201 && r.status !== 409)
-        throw new ClusterError(`creating node ${name}: HTTP ${r.status} ${r.body}`);
-    }
-    const kwok = started.find((c) => c.name === "kwok");
-    await waitForNodes({ server, token, ca, count: nodeCount, kwok, deadline });
-    started.push(startSupervisor(stateDir));
-    for (const c of started) {
+    const nodes = await createNodes({ server, token, ca }, nodeCount);
+    const kwok = b.started.find((c) => c.name === "kwok");
+    await waitForNodes({ server, token, ca, count: nodeCount, kwok, deadline: b.deadline });
+    b.started.push(startSupervisor(stateDir));
+    for (const c of b.started) {
       if (!isAlive(c))
         throw new ClusterError(
           `${c.name} exited during start-up; last lines of ${c.log}:\n${tail(c.log)}`,
         );
     }
-    const state: ClusterState = {
-      version: 1,
-      stateDir,
-      kubeconfig,
-      server,
-      token,
-      startedAt: new Date().toISOString(),
-      nodes,
-      components: started,
-      registry,
-    };
+    const state = clusterState(plane, b.started, nodes);
     writeState(stateDir, state);
-    progress(`cluster: ${nodeCount} simulated node(s) Ready; cluster up in ${stamp()}`);
+    progress(`cluster: ${nodeCount} simulated node(s) Ready; cluster up in ${b.stamp()}`);
     return { ...state, reused: false, restarted: [] };
   } catch (e) {
-    await stopComponents(started);
+    await stopComponents(b.started);
     if (!process.env.COCOONSET_KEEP_FAILED_CLUSTER) {
       // Keep the logs for the report, drop everything else.
       for (const d of ["etcd", "pki", "kwok-home", "state.json", "kubeconfig"]) {
@@ -773,6 +553,320 @@ export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
     }
     throw e;
   }
+}
+
+/** Refuses bad options by name; returns the number of nodes to create. */
+function checkUpOptions(opts: UpOptions): number {
+  const nodeCount = opts.nodes ?? 2;
+  if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > MAX_NODES)
+    throw new ClusterError(`[nodes] must be an integer from 1 to ${MAX_NODES}, got ${nodeCount}`);
+  for (const a of opts.apiserverArgs ?? [])
+    if (!/^--[a-z0-9]/.test(a))
+      throw new ClusterError(
+        `[apiserver-arg] "${a}" is not a kube-apiserver flag (write it as --name=value)`,
+      );
+  return nodeCount;
+}
+
+/**
+ * The cluster already recorded in `stateDir`: reported when it runs, restarted when parts of
+ * it stopped and its data can be used (the result), otherwise stopped (undefined: the caller
+ * starts a new one).
+ */
+async function resumeOrStop(
+  stateDir: string,
+  reset: boolean,
+  timeoutMs: number,
+  progress: (line: string) => void,
+): Promise<UpResult | undefined> {
+  const existing = readState(stateDir);
+  if (!existing) return undefined;
+  if (reset) {
+    progress(
+      `cluster: --reset: stopping the cluster in ${stateDir} and deleting its data; starting a new one`,
+    );
+    await stopRecorded(stateDir, existing);
+    return undefined;
+  }
+  const status = await clusterStatus(stateDir);
+  if (status.running && status.healthy) return { ...existing, reused: true, restarted: [] };
+  const why = cannotRestart(existing);
+  if (why === undefined) {
+    try {
+      return await restartCluster(existing, progress, Date.now() + timeoutMs);
+    } catch (e) {
+      if (!EtcdDataUnusable.isInstance(e)) throw e;
+      progress(
+        `cluster: etcd's data in ${join(stateDir, "etcd")} cannot be used (${e.message}); starting a new cluster: its namespaces and objects are lost`,
+      );
+    }
+  } else {
+    progress(
+      `cluster: the cluster in ${stateDir} cannot be restarted (${why}); starting a new one: its namespaces and objects are lost`,
+    );
+  }
+  await stopRecorded(stateDir, readState(stateDir) ?? existing);
+  return undefined;
+}
+
+/** Empties `stateDir` and lays out its folders and marker. */
+function freshStateDir(stateDir: string): void {
+  rmSync(stateDir, { recursive: true, force: true });
+  mkdirSync(stateDir, { recursive: true });
+  writeFileSync(
+    join(stateDir, STATE_MARKER),
+    "This folder is the state of a cocoonset embedded cluster; `cocoonset-dev cluster down` removes it.\n",
+  );
+  for (const d of ["logs", "pki", "etcd", "kwok-home"])
+    mkdirSync(join(stateDir, d), { recursive: true });
+}
+
+/**
+ * Writes the cluster's credentials into `pki/`: a static admin token (system:masters, the
+ * returned value), the service-account signing key, and a client CA so that kubeconfigs with
+ * client certificates work too (see clientCa()).
+ */
+function writeCredentials(stateDir: string): string {
+  const token = randomBytes(24).toString("hex");
+  writeFileSync(
+    join(stateDir, "pki", "tokens.csv"),
+    `${token},cocoonset-admin,cocoonset-admin,"system:masters"\n`,
+    { mode: 0o600 },
+  );
+  const { publicKey, privateKey } = generateKeyPairSync("rsa", {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: "spki", format: "pem" },
+    privateKeyEncoding: { type: "pkcs8", format: "pem" },
+  });
+  writeFileSync(join(stateDir, "pki", "sa.pub"), publicKey);
+  writeFileSync(join(stateDir, "pki", "sa.key"), privateKey, { mode: 0o600 });
+  const clientCa = createClientCa("cocoonset-local-client-ca");
+  writeFileSync(join(stateDir, "pki", "client-ca.crt"), clientCa.certPem);
+  writeFileSync(join(stateDir, "pki", "client-ca.key"), clientCa.keyPem, { mode: 0o600 });
+  return token;
+}
+
+/** Where the started control plane answers. */
+interface ControlPlane {
+  stateDir: string;
+  server: string;
+  token: string;
+  kubeconfig: string;
+  /** `127.0.0.1:<port>` of the OCI registry. */
+  registry: string;
+}
+
+/** Starts the registry, etcd and kube-apiserver, waits until they answer, writes the kubeconfig. */
+async function startControlPlane(
+  b: Bringup,
+  token: string,
+  apiserverArgs: readonly string[],
+): Promise<ControlPlane> {
+  const { stateDir, deadline } = b;
+  const [etcdClient, etcdPeer, apiPort, registryPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
+  // The OCI registry (go-containerregistry's cmd/registry) binds localhost, which Go
+  // listens on as 127.0.0.1. It keeps what is pushed in memory (the command has no
+  // storage option), so it holds nothing in the state directory but its log. Started
+  // first: it is ready long before the apiserver.
+  const registry = `127.0.0.1:${registryPort}`;
+  const registryProc = startComponent(stateDir, "registry", "registry", [`--port=${registryPort}`]);
+  b.started.push(registryProc);
+  b.progress("cluster: starting etcd");
+  const etcd = startComponent(stateDir, "etcd", "etcd", [
+    "--name=cocoonset",
+    `--data-dir=${join(stateDir, "etcd")}`,
+    `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+    `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+    `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+    `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+    `--initial-cluster=cocoonset=http://127.0.0.1:${etcdPeer}`,
+    "--unsafe-no-fsync=true",
+    "--log-level=warn",
+  ]);
+  b.started.push(etcd);
+  await waitFor("etcd /health", etcd, deadline, async () => {
+    const r = await rawRequest(`http://127.0.0.1:${etcdClient}/health`);
+    return r.status === 200 && r.body.includes("true");
+  });
+  b.progress(`cluster: etcd ready (${b.stamp()}); starting kube-apiserver`);
+
+  const server = `https://127.0.0.1:${apiPort}`;
+  const apiserver = startComponent(stateDir, "kube-apiserver", "kube-apiserver", [
+    `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+    `--cert-dir=${join(stateDir, "pki")}`,
+    `--secure-port=${apiPort}`,
+    "--bind-address=127.0.0.1",
+    "--advertise-address=127.0.0.1",
+    "--service-cluster-ip-range=10.0.0.0/24",
+    "--allow-privileged=true",
+    "--authorization-mode=RBAC",
+    `--token-auth-file=${join(stateDir, "pki", "tokens.csv")}`,
+    `--client-ca-file=${join(stateDir, "pki", "client-ca.crt")}`,
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+    `--service-account-key-file=${join(stateDir, "pki", "sa.pub")}`,
+    `--service-account-signing-key-file=${join(stateDir, "pki", "sa.key")}`,
+    // No kubelet mounts tokens, and no node-lifecycle controller lifts the not-ready taint.
+    "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+    // As hardened clusters do: setting blockOwnerDeletion on an owner needs the right to
+    // update its finalizers, so RBAC tests see that rule at work.
+    "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+    "--enable-priority-and-fairness=false",
+    "--profiling=false",
+    ...apiserverArgs,
+  ]);
+  b.started.push(apiserver);
+  await waitFor("kube-apiserver /readyz", apiserver, deadline, async () => {
+    if (!existsSync(join(stateDir, "pki", "apiserver.crt"))) return false;
+    const r = await rawRequest(`${server}/readyz`, { token, ca: readCa(stateDir) });
+    return r.status === 200;
+  });
+  const kubeconfig = join(stateDir, "kubeconfig");
+  writeKubeconfig(kubeconfig, server, readCa(stateDir), token);
+  await waitFor("the registry's /v2/", registryProc, deadline, async () => {
+    const r = await rawRequest(`http://${registry}/v2/`);
+    return r.status === 200;
+  });
+  b.progress(
+    `cluster: kube-apiserver ready at ${server}, registry at ${registry} (${b.stamp()}); starting controllers`,
+  );
+  return { stateDir, server, token, kubeconfig, registry };
+}
+
+/** Starts kube-controller-manager, kube-scheduler and kwok (they need no wait of their own). */
+function startControllers(b: Bringup, kubeconfig: string): void {
+  const { stateDir } = b;
+  b.started.push(
+    startComponent(stateDir, "kube-controller-manager", "kube-controller-manager", [
+      `--kubeconfig=${kubeconfig}`,
+      "--leader-elect=false",
+      "--use-service-account-credentials=false",
+      "--secure-port=0",
+      // resourcequota-controller: a ResourceQuota is enforced only once this controller has
+      // measured its usage (its status), as on a real cluster.
+      "--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,job-controller,pod-garbage-collector-controller,serviceaccount-controller,resourcequota-controller",
+      "--concurrent-gc-syncs=10",
+    ]),
+  );
+  b.started.push(
+    startComponent(stateDir, "kube-scheduler", "kube-scheduler", [
+      `--kubeconfig=${kubeconfig}`,
+      "--leader-elect=false",
+      "--bind-address=127.0.0.1",
+      "--secure-port=0",
+    ]),
+  );
+  b.started.push(
+    startComponent(
+      stateDir,
+      "kwok",
+      "kwok",
+      [
+        `--kubeconfig=${kubeconfig}`,
+        `--config=${stagesFile()}`,
+        "--manage-all-nodes=false",
+        `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
+        "--node-ip=10.0.0.1",
+        "--cidr=10.0.128.0/17",
+        "--node-lease-duration-seconds=40",
+        "--server-address=",
+      ],
+      { HOME: join(stateDir, "kwok-home") },
+    ),
+  );
+}
+
+/**
+ * Starts the pod finaliser and the node-agent simulator, records the state so far (so that
+ * `down` stops them even if this `up` dies), and waits until both watch every pod.
+ */
+async function startSimulators(b: Bringup, plane: ControlPlane): Promise<void> {
+  const { stateDir, deadline } = b;
+  // kwok's own delete is name-only (a stale one kills a recreated pod of the same name),
+  // so the final delete of a terminating pod is this process's, by uid.
+  const finaliser = startProcess(stateDir, "pod-finaliser", process.execPath, [
+    podFinaliserScript(),
+    "--kubeconfig",
+    plane.kubeconfig,
+  ]);
+  b.started.push(finaliser);
+  // The VM side of the node agent's contract (lifecycle annotations, snapshots in the
+  // registry), for the pods of namespaces that opt in; see cluster/node-agent.ts.
+  const nodeAgent = startProcess(stateDir, "node-agent", process.execPath, [
+    nodeAgentScript(),
+    "--kubeconfig",
+    plane.kubeconfig,
+    "--registry",
+    plane.registry,
+  ]);
+  b.started.push(nodeAgent);
+  writeState(stateDir, clusterState(plane, b.started, []));
+  await waitFor("the pod finaliser to sync", finaliser, deadline, () =>
+    Promise.resolve(readFileSync(finaliser.log, "utf8").includes(POD_FINALISER_SYNCED)),
+  );
+  await waitFor("the node-agent simulator to sync", nodeAgent, deadline, () =>
+    Promise.resolve(readFileSync(nodeAgent.log, "utf8").includes(NODE_AGENT_SYNCED)),
+  );
+}
+
+/** The state file's record of a cluster started by this `up`. */
+function clusterState(
+  plane: ControlPlane,
+  components: ComponentRecord[],
+  nodes: string[],
+): ClusterState {
+  const { stateDir, kubeconfig, server, token, registry } = plane;
+  return {
+    version: 1,
+    stateDir,
+    kubeconfig,
+    server,
+    token,
+    startedAt: new Date().toISOString(),
+    nodes,
+    components: [...components],
+    registry,
+  };
+}
+
+/** Creates the simulated nodes `kwok-node-<i>` (kwok manages them by their annotation). */
+async function createNodes(
+  api: { server: string; token: string; ca: string },
+  count: number,
+): Promise<string[]> {
+  const nodes: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const name = `kwok-node-${i}`;
+    nodes.push(name);
+    const r = await rawRequest(`${api.server}/api/v1/nodes`, {
+      method: "POST",
+      token: api.token,
+      ca: api.ca,
+      body: {
+        apiVersion: "v1",
+        kind: "Node",
+        metadata: {
+          name,
+          annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
+          labels: {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            type: "kwok",
+            [POOL_LABEL]: "default",
+          },
+        },
+        spec: {},
+      },
+    });
+    if (r.status !== 201 && r.status !== 409)
+      throw new ClusterError(`creating node ${name}: HTTP ${r.status} ${r.body}`);
+  }
+  return nodes;
 }
 
 /** Waits until `count` simulated nodes are Ready. */

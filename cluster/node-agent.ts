@@ -180,305 +180,357 @@ type Patch = Record<string, string | null>;
 
 /** Starts simulating the node agent on the opted-in pods. */
 export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
-  const { client } = opts;
-  const log = opts.log ?? (() => undefined);
-  const registry = new OciRegistry(opts.registry);
-  const nodes = new Informer<KubeObject>({ client, path: paths.nodes() });
-  const namespaces = new Informer<KubeObject>({ client, path: paths.namespaces() });
-  const pods = new Informer<AgentPod>({ client, path: paths.allPods() });
-  const simulated = new Set<string>();
+  const sim = new SimulatedNodeAgent(opts);
+  sim.start();
+  return sim;
+}
+
+/**
+ * The simulator's parts: three informers (nodes, namespaces, pods) feed {@link kick}; one
+ * runner per pod uid ({@link work}) performs the pod's next step (boot, hibernate, echo) from
+ * its newest copy; {@link onGone} handles a deletion's snapshot.
+ */
+class SimulatedNodeAgent implements NodeAgent {
+  private readonly client: KubeClient;
+  private readonly log: (line: string) => void;
+  private readonly registry: OciRegistry;
+  private readonly nodes: Informer<KubeObject>;
+  private readonly namespaces: Informer<KubeObject>;
+  private readonly pods: Informer<AgentPod>;
+  /** Names of the nodes kwok simulates. */
+  private readonly simulated = new Set<string>();
   /** `node/vm` of the snapshots nodes kept for a warm restore. */
-  const localCopies = new Set<string>();
+  private readonly localCopies = new Set<string>();
   /** uid → the newest copy of the pod this process has (a patch answer may be newer than the cache). */
-  const newest = new Map<string, AgentPod>();
-  const running = new Set<string>();
-  const dirty = new Set<string>();
+  private readonly newest = new Map<string, AgentPod>();
+  /** uids with a runner. */
+  private readonly running = new Set<string>();
+  /** uids changed while their runner worked: it looks again before it returns. */
+  private readonly dirty = new Set<string>();
   /** uids whose deletion was handled. */
-  const deleted = new Set<string>();
-  const timers = new Set<NodeJS.Timeout>();
-  let stopped = false;
+  private readonly deleted = new Set<string>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private stopped = false;
 
-  const optedIn = (ns: string | undefined) =>
-    namespaces.get(ns ?? "")?.metadata.labels?.[NODE_AGENT_LABEL] === NODE_AGENT_ENABLED;
-  const eligible = (p: AgentPod) => optedIn(p.metadata.namespace) && isSimulatedVM(p, simulated);
-  const keyOf = (p: AgentPod) => `${p.metadata.namespace}/${p.metadata.name}`;
-  const rv = (p: AgentPod) => Number(p.metadata.resourceVersion ?? 0);
+  constructor(opts: NodeAgentOptions) {
+    this.client = opts.client;
+    this.log = opts.log ?? (() => undefined);
+    this.registry = new OciRegistry(opts.registry);
+    this.nodes = new Informer<KubeObject>({ client: this.client, path: paths.nodes() });
+    this.namespaces = new Informer<KubeObject>({ client: this.client, path: paths.namespaces() });
+    this.pods = new Informer<AgentPod>({ client: this.client, path: paths.allPods() });
+  }
 
-  const remember = (p: AgentPod) => {
-    const uid = p.metadata.uid ?? "";
-    const known = newest.get(uid);
-    if (!known || rv(p) >= rv(known)) newest.set(uid, p);
-  };
-
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (ms <= 0 || stopped) return resolve();
-      const t = setTimeout(() => {
-        timers.delete(t);
-        resolve();
-      }, ms);
-      timers.add(t);
+  /** Wires the informers' events and starts them. */
+  start(): void {
+    const isSimulatedNode = (n: KubeObject) =>
+      n.metadata.annotations?.[FAKE_NODE_ANNOTATION] === "fake";
+    this.nodes.addHandlers({
+      onAdd: (n) => {
+        if (!isSimulatedNode(n)) return;
+        this.simulated.add(n.metadata.name ?? "");
+        this.kickAll((p) => p.spec?.nodeName === n.metadata.name);
+      },
+      onUpdate: (_, n) => {
+        if (isSimulatedNode(n)) this.simulated.add(n.metadata.name ?? "");
+        else this.simulated.delete(n.metadata.name ?? "");
+      },
+      onDelete: (n) => {
+        this.simulated.delete(n.metadata.name ?? "");
+      },
     });
+    const namespaceChanged = (ns: KubeObject) => {
+      if (this.optedIn(ns.metadata.name))
+        this.kickAll((p) => p.metadata.namespace === ns.metadata.name);
+    };
+    this.namespaces.addHandlers({
+      onAdd: namespaceChanged,
+      onUpdate: (_, ns) => namespaceChanged(ns),
+    });
+    this.pods.addHandlers({
+      onAdd: (p) => this.kick(p),
+      onUpdate: (_, p) => this.kick(p),
+      onDelete: (p) => {
+        this.remember(p);
+        this.onGone(p);
+        const uid = p.metadata.uid ?? "";
+        this.newest.delete(uid);
+        this.deleted.delete(uid);
+        this.dirty.delete(uid);
+      },
+    });
+    this.nodes.start();
+    this.namespaces.start();
+    this.pods.start();
+  }
 
-  const patch = async (pod: AgentPod, annotations: Patch): Promise<AgentPod> => {
+  async synced(): Promise<void> {
+    await this.nodes.waitForSync();
+    await this.namespaces.waitForSync();
+    await this.pods.waitForSync();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await Promise.all([this.nodes.stop(), this.namespaces.stop(), this.pods.stop()]);
+  }
+
+  // --- which pods, and their newest copies
+
+  private optedIn(ns: string | undefined): boolean {
+    return (
+      this.namespaces.get(ns ?? "")?.metadata.labels?.[NODE_AGENT_LABEL] === NODE_AGENT_ENABLED
+    );
+  }
+
+  private eligible(p: AgentPod): boolean {
+    return this.optedIn(p.metadata.namespace) && isSimulatedVM(p, this.simulated);
+  }
+
+  private remember(p: AgentPod): void {
+    const uid = p.metadata.uid ?? "";
+    const known = this.newest.get(uid);
+    if (!known || resourceVersionOf(p) >= resourceVersionOf(known)) this.newest.set(uid, p);
+  }
+
+  private newestOf(pod: AgentPod): AgentPod {
+    return this.newest.get(pod.metadata.uid ?? "") ?? pod;
+  }
+
+  private kickAll(filter: (p: AgentPod) => boolean): void {
+    for (const p of this.pods.list()) if (filter(p)) this.kick(p);
+  }
+
+  private kick(pod: AgentPod): void {
+    const uid = pod.metadata.uid ?? "";
+    if (!uid) return;
+    this.remember(pod);
+    if (pod.metadata.deletionTimestamp) return this.onGone(pod);
+    if (!this.eligible(pod)) return;
+    if (this.running.has(uid)) this.dirty.add(uid);
+    else void this.work(uid);
+  }
+
+  // --- scheduling
+
+  /** Calls `fn` after `ms` unless the simulator stopped first. */
+  private later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (ms <= 0 || this.stopped) return resolve();
+      this.later(ms, resolve);
+    });
+  }
+
+  /** Runs the pod's transitions until none is left; one runner per uid. */
+  private async work(uid: string, attempt = 0): Promise<void> {
+    this.running.add(uid);
+    try {
+      for (;;) {
+        this.dirty.delete(uid);
+        const pod = this.newest.get(uid);
+        if (this.stopped || !pod || this.deleted.has(uid) || !this.eligible(pod)) return;
+        const step = nextStep(pod);
+        if (!step) {
+          if (this.dirty.has(uid)) continue;
+          return;
+        }
+        try {
+          await this.perform(pod, step);
+          attempt = 0;
+        } catch (e) {
+          if (this.stopped || this.deleted.has(uid)) return;
+          if (!RegistryError.isInstance(e) && !this.newest.has(uid)) return;
+          const delay = retryDelayMs(attempt);
+          this.log(`${keyOf(pod)}: ${step.kind} failed (${errorMessage(e)}); retry in ${delay} ms`);
+          this.later(delay, () => {
+            if (!this.running.has(uid)) void this.work(uid, attempt + 1);
+          });
+          return;
+        }
+      }
+    } finally {
+      this.running.delete(uid);
+    }
+  }
+
+  private async perform(pod: AgentPod, step: NonNullable<AgentStep>): Promise<void> {
+    switch (step.kind) {
+      case "boot":
+        return this.boot(pod, step.fromSnapshot);
+      case "hibernate":
+        return this.hibernate(pod);
+      case "echo":
+        await this.patch(pod, { [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod) });
+        return;
+    }
+  }
+
+  // --- the VM's transitions
+
+  private async patch(pod: AgentPod, annotations: Patch): Promise<AgentPod> {
     const { namespace = "", name = "", uid } = pod.metadata;
-    const updated = await client.patch<AgentPod>(paths.pod(namespace, name), {
+    const updated = await this.client.patch<AgentPod>(paths.pod(namespace, name), {
       metadata: { uid, annotations },
     });
-    remember(updated);
+    this.remember(updated);
     return updated;
-  };
+  }
 
-  const lifecycle = (pod: AgentPod, state: string, message?: string): Patch => ({
-    [ANNOTATIONS.lifecycleState]: state,
-    [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod),
-    [ANNOTATIONS.lifecycleStateMessage]: message ?? null,
-  });
-
-  const pushSnapshot = async (pod: AgentPod, tag: string): Promise<string> => {
-    const a = annotationsOf(pod);
-    const vm = a[ANNOTATIONS.vmName];
-    const created = new Date().toISOString();
-    const state = Buffer.from(
-      JSON.stringify({
-        vmName: vm,
-        vmID: a[ANNOTATIONS.vmID] ?? "",
-        pod: keyOf(pod),
-        node: pod.spec?.nodeName ?? "",
-        tag,
-        created,
-        nonce: randomBytes(8).toString("hex"),
-      }),
-    );
-    const config = Buffer.from(
-      JSON.stringify({ vmName: vm, image: a[ANNOTATIONS.image] ?? "", simulated: true }),
-    );
-    const stateDigest = await registry.pushBlob(vm, state);
-    const configDigest = await registry.pushBlob(vm, config);
-    const manifest = JSON.stringify({
-      schemaVersion: 2,
-      mediaType: "application/vnd.oci.image.manifest.v1+json",
-      artifactType: SNAPSHOT_MEDIA_TYPES.artifact,
-      config: { mediaType: SNAPSHOT_MEDIA_TYPES.config, digest: configDigest, size: config.length },
-      layers: [
-        {
-          mediaType: SNAPSHOT_MEDIA_TYPES.state,
-          digest: stateDigest,
-          size: state.length,
-          annotations: { "org.opencontainers.image.title": "state.json" },
-        },
-      ],
-      annotations: { "org.opencontainers.image.created": created },
-    });
-    return registry.putManifest(vm, tag, manifest);
-  };
-
-  const boot = async (start: AgentPod, fromSnapshot: boolean): Promise<void> => {
-    const a = annotationsOf(start);
-    const vm = a[ANNOTATIONS.vmName];
+  private async boot(start: AgentPod, fromSnapshot: boolean): Promise<void> {
+    const vm = annotationsOf(start)[ANNOTATIONS.vmName];
     const node = start.spec?.nodeName ?? "";
-    let pod = await patch(
+    let pod = await this.patch(
       start,
       lifecycle(start, LIFECYCLE_STATES.creating, fromSnapshot ? RESTORING_MESSAGE : undefined),
     );
     let message: string | undefined;
     if (fromSnapshot) {
-      await sleep(delayOf(pod, SIM_ANNOTATIONS.wakeDelayMs));
-      pod = newest.get(pod.metadata.uid ?? "") ?? pod;
+      await this.sleep(delayOf(pod, SIM_ANNOTATIONS.wakeDelayMs));
+      pod = this.newestOf(pod);
       if (annotationsOf(pod)[SIM_ANNOTATIONS.fail] === "wake") {
-        await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated wake failure"));
-        log(`${keyOf(pod)}: wake of ${vm} failed (${SIM_ANNOTATIONS.fail}=wake)`);
+        await this.patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated wake failure"));
+        this.log(`${keyOf(pod)}: wake of ${vm} failed (${SIM_ANNOTATIONS.fail}=wake)`);
         return;
       }
-      if (localCopies.delete(`${node}/${vm}`)) {
+      if (this.localCopies.delete(`${node}/${vm}`)) {
         message = `restored from the node-local snapshot on ${node}`;
-      } else if (await registry.hasManifest(vm, SNAPSHOT_TAGS.hibernate)) {
-        message = `restored from ${registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate}`;
+      } else if (await this.registry.hasManifest(vm, SNAPSHOT_TAGS.hibernate)) {
+        message = `restored from ${this.registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate}`;
       } else {
-        const why = `snapshot ${registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate} not found in the registry`;
-        await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, why));
-        log(`${keyOf(pod)}: restore of ${vm} failed: ${why}`);
+        const why = `snapshot ${this.registry.repository(vm)}:${SNAPSHOT_TAGS.hibernate} not found in the registry`;
+        await this.patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, why));
+        this.log(`${keyOf(pod)}: restore of ${vm} failed: ${why}`);
         return;
       }
     }
     const id = randomUUID();
     const ip = `10.88.${randomBytes(1)[0]}.${1 + (randomBytes(1)[0] % 254)}`;
-    await patch(pod, {
+    await this.patch(pod, {
       ...lifecycle(pod, LIFECYCLE_STATES.ready, message),
       [ANNOTATIONS.vmID]: id,
       [ANNOTATIONS.vmIP]: ip,
     });
-    log(`${keyOf(pod)}: ${vm} ready on ${node} as ${id} (${message ?? "booted"})`);
-  };
+    this.log(`${keyOf(pod)}: ${vm} ready on ${node} as ${id} (${message ?? "booted"})`);
+  }
 
-  const hibernate = async (start: AgentPod): Promise<void> => {
+  private async hibernate(start: AgentPod): Promise<void> {
     const vm = annotationsOf(start)[ANNOTATIONS.vmName];
     let pod = start;
     if (annotationsOf(pod)[ANNOTATIONS.lifecycleState] !== LIFECYCLE_STATES.hibernating)
-      pod = await patch(pod, lifecycle(pod, LIFECYCLE_STATES.hibernating));
-    await sleep(delayOf(pod, SIM_ANNOTATIONS.hibernateDelayMs));
-    pod = newest.get(pod.metadata.uid ?? "") ?? pod;
+      pod = await this.patch(pod, lifecycle(pod, LIFECYCLE_STATES.hibernating));
+    await this.sleep(delayOf(pod, SIM_ANNOTATIONS.hibernateDelayMs));
+    pod = this.newestOf(pod);
     if (annotationsOf(pod)[SIM_ANNOTATIONS.fail] === "hibernate") {
-      await patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated hibernate failure"));
-      log(`${keyOf(pod)}: hibernation of ${vm} failed (${SIM_ANNOTATIONS.fail}=hibernate)`);
+      await this.patch(pod, lifecycle(pod, LIFECYCLE_STATES.failed, "simulated hibernate failure"));
+      this.log(`${keyOf(pod)}: hibernation of ${vm} failed (${SIM_ANNOTATIONS.fail}=hibernate)`);
       return;
     }
-    const digest = await pushSnapshot(pod, SNAPSHOT_TAGS.hibernate);
-    await patch(pod, {
+    const digest = await pushSnapshot(this.registry, pod, SNAPSHOT_TAGS.hibernate);
+    await this.patch(pod, {
       ...lifecycle(pod, LIFECYCLE_STATES.hibernated),
       [ANNOTATIONS.vmID]: null,
       [ANNOTATIONS.vmIP]: null,
     });
-    log(`${keyOf(pod)}: ${vm} hibernated to ${registry.repository(vm)}:hibernate@${digest}`);
-  };
-
-  const perform = async (pod: AgentPod, step: NonNullable<AgentStep>): Promise<void> => {
-    switch (step.kind) {
-      case "boot":
-        return boot(pod, step.fromSnapshot);
-      case "hibernate":
-        return hibernate(pod);
-      case "echo":
-        await patch(pod, {
-          [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod),
-        });
-        return;
-    }
-  };
-
-  /** Runs the pod's transitions until none is left; one runner per uid. */
-  const work = async (uid: string, attempt = 0): Promise<void> => {
-    running.add(uid);
-    try {
-      for (;;) {
-        dirty.delete(uid);
-        const pod = newest.get(uid);
-        if (stopped || !pod || deleted.has(uid) || !eligible(pod)) return;
-        const step = nextStep(pod);
-        if (!step) {
-          if (dirty.has(uid)) continue;
-          return;
-        }
-        try {
-          await perform(pod, step);
-          attempt = 0;
-        } catch (e) {
-          if (stopped || deleted.has(uid)) return;
-          if (!RegistryError.isInstance(e) && !newest.has(uid)) return;
-          const delay = Math.min(5000, 200 * 2 ** attempt);
-          log(`${keyOf(pod)}: ${step.kind} failed (${errorMessage(e)}); retry in ${delay} ms`);
-          const t = setTimeout(() => {
-            timers.delete(t);
-            if (!running.has(uid)) void work(uid, attempt + 1);
-          }, delay);
-          timers.add(t);
-          return;
-        }
-      }
-    } finally {
-      running.delete(uid);
-    }
-  };
-
-  const kick = (pod: AgentPod) => {
-    const uid = pod.metadata.uid ?? "";
-    if (!uid) return;
-    remember(pod);
-    if (pod.metadata.deletionTimestamp) return onGone(pod);
-    if (!eligible(pod)) return;
-    if (running.has(uid)) dirty.add(uid);
-    else void work(uid);
-  };
+    this.log(
+      `${keyOf(pod)}: ${vm} hibernated to ${this.registry.repository(vm)}:hibernate@${digest}`,
+    );
+  }
 
   /** A pod being deleted (or gone): keep or drop the node's copy, push `:latest` per policy. */
-  function onGone(last: AgentPod): void {
+  private onGone(last: AgentPod): void {
     const uid = last.metadata.uid ?? "";
-    if (deleted.has(uid) || !eligible(last)) return;
-    deleted.add(uid);
-    const pod = newest.get(uid) ?? last;
+    if (this.deleted.has(uid) || !this.eligible(last)) return;
+    this.deleted.add(uid);
+    const pod = this.newest.get(uid) ?? last;
     const a = annotationsOf(pod);
     const vm = a[ANNOTATIONS.vmName];
     const where = `${pod.spec?.nodeName ?? ""}/${vm}`;
     if (a[ANNOTATIONS.keepSnapshotOnDelete] === "true") {
-      localCopies.add(where);
-      log(`${keyOf(pod)}: deleted; ${pod.spec?.nodeName} keeps the local snapshot of ${vm}`);
+      this.localCopies.add(where);
+      this.log(`${keyOf(pod)}: deleted; ${pod.spec?.nodeName} keeps the local snapshot of ${vm}`);
       return;
     }
-    localCopies.delete(where);
+    this.localCopies.delete(where);
     const live = a[ANNOTATIONS.lifecycleState] === LIFECYCLE_STATES.ready && !!a[ANNOTATIONS.vmID];
     if (!live || !pushesLatestOnDelete(pod)) return;
     const push = async (attempt: number): Promise<void> => {
-      if (stopped) return;
+      if (this.stopped) return;
       try {
-        const digest = await pushSnapshot(pod, SNAPSHOT_TAGS.latest);
-        log(
-          `${keyOf(pod)}: deleted; ${vm} snapshotted to ${registry.repository(vm)}:latest@${digest}`,
+        const digest = await pushSnapshot(this.registry, pod, SNAPSHOT_TAGS.latest);
+        this.log(
+          `${keyOf(pod)}: deleted; ${vm} snapshotted to ${this.registry.repository(vm)}:latest@${digest}`,
         );
       } catch (e) {
-        const delay = Math.min(5000, 200 * 2 ** attempt);
-        log(
+        const delay = retryDelayMs(attempt);
+        this.log(
           `${keyOf(pod)}: pushing ${vm}:latest failed (${errorMessage(e)}); retry in ${delay} ms`,
         );
-        const t = setTimeout(() => {
-          timers.delete(t);
-          void push(attempt + 1);
-        }, delay);
-        timers.add(t);
+        this.later(delay, () => void push(attempt + 1));
       }
     };
     void push(0);
   }
+}
 
-  const isSimulatedNode = (n: KubeObject) =>
-    n.metadata.annotations?.[FAKE_NODE_ANNOTATION] === "fake";
-  const kickAll = (filter: (p: AgentPod) => boolean) => {
-    for (const p of pods.list()) if (filter(p)) kick(p);
-  };
-  nodes.addHandlers({
-    onAdd(n) {
-      if (!isSimulatedNode(n)) return;
-      simulated.add(n.metadata.name ?? "");
-      kickAll((p) => p.spec?.nodeName === n.metadata.name);
-    },
-    onUpdate(_, n) {
-      if (isSimulatedNode(n)) simulated.add(n.metadata.name ?? "");
-      else simulated.delete(n.metadata.name ?? "");
-    },
-    onDelete(n) {
-      simulated.delete(n.metadata.name ?? "");
-    },
-  });
-  const namespaceChanged = (ns: KubeObject) => {
-    if (optedIn(ns.metadata.name)) kickAll((p) => p.metadata.namespace === ns.metadata.name);
-  };
-  namespaces.addHandlers({ onAdd: namespaceChanged, onUpdate: (_, ns) => namespaceChanged(ns) });
-  pods.addHandlers({
-    onAdd: kick,
-    onUpdate: (_, p) => kick(p),
-    onDelete(p) {
-      remember(p);
-      onGone(p);
-      const uid = p.metadata.uid ?? "";
-      newest.delete(uid);
-      deleted.delete(uid);
-      dirty.delete(uid);
-    },
-  });
-  nodes.start();
-  namespaces.start();
-  pods.start();
+const keyOf = (p: AgentPod) => `${p.metadata.namespace}/${p.metadata.name}`;
+const resourceVersionOf = (p: AgentPod) => Number(p.metadata.resourceVersion ?? 0);
+/** A failed step's or push's retry: 200 ms doubling to 5 s. */
+const retryDelayMs = (attempt: number) => Math.min(5000, 200 * 2 ** attempt);
 
+/** The lifecycle annotations of a transition to `state`. */
+function lifecycle(pod: AgentPod, state: string, message?: string): Patch {
   return {
-    async synced() {
-      await nodes.waitForSync();
-      await namespaces.waitForSync();
-      await pods.waitForSync();
-    },
-    async stop() {
-      stopped = true;
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-      await Promise.all([nodes.stop(), namespaces.stop(), pods.stop()]);
-    },
+    [ANNOTATIONS.lifecycleState]: state,
+    [ANNOTATIONS.lifecycleObservedGeneration]: generationOf(pod),
+    [ANNOTATIONS.lifecycleStateMessage]: message ?? null,
   };
+}
+
+/** Pushes a snapshot artifact of the pod's VM as `<vm>:<tag>`; returns the manifest's digest. */
+async function pushSnapshot(registry: OciRegistry, pod: AgentPod, tag: string): Promise<string> {
+  const a = annotationsOf(pod);
+  const vm = a[ANNOTATIONS.vmName];
+  const created = new Date().toISOString();
+  const state = Buffer.from(
+    JSON.stringify({
+      vmName: vm,
+      vmID: a[ANNOTATIONS.vmID] ?? "",
+      pod: keyOf(pod),
+      node: pod.spec?.nodeName ?? "",
+      tag,
+      created,
+      nonce: randomBytes(8).toString("hex"),
+    }),
+  );
+  const config = Buffer.from(
+    JSON.stringify({ vmName: vm, image: a[ANNOTATIONS.image] ?? "", simulated: true }),
+  );
+  const stateDigest = await registry.pushBlob(vm, state);
+  const configDigest = await registry.pushBlob(vm, config);
+  const manifest = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: "application/vnd.oci.image.manifest.v1+json",
+    artifactType: SNAPSHOT_MEDIA_TYPES.artifact,
+    config: { mediaType: SNAPSHOT_MEDIA_TYPES.config, digest: configDigest, size: config.length },
+    layers: [
+      {
+        mediaType: SNAPSHOT_MEDIA_TYPES.state,
+        digest: stateDigest,
+        size: state.length,
+        annotations: { "org.opencontainers.image.title": "state.json" },
+      },
+    ],
+    annotations: { "org.opencontainers.image.created": created },
+  });
+  return registry.putManifest(vm, tag, manifest);
 }

@@ -22,5 +22,10 @@ export const SERIAL = {
     "yaml-package.test.js": "its Operator installs and deletes the CRD",
   },
 };
+/**
+ * The parts of a tier (its serial group, the rest) that run on the second cluster, beside the
+ * others on the first (see test.mjs): the parts that hold the CRD longest.
+ */
+export const SECOND_LANE = { e2e: ["serial"], differential: ["serial", "rest"] };
 /** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
 export const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };

@@ -1,35 +1,54 @@
 // The project's test command: build, lint (ESLint, Prettier, the import rules of
-// .dependency-cruiser.cjs), unit tests, then integration, differential and
-// e2e tests against one embedded cluster started for the run (and stopped after it, pass or
-// fail). `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
+// .dependency-cruiser.cjs), unit tests, then the integration, differential and e2e tiers
+// against embedded clusters started for the run (and stopped after it, pass or fail).
+// `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
 // cannot be built the tier is skipped with the reason printed.
 //
 // Within a cluster tier, the files in SERIAL change something every test shares (the CRD,
 // the apiserver, a node, controllers that watch every namespace; see test-groups.mjs): they
-// run first, one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a time, each
-// in its own namespaces.
-import { spawnSync } from "node:child_process";
+// run one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a
+// time, each in its own namespaces.
+//
+// Two lanes, two clusters: the e2e tier's serial group (its Operators install and delete the
+// CRD) and the differential tier (it swaps the CRD for the peer's) run on a second cluster,
+// beside the integration tier and the rest of the e2e tier on the first, so that waiting on
+// one cluster's CRD never holds the other's tests. With COCOONSET_TEST_CLUSTER_DIR (a cluster
+// the caller started) everything runs in one lane on that cluster, in tier order.
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { CONCURRENCY, SERIAL } from "./test-groups.mjs";
+import { createInterface } from "node:readline";
+import { CONCURRENCY, SECOND_LANE, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
 const cli = join("dist", "cluster", "dev-cli.js");
 
-function step(title, cmd, args, env = {}) {
+/**
+ * Runs one step, its output shown live (each line after `tag` when lanes run side by side).
+ * Resolves true when it exits 0.
+ */
+function step(title, cmd, args, { env = {}, tag = "" } = {}) {
   const t0 = Date.now();
-  process.stdout.write(`\n== ${title}\n`);
-  const r = spawnSync(cmd, args, { stdio: "inherit", env: { ...process.env, ...env } });
-  const secs = ((Date.now() - t0) / 1000).toFixed(1);
-  if (r.status !== 0) {
-    process.stdout.write(`== ${title}: FAILED after ${secs}s\n`);
-    return false;
-  }
-  process.stdout.write(`== ${title}: ok in ${secs}s\n`);
-  return true;
+  const say = (line) => process.stdout.write(`${tag}${line}\n`);
+  say(`\n${tag}== ${title}`.trimStart());
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, {
+      stdio: ["ignore", tag ? "pipe" : "inherit", tag ? "pipe" : "inherit"],
+      env: { ...process.env, ...env },
+    });
+    if (tag) {
+      for (const stream of [child.stdout, child.stderr])
+        createInterface({ input: stream }).on("line", say);
+    }
+    child.on("close", (code) => {
+      const secs = ((Date.now() - t0) / 1000).toFixed(1);
+      say(code === 0 ? `== ${title}: ok in ${secs}s` : `== ${title}: FAILED after ${secs}s`);
+      resolve(code === 0);
+    });
+  });
 }
 
 function testFiles(dir) {
@@ -47,118 +66,158 @@ function must(ok) {
   if (!ok) process.exit(1);
 }
 
-must(step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
+must(await step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
 if (!only) {
   must(
-    step("generated files are fresh", process.execPath, [
+    await step("generated files are fresh", process.execPath, [
       join("dist", "scripts", "generate-schema.js"),
       "--check",
     ]),
   );
-  must(step("lint", "npx", ["eslint", "."]));
-  must(step("format", "npx", ["prettier", "--check", "."]));
-  must(step("imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]));
+  must(await step("lint", "npx", ["eslint", "."]));
+  must(await step("format", "npx", ["prettier", "--check", "."]));
+  must(await step("imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]));
 }
 
-const needsCluster = tiers.some((t) => t !== "unit");
-let clusterDir;
-const env = {};
-if (needsCluster) {
-  must(step("toolchain", process.execPath, [cli, "toolchain", "ensure"]));
-  clusterDir =
-    process.env.COCOONSET_TEST_CLUSTER_DIR ??
-    mkdtempSync(join(tmpdir(), "cocoonset-test-cluster-"));
-  if (
-    !step("embedded cluster up", process.execPath, [
-      cli,
-      "cluster",
-      "up",
-      "--state-dir",
-      clusterDir,
-    ])
-  ) {
-    spawnSync(process.execPath, [cli, "cluster", "down", "--state-dir", clusterDir], {
-      stdio: "inherit",
-    });
-    process.exit(1);
-  }
-  env.COCOONSET_TEST_CLUSTER_DIR = clusterDir;
-  env.COCOONSET_TEST_KUBECONFIG = join(clusterDir, "kubeconfig");
+/**
+ * The work of the cluster tiers as parts: a tier's serial group, then the CRD and its other
+ * files. Each part knows whether it belongs to the second lane.
+ */
+function partsOf(tier) {
+  const files = testFiles(join("dist", "tests", tier));
+  if (files.length === 0) throw new Error(`no ${tier} tests found`);
+  const alone = SERIAL[tier] ?? {};
+  const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
+  const rest = files.filter((f) => !serial.includes(f));
+  const second = SECOND_LANE[tier] ?? [];
+  const parts = [];
+  if (serial.length > 0)
+    parts.push({ tier, kind: "serial", files: serial, second: second.includes("serial") });
+  if (rest.length > 0)
+    parts.push({ tier, kind: "rest", files: rest, second: second.includes("rest") });
+  return parts;
 }
+
+const TEST_ARGS = ["--enable-source-maps", "--test", "--test-reporter=spec"];
+
+/** Runs one part on the cluster in `env`; resolves true when it passed. */
+async function runPart(part, env, tag) {
+  const args = [...TEST_ARGS];
+  if (part.tier !== "unit") args.push("--test-timeout=900000");
+  if (part.kind === "serial")
+    return step(
+      `${part.tier} tests, one at a time`,
+      process.execPath,
+      [...args, "--test-concurrency=1", ...part.files],
+      { env, tag },
+    );
+  if (
+    part.tier !== "unit" &&
+    !(await step("the CRD", process.execPath, [join("dist", "scripts", "ensure-crd.js")], {
+      env,
+      tag,
+    }))
+  )
+    return false;
+  const n = Number(process.env.COCOONSET_TEST_CONCURRENCY ?? CONCURRENCY[part.tier] ?? 1);
+  return step(
+    `${part.tier} tests, ${n} at a time`,
+    process.execPath,
+    [...args, `--test-concurrency=${n}`, ...part.files],
+    { env, tag },
+  );
+}
+
+/** The differential tier's peer: "ok", "skip" (cannot be built here, reason printed) or "fail". */
+function ensurePeer(tag) {
+  process.stdout.write(`${tag}== the peer for the differential tier\n`);
+  const peer = spawnSync(process.execPath, [join("dist", "bench", "ensure-peer.js")], {
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8",
+  });
+  const out = (peer.stdout ?? "").replace(/^/gm, tag);
+  if (peer.status === 2) {
+    process.stdout.write(`${tag}== differential tests SKIPPED: the peer cannot be built:\n${out}`);
+    return "skip";
+  }
+  if (peer.status !== 0) {
+    process.stdout.write(`${tag}== the peer: FAILED (exit ${peer.status})\n${out}`);
+    return "fail";
+  }
+  process.stdout.write(`${tag}== the peer: ${out}`);
+  return "ok";
+}
+
+/** Runs the parts one after another on one cluster; stops at the first failure. */
+async function runLane(parts, env, tag) {
+  const t0 = Date.now();
+  let peer;
+  for (const part of parts) {
+    if (part.tier === "differential") {
+      peer ??= ensurePeer(tag);
+      if (peer === "fail") return false;
+      if (peer === "skip") continue;
+    }
+    if (!(await runPart(part, env, tag))) return false;
+  }
+  if (tag)
+    process.stdout.write(`${tag}== lane done in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
+  return true;
+}
+
+if (tiers.includes("unit")) for (const part of partsOf("unit")) must(await runPart(part, {}, ""));
+const clusterTiers = tiers.filter((t) => t !== "unit");
+if (clusterTiers.length === 0) process.exit(0);
+
+must(await step("toolchain", process.execPath, [cli, "toolchain", "ensure"]));
+let parts;
+try {
+  parts = clusterTiers.flatMap(partsOf);
+} catch (e) {
+  process.stdout.write(`${e.message}\n`);
+  process.exit(1);
+}
+const given = process.env.COCOONSET_TEST_CLUSTER_DIR;
+const lanes = given
+  ? [parts]
+  : [parts.filter((p) => !p.second), parts.filter((p) => p.second)].filter((l) => l.length > 0);
+const clusters = given
+  ? [given]
+  : lanes.map((_, i) => mkdtempSync(join(tmpdir(), `cocoonset-test-cluster-${i + 1}-`)));
+const tags = lanes.length > 1 ? lanes.map((_, i) => `${"AB"[i]}│ `) : [""];
 
 let failed = false;
 try {
-  for (const tier of tiers) {
-    if (tier === "differential") {
-      process.stdout.write("\n== the peer for the differential tier\n");
-      const peer = spawnSync(process.execPath, [join("dist", "bench", "ensure-peer.js")], {
-        stdio: ["ignore", "pipe", "inherit"],
-        encoding: "utf8",
-      });
-      if (peer.status === 2) {
-        process.stdout.write(
-          `== differential tests SKIPPED: the peer cannot be built:\n${peer.stdout}`,
-        );
-        continue;
-      }
-      if (peer.status !== 0) {
-        process.stdout.write(`== the peer: FAILED (exit ${peer.status})\n${peer.stdout ?? ""}`);
-        failed = true;
-        break;
-      }
-      process.stdout.write(`== the peer: ${peer.stdout}`);
-    }
-    const files = testFiles(join("dist", "tests", tier));
-    if (files.length === 0) {
-      process.stdout.write(`no ${tier} tests found\n`);
-      failed = true;
-      break;
-    }
-    const alone = SERIAL[tier] ?? {};
-    const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
-    const rest = files.filter((f) => !serial.includes(f));
-    const args = ["--enable-source-maps", "--test", "--test-reporter=spec"];
-    if (tier !== "unit") args.push("--test-timeout=900000");
-    const t0 = Date.now();
-    if (
-      serial.length > 0 &&
-      !step(
-        `${tier} tests, one at a time`,
-        process.execPath,
-        [...args, "--test-concurrency=1", ...serial],
-        env,
-      )
-    ) {
-      failed = true;
-      break;
-    }
-    if (
-      tier !== "unit" &&
-      !step("the CRD", process.execPath, [join("dist", "scripts", "ensure-crd.js")], env)
-    ) {
-      failed = true;
-      break;
-    }
-    const n = Number(process.env.COCOONSET_TEST_CONCURRENCY ?? CONCURRENCY[tier] ?? 1);
-    if (
-      rest.length > 0 &&
-      !step(
-        `${tier} tests, ${n} at a time`,
-        process.execPath,
-        [...args, `--test-concurrency=${n}`, ...rest],
-        env,
-      )
-    ) {
-      failed = true;
-      break;
-    }
-    process.stdout.write(`== ${tier} tier: ok in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
+  const up = await Promise.all(
+    clusters.map((dir, i) =>
+      step("embedded cluster up", process.execPath, [cli, "cluster", "up", "--state-dir", dir], {
+        tag: tags[i],
+      }),
+    ),
+  );
+  failed = up.includes(false);
+  if (!failed) {
+    const results = await Promise.all(
+      lanes.map((lane, i) =>
+        runLane(
+          lane,
+          {
+            COCOONSET_TEST_CLUSTER_DIR: clusters[i],
+            COCOONSET_TEST_KUBECONFIG: join(clusters[i], "kubeconfig"),
+          },
+          tags[i],
+        ),
+      ),
+    );
+    failed = results.includes(false);
   }
 } finally {
-  if (clusterDir && !process.env.COCOONSET_TEST_CLUSTER_DIR) {
-    spawnSync(process.execPath, [cli, "cluster", "down", "--state-dir", clusterDir], {
-      stdio: "inherit",
-    });
+  if (!given) {
+    for (const dir of clusters)
+      spawnSync(process.execPath, [cli, "cluster", "down", "--state-dir", dir], {
+        stdio: "inherit",
+      });
   }
 }
+process.stdout.write(failed ? "\n== tests FAILED\n" : "\n== tests: all passed\n");
 process.exit(failed ? 1 : 0);

@@ -33,7 +33,7 @@ const cli = join("dist", "cluster", "dev-cli.js");
 function step(title, cmd, args, { env = {}, tag = "" } = {}) {
   const t0 = Date.now();
   const say = (line) => process.stdout.write(`${tag}${line}\n`);
-  say(`\n${tag}== ${title}`.trimStart());
+  process.stdout.write(`\n${tag}== ${title}\n`);
   return new Promise((resolve) => {
     const child = spawn(cmd, args, {
       stdio: ["ignore", tag ? "pipe" : "inherit", tag ? "pipe" : "inherit"],

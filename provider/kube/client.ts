@@ -177,6 +177,12 @@ interface Transport {
   loadedAt: number;
 }
 
+/**
+ * Told of every HTTP request to the apiserver as it is answered (retries and watches each
+ * count): `code` is the status, or `"<error>"` when no response came; `host` is host:port.
+ */
+export type RequestObserver = (code: string, method: string, host: string) => void;
+
 /** Counts of requests by verb, for benchmarks (steady-state writes). */
 export interface RequestCounters {
   byVerb: Record<string, number>;
@@ -192,6 +198,7 @@ export class KubeClient {
   private agent: Agent | HttpAgent;
   private readonly timeoutMs: number;
   private readonly onRetry?: (info: RetryInfo) => void;
+  private readonly observers = new Set<RequestObserver>();
 
   constructor(opts: KubeClientOptions = {}) {
     if (opts.config) {
@@ -234,6 +241,16 @@ export class KubeClient {
   get contextNamespace(): string | undefined {
     const ns = this.config.getContextObject(this.config.getCurrentContext())?.namespace;
     return ns?.trim() ? ns.trim() : undefined;
+  }
+
+  /** Calls `fn` for every request from now on (metrics); returns what stops it. */
+  observeRequests(fn: RequestObserver): () => void {
+    this.observers.add(fn);
+    return () => this.observers.delete(fn);
+  }
+
+  private observed(code: string, method: string, host: string): void {
+    for (const fn of this.observers) fn(code, method, host);
   }
 
   /** Closes idle sockets so the process can exit. */
@@ -310,8 +327,17 @@ export class KubeClient {
         req.setTimeout(timeoutMs, () =>
           req.destroy(new Error(`no response within ${timeoutMs} ms`)),
         );
-      req.on("response", resolve);
-      req.on("error", reject);
+      let answered = false;
+      req.on("response", (res) => {
+        answered = true;
+        this.observed(String(res.statusCode ?? 0), method, t.server.host);
+        resolve(res);
+      });
+      req.on("error", (e) => {
+        // An abort after the answer (a watch that is stopped) is not a failed request.
+        if (!answered) this.observed("<error>", method, t.server.host);
+        reject(e);
+      });
       if (body !== undefined) req.write(body);
       req.end();
     });

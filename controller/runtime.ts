@@ -106,6 +106,7 @@ export interface ControllerDefinition {
 export type RuntimeOptions = Pick<
   ControllerOptions,
   | "kubeconfig"
+  | "context"
   | "namespaces"
   | "concurrency"
   | "metricsBindAddress"
@@ -162,6 +163,7 @@ export async function runManager(
     runtime.client ??
     new KubeClient({
       kubeconfig: opts.kubeconfig,
+      context: opts.context,
       // One socket per watch (one per watched kind and scope), plus the default for requests.
       maxSockets: Math.max(1, opts.namespaces.length) * (1 + def.owns.length) + 32,
     });

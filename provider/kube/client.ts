@@ -182,7 +182,15 @@ export function loadKubeConfig(
   }
   const envFiles = (process.env.KUBECONFIG ?? "").split(delimiter).filter(Boolean);
   if (envFiles.some((f) => existsSync(f))) {
-    const { text, read } = mergeKubeconfigFiles(envFiles);
+    let merged: { text: string; read: string[] };
+    try {
+      merged = mergeKubeconfigFiles(envFiles);
+    } catch (e) {
+      throw new KubeConfigError(
+        `the kubeconfig ${envFiles.join(delimiter)} ($KUBECONFIG) does not parse: ${errorMessage(e)}`,
+      );
+    }
+    const { text, read } = merged;
     if (read.length === 1) return relabel(fromFile(read[0], "$KUBECONFIG"));
     let kc: KubeConfig;
     try {

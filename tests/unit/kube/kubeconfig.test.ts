@@ -442,6 +442,26 @@ describe("$KUBECONFIG lists", () => {
     }
   });
 
+  it("names the file of the list that does not parse, in a KubeConfigError", () => {
+    const good = join(scratch, "good.yaml");
+    const broken = join(scratch, "broken.yaml");
+    writeFileSync(good, doc({ server: "https://h:1" }, { token: "x" }));
+    writeFileSync(broken, "clusters: [unclosed\n");
+    const saved = process.env.KUBECONFIG;
+    try {
+      process.env.KUBECONFIG = [good, broken].join(delimiter);
+      assert.throws(
+        () => loadKubeConfig(),
+        (e: unknown) =>
+          KubeConfigError.isInstance(e) &&
+          (e as Error).message.includes(`($KUBECONFIG) does not parse: ${broken}: `),
+      );
+    } finally {
+      if (saved === undefined) delete process.env.KUBECONFIG;
+      else process.env.KUBECONFIG = saved;
+    }
+  });
+
   it("comes before in-cluster credentials, as in controller-runtime", () => {
     const file = join(scratch, "precedence.yaml");
     writeFileSync(file, doc({ server: "https://from-env:1" }, { token: "x" }));

@@ -152,22 +152,25 @@ export function loadKubeConfig(
   serviceAccountDir = SERVICE_ACCOUNT_DIR,
 ): { config: KubeConfig; source: string } {
   const inClusterToken = join(serviceAccountDir, "token");
-  const use = (kc: KubeConfig, source: string) => {
+  // `files` is where the kubeconfig was read, `how` why there (the flag, or the variable).
+  const use = (kc: KubeConfig, files: string, how: string) => {
     if (context) {
       try {
         kc = kc.withCurrentContext(context);
       } catch (e) {
-        throw new KubeConfigError(`the kubeconfig ${source}: ${errorMessage(e)} (--context)`);
+        throw new KubeConfigError(
+          `the kubeconfig ${files} (${how}): ${errorMessage(e)} (--context)`,
+        );
       }
     }
     if (!kc.getCurrentCluster()) {
-      throw new KubeConfigError(`the kubeconfig ${source} has no current cluster`);
+      throw new KubeConfigError(`the kubeconfig ${files} (${how}) has no current cluster`);
     }
-    return { config: kc, source };
+    return { config: kc, source: `${how} ${files}` };
   };
   const fromFile = (file: string, source: string) => {
     try {
-      return use(KubeConfig.fromFile(file), `${file} (${source})`);
+      return use(KubeConfig.fromFile(file), file, source);
     } catch (e) {
       if (KubeConfigError.isInstance(e)) throw e;
       throw new KubeConfigError(
@@ -178,7 +181,7 @@ export function loadKubeConfig(
   if (kubeconfig) {
     if (!existsSync(kubeconfig))
       throw new KubeConfigError(`the kubeconfig ${kubeconfig} (--kubeconfig) does not exist`);
-    return relabel(fromFile(kubeconfig, "--kubeconfig"));
+    return fromFile(kubeconfig, "--kubeconfig");
   }
   const envFiles = (process.env.KUBECONFIG ?? "").split(delimiter).filter(Boolean);
   if (envFiles.some((f) => existsSync(f))) {
@@ -191,7 +194,7 @@ export function loadKubeConfig(
       );
     }
     const { text, read } = merged;
-    if (read.length === 1) return relabel(fromFile(read[0], "$KUBECONFIG"));
+    if (read.length === 1) return fromFile(read[0], "$KUBECONFIG");
     let kc: KubeConfig;
     try {
       kc = KubeConfig.parse(text);
@@ -200,7 +203,7 @@ export function loadKubeConfig(
         `the kubeconfig ${read.join(delimiter)} ($KUBECONFIG) does not parse: ${errorMessage(e)}`,
       );
     }
-    return relabel(use(kc, `${read.join(delimiter)} ($KUBECONFIG)`));
+    return use(kc, read.join(delimiter), "$KUBECONFIG");
   }
   if (process.env.KUBERNETES_SERVICE_HOST && existsSync(inClusterToken)) {
     if (context)
@@ -213,16 +216,10 @@ export function loadKubeConfig(
     };
   }
   const home = join(homedir(), ".kube", "config");
-  if (existsSync(home)) return relabel(fromFile(home, "~/.kube/config"));
+  if (existsSync(home)) return fromFile(home, "~/.kube/config");
   throw new KubeConfigError(
     `no kubeconfig found: looked at --kubeconfig (not given), $KUBECONFIG (${process.env.KUBECONFIG ?? "unset"}), in-cluster credentials (${inClusterToken}) and ${home}`,
   );
-}
-
-/** `file (how)` as `how file`, the form the client's messages use. */
-function relabel(loaded: { config: KubeConfig; source: string }) {
-  const m = /^(.*) \((.*)\)$/.exec(loaded.source);
-  return m ? { config: loaded.config, source: `${m[2]} ${m[1]}` } : loaded;
 }
 
 interface Transport {

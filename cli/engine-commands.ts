@@ -1,7 +1,6 @@
 /** `cocoonset reap` and `cocoonset release`: one reaper pass, and owner release, from a shell. */
 import type { Command } from "commander";
-import { namespaceNameProblem } from "../engine/spec/index.js";
-import { KubeApiError, KubeClient, KubeConfigError } from "../engine/kube/index.js";
+import { KubeApiError, type KubeClient } from "../engine/kube/index.js";
 import {
   reapNamespace,
   release,
@@ -10,10 +9,16 @@ import {
   validateReleaseOwner,
   type ReleaseLog,
 } from "../engine/release/index.js";
-import { action, CliError, parseTimeout, printJson } from "./common.js";
-
-const kubeconfigHelp =
-  "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
+import { action, CliError, parseTimeout } from "./common.js";
+import {
+  addClusterFlags,
+  addOutputFlag,
+  checkedNamespace,
+  clusterClient,
+  outputFormat,
+  printDocument,
+  type ClusterFlags,
+} from "./cluster-flags.js";
 
 /** Warnings go to stderr so `--json` output stays one document. */
 const stderrLog: ReleaseLog = (level, msg, fields) => {
@@ -30,13 +35,6 @@ function required(flag: string, value: string | undefined, hint: string): string
   return value.trim();
 }
 
-/** A namespace that could never exist is refused here, before any request. */
-function checkedNamespace(ns: string, from: string): string {
-  const problem = namespaceNameProblem(ns);
-  if (problem) throw new CliError(`[${from}] ${problem} (got ${JSON.stringify(ns)})`);
-  return ns;
-}
-
 /** `--namespace`, else the namespace of the kubeconfig's current context (as kubectl does). */
 function namespaceOf(flag: string | undefined, client: KubeClient, hint: string): string {
   if (flag !== undefined)
@@ -49,22 +47,13 @@ function namespaceOf(flag: string | undefined, client: KubeClient, hint: string)
   );
 }
 
-function connect(kubeconfig: string | undefined): KubeClient {
-  try {
-    // A short per-request deadline: an unreachable cluster should fail in seconds, not a minute.
-    return new KubeClient({ kubeconfig, requestTimeoutMs: 15_000 });
-  } catch (e) {
-    if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
-    throw e;
-  }
-}
-
 /** Runs `fn` with a client and turns transport and release failures into readable errors. */
 async function withClient<T>(
-  kubeconfig: string | undefined,
+  flags: ClusterFlags,
   fn: (client: KubeClient) => Promise<T>,
 ): Promise<T> {
-  const client = connect(kubeconfig);
+  // A short per-request deadline: an unreachable cluster should fail in seconds, not a minute.
+  const client = clusterClient(flags);
   try {
     return await fn(client);
   } catch (e) {
@@ -84,46 +73,44 @@ const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one :
 
 /** Registers `reap` and `release`. */
 export function registerReleaseAndReap(program: Command): void {
-  program
+  const reap = program
     .command("reap")
     .description(
       "run one orphan-reaper pass in a namespace: delete expired or deadline-exceeded ephemeral Jobs, pods and prompt ConfigMaps",
-    )
-    .option(
-      "--namespace <ns>",
-      "namespace to reap (default: the namespace of the kubeconfig's current context)",
-    )
-    .option("--kubeconfig <path>", kubeconfigHelp)
-    .option("--json", 'print {"jobs":n,"pods":n,"configMaps":n}')
-    .action(
-      action(async (opts: { namespace?: string; kubeconfig?: string; json?: boolean }) => {
-        if (opts.namespace !== undefined)
-          checkedNamespace(
-            required("--namespace", opts.namespace, "the namespace to reap"),
-            "--namespace",
-          );
-        let ns = "";
-        const r = await withClient(opts.kubeconfig, (client) => {
-          ns = namespaceOf(opts.namespace, client, "the namespace to reap");
-          return reapNamespace(client, ns, { log: stderrLog });
-        });
-        const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
-        if (opts.json) return printJson(out);
-        process.stdout.write(
-          `reaped in ${ns}: ${plural(out.jobs, "Job", "Jobs")}, ${plural(out.pods, "pod", "pods")}, ${plural(out.configMaps, "ConfigMap", "ConfigMaps")}\n`,
-        );
-      }),
     );
+  addClusterFlags(reap, "namespace to reap (default: the namespace of the kubeconfig's context)");
+  addOutputFlag(reap, '{"jobs":n,"pods":n,"configMaps":n}');
+  reap.action(
+    action(async (opts: ClusterFlags & { output?: string; json?: boolean }) => {
+      const format = outputFormat(opts);
+      if (opts.namespace !== undefined)
+        checkedNamespace(
+          required("--namespace", opts.namespace, "the namespace to reap"),
+          "--namespace",
+        );
+      let ns = "";
+      const r = await withClient(opts, (client) => {
+        ns = namespaceOf(opts.namespace, client, "the namespace to reap");
+        return reapNamespace(client, ns, { log: stderrLog });
+      });
+      const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
+      if (format) return printDocument(out, format);
+      process.stdout.write(
+        `reaped in ${ns}: ${plural(out.jobs, "Job", "Jobs")}, ${plural(out.pods, "pod", "pods")}, ${plural(out.configMaps, "ConfigMap", "ConfigMaps")}\n`,
+      );
+    }),
+  );
 
-  program
+  const releaseCmd = program
     .command("release")
     .description(
       "delete everything an owner owns in a namespace (Jobs, then pods, then ConfigMaps) and wait until it is gone",
-    )
-    .option(
-      "--namespace <ns>",
-      "namespace of the owner and its objects (default: the namespace of the kubeconfig's current context)",
-    )
+    );
+  addClusterFlags(
+    releaseCmd,
+    "namespace of the owner and its objects (default: the namespace of the kubeconfig's context)",
+  );
+  releaseCmd
     .option("--owner-kind <kind>", "kind of the owner, e.g. CocoonSet or Pod (required)")
     .option("--owner-name <name>", "name of the owner (required)")
     .option("--owner-uid <uid>", "uid of the owner: objects are selected by it (required)")
@@ -132,54 +119,55 @@ export function registerReleaseAndReap(program: Command): void {
       "how long to wait until everything is gone",
       parseTimeout,
       60_000,
-    )
-    .option("--kubeconfig <path>", kubeconfigHelp)
-    .option("--json", 'print {"jobs":n,"pods":n,"configMaps":n}')
-    .action(
-      action(
-        async (opts: {
-          namespace?: string;
+    );
+  addOutputFlag(releaseCmd, '{"jobs":n,"pods":n,"configMaps":n}');
+  releaseCmd.action(
+    action(
+      async (
+        opts: ClusterFlags & {
           ownerKind?: string;
           ownerName?: string;
           ownerUid?: string;
           timeout: number;
-          kubeconfig?: string;
+          output?: string;
           json?: boolean;
-        }) => {
-          const uidHint = "kubectl get KIND NAME -o jsonpath='{.metadata.uid}' prints it";
-          const owner = {
-            kind: required("--owner-kind", opts.ownerKind, "the owner's kind, e.g. CocoonSet"),
-            name: required("--owner-name", opts.ownerName, "the owner's name"),
-            uid: required("--owner-uid", opts.ownerUid, uidHint),
-          };
-          try {
-            validateReleaseOwner(owner);
-          } catch (e) {
-            // The library names its fields; here they are the flags that carry them.
-            if (ReleaseError.isInstance(e))
-              throw new CliError(e.message.replace(/^\[owner\.(kind|name|uid)\]/, "[--owner-$1]"));
-            throw e;
-          }
-          if (opts.namespace !== undefined)
-            checkedNamespace(
-              required("--namespace", opts.namespace, "the owner's namespace"),
-              "--namespace",
-            );
-          let ns = "";
-          const r = await withClient(opts.kubeconfig, (client) => {
-            ns = namespaceOf(opts.namespace, client, "the owner's namespace");
-            return release(client, owner, ns, {
-              timeoutMs: opts.timeout,
-              log: stderrLog,
-              refuseReplacedOwner: true,
-            });
-          });
-          const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
-          if (opts.json) return printJson(out);
-          process.stdout.write(
-            `released ${owner.kind} ${ns}/${owner.name}: ${plural(out.jobs, "Job", "Jobs")}, ${plural(out.pods, "pod", "pods")}, ${plural(out.configMaps, "ConfigMap", "ConfigMaps")} deleted and gone\n`,
-          );
         },
-      ),
-    );
+      ) => {
+        const format = outputFormat(opts);
+        const uidHint = "kubectl get KIND NAME -o jsonpath='{.metadata.uid}' prints it";
+        const owner = {
+          kind: required("--owner-kind", opts.ownerKind, "the owner's kind, e.g. CocoonSet"),
+          name: required("--owner-name", opts.ownerName, "the owner's name"),
+          uid: required("--owner-uid", opts.ownerUid, uidHint),
+        };
+        try {
+          validateReleaseOwner(owner);
+        } catch (e) {
+          // The library names its fields; here they are the flags that carry them.
+          if (ReleaseError.isInstance(e))
+            throw new CliError(e.message.replace(/^\[owner\.(kind|name|uid)\]/, "[--owner-$1]"));
+          throw e;
+        }
+        if (opts.namespace !== undefined)
+          checkedNamespace(
+            required("--namespace", opts.namespace, "the owner's namespace"),
+            "--namespace",
+          );
+        let ns = "";
+        const r = await withClient(opts, (client) => {
+          ns = namespaceOf(opts.namespace, client, "the owner's namespace");
+          return release(client, owner, ns, {
+            timeoutMs: opts.timeout,
+            log: stderrLog,
+            refuseReplacedOwner: true,
+          });
+        });
+        const out = { jobs: r.jobs, pods: r.pods, configMaps: r.configMaps };
+        if (format) return printDocument(out, format);
+        process.stdout.write(
+          `released ${owner.kind} ${ns}/${owner.name}: ${plural(out.jobs, "Job", "Jobs")}, ${plural(out.pods, "pod", "pods")}, ${plural(out.configMaps, "ConfigMap", "ConfigMaps")} deleted and gone\n`,
+        );
+      },
+    ),
+  );
 }

@@ -14,8 +14,7 @@ import {
 } from "../controller/options.js";
 import { registryClientOf } from "../controller/cocoonset-controller.js";
 import { CaBundleError } from "../engine/registry/ca.js";
-import { API_VERSION } from "../engine/kube/api-names.js";
-import { planToJSON, renderPlan } from "../engine/plan/index.js";
+import { API_VERSION } from "../engine/spec/constants.js";
 import {
   KIND,
   cocoonSetNameProblem,
@@ -24,12 +23,19 @@ import {
   validateCocoonSetSpec,
   type CocoonSet,
 } from "../engine/spec/index.js";
-import { KubeApiError, KubeClient, KubeConfigError, paths } from "../engine/kube/index.js";
-import { action, CliError, printJson } from "./common.js";
+import { planToJSON, renderPlan } from "../engine/plan/index.js";
+import { KubeApiError, type KubeClient, paths } from "../engine/kube/index.js";
+import { action, CliError } from "./common.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
-
-const kubeconfigHelp =
-  "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)";
+import {
+  addClusterFlags,
+  addOutputFlag,
+  checkedNamespace,
+  clusterClient,
+  outputFormat,
+  printDocument,
+  type ClusterFlags,
+} from "./cluster-flags.js";
 
 /** The CocoonSet a file declares, checked before any request. */
 export interface PlanInputFile {
@@ -146,14 +152,18 @@ async function plannedObject(
 
 /** Registers `plan`. */
 export function registerPlan(program: Command): void {
-  program
+  const planCmd = program
     .command("plan")
     .description(
       "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on (read-only)",
     )
-    .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)")
-    .option("--kubeconfig <path>", kubeconfigHelp)
-    .option("--json", "print the plan as one JSON document")
+    .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)");
+  addClusterFlags(
+    planCmd,
+    "namespace of the CocoonSet when the file names none (default: the namespace of the kubeconfig's context); one the file names must agree",
+  );
+  addOutputFlag(planCmd, "the plan");
+  planCmd
     .option(
       "--oci-registry <host[:port][/prefix]>",
       "the snapshot registry the controller is given (env: OCI_REGISTRY); with it a suspend (retain or release), a release wake and a migration to spec.nodeName are planned as the controller would carry them out; without it a retain `suspend` and a migration are shown as not acted on and a release suspend as an error. Credentials from the Docker keychain ($DOCKER_CONFIG/config.json, else ~/.docker/config.json, and its credential helpers)",
@@ -168,25 +178,31 @@ export function registerPlan(program: Command): void {
     )
     .action(
       action(
-        async (opts: {
-          file: string;
-          kubeconfig?: string;
-          json?: boolean;
-          ociRegistry?: string;
-          ociRegistryCaFile?: string;
-          ociRegistryInsecure?: string | boolean;
-        }) => {
+        async (
+          opts: ClusterFlags & {
+            file: string;
+            output?: string;
+            json?: boolean;
+            ociRegistry?: string;
+            ociRegistryCaFile?: string;
+            ociRegistryInsecure?: string | boolean;
+          },
+        ) => {
+          const format = outputFormat(opts);
           const registry = registryOf(opts, process.env);
           const input = readCocoonSetFile(opts.file);
-          let client: KubeClient;
-          try {
-            client = new KubeClient({ kubeconfig: opts.kubeconfig, requestTimeoutMs: 15_000 });
-          } catch (e) {
-            if (KubeConfigError.isInstance(e)) throw new CliError(e.message);
-            throw e;
-          }
-          // A file without metadata.namespace means the context's namespace, as with kubectl.
-          const ns = client.contextNamespace;
+          // As kubectl: -n fills in a file without metadata.namespace and must agree with one.
+          const flagNs =
+            opts.namespace === undefined
+              ? undefined
+              : checkedNamespace(opts.namespace.trim(), "--namespace");
+          if (flagNs && input.namespaceGiven && flagNs !== input.namespace)
+            throw new CliError(
+              `the namespace of the file (${input.namespace}) does not match --namespace ${flagNs}`,
+            );
+          const client = clusterClient(opts);
+          // A file without metadata.namespace means -n, else the context's namespace.
+          const ns = flagNs ?? client.contextNamespace;
           if (!input.namespaceGiven && ns) {
             input.namespace = ns;
             input.cocoonSet.metadata = { ...input.cocoonSet.metadata, namespace: ns };
@@ -195,7 +211,7 @@ export function registerPlan(program: Command): void {
             const { cocoonSet, exists } = await plannedObject(client, input);
             // The engine's own reading of the cluster, as a pass would read it.
             const plan = await previewPlan(client, cocoonSet, { exists, registry });
-            if (opts.json) printJson(planToJSON(plan));
+            if (format) printDocument(planToJSON(plan), format);
             else process.stdout.write(renderPlan(plan) + "\n");
           } catch (e) {
             if (KubeApiError.isInstance(e) && e.status === 0) {

@@ -215,6 +215,7 @@ export function cocoonSetController(
   opts: Pick<ControllerOptions, "reapIntervalMs">,
 ): ControllerDefinition {
   const def: ControllerDefinition = {
+    name: "cocoonset",
     primary: cocoonSets,
     owns: [ownedPods],
     reconciler: deps.reconciler,

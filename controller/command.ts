@@ -89,8 +89,9 @@ export function registerController(program: Command, deps: ControllerDepsFactory
     );
   for (const o of CONTROLLER_OPTIONS) {
     const help = `${o.description} (default: ${o.defaultText}; env: ${o.env})`;
-    if (o.key === "namespace") cmd.option(`${o.flag} ${o.valueName}`, help, collect);
-    else cmd.option(`${o.flag} ${o.valueName}`, help);
+    const flags = `${o.short ? `${o.short}, ` : ""}${o.flag} ${o.valueName}`;
+    if (o.key === "namespace") cmd.option(flags, help, collect);
+    else cmd.option(flags, help);
   }
   cmd.option("--no-leader-elect", "run without leader election (same as --leader-elect=false)");
   cmd.action(
@@ -110,6 +111,7 @@ export function registerController(program: Command, deps: ControllerDepsFactory
       try {
         client = new KubeClient({
           kubeconfig: options.kubeconfig,
+          context: options.context,
           maxSockets: controllerSockets(options.namespaces.length),
         });
       } catch (e) {

@@ -18,6 +18,9 @@ import type { CheckResult } from "./health.js";
 import type { ControllerDefinition, Watch } from "./runtime.js";
 import type { ObjectKey, ReconcileContext, Reconciler, ReconcileResult } from "./types.js";
 
+/** The CocoonHibernation controller's name (its metrics' `controller` and queue `name`). */
+export const HIBERNATION_CONTROLLER = "cocoonhibernation";
+
 /** The prefix of a CocoonHibernation's key name in the shared work queue. */
 export const HIBERNATION_KEY_PREFIX = "cocoonhibernation:";
 
@@ -152,6 +155,10 @@ export function withHibernation(
   const dispatcher = new Dispatcher(def.reconciler, hibernations);
   return {
     ...def,
+    alsoRuns: [
+      ...(def.alsoRuns ?? []),
+      { name: HIBERNATION_CONTROLLER, owns: (key) => hibernationOfKey(key) !== undefined },
+    ],
     owns: [...def.owns.filter((w) => w !== podWatch), pods, crs],
     reconciler: dispatcher,
     async ready(client, log) {

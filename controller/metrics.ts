@@ -5,8 +5,12 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { ControllerMetrics } from "./types.js";
 
-/** Outcome of one reconcile, the `result` label. */
-export type ReconcileOutcome = "success" | "error" | "requeue";
+/**
+ * Outcome of one reconcile, the `result` label of `controller_runtime_reconcile_total`, as
+ * controller-runtime has it: `requeue` asks for the key again at once, `requeue_after` after
+ * a delay.
+ */
+export type ReconcileOutcome = "success" | "error" | "requeue" | "requeue_after";
 
 /** Names of every metric the controller exports. */
 export const METRIC_NAMES = {
@@ -14,17 +18,44 @@ export const METRIC_NAMES = {
   deadLetter: "cocoonset_subagent_dead_letter_total",
   reapDeleted: "cocoonset_reap_deleted_total",
   releaseDeleted: "cocoonset_release_deleted_total",
-  reconcile: "cocoonset_reconcile_total",
-  reconcileErrors: "cocoonset_reconcile_errors_total",
-  reconcileDuration: "cocoonset_reconcile_duration_seconds",
-  queueDepth: "cocoonset_workqueue_depth",
-  leader: "cocoonset_leader",
   hibernatePhase: "cocoonset_hibernate_phase_duration_seconds",
   wakePhase: "cocoonset_wake_phase_duration_seconds",
   slotReleasePodsDeleted: "cocoonset_slot_release_pods_deleted_total",
   slotReleaseWake: "cocoonset_slot_release_wake_total",
   slotReleaseWakeUnschedulable: "cocoonset_slot_release_wake_unschedulable_total",
+  reconcile: "controller_runtime_reconcile_total",
+  reconcileErrors: "controller_runtime_reconcile_errors_total",
+  reconcileTime: "controller_runtime_reconcile_time_seconds",
+  maxConcurrentReconciles: "controller_runtime_max_concurrent_reconciles",
+  activeWorkers: "controller_runtime_active_workers",
+  queueDepth: "workqueue_depth",
+  queueAdds: "workqueue_adds_total",
+  queueDuration: "workqueue_queue_duration_seconds",
+  workDuration: "workqueue_work_duration_seconds",
+  queueRetries: "workqueue_retries_total",
+  unfinishedWork: "workqueue_unfinished_work_seconds",
+  longestRunning: "workqueue_longest_running_processor_seconds",
+  leader: "leader_election_master_status",
+  restClientRequests: "rest_client_requests_total",
 } as const;
+
+/** What the queue gauges read at scrape time (see {@link Metrics.setQueueSource}). */
+export interface QueueView {
+  /** Keys waiting to be handed out, in order. */
+  queuedKeys(): string[];
+  /** Keys in flight, with when (clock milliseconds) their processing started. */
+  inFlightSince(): [string, number][];
+  /** The queue clock's current time, in milliseconds. */
+  now(): number;
+}
+
+// controller-runtime's reconcile-time buckets: fine below a second, coarser up to a minute.
+const RECONCILE_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+  1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+];
+// client-go's work-queue buckets: powers of ten from 10 ns to 1000 s.
+const QUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
 
 /** Options of {@link Metrics}. */
 export interface MetricsOptions {
@@ -32,7 +63,12 @@ export interface MetricsOptions {
   defaultMetrics?: boolean;
 }
 
-/** All controller metrics; implements the engine-facing {@link ControllerMetrics}. */
+/**
+ * All controller metrics; implements the engine-facing {@link ControllerMetrics}. The
+ * runtime's metrics carry controller-runtime's and client-go's names, labels and meanings
+ * (so dashboards and alerts made for other operators match); the `cocoonset_*` ones are the
+ * domain's.
+ */
 export class Metrics implements ControllerMetrics {
   /** The registry to serve on `/metrics`. */
   readonly registry = new Registry();
@@ -40,16 +76,23 @@ export class Metrics implements ControllerMetrics {
   private readonly deadLetters: Counter<"namespace" | "cocoonset">;
   private readonly reaped: Counter<"kind" | "reason">;
   private readonly released: Counter<"kind">;
-  private readonly reconciles: Counter<"result">;
-  private readonly reconcileErrors: Counter;
-  private readonly duration: Histogram<"result">;
   /** Time spent Hibernating / Waking, by `ok` or `timeout` (CocoonHibernation). */
   private readonly phaseDurations: Record<string, Histogram<"result">>;
-  private readonly leaderGauge: Gauge;
   private readonly releasePodsDeleted: Counter<"namespace" | "cocoonset">;
   private readonly releaseWakes: Counter<"namespace" | "cocoonset" | "placement">;
   private readonly releaseWakeUnschedulable: Counter<"namespace" | "cocoonset">;
-  private depthSource: () => number = () => 0;
+  private readonly reconciles: Counter<"controller" | "result">;
+  private readonly reconcileErrors: Counter<"controller">;
+  private readonly reconcileTime: Histogram<"controller">;
+  private readonly maxConcurrent: Gauge<"controller">;
+  private readonly activeWorkers: Gauge<"controller">;
+  private readonly queueAdds: Counter<"name" | "controller">;
+  private readonly queueRetries: Counter<"name" | "controller">;
+  private readonly queueDuration: Histogram<"name" | "controller">;
+  private readonly workDuration: Histogram<"name" | "controller">;
+  private readonly leaderGauge: Gauge<"name">;
+  private readonly restRequests: Counter<"code" | "method" | "host">;
+  private queue?: { view: QueueView; nameOf: (key: string) => string; names: string[] };
 
   constructor(opts: MetricsOptions = {}) {
     const registers = [this.registry];
@@ -77,24 +120,6 @@ export class Metrics implements ControllerMetrics {
       labelNames: ["kind"],
       registers,
     });
-    this.reconciles = new Counter({
-      name: METRIC_NAMES.reconcile,
-      help: "Reconciles by result (success, error, requeue)",
-      labelNames: ["result"],
-      registers,
-    });
-    this.reconcileErrors = new Counter({
-      name: METRIC_NAMES.reconcileErrors,
-      help: "Reconciles that failed with an error",
-      registers,
-    });
-    this.duration = new Histogram({
-      name: METRIC_NAMES.reconcileDuration,
-      help: "Duration of one reconcile, by result",
-      labelNames: ["result"],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-      registers,
-    });
     const phaseBuckets = [1, 2.5, 5, 10, 20, 30, 60, 90, 120, 180, 240, 300, 600];
     this.phaseDurations = {
       hibernate_phase_duration_seconds: new Histogram({
@@ -112,21 +137,6 @@ export class Metrics implements ControllerMetrics {
         registers,
       }),
     };
-    const depth = () => this.depthSource();
-    new Gauge({
-      name: METRIC_NAMES.queueDepth,
-      help: "Keys waiting in the work queue",
-      registers,
-      collect() {
-        this.set(depth());
-      },
-    });
-    this.leaderGauge = new Gauge({
-      name: METRIC_NAMES.leader,
-      help: "1 while this instance holds the leader Lease (or runs without leader election)",
-      registers,
-    });
-    this.leaderGauge.set(0);
     this.releasePodsDeleted = new Counter({
       name: METRIC_NAMES.slotReleasePodsDeleted,
       help: "Pods deleted by a hibernatePolicy=release suspend once their VM hibernated",
@@ -143,6 +153,128 @@ export class Metrics implements ControllerMetrics {
       name: METRIC_NAMES.slotReleaseWakeUnschedulable,
       help: "Slot-release wake passes that found the restored main agent unschedulable",
       labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
+
+    this.reconciles = new Counter({
+      name: METRIC_NAMES.reconcile,
+      help: "Total number of reconciliations per controller",
+      labelNames: ["controller", "result"],
+      registers,
+    });
+    this.reconcileErrors = new Counter({
+      name: METRIC_NAMES.reconcileErrors,
+      help: "Total number of reconciliation errors per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.reconcileTime = new Histogram({
+      name: METRIC_NAMES.reconcileTime,
+      help: "Length of time per reconciliation per controller",
+      labelNames: ["controller"],
+      buckets: RECONCILE_BUCKETS,
+      registers,
+    });
+    this.maxConcurrent = new Gauge({
+      name: METRIC_NAMES.maxConcurrentReconciles,
+      help: "Maximum number of concurrent reconciles per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.activeWorkers = new Gauge({
+      name: METRIC_NAMES.activeWorkers,
+      help: "Number of currently used workers per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+
+    const queueLabels = ["name", "controller"] as const;
+    this.queueAdds = new Counter({
+      name: METRIC_NAMES.queueAdds,
+      help: "Total number of adds handled by workqueue",
+      labelNames: queueLabels,
+      registers,
+    });
+    this.queueRetries = new Counter({
+      name: METRIC_NAMES.queueRetries,
+      help: "Total number of retries handled by workqueue",
+      labelNames: queueLabels,
+      registers,
+    });
+    this.queueDuration = new Histogram({
+      name: METRIC_NAMES.queueDuration,
+      help: "How long in seconds an item stays in workqueue before being requested",
+      labelNames: queueLabels,
+      buckets: QUEUE_BUCKETS,
+      registers,
+    });
+    this.workDuration = new Histogram({
+      name: METRIC_NAMES.workDuration,
+      help: "How long in seconds processing an item from workqueue takes",
+      labelNames: queueLabels,
+      buckets: QUEUE_BUCKETS,
+      registers,
+    });
+    // The gauges below are computed from the queue when scraped.
+    const perQueue = (
+      compute: (view: QueueView, nameOf: (key: string) => string) => Map<string, number>,
+    ) => {
+      const source = () => this.queue;
+      return function collect(this: Gauge<"name" | "controller">) {
+        this.reset();
+        const q = source();
+        if (!q) return;
+        const values = compute(q.view, q.nameOf);
+        for (const name of q.names) this.set({ name, controller: name }, values.get(name) ?? 0);
+      };
+    };
+    new Gauge({
+      name: METRIC_NAMES.queueDepth,
+      help: "Current depth of workqueue",
+      labelNames: queueLabels,
+      registers,
+      collect: perQueue((view, nameOf) => {
+        const depth = new Map<string, number>();
+        for (const k of view.queuedKeys()) depth.set(nameOf(k), (depth.get(nameOf(k)) ?? 0) + 1);
+        return depth;
+      }),
+    });
+    new Gauge({
+      name: METRIC_NAMES.unfinishedWork,
+      help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+      labelNames: queueLabels,
+      registers,
+      collect: perQueue((view, nameOf) => {
+        const sum = new Map<string, number>();
+        const now = view.now();
+        for (const [k, since] of view.inFlightSince())
+          sum.set(nameOf(k), (sum.get(nameOf(k)) ?? 0) + (now - since) / 1000);
+        return sum;
+      }),
+    });
+    new Gauge({
+      name: METRIC_NAMES.longestRunning,
+      help: "How many seconds has the longest running processor for workqueue been running.",
+      labelNames: queueLabels,
+      registers,
+      collect: perQueue((view, nameOf) => {
+        const longest = new Map<string, number>();
+        const now = view.now();
+        for (const [k, since] of view.inFlightSince())
+          longest.set(nameOf(k), Math.max(longest.get(nameOf(k)) ?? 0, (now - since) / 1000));
+        return longest;
+      }),
+    });
+    this.leaderGauge = new Gauge({
+      name: METRIC_NAMES.leader,
+      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+      labelNames: ["name"],
+      registers,
+    });
+    this.restRequests = new Counter({
+      name: METRIC_NAMES.restClientRequests,
+      help: "Number of HTTP requests, partitioned by status code, method, and host.",
+      labelNames: ["code", "method", "host"],
       registers,
     });
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
@@ -188,21 +320,70 @@ export class Metrics implements ControllerMetrics {
     this.releaseWakeUnschedulable.inc({ namespace, cocoonset });
   }
 
+  /**
+   * Declares a controller and its worker count: its series appear at zero (so a dashboard
+   * sees the controller before its first reconcile).
+   */
+  controllerStarted(controller: string, maxConcurrentReconciles: number): void {
+    this.maxConcurrent.set({ controller }, maxConcurrentReconciles);
+    this.activeWorkers.set({ controller }, 0);
+    this.reconcileErrors.inc({ controller }, 0);
+    this.queueAdds.inc({ name: controller, controller }, 0);
+    this.queueRetries.inc({ name: controller, controller }, 0);
+  }
+
+  /** A worker took (+1) or finished (-1) a key of `controller`. */
+  workerActive(controller: string, delta: 1 | -1): void {
+    this.activeWorkers.inc({ controller }, delta);
+  }
+
   /** Records one finished reconcile and how long it took. */
-  reconciled(result: ReconcileOutcome, seconds: number): void {
-    this.reconciles.inc({ result });
-    if (result === "error") this.reconcileErrors.inc();
-    this.duration.observe({ result }, seconds);
+  reconciled(controller: string, result: ReconcileOutcome, seconds: number): void {
+    this.reconciles.inc({ controller, result });
+    if (result === "error") this.reconcileErrors.inc({ controller });
+    this.reconcileTime.observe({ controller }, seconds);
   }
 
-  /** Sets where the work-queue depth is read from at scrape time. */
-  setQueueDepthSource(source: () => number): void {
-    this.depthSource = source;
+  /**
+   * Where the queue gauges (depth, unfinished work, longest running processor) are read at
+   * scrape time: a queue shared by the controllers `names`, a key belonging to `nameOf(key)`.
+   * `undefined` detaches it (the gauges then read zero).
+   */
+  setQueueSource(view: QueueView | undefined, nameOf?: (key: string) => string, names?: string[]) {
+    this.queue = view && nameOf && names ? { view, nameOf, names } : undefined;
   }
 
-  /** Sets the leader gauge. */
-  setLeader(leading: boolean): void {
-    this.leaderGauge.set(leading ? 1 : 0);
+  /** A key entered the queue of controller `name` (an add that was not deduplicated). */
+  queueAdded(name: string): void {
+    this.queueAdds.inc({ name, controller: name });
+  }
+
+  /** A key of `name` was re-added with rate limiting (a retry after an error). */
+  queueRetried(name: string): void {
+    this.queueRetries.inc({ name, controller: name });
+  }
+
+  /** A key of `name` was handed to a worker after waiting `seconds` in the queue. */
+  queueWaited(name: string, seconds: number): void {
+    this.queueDuration.observe({ name, controller: name }, seconds);
+  }
+
+  /** A worker finished a key of `name` after `seconds`. */
+  queueWorked(name: string, seconds: number): void {
+    this.workDuration.observe({ name, controller: name }, seconds);
+  }
+
+  /** Sets the leader gauge of the Lease `name`. */
+  setLeader(name: string, leading: boolean): void {
+    this.leaderGauge.set({ name }, leading ? 1 : 0);
+  }
+
+  /**
+   * Counts one HTTP request to the apiserver: `code` is the status (`"<error>"` when no
+   * response came), `method` the verb, `host` the apiserver's host:port.
+   */
+  restClientRequest(code: string, method: string, host: string): void {
+    this.restRequests.inc({ code, method, host });
   }
 
   /** The exposition text (what `/metrics` serves). */

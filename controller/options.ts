@@ -13,8 +13,10 @@ import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/addre
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
-  /** Kubeconfig file; undefined means in-cluster credentials, else `$KUBECONFIG`. */
+  /** Kubeconfig file; undefined means `$KUBECONFIG`, else in-cluster credentials, else `~/.kube/config`. */
   kubeconfig?: string;
+  /** The kubeconfig context; undefined means its current context. */
+  context?: string;
   /** Namespaces to watch; empty means all namespaces. */
   namespaces: string[];
   /** Parallel reconciles. @default 4 */
@@ -51,6 +53,7 @@ export interface ControllerOptions {
 /** Raw flag values as commander hands them over (undefined when the flag was not given). */
 export interface ControllerFlags {
   kubeconfig?: string;
+  context?: string;
   namespace?: string[];
   concurrency?: string;
   fanoutConcurrency?: string;
@@ -71,6 +74,8 @@ export interface ControllerFlags {
 export interface OptionSpec {
   key: keyof ControllerFlags;
   flag: string;
+  /** A one-letter alias, as kubectl has `-n` for `--namespace`. */
+  short?: string;
   env: string;
   /** The value placeholder in `--help`, e.g. `<duration>`. */
   valueName: string;
@@ -86,13 +91,22 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<path>",
     flag: "--kubeconfig",
     env: "COCOONSET_KUBECONFIG",
-    defaultText: "in-cluster credentials, else $KUBECONFIG",
+    defaultText: "$KUBECONFIG (its files merged), else in-cluster credentials, else ~/.kube/config",
     description: "kubeconfig file",
+  },
+  {
+    key: "context",
+    valueName: "<name>",
+    flag: "--context",
+    env: "COCOONSET_CONTEXT",
+    defaultText: "the kubeconfig's current context",
+    description: "kubeconfig context to use",
   },
   {
     key: "namespace",
     valueName: "<namespace>",
     flag: "--namespace",
+    short: "-n",
     env: "COCOONSET_NAMESPACE",
     defaultText: "all namespaces",
     description: "namespace to watch; repeat the flag (or comma-separate the env var) for several",
@@ -397,6 +411,7 @@ export function resolveControllerOptions(
   const kc = pick("kubeconfig");
   return {
     kubeconfig: kc?.value.trim() || undefined,
+    context: pick("context")?.value.trim() || undefined,
     namespaces,
     concurrency: int("concurrency", DEFAULT_CONCURRENCY),
     fanoutConcurrency: int("fanoutConcurrency", DEFAULT_FANOUT),

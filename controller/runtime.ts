@@ -28,7 +28,7 @@ import {
   type CheckResult,
 } from "./health.js";
 import { Informer } from "./informer.js";
-import { defaultIdentity, LeaderElector } from "./leader-election.js";
+import { DEFAULT_LEASE_NAME, defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
 import { Metrics } from "./metrics.js";
 import type { ControllerOptions } from "./options.js";
@@ -73,6 +73,16 @@ export type ErrorAction = "backoff" | ReconcileResult;
  * error policy. The runtime does the rest.
  */
 export interface ControllerDefinition {
+  /**
+   * The controller's name: the `controller` label of the `controller_runtime_*` metrics and
+   * the `name` of the `workqueue_*` ones (controller-runtime uses the lower-case kind).
+   */
+  name: string;
+  /**
+   * Further controllers sharing this one's queue and workers, each with the test of which
+   * keys are its own (checked in order; a key none claims is `name`'s).
+   */
+  alsoRuns?: { name: string; owns(key: ObjectKey): boolean }[];
   /** The reconciled kind: its objects are their own keys, and they are resynced periodically. */
   primary: Watch;
   /** Owned kinds: their changes enqueue their owner's key. */
@@ -96,6 +106,7 @@ export interface ControllerDefinition {
 export type RuntimeOptions = Pick<
   ControllerOptions,
   | "kubeconfig"
+  | "context"
   | "namespaces"
   | "concurrency"
   | "metricsBindAddress"
@@ -119,7 +130,7 @@ export interface ControllerRuntime {
   resyncIntervalMs?: number;
   /** How long in-flight reconciles get before their signal aborts. @default 30000 */
   shutdownGraceMs?: number;
-  /** @default "cocoonset-controller" */
+  /** @default {@link DEFAULT_LEASE_NAME} */
   leaseName?: string;
   /** @default 15 */
   leaseDurationSeconds?: number;
@@ -152,6 +163,7 @@ export async function runManager(
     runtime.client ??
     new KubeClient({
       kubeconfig: opts.kubeconfig,
+      context: opts.context,
       // One socket per watch (one per watched kind and scope), plus the default for requests.
       maxSockets: Math.max(1, opts.namespaces.length) * (1 + def.owns.length) + 32,
     });
@@ -159,6 +171,11 @@ export async function runManager(
   const graceMs = runtime.shutdownGraceMs ?? 30_000;
   const resyncMs = runtime.resyncIntervalMs ?? 600_000;
   const events = new KubeEventRecorder({ client, identity, log });
+  const leaseName = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+  metrics.setLeader(leaseName, false);
+  const unobserve = client.observeRequests((code, method, host) =>
+    metrics.restClientRequest(code, method, host),
+  );
 
   const stop = new AbortController();
   const onSignal = (sig: string) => {
@@ -221,6 +238,7 @@ export async function runManager(
     await closeServers();
     process.off("SIGTERM", onTerm);
     process.off("SIGINT", onInt);
+    unobserve();
     if (ownClient) client.close();
     throw e;
   }
@@ -257,7 +275,7 @@ export async function runManager(
   const lead = () => {
     transitions = transitions.then(() => {
       if (stop.signal.aborted || session) return;
-      metrics.setLeader(true);
+      metrics.setLeader(leaseName, true);
       session = startSession();
     });
   };
@@ -265,7 +283,7 @@ export async function runManager(
     transitions = transitions.then(async () => {
       const s = session;
       session = undefined;
-      metrics.setLeader(false);
+      metrics.setLeader(leaseName, false);
       await s?.stop(graceForInFlight);
     });
   };
@@ -275,7 +293,7 @@ export async function runManager(
       elector = new LeaderElector({
         client,
         namespace: opts.leaderElectionNamespace,
-        name: runtime.leaseName,
+        name: leaseName,
         identity,
         leaseDurationSeconds: runtime.leaseDurationSeconds,
         log,
@@ -300,6 +318,7 @@ export async function runManager(
   await closeServers();
   process.off("SIGTERM", onTerm);
   process.off("SIGINT", onInt);
+  unobserve();
   if (ownClient) client.close();
   log.info("controller stopped");
 }
@@ -317,8 +336,24 @@ interface SessionDeps {
 
 function createSession(s: SessionDeps): Session {
   const { opts, def, client, log, metrics, events } = s;
-  const queue = new WorkQueue({ clock: s.clock });
-  metrics.setQueueDepthSource(() => queue.len());
+  // One queue and one worker pool for every controller of the definition; each key's
+  // metrics go to the controller that owns it.
+  const names = [def.name, ...(def.alsoRuns ?? []).map((c) => c.name)];
+  const controllerOf = (key: string): string => {
+    const k = parseKey(key);
+    return def.alsoRuns?.find((c) => c.owns(k))?.name ?? def.name;
+  };
+  const queue = new WorkQueue({
+    clock: s.clock,
+    metrics: {
+      added: (key) => metrics.queueAdded(controllerOf(key)),
+      retried: (key) => metrics.queueRetried(controllerOf(key)),
+      waited: (key, seconds) => metrics.queueWaited(controllerOf(key), seconds),
+      worked: (key, seconds) => metrics.queueWorked(controllerOf(key), seconds),
+    },
+  });
+  for (const name of names) metrics.controllerStarted(name, opts.concurrency);
+  metrics.setQueueSource(queue, controllerOf, names);
   const work = new AbortController();
   const halt = new AbortController();
   const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
@@ -371,6 +406,8 @@ function createSession(s: SessionDeps): Session {
       if (key === undefined) return;
       const objKey = parseKey(key);
       const ctx = ctxFor(objKey);
+      const controller = controllerOf(key);
+      metrics.workerActive(controller, 1);
       const started = performance.now();
       try {
         const res = await def.reconciler.reconcile(objKey, ctx);
@@ -378,15 +415,19 @@ function createSession(s: SessionDeps): Session {
         queue.forget(key);
         if (res.requeueAfterMs !== undefined) {
           requeue(key, res.requeueAfterMs);
-          metrics.reconciled("requeue", seconds);
+          metrics.reconciled(
+            controller,
+            res.requeueAfterMs > 0 ? "requeue_after" : "requeue",
+            seconds,
+          );
           ctx.log.debug({ requeueAfterMs: res.requeueAfterMs, seconds }, "reconciled; requeue");
         } else {
-          metrics.reconciled("success", seconds);
+          metrics.reconciled(controller, "success", seconds);
           ctx.log.debug({ seconds }, "reconciled");
         }
       } catch (e) {
         const seconds = (performance.now() - started) / 1000;
-        metrics.reconciled("error", seconds);
+        metrics.reconciled(controller, "error", seconds);
         const action = def.errorPolicy?.(e, objKey) ?? "backoff";
         if (action === "backoff") {
           queue.addRateLimited(key);
@@ -403,6 +444,7 @@ function createSession(s: SessionDeps): Session {
           );
         }
       } finally {
+        metrics.workerActive(controller, -1);
         queue.done(key);
       }
     }
@@ -471,7 +513,7 @@ function createSession(s: SessionDeps): Session {
         clearTimeout(grace);
       }
       await Promise.all(informers.map((i) => i.stop()));
-      metrics.setQueueDepthSource(() => 0);
+      metrics.setQueueSource(undefined);
     },
   };
 }

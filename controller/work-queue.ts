@@ -48,6 +48,20 @@ export interface WorkQueueOptions {
   qps?: number;
   /** Size of the global bucket. @default 100 */
   burst?: number;
+  /** Told of adds, retries and waiting and processing times (client-go's queue metrics). */
+  metrics?: WorkQueueMetrics;
+}
+
+/** What a queue reports as it works, each time with the key concerned. */
+export interface WorkQueueMetrics {
+  /** The key entered the queue (an add of an already queued key is not one). */
+  added(key: string): void;
+  /** The key was re-added with rate limiting. */
+  retried(key: string): void;
+  /** The key was handed out after waiting `seconds` in the queue. */
+  waited(key: string, seconds: number): void;
+  /** The key was marked done `seconds` after it was handed out. */
+  worked(key: string, seconds: number): void;
 }
 
 interface Delayed {
@@ -69,6 +83,10 @@ export class WorkQueue {
   private readonly processing = new Set<string>();
   private readonly waiting = new Map<string, Delayed>();
   private readonly failures = new Map<string, number>();
+  /** When each queued key entered the queue, and when each key in flight was handed out. */
+  private readonly queuedAt = new Map<string, number>();
+  private readonly startedAt = new Map<string, number>();
+  private readonly metrics?: WorkQueueMetrics;
   private readonly getters: ((key: string | undefined) => void)[] = [];
   private idleWaiters: (() => void)[] = [];
   private tokens: number;
@@ -83,6 +101,7 @@ export class WorkQueue {
     this.burst = opts.burst ?? 100;
     this.tokens = this.burst;
     this.tokensAt = this.clock.now();
+    this.metrics = opts.metrics;
   }
 
   /** Queues a key now (deduplicated). */
@@ -113,6 +132,7 @@ export class WorkQueue {
 
   /** Queues a key after its rate-limited delay and counts one more failure for it. */
   addRateLimited(key: string): void {
+    if (!this.stopping) this.metrics?.retried(key);
     this.addAfter(key, this.when(key));
   }
 
@@ -150,6 +170,9 @@ export class WorkQueue {
 
   /** Marks a key processed; a key re-added meanwhile is queued again. */
   done(key: string): void {
+    const started = this.startedAt.get(key);
+    this.startedAt.delete(key);
+    if (started !== undefined) this.metrics?.worked(key, (this.clock.now() - started) / 1000);
     this.processing.delete(key);
     if (this.dirty.has(key) && !this.stopping) this.enqueue(key);
     if (this.processing.size === 0) {
@@ -162,6 +185,21 @@ export class WorkQueue {
   /** Keys waiting to be handed out (the depth metric; delayed keys are not counted). */
   len(): number {
     return this.queue.length;
+  }
+
+  /** The keys waiting to be handed out, in order. */
+  queuedKeys(): string[] {
+    return [...this.queue];
+  }
+
+  /** The keys in flight, each with the clock time it was handed out. */
+  inFlightSince(): [string, number][] {
+    return [...this.startedAt];
+  }
+
+  /** The queue clock's time. */
+  now(): number {
+    return this.clock.now();
   }
 
   /** Keys currently in flight. */
@@ -181,6 +219,7 @@ export class WorkQueue {
     for (const d of this.waiting.values()) this.clock.clearTimeout(d.handle);
     this.waiting.clear();
     this.queue.length = 0;
+    this.queuedAt.clear();
     for (const g of this.getters.splice(0)) g(undefined);
   }
 
@@ -191,12 +230,19 @@ export class WorkQueue {
   }
 
   private enqueue(key: string): void {
+    this.metrics?.added(key);
+    this.queuedAt.set(key, this.clock.now());
     const getter = this.getters.shift();
     if (getter) getter(this.take(key));
     else this.queue.push(key);
   }
 
   private take(key: string): string {
+    const now = this.clock.now();
+    const since = this.queuedAt.get(key) ?? now;
+    this.queuedAt.delete(key);
+    this.metrics?.waited(key, (now - since) / 1000);
+    this.startedAt.set(key, now);
     this.dirty.delete(key);
     this.processing.add(key);
     return key;

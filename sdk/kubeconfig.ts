@@ -16,7 +16,7 @@ import {
 
 export { withContext };
 
-/** Reads `$KUBECONFIG` (its first file), else `~/.kube/config`; the error names the file. */
+/** Reads `$KUBECONFIG` (its files merged), else `~/.kube/config`; the error names the file. */
 export function defaultKubeconfig(): string {
   return readKubeconfigFile(defaultKubeconfigFile(), "not given and");
 }
@@ -27,15 +27,15 @@ function isKubeconfigText(value: string): boolean {
   return v.includes("\n") || v.startsWith("{") || v.startsWith("apiVersion");
 }
 
-/** The file a kubeconfig value names (a `:`-separated list as in `$KUBECONFIG`: its first). */
+/** The file a kubeconfig value names (or a `:`-separated list of them, as in `$KUBECONFIG`). */
 function fileOf(value: string): string {
-  const v = value.trim();
-  return v.split(":").find(Boolean) ?? v;
+  return value.trim();
 }
 
 /**
  * The text of a kubeconfig given as pulumi-kubernetes takes it: the contents of the file, or
- * the path to it (a `:`-separated list as in `$KUBECONFIG` uses its first file).
+ * the path to it (a `:`-separated list as in `$KUBECONFIG`: the files merged as kubectl
+ * merges them).
  */
 export function kubeconfigText(value: string): string {
   return isKubeconfigText(value) ? value : readKubeconfigFile(fileOf(value), "names a file, and");

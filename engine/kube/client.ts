@@ -14,9 +14,15 @@ import { existsSync } from "node:fs";
 import { Agent, request, type RequestOptions } from "node:https";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { BrandedError, errorMessage } from "./branded-error.js";
-import { KubeConfig, SERVICE_ACCOUNT_DIR, type KubeRequestOptions } from "./kubeconfig.js";
+import {
+  KubeConfig,
+  mergeKubeconfigFiles,
+  SERVICE_ACCOUNT_DIR,
+  type KubeRequestOptions,
+} from "./kubeconfig.js";
+import { ConnectProxyAgent, parseProxyUrl } from "./proxy-agent.js";
 import { sleep } from "./sleep.js";
 import type { ObjectMeta, OwnerReference } from "./objects.js";
 
@@ -113,8 +119,10 @@ export interface RetryInfo {
 
 /** Options of {@link KubeClient}. */
 export interface KubeClientOptions {
-  /** Kubeconfig file. @default in-cluster, else `$KUBECONFIG`, else `~/.kube/config` */
+  /** Kubeconfig file. @default `$KUBECONFIG`, else in-cluster, else `~/.kube/config` */
   kubeconfig?: string;
+  /** The kubeconfig context to use (kubectl's `--context`). @default its current context */
+  context?: string;
   /** An already loaded configuration (wins over `kubeconfig`). */
   config?: KubeConfig;
   /** Per-request deadline including retries. @default 60000 */
@@ -132,41 +140,85 @@ export class KubeConfigError extends BrandedError {
   }
 }
 
-const IN_CLUSTER_TOKEN = join(SERVICE_ACCOUNT_DIR, "token");
-
 /**
- * Loads a kubeconfig: the explicit file, else in-cluster credentials, else `$KUBECONFIG`,
- * else `~/.kube/config`. The error names every place it looked.
+ * Loads a kubeconfig as controller-runtime does: the `--kubeconfig` file, else `$KUBECONFIG`
+ * (a list of files merged as client-go merges them), else the in-cluster service account,
+ * else `~/.kube/config`. `context` picks a context of the kubeconfig (not of the in-cluster
+ * credentials, which have none). The error names every place it looked.
  */
-export function loadKubeConfig(kubeconfig?: string): { config: KubeConfig; source: string } {
-  const tryFile = (file: string, source: string) => {
-    let kc: KubeConfig;
+export function loadKubeConfig(
+  kubeconfig?: string,
+  context?: string,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): { config: KubeConfig; source: string } {
+  const inClusterToken = join(serviceAccountDir, "token");
+  // `files` is where the kubeconfig was read, `how` why there (the flag, or the variable).
+  const use = (kc: KubeConfig, files: string, how: string) => {
+    if (context) {
+      try {
+        kc = kc.withCurrentContext(context);
+      } catch (e) {
+        throw new KubeConfigError(
+          `the kubeconfig ${files} (${how}): ${errorMessage(e)} (--context)`,
+        );
+      }
+    }
+    if (!kc.getCurrentCluster()) {
+      throw new KubeConfigError(`the kubeconfig ${files} (${how}) has no current cluster`);
+    }
+    return { config: kc, source: `${how} ${files}` };
+  };
+  const fromFile = (file: string, source: string) => {
     try {
-      kc = KubeConfig.fromFile(file);
+      return use(KubeConfig.fromFile(file), file, source);
     } catch (e) {
+      if (KubeConfigError.isInstance(e)) throw e;
       throw new KubeConfigError(
         `the kubeconfig ${file} (${source}) does not parse: ${errorMessage(e)}`,
       );
     }
-    if (!kc.getCurrentCluster()) {
-      throw new KubeConfigError(`the kubeconfig ${file} (${source}) has no current cluster`);
-    }
-    return { config: kc, source: `${source} ${file}` };
   };
   if (kubeconfig) {
     if (!existsSync(kubeconfig))
       throw new KubeConfigError(`the kubeconfig ${kubeconfig} (--kubeconfig) does not exist`);
-    return tryFile(kubeconfig, "--kubeconfig");
+    return fromFile(kubeconfig, "--kubeconfig");
   }
-  if (process.env.KUBERNETES_SERVICE_HOST && existsSync(IN_CLUSTER_TOKEN)) {
-    return { config: KubeConfig.inCluster(), source: "in-cluster service account" };
+  const envFiles = (process.env.KUBECONFIG ?? "").split(delimiter).filter(Boolean);
+  if (envFiles.some((f) => existsSync(f))) {
+    let merged: { text: string; read: string[] };
+    try {
+      merged = mergeKubeconfigFiles(envFiles);
+    } catch (e) {
+      throw new KubeConfigError(
+        `the kubeconfig ${envFiles.join(delimiter)} ($KUBECONFIG) does not parse: ${errorMessage(e)}`,
+      );
+    }
+    const { text, read } = merged;
+    if (read.length === 1) return fromFile(read[0], "$KUBECONFIG");
+    let kc: KubeConfig;
+    try {
+      kc = KubeConfig.parse(text);
+    } catch (e) {
+      throw new KubeConfigError(
+        `the kubeconfig ${read.join(delimiter)} ($KUBECONFIG) does not parse: ${errorMessage(e)}`,
+      );
+    }
+    return use(kc, read.join(delimiter), "$KUBECONFIG");
   }
-  const env = process.env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
-  if (env) return tryFile(env, "$KUBECONFIG");
+  if (process.env.KUBERNETES_SERVICE_HOST && existsSync(inClusterToken)) {
+    if (context)
+      throw new KubeConfigError(
+        `--context ${context} names a kubeconfig context, and no kubeconfig was found (only in-cluster credentials)`,
+      );
+    return {
+      config: KubeConfig.inCluster(serviceAccountDir),
+      source: "in-cluster service account",
+    };
+  }
   const home = join(homedir(), ".kube", "config");
-  if (existsSync(home)) return tryFile(home, "~/.kube/config");
+  if (existsSync(home)) return fromFile(home, "~/.kube/config");
   throw new KubeConfigError(
-    `no kubeconfig found: looked at --kubeconfig (not given), in-cluster credentials (${IN_CLUSTER_TOKEN}), $KUBECONFIG (${process.env.KUBECONFIG ?? "unset"}) and ${home}`,
+    `no kubeconfig found: looked at --kubeconfig (not given), $KUBECONFIG (${process.env.KUBECONFIG ?? "unset"}), in-cluster credentials (${inClusterToken}) and ${home}`,
   );
 }
 
@@ -174,8 +226,15 @@ interface Transport {
   server: URL;
   options: RequestOptions;
   headers: Record<string, string>;
-  loadedAt: number;
+  /** When the credentials are read again (a minute, or sooner when they expire sooner). */
+  renewAt: number;
 }
+
+/**
+ * Told of every HTTP request to the apiserver as it is answered (retries and watches each
+ * count): `code` is the status, or `"<error>"` when no response came; `host` is host:port.
+ */
+export type RequestObserver = (code: string, method: string, host: string) => void;
 
 /** Counts of requests by verb, for benchmarks (steady-state writes). */
 export interface RequestCounters {
@@ -192,19 +251,35 @@ export class KubeClient {
   private agent: Agent | HttpAgent;
   private readonly timeoutMs: number;
   private readonly onRetry?: (info: RetryInfo) => void;
+  private readonly observers = new Set<RequestObserver>();
 
   constructor(opts: KubeClientOptions = {}) {
     if (opts.config) {
       this.config = opts.config;
       this.source = "provided configuration";
     } else {
-      const loaded = loadKubeConfig(opts.kubeconfig);
+      const loaded = loadKubeConfig(opts.kubeconfig, opts.context);
       this.config = loaded.config;
       this.source = loaded.source;
     }
-    const server = this.config.getCurrentCluster()?.server ?? "";
+    const cluster = this.config.getCurrentCluster();
+    const server = cluster?.server ?? "";
     const agentOpts = { keepAlive: true, maxSockets: opts.maxSockets ?? 32 };
-    this.agent = server.startsWith("http:") ? new HttpAgent(agentOpts) : new Agent(agentOpts);
+    let proxy: URL | undefined;
+    try {
+      proxy = cluster?.proxyUrl ? parseProxyUrl(cluster.proxyUrl) : undefined;
+    } catch (e) {
+      throw new KubeConfigError(`the kubeconfig ${this.source}: ${errorMessage(e)}`);
+    }
+    if (proxy && server.startsWith("http:"))
+      throw new KubeConfigError(
+        `the kubeconfig ${this.source}: proxy-url with a plain-http server is not supported`,
+      );
+    this.agent = proxy
+      ? new ConnectProxyAgent(proxy, agentOpts)
+      : server.startsWith("http:")
+        ? new HttpAgent(agentOpts)
+        : new Agent(agentOpts);
     this.timeoutMs = opts.requestTimeoutMs ?? 60_000;
     this.onRetry = opts.onRetry;
   }
@@ -236,17 +311,36 @@ export class KubeClient {
     return ns?.trim() ? ns.trim() : undefined;
   }
 
+  /** Calls `fn` for every request from now on (metrics); returns what stops it. */
+  observeRequests(fn: RequestObserver): () => void {
+    this.observers.add(fn);
+    return () => this.observers.delete(fn);
+  }
+
+  private observed(code: string, method: string, host: string): void {
+    for (const fn of this.observers) fn(code, method, host);
+  }
+
+  /** Forgets the credentials after a 401 when a fresh run of an exec plugin may help. */
+  private reauthenticate(): boolean {
+    if (!this.config.invalidateCredentials()) return false;
+    this.transport = undefined;
+    return true;
+  }
+
   /** Closes idle sockets so the process can exit. */
   close(): void {
     this.agent.destroy();
   }
 
   private async getTransport(): Promise<Transport> {
-    // Credentials may rotate (projected tokens, exec plugins): re-read them every minute.
-    if (this.transport && Date.now() - this.transport.loadedAt < 60_000) return this.transport;
+    // Credentials may rotate (projected tokens, exec plugins): re-read them every minute, or
+    // when an exec plugin's credential expires if that is sooner.
+    if (this.transport && Date.now() < this.transport.renewAt) return this.transport;
     const opts: KubeRequestOptions = { headers: {} };
+    let expiresAt: number | undefined;
     try {
-      await this.config.applyToHTTPSOptions(opts);
+      ({ expiresAt } = await this.config.applyToHTTPSOptions(opts));
     } catch (e) {
       // A credential or TLS setting that cannot be applied will not fix itself: no retry.
       throw new KubeConfigError(
@@ -254,18 +348,12 @@ export class KubeClient {
       );
     }
     const server = new URL(this.server);
-    // `proxy-url`: client-node (loaded for it) builds an agent that tunnels through the proxy (HTTP CONNECT,
-    // or SOCKS) with the same TLS settings; requests then go through it.
-    if (this.config.getCurrentCluster()?.proxyUrl && opts.agent && opts.agent !== this.agent) {
-      this.agent.destroy();
-      this.agent = opts.agent as Agent | HttpAgent;
-    }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) headers[k.toLowerCase()] = String(v);
     this.transport = {
       server,
       headers,
-      loadedAt: Date.now(),
+      renewAt: Math.min(Date.now() + 60_000, expiresAt ?? Infinity),
       options: {
         ca: opts.ca,
         cert: opts.cert,
@@ -310,8 +398,17 @@ export class KubeClient {
         req.setTimeout(timeoutMs, () =>
           req.destroy(new Error(`no response within ${timeoutMs} ms`)),
         );
-      req.on("response", resolve);
-      req.on("error", reject);
+      let answered = false;
+      req.on("response", (res) => {
+        answered = true;
+        this.observed(String(res.statusCode ?? 0), method, t.server.host);
+        resolve(res);
+      });
+      req.on("error", (e) => {
+        // An abort after the answer (a watch that is stopped) is not a failed request.
+        if (!answered) this.observed("<error>", method, t.server.host);
+        reject(e);
+      });
       if (body !== undefined) req.write(body);
       req.end();
     });
@@ -330,6 +427,7 @@ export class KubeClient {
     const deadline = Date.now() + this.timeoutMs;
     const verb = method.toUpperCase();
     this.counters.byVerb[verb] = (this.counters.byVerb[verb] ?? 0) + 1;
+    let reauthenticated = false;
     for (let attempt = 1; ; attempt++) {
       let err: KubeApiError;
       try {
@@ -337,6 +435,13 @@ export class KubeClient {
         const text = await readBody(res);
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300) return (text ? JSON.parse(text) : {}) as T;
+        // A refused exec credential: run the plugin again and retry once (client-go re-runs
+        // the plugin on a 401 too).
+        if (status === 401 && !reauthenticated && this.reauthenticate()) {
+          reauthenticated = true;
+          attempt--;
+          continue;
+        }
         err = toApiError(verb, path, status, text, res.headers["retry-after"]);
       } catch (e) {
         if (KubeApiError.isInstance(e) || KubeConfigError.isInstance(e)) throw e;
@@ -480,6 +585,8 @@ export class KubeClient {
     q.set("timeoutSeconds", String(query.timeoutSeconds ?? 300));
     const path = `${collectionPath}?${q.toString()}`;
     const res = await this.open("GET", path, undefined, undefined, signal);
+    // The watcher's next attempt runs the exec plugin again.
+    if (res.statusCode === 401) this.reauthenticate();
     if ((res.statusCode ?? 0) >= 300) {
       throw toApiError(
         "GET",

@@ -3,27 +3,29 @@
  * `current-context`) or the in-cluster service account, and turns the current context into
  * TLS options and request headers for {@link KubeClient}.
  *
- * Handled here: `certificate-authority(-data)`, `client-certificate(-data)`,
+ * Handled: `certificate-authority(-data)`, `client-certificate(-data)`,
  * `client-key(-data)`, `token`, `token-file` (re-read on every call, like the in-cluster
  * service account token, which the kubelet rotates), `username`/`password`, `as`
- * (impersonation), `insecure-skip-tls-verify`, `tls-server-name` and the context's
- * `namespace`. Relative file paths resolve against the kubeconfig's folder.
+ * (impersonation), `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (an HTTP
+ * CONNECT proxy, see proxy-agent.ts), exec credential plugins (exec-credential.ts) and the
+ * context's `namespace`. Relative file paths (and an exec command with a slash) resolve
+ * against the kubeconfig's folder. Several files (a `$KUBECONFIG` list) merge as client-go
+ * merges them ({@link mergeKubeconfigFiles}).
  *
- * Delegated: exec credential plugins, `auth-provider` and `proxy-url` are handed to
- * `@kubernetes/client-node`, imported on first use only. That package's config module loads
- * its whole generated API (tens of MiB resident), which a process that never meets one of
- * these kubeconfigs does not pay.
+ * Not handled: `auth-provider` other than `oidc` with an `id-token` (client-go itself dropped
+ * the `gcp` and `azure` providers for the exec plugins that replaced them), and SOCKS proxies.
+ * Their errors say so. No Kubernetes client library is loaded.
  *
  * Errors name the field at fault (`clusters[0].cluster.server is missing`), as
- * client-node's loader does, so a kubeconfig gets the same message on either path.
+ * client-go's and client-node's loaders do.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import type { RequestOptions } from "node:https";
 import { isIPv6 } from "node:net";
 import { dirname, isAbsolute, join } from "node:path";
-import { parse } from "yaml";
-import type { KubeConfig as ClientNodeConfig } from "@kubernetes/client-node";
+import { parse, stringify } from "yaml";
 import { InvalidValueError } from "./branded-error.js";
+import { ExecCredentialPlugin, parseExecConfig, type ExecClusterInfo } from "./exec-credential.js";
 
 /** A cluster entry (field names as client-node has them). */
 export interface KubeconfigCluster {
@@ -35,6 +37,8 @@ export interface KubeconfigCluster {
   skipTLSVerify: boolean;
   tlsServerName?: string;
   proxyUrl?: string;
+  /** The `client.authentication.k8s.io/exec` extension, handed to exec plugins. */
+  execExtension?: unknown;
 }
 
 /** A user entry (field names as client-node has them, plus `tokenFile`). */
@@ -102,6 +106,9 @@ function parseClusters(v: unknown, base?: string): KubeconfigCluster[] {
       skipTLSVerify: c["insecure-skip-tls-verify"] === true,
       tlsServerName: str(c["tls-server-name"]),
       proxyUrl: str(c["proxy-url"]),
+      execExtension: list(c.extensions)
+        .map(obj)
+        .find((x) => x?.name === "client.authentication.k8s.io/exec")?.extension,
     };
   });
 }
@@ -123,10 +130,17 @@ function parseUsers(v: unknown, base?: string): KubeconfigUser[] {
       username: str(u.username),
       password: typeof u.password === "string" ? u.password : undefined,
       impersonateUser: str(u.as),
-      exec: obj(u.exec),
+      exec: execOf(obj(u.exec), base),
       authProvider: obj(u["auth-provider"]),
     };
   });
+}
+
+/** An exec entry with a relative command path (one with a slash) made absolute, as client-go does. */
+function execOf(exec: Doc | undefined, base?: string): Doc | undefined {
+  const command = str(exec?.command);
+  if (!exec || !command || !command.includes("/")) return exec;
+  return { ...exec, command: absolute(base, command) };
 }
 
 function parseContexts(v: unknown): KubeconfigContext[] {
@@ -144,7 +158,7 @@ function parseContexts(v: unknown): KubeconfigContext[] {
 
 /** A loaded kubeconfig. */
 export class KubeConfig {
-  private delegate?: Promise<ClientNodeConfig>;
+  private plugin?: ExecCredentialPlugin;
 
   constructor(
     readonly clusters: readonly KubeconfigCluster[],
@@ -205,6 +219,13 @@ export class KubeConfig {
     );
   }
 
+  /** The same configuration with `context` current (kubectl's `--context`). */
+  withCurrentContext(context: string): KubeConfig {
+    if (!this.contexts.some((c) => c.name === context))
+      throw new InvalidValueError(`the kubeconfig has no context named "${context}"`);
+    return new KubeConfig(this.clusters, this.users, this.contexts, context);
+  }
+
   getCurrentContext(): string | undefined {
     return this.currentContext;
   }
@@ -224,32 +245,16 @@ export class KubeConfig {
   }
 
   /**
-   * What of the current context needs `@kubernetes/client-node` (`exec`, `auth-provider`,
-   * `proxy-url`), or undefined when this loader handles all of it.
+   * Fills in TLS options, credentials and headers for the current context. Reads files (CA,
+   * certificates, token files) on every call, so rotated credentials are picked up; an exec
+   * plugin's credential is kept until it expires. Resolves with when the credential expires
+   * (milliseconds since the epoch), if it does.
    */
-  delegatedFeature(): string | undefined {
-    const user = this.getCurrentUser();
-    if (user?.exec) return "exec";
-    if (user?.authProvider) return "auth-provider";
-    if (this.getCurrentCluster()?.proxyUrl) return "proxy-url";
-    return undefined;
-  }
-
-  /**
-   * Fills in TLS options, credentials and headers for the current context (a proxied
-   * context also gets `opts.agent`, the tunnelling agent). Reads files (CA, certificates,
-   * token files) on every call, so rotated credentials are picked up; exec plugins cache
-   * their token until it expires.
-   */
-  async applyToHTTPSOptions(opts: KubeRequestOptions): Promise<void> {
+  async applyToHTTPSOptions(opts: KubeRequestOptions): Promise<{ expiresAt?: number }> {
     const cluster = this.getCurrentCluster();
     // Plain errors here and below: the client reports them inside a KubeConfigError naming
     // the kubeconfig (client.ts, getTransport), which is the error callers branch on.
     if (!cluster) throw new Error("the kubeconfig has no current cluster");
-    if (this.delegatedFeature()) {
-      await (await this.clientNode()).applyToHTTPSOptions(opts);
-      return;
-    }
     if (cluster.server.startsWith("http:") && !cluster.skipTLSVerify)
       throw new Error("HTTP protocol is not allowed when skipTLSVerify is not set or false");
     if (cluster.skipTLSVerify) opts.rejectUnauthorized = false;
@@ -257,34 +262,135 @@ export class KubeConfig {
     const ca = fileOrData(cluster.caFile, cluster.caData);
     if (ca) opts.ca = ca;
     const user = this.getCurrentUser();
-    if (!user) return;
+    if (!user) return {};
     const cert = fileOrData(user.certFile, user.certData);
     if (cert) opts.cert = cert;
     const key = fileOrData(user.keyFile, user.keyData);
     if (key) opts.key = key;
     const headers = (opts.headers ??= {});
     if (user.impersonateUser) headers["Impersonate-User"] = user.impersonateUser;
-    const token =
+    let token =
       user.token ?? (user.tokenFile ? readFileSync(user.tokenFile, "utf8").trim() : undefined);
+    let expiresAt: number | undefined;
+    if (user.authProvider) token = authProviderToken(user.authProvider);
+    if (user.exec && !token) {
+      const credential = await this.execPlugin(user).credential();
+      token = credential.token;
+      if (credential.clientCertificateData && credential.clientKeyData) {
+        opts.cert = Buffer.from(credential.clientCertificateData);
+        opts.key = Buffer.from(credential.clientKeyData);
+      }
+      expiresAt = credential.expiresAt;
+    }
     if (token) headers.Authorization = `Bearer ${token}`;
     if (user.username) opts.auth = `${user.username}:${user.password ?? ""}`;
+    return { expiresAt };
   }
 
-  /** The same configuration as a client-node `KubeConfig` (imported now, built once). */
-  private clientNode(): Promise<ClientNodeConfig> {
-    this.delegate ??= import("@kubernetes/client-node").then((m) => {
-      const kc = new m.KubeConfig();
-      kc.loadFromOptions({
-        clusters: this.clusters.map((c) => ({ ...c })),
-        users: this.users.map(({ tokenFile, ...u }) => ({
-          ...u,
-          token: u.token ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : undefined),
-        })),
-        contexts: this.contexts.map((c) => ({ ...c })),
-        currentContext: this.currentContext ?? "",
-      });
-      return kc;
-    });
-    return this.delegate;
+  /**
+   * Drops an exec plugin's kept credential after the apiserver refused it (401); true when
+   * there was one, so a retry runs the plugin again.
+   */
+  invalidateCredentials(): boolean {
+    if (!this.plugin) return false;
+    this.plugin.invalidate();
+    return true;
   }
+
+  private execPlugin(user: KubeconfigUser): ExecCredentialPlugin {
+    if (!this.plugin) {
+      const at = `users[${this.users.indexOf(user)}].user.exec`;
+      this.plugin = new ExecCredentialPlugin(parseExecConfig(user.exec!, at), () =>
+        this.clusterInfo(),
+      );
+    }
+    return this.plugin;
+  }
+
+  /** The current cluster as an exec plugin is told of it (`provideClusterInfo`). */
+  private clusterInfo(): ExecClusterInfo | undefined {
+    const c = this.getCurrentCluster();
+    if (!c) return undefined;
+    const ca = fileOrData(c.caFile, c.caData);
+    return {
+      server: c.server,
+      ...(c.tlsServerName ? { "tls-server-name": c.tlsServerName } : {}),
+      ...(c.skipTLSVerify ? { "insecure-skip-tls-verify": true } : {}),
+      ...(ca ? { "certificate-authority-data": ca.toString("base64") } : {}),
+      ...(c.proxyUrl ? { "proxy-url": c.proxyUrl } : {}),
+      ...(c.execExtension !== undefined ? { config: c.execExtension } : {}),
+    };
+  }
+}
+
+/** The bearer token of an `auth-provider` entry: `oidc` with an `id-token` only. */
+function authProviderToken(provider: Record<string, unknown>): string {
+  const name = str(provider.name) ?? "(unnamed)";
+  const idToken = str(obj(provider.config)?.["id-token"]);
+  if (name === "oidc" && idToken) return idToken;
+  throw new Error(
+    name === "oidc"
+      ? "the oidc auth-provider has no id-token (refreshing one is not supported; use an exec plugin such as kubelogin)"
+      : `the auth-provider "${name}" is not supported (client-go removed it too; use its exec plugin, e.g. gke-gcloud-auth-plugin or kubelogin)`,
+  );
+}
+
+/** The fields of a kubeconfig entry that name files, which a merge makes absolute. */
+const FILE_FIELDS: Record<string, string[]> = {
+  clusters: ["certificate-authority"],
+  users: ["client-certificate", "client-key", "token-file"],
+};
+const ENTRY_KEY: Record<string, string> = {
+  clusters: "cluster",
+  users: "user",
+  contexts: "context",
+};
+
+/**
+ * Merges kubeconfig files as client-go merges a `$KUBECONFIG` list: files that do not exist
+ * are skipped; for clusters, users and contexts the first file that names an entry wins;
+ * `current-context` comes from the first file that sets one. Relative paths in each file
+ * resolve against its own folder (made absolute in the result). Returns the merged YAML
+ * and the files read; throws when none exists.
+ */
+export function mergeKubeconfigFiles(files: readonly string[]): { text: string; read: string[] } {
+  const read = files.filter((f) => f && existsSync(f));
+  if (!read.length) throw new Error(`none of ${files.join(", ")} exists`);
+  if (read.length === 1) return { text: readFileSync(read[0], "utf8"), read };
+  const merged: Record<string, unknown> = { apiVersion: "v1", kind: "Config" };
+  const entries: Record<string, Doc[]> = { clusters: [], users: [], contexts: [] };
+  for (const file of read) {
+    let doc: unknown;
+    try {
+      doc = parse(readFileSync(file, "utf8"));
+    } catch (e) {
+      throw new Error(`${file}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+    if (doc === null || doc === undefined) continue;
+    const root = obj(doc);
+    if (!root) throw new Error(`${file}: the document is a ${typeof doc}, not a mapping`);
+    if (merged["current-context"] === undefined && str(root["current-context"]))
+      merged["current-context"] = root["current-context"];
+    for (const kind of Object.keys(entries)) {
+      for (const e of list(root[kind])) {
+        const entry = obj(e);
+        if (!entry || entries[kind].some((x) => x.name === entry.name)) continue;
+        entries[kind].push(absolutePaths(kind, entry, dirname(file)));
+      }
+    }
+  }
+  for (const [kind, list] of Object.entries(entries)) merged[kind] = list;
+  return { text: stringify(merged), read };
+}
+
+function absolutePaths(kind: string, entry: Doc, base: string): Doc {
+  const inner = obj(entry[ENTRY_KEY[kind]]);
+  if (!inner) return entry;
+  const out: Doc = { ...inner };
+  for (const field of FILE_FIELDS[kind] ?? []) {
+    const v = str(out[field]);
+    if (v) out[field] = absolute(base, v);
+  }
+  if (kind === "users" && obj(out.exec)) out.exec = execOf(obj(out.exec), base);
+  return { ...entry, [ENTRY_KEY[kind]]: out };
 }

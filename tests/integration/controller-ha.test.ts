@@ -101,10 +101,20 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
       standby.logs((l) => l.msg === "became leader"),
       [],
     );
-    assert.equal(await standby.metric("cocoonset_reconcile_total"), 0);
-    assert.equal(await standby.metric("cocoonset_leader"), 0);
-    assert.equal(await leader.metric("cocoonset_leader"), 1);
-    assert.ok((await leader.metric("cocoonset_reconcile_total")) > 0);
+    const leaseLabel = { name: "cocoonset-controller" };
+    assert.equal(await standby.metric("controller_runtime_reconcile_total"), 0);
+    assert.equal(await standby.metric("workqueue_adds_total"), 0);
+    assert.equal(await standby.metric("leader_election_master_status", leaseLabel), 0);
+    assert.equal(await leader.metric("leader_election_master_status", leaseLabel), 1);
+    assert.ok(
+      (await leader.metric("controller_runtime_reconcile_total", { controller: "cocoonset" })) > 0,
+    );
+    assert.ok((await leader.metric("workqueue_adds_total", { name: "cocoonset" })) > 0);
+    // Both controllers have their series, each under its own name.
+    assert.match(
+      await leader.metricsText(),
+      /^controller_runtime_max_concurrent_reconciles\{controller="cocoonhibernation"\} [1-9]/m,
+    );
     assert.deepEqual(await standby.probe("/readyz"), {
       status: 200,
       body: "ok (standby, not leading)\n",
@@ -236,7 +246,16 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
     );
     assert.match(String(failure.err), /forbidden/i);
     assert.match(String(failure.err), /cannot create resource "pods"/);
-    assert.ok((await proc.metric("cocoonset_reconcile_errors_total")) > 0);
+    assert.ok(
+      (await proc.metric("controller_runtime_reconcile_errors_total", {
+        controller: "cocoonset",
+      })) > 0,
+    );
+    assert.ok((await proc.metric("workqueue_retries_total", { name: "cocoonset" })) > 0);
+    // The denied create is counted by its code.
+    assert.ok(
+      (await proc.metric("rest_client_requests_total", { code: "403", method: "POST" })) > 0,
+    );
     assert.deepEqual(await fleetPods(client, ns, "blocked"), [], "no pod was created");
     const blocked = await client.get<CocoonSet & { status?: unknown }>(
       paths.cocoonSet(ns, "blocked"),

@@ -12,6 +12,7 @@ import { pino } from "pino";
 import { KubeEventRecorder, REPORTING_CONTROLLER } from "../../controller/events.js";
 import { runController } from "../../controller/cocoonset-controller.js";
 import { Metrics } from "../../controller/metrics.js";
+import { metricValue } from "../support/controller-process.js";
 import type { ControllerOptions } from "../../controller/options.js";
 import type { ObjectKey, ReconcileContext } from "../../controller/types.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
@@ -459,9 +460,45 @@ describe("controller manager with a stand-in reconciler", { timeout: 180_000 }, 
     await reconciled(key, before + 1);
 
     const text = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
-    assert.match(text, /cocoonset_reconcile_total\{result="error"\} 1/);
-    assert.match(text, /cocoonset_reconcile_total\{result="success"\} [1-9]/);
-    assert.match(text, /cocoonset_leader 1/);
+    // controller-runtime's and client-go's names, labels and meanings.
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      metricValue(text, name, labels);
+    const cocoonset = { controller: "cocoonset" };
+    const queue = { name: "cocoonset", controller: "cocoonset" };
+    assert.equal(value("controller_runtime_reconcile_total", { ...cocoonset, result: "error" }), 1);
+    assert.ok(
+      value("controller_runtime_reconcile_total", { ...cocoonset, result: "success" }) >= 1,
+    );
+    assert.equal(value("controller_runtime_reconcile_errors_total", cocoonset), 1);
+    assert.equal(
+      value("controller_runtime_reconcile_time_seconds_count", cocoonset),
+      value("controller_runtime_reconcile_total", cocoonset),
+      "every reconcile is timed",
+    );
+    assert.equal(value("controller_runtime_max_concurrent_reconciles", cocoonset), 2);
+    assert.match(text, /^controller_runtime_active_workers\{controller="cocoonset"\} \d+$/m);
+    // The CocoonSet's add, the pod's add and the error's retry each put the key in the queue.
+    assert.ok(value("workqueue_adds_total", queue) >= 3, text);
+    assert.equal(value("workqueue_retries_total", queue), 1, "the failed reconcile's retry");
+    assert.equal(
+      value("workqueue_work_duration_seconds_count", queue),
+      value("controller_runtime_reconcile_total", cocoonset),
+    );
+    assert.ok(value("workqueue_queue_duration_seconds_count", queue) >= 3);
+    assert.match(text, /^workqueue_depth\{name="cocoonset",controller="cocoonset"\} \d+$/m);
+    assert.match(
+      text,
+      /^workqueue_unfinished_work_seconds\{name="cocoonset",controller="cocoonset"\} /m,
+    );
+    assert.match(
+      text,
+      /^workqueue_longest_running_processor_seconds\{name="cocoonset",controller="cocoonset"\} /m,
+    );
+    assert.equal(value("leader_election_master_status", { name: "cocoonset-controller" }), 1);
+    const host = new URL(client.server).host;
+    assert.ok(value("rest_client_requests_total", { code: "200", method: "GET", host }) > 0);
+    assert.ok(value("rest_client_requests_total", { code: "201", method: "POST", host }) > 0);
+    assert.ok(!/cocoonset_reconcile_total|cocoonset_leader /.test(text), "the old names are gone");
 
     stop.abort();
     await done;

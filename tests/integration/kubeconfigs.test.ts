@@ -3,7 +3,7 @@
  * a client certificate (from the cluster's client CA, for a user bound by RBAC),
  * `tls-server-name`, a `proxy-url` (a loopback CONNECT proxy) and a current context that
  * names a namespace. Each works for the CLI, the slots resource and the controller, which
- * all load kubeconfigs through the one client in provider/kube.
+ * all load kubeconfigs through the one client in engine/kube.
  */
 import assert from "node:assert/strict";
 import { chmodSync, writeFileSync } from "node:fs";

@@ -10,11 +10,33 @@ describe("controller metrics", () => {
     m.deadLetter("ns1", "fleet");
     m.reapDeleted("Pod", "Expired", 2);
     m.releaseDeleted("Job", 3);
-    m.reconciled("success", 0.01);
-    m.reconciled("error", 0.2);
-    m.reconciled("requeue", 0.02);
-    m.setQueueDepthSource(() => 5);
-    m.setLeader(true);
+    m.controllerStarted("cocoonset", 4);
+    m.controllerStarted("cocoonhibernation", 4);
+    m.reconciled("cocoonset", "success", 0.01);
+    m.reconciled("cocoonset", "error", 0.2);
+    m.reconciled("cocoonset", "requeue_after", 0.02);
+    m.reconciled("cocoonhibernation", "requeue", 0.02);
+    m.workerActive("cocoonset", 1);
+    m.queueAdded("cocoonset");
+    m.queueRetried("cocoonset");
+    m.queueWaited("cocoonset", 0.5);
+    m.queueWorked("cocoonhibernation", 2);
+    const hib = (k: string) => (k.includes(":") ? "cocoonhibernation" : "cocoonset");
+    m.setQueueSource(
+      {
+        queuedKeys: () => ["a/x", "a/y", "a/cocoonhibernation:z"],
+        inFlightSince: () => [
+          ["a/w", 1000],
+          ["a/v", 4000],
+        ],
+        now: () => 5000,
+      },
+      hib,
+      ["cocoonset", "cocoonhibernation"],
+    );
+    m.setLeader("cocoonset-controller", true);
+    m.restClientRequest("200", "GET", "127.0.0.1:6443");
+    m.restClientRequest("<error>", "PATCH", "127.0.0.1:6443");
     m.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
     m.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
     m.slotReleasePodDeleted("ns1", "nap");
@@ -26,13 +48,30 @@ describe("controller metrics", () => {
       'cocoonset_subagent_dead_letter_total{namespace="ns1",cocoonset="fleet"} 1',
       'cocoonset_reap_deleted_total{kind="Pod",reason="Expired"} 2',
       'cocoonset_release_deleted_total{kind="Job"} 3',
-      'cocoonset_reconcile_total{result="success"} 1',
-      'cocoonset_reconcile_total{result="error"} 1',
-      'cocoonset_reconcile_total{result="requeue"} 1',
-      "cocoonset_reconcile_errors_total 1",
-      'cocoonset_reconcile_duration_seconds_count{result="error"} 1',
-      "cocoonset_workqueue_depth 5",
-      "cocoonset_leader 1",
+      'controller_runtime_reconcile_total{controller="cocoonset",result="success"} 1',
+      'controller_runtime_reconcile_total{controller="cocoonset",result="error"} 1',
+      'controller_runtime_reconcile_total{controller="cocoonset",result="requeue_after"} 1',
+      'controller_runtime_reconcile_total{controller="cocoonhibernation",result="requeue"} 1',
+      'controller_runtime_reconcile_errors_total{controller="cocoonset"} 1',
+      'controller_runtime_reconcile_errors_total{controller="cocoonhibernation"} 0',
+      'controller_runtime_reconcile_time_seconds_count{controller="cocoonset"} 3',
+      'controller_runtime_reconcile_time_seconds_bucket{le="0.15",controller="cocoonset"} 2',
+      'controller_runtime_max_concurrent_reconciles{controller="cocoonset"} 4',
+      'controller_runtime_active_workers{controller="cocoonset"} 1',
+      'controller_runtime_active_workers{controller="cocoonhibernation"} 0',
+      'workqueue_depth{name="cocoonset",controller="cocoonset"} 2',
+      'workqueue_depth{name="cocoonhibernation",controller="cocoonhibernation"} 1',
+      'workqueue_adds_total{name="cocoonset",controller="cocoonset"} 1',
+      'workqueue_retries_total{name="cocoonset",controller="cocoonset"} 1',
+      'workqueue_queue_duration_seconds_bucket{le="1",name="cocoonset",controller="cocoonset"} 1',
+      'workqueue_queue_duration_seconds_bucket{le="0.1",name="cocoonset",controller="cocoonset"} 0',
+      'workqueue_work_duration_seconds_count{name="cocoonhibernation",controller="cocoonhibernation"} 1',
+      'workqueue_unfinished_work_seconds{name="cocoonset",controller="cocoonset"} 5',
+      'workqueue_longest_running_processor_seconds{name="cocoonset",controller="cocoonset"} 4',
+      'workqueue_longest_running_processor_seconds{name="cocoonhibernation",controller="cocoonhibernation"} 0',
+      'leader_election_master_status{name="cocoonset-controller"} 1',
+      'rest_client_requests_total{code="200",method="GET",host="127.0.0.1:6443"} 1',
+      'rest_client_requests_total{code="<error>",method="PATCH",host="127.0.0.1:6443"} 1',
       'cocoonset_hibernate_phase_duration_seconds_count{result="ok"} 1',
       'cocoonset_wake_phase_duration_seconds_count{result="timeout"} 1',
       'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
@@ -40,27 +79,20 @@ describe("controller metrics", () => {
       'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
-    const names = new Set(
+    const types = new Set(
       [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((x) => `${x[1]} ${x[2]}`),
     );
+    const kind = (name: string) =>
+      /_total$/.test(name)
+        ? "counter"
+        : /_(duration|time)_seconds$/.test(name)
+          ? "histogram"
+          : "gauge";
     assert.deepEqual(
-      [...names].sort(),
-      [
-        `${METRIC_NAMES.deadLetter} counter`,
-        `${METRIC_NAMES.hibernatePhase} histogram`,
-        `${METRIC_NAMES.wakePhase} histogram`,
-        `${METRIC_NAMES.leader} gauge`,
-        `${METRIC_NAMES.queueDepth} gauge`,
-        `${METRIC_NAMES.reapDeleted} counter`,
-        `${METRIC_NAMES.rebuild} counter`,
-        `${METRIC_NAMES.reconcileDuration} histogram`,
-        `${METRIC_NAMES.reconcileErrors} counter`,
-        `${METRIC_NAMES.slotReleasePodsDeleted} counter`,
-        `${METRIC_NAMES.slotReleaseWake} counter`,
-        `${METRIC_NAMES.slotReleaseWakeUnschedulable} counter`,
-        `${METRIC_NAMES.reconcile} counter`,
-        `${METRIC_NAMES.releaseDeleted} counter`,
-      ].sort(),
+      [...types].sort(),
+      Object.values(METRIC_NAMES)
+        .map((n) => `${n} ${kind(n)}`)
+        .sort(),
     );
   });
 
@@ -75,11 +107,11 @@ describe("controller metrics", () => {
     assert.equal(register.getSingleMetric(METRIC_NAMES.rebuild), undefined);
   });
 
-  test("the leader gauge starts at 0 and zero counts are not recorded", async () => {
+  test("no leader series before a Lease is named, and zero counts are not recorded", async () => {
     const m = new Metrics();
     m.reapDeleted("Job", "Expired", 0);
     const text = await m.text();
-    assert.ok(text.includes("cocoonset_leader 0"));
+    assert.ok(!text.includes("leader_election_master_status{"), "no Lease named yet");
     assert.ok(!text.includes('reason="Expired"'));
   });
 });

@@ -16,6 +16,7 @@ describe("controller options", () => {
   test("defaults match SPEC section 6", () => {
     assert.deepEqual(resolve({}), {
       kubeconfig: undefined,
+      context: undefined,
       namespaces: [],
       concurrency: 4,
       fanoutConcurrency: 8,
@@ -38,6 +39,7 @@ describe("controller options", () => {
       {},
       {
         COCOONSET_KUBECONFIG: "/etc/kc",
+        COCOONSET_CONTEXT: "prod",
         COCOONSET_NAMESPACE: "team-a, team-b",
         COCOONSET_CONCURRENCY: "7",
         COCOONSET_FANOUT_CONCURRENCY: "3",
@@ -56,6 +58,7 @@ describe("controller options", () => {
     );
     assert.deepEqual(o, {
       kubeconfig: "/etc/kc",
+      context: "prod",
       namespaces: ["team-a", "team-b"],
       concurrency: 7,
       fanoutConcurrency: 3,
@@ -273,7 +276,7 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 15);
+    assert.equal(CONTROLLER_OPTIONS.length, 16);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack.

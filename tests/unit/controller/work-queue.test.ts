@@ -275,4 +275,43 @@ describe("work queue", { timeout: 20_000 }, () => {
       ),
     );
   });
+
+  test("reports adds, retries, waiting and processing times as client-go's queue metrics count them", async () => {
+    const clock = new FakeClock();
+    const events: string[] = [];
+    const q = new WorkQueue({
+      clock,
+      qps: 1e9,
+      burst: 1e9,
+      metrics: {
+        added: (k) => events.push(`added ${k}`),
+        retried: (k) => events.push(`retried ${k}`),
+        waited: (k, s) => events.push(`waited ${k} ${s}`),
+        worked: (k, s) => events.push(`worked ${k} ${s}`),
+      },
+    });
+    q.add("a");
+    q.add("a"); // already queued: not an add
+    clock.advance(1500);
+    assert.deepEqual(q.queuedKeys(), ["a"]);
+    const key = await q.get();
+    assert.equal(key, "a");
+    assert.deepEqual(q.inFlightSince(), [["a", clock.now()]]);
+    q.add("a"); // in flight: marked dirty, queued again at done()
+    clock.advance(250);
+    q.done("a");
+    assert.deepEqual(q.queuedKeys(), ["a"]);
+    await q.get();
+    q.addRateLimited("a");
+    q.done("a");
+    assert.deepEqual(events, [
+      "added a",
+      "waited a 1.5",
+      "worked a 0.25",
+      "added a",
+      "waited a 0",
+      "retried a",
+      "worked a 0",
+    ]);
+  });
 });

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { parse } from "yaml";
+import { parse, stringify } from "yaml";
 import {
   kubeconfigChanged,
   kubeconfigOfState,
@@ -95,10 +95,30 @@ describe("resolving the kubeconfig a component is given", () => {
   it("names the file it read (a path, or $KUBECONFIG when none is given), and no file for text", () => {
     assert.deepEqual(resolveKubeconfig(text, undefined), { text });
     assert.deepEqual(resolveKubeconfig(file, undefined), { text, file });
-    assert.deepEqual(resolveKubeconfig(`${file}:${join(dir, "second")}`, undefined), {
+    // A list as in $KUBECONFIG: kept whole (read again, merged, at destroy); a file that does
+    // not exist is skipped, as kubectl skips it.
+    const second = join(dir, "second");
+    assert.deepEqual(resolveKubeconfig(`${file}:${second}`, undefined), {
       text,
-      file,
+      file: `${file}:${second}`,
     });
+    writeFileSync(
+      second,
+      stringify({
+        clusters: [{ name: "d", cluster: { server: "https://127.0.0.1:7443" } }],
+        contexts: [{ name: "other", context: { cluster: "d", user: "u" } }],
+        "current-context": "other",
+      }),
+    );
+    const merged = resolveKubeconfig(`${file}:${second}`, "other");
+    assert.equal(merged.file, `${file}:${second}`);
+    assert.match(merged.text, /current-context: other/);
+    assert.match(merged.text, /sekret-token/, "the first file's user");
+    assert.match(merged.text, /7443/, "the second file's cluster");
+    assert.match(
+      kubeconfigOfState({ kubeconfigFile: `${file}:${second}`, kubeconfigContext: "other" }),
+      /7443/,
+    );
     const saved = process.env.KUBECONFIG;
     process.env.KUBECONFIG = file;
     try {

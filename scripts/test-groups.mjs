@@ -20,6 +20,8 @@ export const SERIAL = {
     "shared-operator.test.js": "its Operator installs and deletes the CRD",
     "template.test.js": "its Operator installs and deletes the CRD",
     "yaml-package.test.js": "its Operator installs and deletes the CRD",
+    "python-program.test.js": "its Operator installs and deletes the CRD",
+    "go-program.test.js": "its Operator installs and deletes the CRD",
   },
 };
 /** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */

@@ -3,32 +3,62 @@
  * caller (demo, e2e tests, benchmarks) needs, and an Automation API command for it.
  */
 import type { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
-import { existsSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
-import { requireBinary, toolchainPath } from "./toolchain-pins.js";
-import { writeLanguageHostShim } from "./toolchain-shims.js";
+import {
+  loadPins,
+  locate,
+  requireBinary,
+  toolchainPath,
+  type BinaryName,
+} from "./toolchain-pins.js";
 
 /**
- * Environment of a pulumi run: the toolchain first on PATH, a local file backend, an empty
- * passphrase, no update checks and no plugin downloads.
- *
- * The toolchain is shared by every checkout on the machine, and its language host shim
- * falls back to the checkout that built it. So a shim for this checkout is written into
- * `home`/bin and put ahead of it on PATH: a program with no pulumi-cocoonset of its own
- * (an e2e scratch project, a repository example) runs under this checkout's host. A link
- * to the toolchain's `pulumi` sits next to it, for {@link toolchainPulumiCommand}.
+ * The toolchain's plugins Pulumi would otherwise download (`pulumi install` and `pulumi new`
+ * install the plugins a program's language host lists, with no regard for PATH): linked
+ * into `home`/plugins as `pulumi plugin install` lays them out, so they count as installed
+ * and `pulumi plugin ls` lists them. Links, not copies: the provider is over 100 MB.
+ */
+function linkPlugins(home: string): void {
+  const pins = loadPins();
+  const ver = (group: string) => {
+    const g = pins.groups[group];
+    return (g.stamp ?? g.version).replace(/^v/, "");
+  };
+  const plugins: [string, string, BinaryName][] = [
+    ["resource-kubernetes", ver("pulumi-kubernetes"), "pulumi-resource-kubernetes"],
+    ["language-nodejs", ver("pulumi-language-nodejs"), "pulumi-language-nodejs"],
+    ["language-python", ver("pulumi-language-python"), "pulumi-language-python"],
+    ["language-go", ver("pulumi-language-go"), "pulumi-language-go"],
+  ];
+  for (const [plugin, version, binary] of plugins) {
+    const found = locate(binary, pins).path;
+    if (!found) continue;
+    const dir = join(home, "plugins", `${plugin}-v${version}`);
+    mkdirSync(dir, { recursive: true });
+    if (!existsSync(join(dir, binary))) symlinkSync(found, join(dir, binary));
+  }
+}
+
+/**
+ * Environment of a pulumi run: the toolchain first on PATH (`pulumi`, its plugins and
+ * Pulumi's language hosts, then the Node that runs this process, which the Node.js host and
+ * its dynamic-provider script start as `node`), a local file backend, an empty passphrase,
+ * no update checks and no plugin downloads ({@link linkPlugins}). A link to the toolchain's
+ * `pulumi` sits in `home`/bin, for {@link toolchainPulumiCommand}.
  */
 export function pulumiEnv(
   home: string,
   backend: string,
   kubeconfig: string,
 ): Record<string, string> {
-  const hostDir = join(home, "bin");
-  writeLanguageHostShim(hostDir);
-  const cli = join(hostDir, "pulumi");
+  const homeBin = join(home, "bin");
+  mkdirSync(homeBin, { recursive: true });
+  const cli = join(homeBin, "pulumi");
   if (!existsSync(cli)) symlinkSync(requireBinary("pulumi"), cli);
+  linkPlugins(home);
   return {
-    PATH: [hostDir, toolchainPath()].join(delimiter),
+    PATH: [homeBin, toolchainPath()].join(delimiter),
     PULUMI_HOME: home,
     PULUMI_BACKEND_URL: `file://${backend}`,
     PULUMI_CONFIG_PASSPHRASE: "",
@@ -44,8 +74,8 @@ export function pulumiEnv(
  * process.env merged with a stack's envVars, so the toolchain PATH is set here too.
  *
  * The Automation API puts the `bin` folder of its root first on PATH. With the `home` given
- * to {@link pulumiEnv}, that root is `home`, whose `bin` holds the link to `pulumi` and this
- * checkout's language host shim; without it, the toolchain's own folder.
+ * to {@link pulumiEnv}, that root is `home`, whose `bin` holds the link to `pulumi`; without
+ * it, the toolchain's own folder.
  *
  * `@pulumi/pulumi` is imported here, on first use, not at module load: every `cocoonset`
  * command (the controller too) imports this module, and the SDK costs tens of MiB of memory

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, delimiter, dirname, join } from "node:path";
+import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BrandedError } from "../engine/kube/branded-error.js";
 
@@ -32,12 +32,25 @@ export interface ToolGroup {
    * binary cannot report its version.
    */
   versionMatch: string;
+  /**
+   * Files shipped with the binaries (scripts a language host runs), by name → path inside
+   * the `github.com/pulumi/pulumi/sdk/v3` module of the version in {@link also}.
+   */
+  companions?: Record<string, string>;
+  /**
+   * Language (`nodejs`, `python`, `go`) of a Pulumi language host: when the module proxy
+   * refuses {@link module}, the host and its companions are built by `build-language-host`
+   * from the folder of source archives ({@link langhostsDir}).
+   */
+  sourceArchive?: string;
 }
 
 /** The contents of `cluster/toolchain.json`. */
 export interface ToolchainPins {
   go: string;
   groups: Record<string, ToolGroup>;
+  /** The `pulumi` package of PyPI for Python programs (cluster/toolchain-python.ts). */
+  python?: { pulumi: string };
 }
 
 /** Names of every binary the project uses, in build order. */
@@ -53,11 +66,12 @@ export type BinaryName =
   | "registry"
   | "distribution-registry"
   | "pulumi-language-yaml"
+  | "pulumi-language-nodejs"
   | "pulumi-resource-pulumi-nodejs"
-  | "pulumi-language-nodejs";
-
-/** Shell shims the toolchain writes itself (they are not built from Go modules). */
-const SHIMS: BinaryName[] = ["pulumi-resource-pulumi-nodejs", "pulumi-language-nodejs"];
+  | "pulumi-language-python"
+  | "pulumi-language-python-exec"
+  | "pulumi-resource-pulumi-python"
+  | "pulumi-language-go";
 
 /** Thrown when a binary cannot be found or built; names module, version and step. */
 export class ToolchainError extends BrandedError {
@@ -90,6 +104,8 @@ function builtFields(g: ToolGroup): unknown[] {
     g.also ?? {},
     g.tags ?? "",
     g.binaries,
+    // Only groups that have them: the keys of the other groups stay what they were.
+    ...(g.companions || g.sourceArchive ? [g.companions ?? {}, g.sourceArchive ?? ""] : []),
   ];
 }
 
@@ -156,17 +172,32 @@ export function groupDir(groupName: string, pins: ToolchainPins = loadPins()): s
   return join(groupsDir(), `${groupName}-${groupKey(groupName, pins)}`);
 }
 
+/** The names a group provides: its binaries, then its companion files. */
+export function groupFiles(group: ToolGroup): BinaryName[] {
+  return [...Object.keys(group.binaries), ...Object.keys(group.companions ?? {})] as BinaryName[];
+}
+
 function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undefined {
   for (const [g, group] of Object.entries(pins.groups))
-    if (name in group.binaries) return [g, group];
+    if (groupFiles(group).includes(name as BinaryName)) return [g, group];
   return undefined;
 }
 
 /** Every binary name in build order. */
 export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
-  const names: string[] = [];
-  for (const g of Object.values(pins.groups)) names.push(...Object.keys(g.binaries));
-  return [...(names as BinaryName[]), ...SHIMS];
+  return Object.values(pins.groups).flatMap(groupFiles);
+}
+
+/**
+ * The folder of Pulumi's language-host source archives and their `build-language-host`
+ * script, for a module proxy that refuses the hosts' modules: `$COCOONSET_LANGHOSTS_DIR`,
+ * else `../shared/langhosts` relative to the repository root (where the peer's archives
+ * are found too, see bench/peer.ts). The archives are read where they are.
+ */
+export function langhostsDir(): string {
+  return resolve(
+    process.env.COCOONSET_LANGHOSTS_DIR || join(sourceDir(), "..", "..", "shared", "langhosts"),
+  );
 }
 
 /** True when the binary at `path` reports the pinned version (never without a probe). */
@@ -191,9 +222,6 @@ export interface Located {
  */
 export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
   const cached = join(binDir(pins), name);
-  if (SHIMS.includes(name)) {
-    return existsSync(cached) ? { name, path: cached, source: "cache" } : { name };
-  }
   const found = groupOf(pins, name);
   if (!found) throw new ToolchainError(`unknown binary ${name}`);
   const group = found[1];

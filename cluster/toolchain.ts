@@ -24,7 +24,9 @@
 import { spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
+  copyFileSync,
   cpSync,
+  existsSync,
   mkdirSync,
   readFileSync,
   renameSync,
@@ -42,7 +44,9 @@ import {
   binDir,
   cacheDir,
   groupDir,
+  groupFiles,
   groupKey,
+  langhostsDir,
   loadPins,
   locate,
 } from "./toolchain-pins.js";
@@ -55,8 +59,8 @@ import {
   placeLink,
   planCacheMigration,
 } from "./toolchain-migration.js";
-import { acquireLock } from "./toolchain-lock.js";
-import { writeDynamicProviderShim, writeLanguageHostShim } from "./toolchain-shims.js";
+import { acquireLock, readText } from "./toolchain-lock.js";
+import { ensurePythonVenv } from "./toolchain-python.js";
 
 export type Progress = (line: string) => void;
 
@@ -162,6 +166,9 @@ function ldflags(groupName: string, group: ToolGroup): string {
       return flags.join(" ");
     }
     case "pulumi":
+    case "pulumi-language-nodejs":
+    case "pulumi-language-python":
+    case "pulumi-language-go":
       return `-s -w ${x("github.com/pulumi/pulumi/sdk/v3/go/common/version.Version", group.version)}`;
     case "pulumi-kubernetes":
       return `-s -w ${x("github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version", group.stamp ?? group.version)}`;
@@ -276,8 +283,12 @@ export function resolveOnly(only: string[] | undefined, pins: ToolchainPins): Bi
   const wanted = new Set<string>();
   for (const n of only) {
     if (known.includes(n as BinaryName)) wanted.add(n);
-    else for (const b of Object.keys(pins.groups[n].binaries)) wanted.add(b);
+    else for (const b of groupFiles(pins.groups[n])) wanted.add(b);
   }
+  // A language host comes with the scripts it runs.
+  for (const g of Object.values(pins.groups))
+    if (Object.keys(g.binaries).some((b) => wanted.has(b)))
+      for (const c of Object.keys(g.companions ?? {})) wanted.add(c);
   return known.filter((n) => wanted.has(n));
 }
 
@@ -314,6 +325,15 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
     if (absent(names).length === 0) return bin;
     mkdirSync(bin, { recursive: true });
 
+    if (group.sourceArchive) {
+      // Never in the old layout (which held shims of these names): built, or nothing.
+      if (!ctx.goChecked.done) {
+        checkGo(pins);
+        ctx.goChecked.done = true;
+      }
+      await buildLanguageHost(groupName, group, dir, ctx);
+      return bin;
+    }
     // Migration: every binary of the group the old layout already holds for these pins.
     const { folders, known } = ctx.sources();
     const plan = planCacheMigration(
@@ -365,6 +385,108 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
   }
 }
 
+/** The file in a language host's group folder that says where its build came from. */
+const SOURCE_FILE = "source";
+
+/** Where a language host's build came from (`module proxy` or the archives), if known. */
+export function builtFrom(groupName: string, pins: ToolchainPins = loadPins()): string | undefined {
+  return readText(join(groupDir(groupName, pins), SOURCE_FILE))?.trim() || undefined;
+}
+
+/**
+ * Builds one of Pulumi's language hosts (and its companion scripts) into its group folder:
+ * from the module proxy, else, when the proxy refuses the module, with the
+ * `build-language-host` script of the source archives ({@link langhostsDir}). Says which it
+ * used, and records it in the group folder's `source` file.
+ */
+async function buildLanguageHost(
+  groupName: string,
+  group: ToolGroup,
+  dir: string,
+  ctx: GroupCtx,
+): Promise<void> {
+  const { pins, progress } = ctx;
+  const bin = join(dir, "bin");
+  const what = `${group.module}@${group.version}`;
+  const sdkVersion = group.also?.["github.com/pulumi/pulumi/sdk/v3"] ?? group.version;
+  const env = goEnv();
+  const log = join(dir, "build.log");
+  const started = Date.now();
+  const files = groupFiles(group);
+  const partial = join(dir, `.partial-${process.pid}`);
+  rmSync(partial, { recursive: true, force: true });
+  mkdirSync(partial, { recursive: true });
+  let source: string;
+  try {
+    progress(`toolchain: building ${files.join(", ")} from ${what}`);
+    let refused: string | undefined;
+    let pkgs: Record<string, string> = {};
+    const wrapper = join(dir, "src");
+    try {
+      pkgs = await prepareWrapper(groupName, group, wrapper, { env, log, progress, pins });
+    } catch (e) {
+      if (!(e instanceof ToolchainError)) throw e;
+      refused = e.message;
+    }
+    if (refused === undefined) {
+      const opts = { cwd: wrapper, env, log, progress, what };
+      for (const [name, pkg] of Object.entries(pkgs)) {
+        const args = ["build", "-trimpath", "-o", join(partial, name)];
+        await run(
+          `go build ${name}`,
+          "go",
+          [...args, "-ldflags", ldflags(groupName, group), pkg],
+          opts,
+        );
+      }
+      const sdk = JSON.parse(
+        await run(
+          "download the sdk/v3 module (companion scripts)",
+          "go",
+          ["mod", "download", "-json", `github.com/pulumi/pulumi/sdk/v3@${sdkVersion}`],
+          opts,
+        ),
+      ) as { Dir: string };
+      for (const [name, path] of Object.entries(group.companions ?? {}))
+        copyFileSync(join(sdk.Dir, path), join(partial, name));
+      source = `module proxy (${what})`;
+    } else {
+      const archives = langhostsDir();
+      const script = join(archives, "build-language-host");
+      const status = refused.match(/: (\d{3} [A-Za-z ]+)/)?.[1];
+      progress(
+        `toolchain: ${groupName}: the module proxy did not serve ${what}${status ? ` (${status.trim()})` : ""}; building from the source archives in ${archives}`,
+      );
+      if (!existsSync(script))
+        throw new ToolchainError(
+          `${what}: the module proxy did not serve it, and there is no build-language-host in ${archives} (set COCOONSET_LANGHOSTS_DIR to the folder of Pulumi's language-host source archives)\n${refused}`,
+        );
+      const out = await run(
+        "build-language-host",
+        "bash",
+        [script, group.sourceArchive!, partial, sdkVersion],
+        { cwd: dir, env, log, progress, what },
+      );
+      const built = out.trim().split("\n").pop() ?? "";
+      const from = built.match(/\((.*)\)\s*$/)?.[1];
+      source = `source archives in ${archives}${from ? ` (${from})` : ""}`;
+    }
+    for (const name of files) {
+      const p = join(partial, name);
+      if (!existsSync(p)) throw new ToolchainError(`${what}: the build wrote no ${name}`);
+      chmodSync(p, 0o755);
+    }
+    // Renamed into place only once every file is there.
+    for (const name of files) renameSync(join(partial, name), join(bin, name));
+    writeFileSync(join(dir, SOURCE_FILE), `${source}\n`);
+  } finally {
+    rmSync(partial, { recursive: true, force: true });
+  }
+  progress(
+    `toolchain: built ${files.join(", ")} from the ${source} in ${fmtElapsed(Date.now() - started)}`,
+  );
+}
+
 /**
  * Finds or builds every pinned binary. Idempotent: a second call finds everything and
  * builds nothing. Returns where each binary is.
@@ -385,9 +507,7 @@ export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located
   };
   const result: Located[] = [];
   for (const groupName of Object.keys(pins.groups)) {
-    const names = Object.keys(pins.groups[groupName].binaries).filter((n) =>
-      wanted.has(n as BinaryName),
-    ) as BinaryName[];
+    const names = groupFiles(pins.groups[groupName]).filter((n) => wanted.has(n));
     const missing = names.filter((n) => !locate(n, pins).path);
     if (missing.length > 0) {
       const bin = await ensureGroup(groupName, missing, ctx);
@@ -395,15 +515,8 @@ export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located
     }
     for (const n of names) result.push(locate(n, pins));
   }
-  // Shims follow the current checkout; they are rewritten only when their text changes.
-  if (wanted.has("pulumi-resource-pulumi-nodejs")) {
-    writeDynamicProviderShim(out);
-    result.push(locate("pulumi-resource-pulumi-nodejs", pins));
-  }
-  if (wanted.has("pulumi-language-nodejs")) {
-    writeLanguageHostShim(out);
-    result.push(locate("pulumi-language-nodejs", pins));
-  }
+  // Python programs need the `pulumi` package next to the host.
+  if (wanted.has("pulumi-language-python")) ensurePythonVenv(progress);
   return result;
 }
 
@@ -414,6 +527,8 @@ export interface GroupStatus {
   dir: string;
   /** Binaries of the group present in its folder. */
   built: string[];
+  /** Where a language host's build came from: `module proxy (…)` or `source archives in …`. */
+  source?: string;
 }
 
 /** Where every binary is right now, without building anything. */
@@ -429,7 +544,8 @@ export function toolchainStatus(): {
       name,
       key: groupKey(name, pins),
       dir,
-      built: Object.keys(g.binaries).filter((b) => isFile(join(dir, "bin", b))),
+      built: groupFiles(g).filter((b) => isFile(join(dir, "bin", b))),
+      ...(g.sourceArchive ? { source: builtFrom(name, pins) } : {}),
     };
   });
   return {

@@ -59,6 +59,16 @@ export function operatorChildren(operatorUrn: string): Operator {
   } as unknown as Operator;
 }
 
+/**
+ * The snapshot registry settings of each Operator this process constructed, by URN. The
+ * engine sends every construct of a deployment to one provider process, and an Operator is
+ * constructed before any Fleet that names it, so a Fleet finds its Operator's here.
+ */
+const operatorRegistries = new Map<
+  string,
+  Pick<Operator, "ociRegistry" | "ociRegistryCa" | "ociRegistryInsecure">
+>();
+
 /** The value of an input the components take as plain (not an Output); fails when unknown. */
 async function plain(field: string, v: unknown): Promise<unknown> {
   if (!pulumi.Output.isInstance(v)) return v;
@@ -130,6 +140,11 @@ async function construct(
   if (type === token("Operator")) {
     const args = (await withPlain(inputs, OPERATOR_PLAIN)) as OperatorArgs;
     const op = new Operator(name, args, options);
+    operatorRegistries.set((await plain("urn", op.urn)) as string, {
+      ociRegistry: op.ociRegistry,
+      ociRegistryCa: op.ociRegistryCa,
+      ociRegistryInsecure: op.ociRegistryInsecure,
+    });
     return {
       urn: op.urn,
       state: {
@@ -143,7 +158,7 @@ async function construct(
   if (type === token("Fleet")) {
     const args = await withPlain(inputs, FLEET_PLAIN);
     const urn = await operatorUrn(inputs.operator);
-    args.operator = urn ? operatorChildren(urn) : undefined;
+    args.operator = urn ? { ...operatorChildren(urn), ...operatorRegistries.get(urn) } : undefined;
     const fleet = new Fleet(name, args as unknown as FleetArgs, options);
     return {
       urn: fleet.urn,

@@ -127,7 +127,7 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
     "How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds. Default 120.",
   ),
   registry: str(
-    "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Give it here even with an Operator whose `ociRegistry` is set (only a TypeScript Fleet takes its Operator's by default).",
+    "Snapshot registry of the VMs, `host[:port][/prefix]`: `pulumi up` acts on `spec.suspend` and `destroy` drops the snapshot tags. Default: the `ociRegistry` of the `operator` (with its `ociRegistryCa` and `ociRegistryInsecure`), if any.",
   ),
   registryCa: str("PEM CA bundle trusted for the registry's https, besides the system's roots."),
   registryInsecure: bool("Plain http to a `registry` host that is not loopback. Default false."),
@@ -172,6 +172,7 @@ export function packageSchema(version: string) {
     language: {
       nodejs: { packageName: "@cocoonset/pulumi-cocoonset" },
       python: { packageName: "pulumi_cocoonset" },
+      go: { importBasePath: "github.com/cocoonstack/pulumi-cocoonset/sdk/go/cocoonset" },
     },
     resources: {
       "cocoonset:index:Operator": {

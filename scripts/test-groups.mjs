@@ -20,6 +20,8 @@ export const SERIAL = {
     "shared-operator.test.js": "its Operator installs and deletes the CRD",
     "template.test.js": "its Operator installs and deletes the CRD",
     "yaml-package.test.js": "its Operator installs and deletes the CRD",
+    "python-program.test.js": "its Operator installs and deletes the CRD",
+    "go-program.test.js": "its Operator installs and deletes the CRD",
   },
 };
 /**

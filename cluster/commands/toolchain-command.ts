@@ -9,7 +9,7 @@ export function registerToolchain(program: Command): void {
   const tc = program
     .command("toolchain")
     .description(
-      "find or build the pinned etcd, Kubernetes, kwok, registry and Pulumi binaries (cluster/toolchain.json)",
+      "find or build the pinned etcd, Kubernetes, kwok, registry and Pulumi binaries, Pulumi's language hosts included (cluster/toolchain.json)",
     );
   tc.command("ensure")
     .description(
@@ -58,7 +58,7 @@ export function registerToolchain(program: Command): void {
         process.stdout.write("groups:\n");
         for (const g of st.groups)
           process.stdout.write(
-            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"})\n`,
+            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"}${g.source ? `; built from the ${g.source}` : ""})\n`,
           );
       }),
     );

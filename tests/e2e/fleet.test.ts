@@ -8,7 +8,6 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
-import { ownerReferenceForPod } from "../../engine/release/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import {
   destroyOnFailure,
@@ -18,35 +17,8 @@ import {
   range,
   wholeSlotKeys,
 } from "../support/fleet-program.js";
+import { workerObjects } from "../support/language-program.js";
 import { programStack } from "../support/pulumi.js";
-
-/** A Job and a ConfigMap owned by an agent pod, as a worker in it would create them. */
-async function workerObjects(ns: string, pod: { name: string; uid: string }): Promise<void> {
-  const client = adminClient();
-  const owner = ownerReferenceForPod(pod);
-  const labels = { "e2e.cocoonset.cocoonstack.io/worker": pod.name };
-  await client.create(paths.jobs(ns), {
-    apiVersion: "batch/v1",
-    kind: "Job",
-    metadata: { name: `${pod.name}-step`, labels, ownerReferences: [owner] },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        metadata: { labels },
-        spec: {
-          restartPolicy: "Never",
-          containers: [{ name: "step", image: "registry.invalid/never-pulled:1" }],
-        },
-      },
-    },
-  });
-  await client.create(paths.configMaps(ns), {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    metadata: { name: `${pod.name}-prompt`, labels, ownerReferences: [owner] },
-    data: { prompt: "refactor the parser" },
-  });
-}
 
 test("a slot pod deleted outside Pulumi shows in a refreshing preview and comes back on up; destroy releases the pods' Jobs and ConfigMaps before it returns", async (t) => {
   const client = adminClient();

@@ -13,6 +13,7 @@ import { CRD_NAME, LABELS } from "../../engine/spec/index.js";
 import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
+import { slotLines } from "../support/language-program.js";
 import { pulumiCli, repoRoot, scratchBackend, scratchProject } from "../support/pulumi.js";
 
 /** The program: one Operator, one Fleet whose size is stack config. */
@@ -82,21 +83,6 @@ async function expectSlots(ns: string, name: string, last: number): Promise<void
       description: `Ready pods of ${ns}/${name} to be slots 0..${last}`,
     },
   );
-}
-
-/**
- * The slot keys a `pulumi preview --diff` text shows as added (`+ 3: {`) or removed and
- * changed (`- 3:`, `~ 3:`), in the Slots resource's block.
- */
-function slotLines(text: string): { added: string[]; other: string[] } {
-  const added: string[] = [];
-  const other: string[] = [];
-  for (const line of text.split("\n")) {
-    const m = /^\s*([+\-~])\s+"?(\d+)"?\s*:/.exec(line);
-    if (!m) continue;
-    (m[1] === "+" ? added : other).push(m[2]);
-  }
-  return { added: added.sort(), other };
 }
 
 test("a Pulumi YAML program declares the Operator and a Fleet: up, a scale-up preview listing the added slots, destroy", async (t) => {

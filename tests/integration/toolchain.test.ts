@@ -1,11 +1,13 @@
 /**
  * The toolchain commands as a user meets them: an `ensure` that finds everything twice in a
  * row, a cache folder whose only binary is a half-built leftover (never taken for a good
- * one), and a machine without Go (a clear error before anything is built).
+ * one), a machine without Go (a clear error before anything is built), and a language host
+ * the module proxy refuses, built from a folder of source archives (a stand-in script here)
+ * or, without one, a clear error.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
@@ -55,8 +57,12 @@ test("ensure is idempotent: a second run finds every binary where the first left
       "registry",
       "distribution-registry",
       "pulumi-language-yaml",
-      "pulumi-resource-pulumi-nodejs",
       "pulumi-language-nodejs",
+      "pulumi-resource-pulumi-nodejs",
+      "pulumi-language-python",
+      "pulumi-language-python-exec",
+      "pulumi-resource-pulumi-python",
+      "pulumi-language-go",
     ],
   );
   assert.ok(
@@ -100,4 +106,68 @@ test("without Go, ensure says which version it needs and builds nothing", (t) =>
     binaries: Located[];
   };
   assert.equal(st.binaries.find((l) => l.name === "etcd")?.path, undefined);
+});
+
+/** The environment of an ensure into `toolchainDir`, with Go and the archives of `langhosts`. */
+function langhostEnv(toolchainDir: string, langhosts: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, COCOONSET_TOOLCHAIN_DIR: toolchainDir };
+  env.COCOONSET_LANGHOSTS_DIR = langhosts;
+  delete env.COCOONSET_BIN_DIR;
+  return env;
+}
+
+test("a language host the module proxy refuses is built from the source archives, which the toolchain names", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "cocoonset-toolchain-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const archives = join(dir, "langhosts");
+  mkdirSync(archives);
+  // A stand-in for the archives' script: same arguments, same last line.
+  writeFileSync(
+    join(archives, "build-language-host"),
+    `set -e\n[ "$1" = go ] && [ "$3" = v3.274.1 ] || exit 9\nmkdir -p "$2"\nprintf '#!/bin/sh\\necho stand-in\\n' > "$2/pulumi-language-$1"\necho "built $2/pulumi-language-$1 (Pulumi $3, sources stand-in)"\n`,
+  );
+  const first = cocoonset(
+    ["toolchain", "ensure", "--only", "pulumi-language-go", "--json"],
+    langhostEnv(dir, archives),
+  );
+  assert.equal(first.status, 0, first.stderr);
+  assert.match(
+    first.stderr,
+    /the module proxy did not serve github\.com\/pulumi\/pulumi\/sdk\/go\/pulumi-language-go\/v3@v3\.274\.1/,
+  );
+  assert.match(
+    first.stderr,
+    /built pulumi-language-go from the source archives in .*langhosts \(Pulumi v3\.274\.1, sources stand-in\)/,
+  );
+  const [host] = JSON.parse(first.stdout) as Located[];
+  assert.equal(host.name, "pulumi-language-go");
+  assert.match(readFileSync(host.path ?? "", "utf8"), /stand-in/);
+
+  const status = cocoonset(["toolchain", "status", "--json"], langhostEnv(dir, archives));
+  const groups = (JSON.parse(status.stdout) as { groups: { name: string; source?: string }[] })
+    .groups;
+  assert.match(
+    groups.find((g) => g.name === "pulumi-language-go")?.source ?? "",
+    /^source archives in .*langhosts/,
+  );
+  const second = cocoonset(
+    ["toolchain", "ensure", "--only", "pulumi-language-go"],
+    langhostEnv(dir, archives),
+  );
+  assert.equal(second.status, 0, second.stderr);
+  assert.doesNotMatch(second.stderr, /building/, "the cached build is reused");
+});
+
+test("a language host the module proxy refuses, with no source archives, fails naming the folder", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "cocoonset-toolchain-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const r = cocoonset(
+    ["toolchain", "ensure", "--only", "pulumi-language-go"],
+    langhostEnv(dir, join(dir, "nowhere")),
+  );
+  assert.notEqual(r.status, 0);
+  assert.match(
+    r.stderr,
+    /there is no build-language-host in .*nowhere \(set COCOONSET_LANGHOSTS_DIR/,
+  );
 });

@@ -100,9 +100,7 @@ export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
     wakeTimeout: flags.wakeTimeout,
   };
   // Unset flags leave the Operator's defaults.
-  return Object.fromEntries(
-    Object.entries(args).filter(([, v]) => v !== undefined),
-  );
+  return Object.fromEntries(Object.entries(args).filter(([, v]) => v !== undefined));
 }
 
 /** The objects as plain JSON values (no undefined fields), in apply order. */

@@ -31,6 +31,7 @@ export interface ManifestsFlags {
   ociRegistry?: string;
   ociRegistryCaFile?: string;
   ociRegistryInsecure?: boolean;
+  ociRegistryCredentialsSecret?: string;
   hibernateTimeout?: string;
   wakeTimeout?: string;
   output: string;
@@ -50,6 +51,7 @@ const FLAG_OF: Record<string, string> = {
   ociRegistry: "--oci-registry",
   ociRegistryCa: "--oci-registry-ca-file",
   ociRegistryInsecure: "--oci-registry-insecure",
+  ociRegistryCredentialsSecret: "--oci-registry-credentials-secret",
   hibernateTimeout: "--hibernate-timeout",
   wakeTimeout: "--wake-timeout",
 };
@@ -96,6 +98,7 @@ export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
     ociRegistry: flags.ociRegistry,
     ociRegistryCa,
     ociRegistryInsecure: flags.ociRegistryInsecure,
+    ociRegistryCredentialsSecret: flags.ociRegistryCredentialsSecret,
     hibernateTimeout: flags.hibernateTimeout,
     wakeTimeout: flags.wakeTimeout,
   };
@@ -154,6 +157,10 @@ export function registerManifests(program: Command): void {
       "PEM CA bundle for the registry's https, put into a ConfigMap the controller mounts",
     )
     .option("--oci-registry-insecure", "plain http to a registry host that is not loopback")
+    .option(
+      "--oci-registry-credentials-secret <name>",
+      "a kubernetes.io/dockerconfigjson Secret of the controller's namespace with the registry's credentials, mounted for the controller (DOCKER_CONFIG)",
+    )
     .option("--hibernate-timeout <duration>", "controller --hibernate-timeout (default: 3m)")
     .option("--wake-timeout <duration>", "controller --wake-timeout (default: 5m)")
     .option(

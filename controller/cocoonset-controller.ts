@@ -16,6 +16,7 @@ import {
 import { reapNamespace } from "../provider/release/index.js";
 import { OciRegistry } from "../provider/registry/oci.js";
 import { readCaBundle } from "../provider/registry/ca.js";
+import { dockerKeychain } from "../provider/registry/keychain.js";
 import { isReady, LABELS } from "../provider/fleet/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
@@ -143,7 +144,10 @@ export interface ControllerDeps {
  */
 export function registryClientOf(
   options: Partial<
-    Pick<ControllerOptions, "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure">
+    Pick<
+      ControllerOptions,
+      "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+    >
   >,
 ): OciRegistry | undefined {
   if (!options.ociRegistry) return undefined;
@@ -152,6 +156,12 @@ export function registryClientOf(
     ca: options.ociRegistryCaFile
       ? readCaBundle(options.ociRegistryCaFile, "--oci-registry-ca-file")
       : undefined,
+    // The Docker keychain, reading the named folder's config.json (else $DOCKER_CONFIG's).
+    keychain: dockerKeychain(
+      options.ociRegistryDockerConfig
+        ? { env: { ...process.env, DOCKER_CONFIG: options.ociRegistryDockerConfig } }
+        : {},
+    ),
   });
 }
 
@@ -161,7 +171,12 @@ export function reconcilerOptionsOf(
     ControllerOptions,
     "fanoutConcurrency" | "ociRegistry" | "hibernateTimeoutMs" | "wakeTimeoutMs"
   > &
-    Partial<Pick<ControllerOptions, "ociRegistryCaFile" | "ociRegistryInsecure">>,
+    Partial<
+      Pick<
+        ControllerOptions,
+        "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+      >
+    >,
 ): CocoonSetReconcilerOptions {
   return {
     fanOut: options.fanoutConcurrency,

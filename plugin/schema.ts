@@ -80,6 +80,9 @@ const operatorInputs: Record<keyof OperatorArgs, Property> = {
   ociRegistryInsecure: bool(
     "Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`). Default false.",
   ),
+  ociRegistryCredentialsSecret: str(
+    "A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace with the snapshot registry's credentials, mounted for the controller (`DOCKER_CONFIG`). Needs `ociRegistry`.",
+  ),
   hibernateTimeout: str(
     'How long a CocoonHibernation may stay Hibernating before it is Failed (`--hibernate-timeout`). Default "3m".',
   ),

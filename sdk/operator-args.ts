@@ -93,6 +93,16 @@ export interface OperatorArgs {
    */
   ociRegistryInsecure?: boolean;
   /**
+   * A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace holding the
+   * snapshot registry's credentials (as `kubectl create secret docker-registry` makes it):
+   * the Operator mounts its `.dockerconfigjson` as `config.json` into the controller and
+   * points `DOCKER_CONFIG` at it, so the controller's Docker keychain reads it. Needs
+   * `ociRegistry`. The same Secret can be in `imagePullSecrets` when the controller image
+   * comes from that registry.
+   * @default none: the controller asks the registry anonymously
+   */
+  ociRegistryCredentialsSecret?: string;
+  /**
    * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
    * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
    * `--hibernate-timeout`).
@@ -141,6 +151,15 @@ export interface OperatorArgs {
 }
 
 const WHITESPACE = /[ \t\n\v\f\r]/;
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Why `name` cannot name a Secret (a DNS subdomain), or undefined. */
+function secretNameProblem(name: string): string | undefined {
+  if (name.length > 253 || !DNS_SUBDOMAIN.test(name))
+    return "must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters";
+  return undefined;
+}
 
 /** Every problem with the arguments, one `[field] rule (got value)` line each. */
 export function operatorArgumentProblems(args: OperatorArgs): string[] {
@@ -217,6 +236,13 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     if (typeof args.ociRegistryCa !== "string")
       bad("ociRegistryCa", "must be PEM text", args.ociRegistryCa);
     else parsed("ociRegistryCa", args.ociRegistryCa, parseCaBundle);
+  }
+  if (args.ociRegistryCredentialsSecret !== undefined) {
+    const v: unknown = args.ociRegistryCredentialsSecret;
+    const problem = typeof v === "string" ? secretNameProblem(v) : "must be a Secret name";
+    if (problem) bad("ociRegistryCredentialsSecret", problem, v);
+    else if (args.ociRegistry === undefined)
+      bad("ociRegistryCredentialsSecret", "needs [ociRegistry]: the registry it opens", v);
   }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {

@@ -21,6 +21,7 @@ import {
   CONTROLLER_UID,
   defaultControllerImage,
   deploymentControllerArgs,
+  REGISTRY_AUTH_DIR,
   REGISTRY_CA_DIR,
   METRICS_PORT,
   PROBE_PORT,
@@ -154,6 +155,7 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
   const ociRegistry = args.ociRegistry?.trim();
   const ociRegistryCa = ociRegistry ? args.ociRegistryCa : undefined;
   const ociRegistryInsecure = ociRegistry ? args.ociRegistryInsecure : undefined;
+  const credentials = ociRegistry ? args.ociRegistryCredentialsSecret : undefined;
   const watch = args.watchNamespaces ?? [];
   const leaderElect = args.leaderElect ?? true;
   const labels = { ...OPERATOR_LABELS, "app.kubernetes.io/name": `${name}-controller` };
@@ -240,6 +242,28 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
       }
     : undefined;
 
+  const volumes = [
+    ...(registryCa
+      ? [{ name: "registry-ca", configMap: { name: registryCa.object.metadata.name } }]
+      : []),
+    ...(credentials
+      ? [
+          {
+            name: "registry-auth",
+            secret: {
+              secretName: credentials,
+              items: [{ key: ".dockerconfigjson", path: "config.json" }],
+            },
+          },
+        ]
+      : []),
+  ];
+  const mounts = [
+    ...(registryCa ? [{ name: "registry-ca", mountPath: REGISTRY_CA_DIR, readOnly: true }] : []),
+    ...(credentials
+      ? [{ name: "registry-auth", mountPath: REGISTRY_AUTH_DIR, readOnly: true }]
+      : []),
+  ];
   const deployment: OperatorObjects["deployment"] = {
     resourceName: `${name}-controller`,
     object: {
@@ -274,6 +298,8 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
                     valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } },
                   },
                   { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+                  // The registry's credentials: the Docker keychain reads $DOCKER_CONFIG/config.json.
+                  ...(credentials ? [{ name: "DOCKER_CONFIG", value: REGISTRY_AUTH_DIR }] : []),
                 ],
                 ports: [
                   { name: "metrics", containerPort: METRICS_PORT },
@@ -296,22 +322,10 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
                   readOnlyRootFilesystem: true,
                   capabilities: { drop: ["ALL"] },
                 },
-                ...(registryCa
-                  ? {
-                      volumeMounts: [
-                        { name: "registry-ca", mountPath: REGISTRY_CA_DIR, readOnly: true },
-                      ],
-                    }
-                  : {}),
+                ...(mounts.length > 0 ? { volumeMounts: mounts } : {}),
               },
             ],
-            ...(registryCa
-              ? {
-                  volumes: [
-                    { name: "registry-ca", configMap: { name: registryCa.object.metadata.name } },
-                  ],
-                }
-              : {}),
+            ...(volumes.length > 0 ? { volumes } : {}),
           },
         },
       },

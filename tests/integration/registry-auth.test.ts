@@ -21,7 +21,7 @@
  *   wrong password it leaves them and says so; no credential in its outputs or its output.
  */
 import assert from "node:assert/strict";
-import { chmodSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { before, describe, test, type TestContext } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
@@ -221,17 +221,31 @@ describe(
     });
     const lifecycleOf = (p: Pod) => p.metadata?.annotations?.[ANNOTATIONS.lifecycleState];
 
-    /** An opted-in namespace and a controller given the registry, its CA and a Docker config. */
-    async function setUp(c: Cleanup, prefix: string, reg: AuthRegistry, dockerConfig: string) {
+    /**
+     * An opted-in namespace and a controller given the registry, its CA and a Docker config:
+     * through `DOCKER_CONFIG`, or (`via: "flag"`) with `--oci-registry-docker-config`.
+     */
+    async function setUp(
+      c: Cleanup,
+      prefix: string,
+      reg: AuthRegistry,
+      dockerConfig: string | ((ns: string) => Promise<string>),
+      via: "env" | "flag" = "env",
+    ) {
       const ns = await controllerNamespace(c, prefix);
       await optInNodeAgent(ns);
+      const dir = typeof dockerConfig === "string" ? dockerConfig : await dockerConfig(ns);
       const saved = process.env.DOCKER_CONFIG;
-      process.env.DOCKER_CONFIG = dockerConfig;
+      if (via === "env") process.env.DOCKER_CONFIG = dir;
+      else delete process.env.DOCKER_CONFIG;
       try {
         const proc = await startController(c, {
           kubeconfig: testKubeconfig(),
           namespaces: [ns],
-          extraArgs: ["--oci-registry", reg.address, "--oci-registry-ca-file", reg.caFile],
+          extraArgs: [
+            ...["--oci-registry", reg.address, "--oci-registry-ca-file", reg.caFile],
+            ...(via === "flag" ? ["--oci-registry-docker-config", dir] : []),
+          ],
         });
         await proc.synced();
         return { ns, proc };
@@ -258,11 +272,32 @@ describe(
         for (const s of secrets) assert.ok(!text.includes(s), `no credential in the ${where}`);
     }
 
-    test("a retain suspend is confirmed in the registry with the Docker config's credentials", async (t) => {
+    test("a retain suspend is confirmed in the registry with the credentials of a kubernetes.io/dockerconfigjson Secret (--oci-registry-docker-config)", async (t) => {
       const c = new Cleanup(t);
       const reg = await startAuthRegistry(c, "htpasswd");
       const cfg = reg.dockerConfig({ username: reg.username, password: reg.password });
-      const { ns, proc } = await setUp(c, "regauth-ok", reg, cfg);
+      // The Secret the Operator's ociRegistryCredentialsSecret names, made as `kubectl create
+      // secret docker-registry` makes it, read back and projected as the Operator's volume
+      // does (its .dockerconfigjson as config.json; the embedded cluster has no kubelet).
+      const fromSecret = async (ns: string) => {
+        await client.create(paths.secrets(ns), {
+          apiVersion: "v1",
+          kind: "Secret",
+          type: "kubernetes.io/dockerconfigjson",
+          metadata: { name: "registry-auth" },
+          stringData: { ".dockerconfigjson": readFileSync(join(cfg, "config.json"), "utf8") },
+        });
+        const secret = await client.get<{ data: Record<string, string> }>(
+          paths.secret(ns, "registry-auth"),
+        );
+        const dir = tempDir(c, "cocoonset-projected");
+        writeFileSync(
+          join(dir, "config.json"),
+          Buffer.from(secret.data[".dockerconfigjson"], "base64"),
+        );
+        return dir;
+      };
+      const { ns, proc } = await setUp(c, "regauth-ok", reg, fromSecret, "flag");
       await createCocoonSet(ns, "crew", { replicas: 0 });
       await waitForConverged(ns, "crew", { replicas: 0 });
       const [pod] = await waitForPods(ns, "crew", 1, vmReady, "the VM booted by the simulator");

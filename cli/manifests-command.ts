@@ -8,7 +8,7 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
-import type { OperatorArgs } from "../sdk/operator-args.js";
+import { operatorArgumentProblems, type OperatorArgs } from "../sdk/operator-args.js";
 import { operatorObjectList, operatorObjects } from "../sdk/operator-objects.js";
 import { action, CliError } from "./common.js";
 import { errorMessage } from "../provider/kube/branded-error.js";
@@ -174,8 +174,7 @@ export function registerManifests(program: Command): void {
           throw new CliError(`[--output] must be yaml or json (got ${flags.output})`, 2);
         }
         const args = operatorArgsOfFlags(flags);
-        // The Operator's own check (loaded only here: its module loads the Pulumi SDK).
-        const { operatorArgumentProblems } = await import("../sdk/operator-args.js");
+        // The Operator's own check.
         const problems = operatorArgumentProblems(args).map((p) =>
           p.replace(/\[([A-Za-z]+)(?=[\][])/g, (_, field: string) => `[${FLAG_OF[field] ?? field}`),
         );

@@ -134,6 +134,13 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   ),
   registryCa: str("PEM CA bundle trusted for the registry's https, besides the system's roots."),
   registryInsecure: bool("Plain http to a `registry` host that is not loopback. Default false."),
+  registryCredentials: {
+    type: "object",
+    additionalProperties: { type: "string" },
+    secret: true,
+    description:
+      "The registry's credentials, kept as a secret: `username` and `password`, or `identityToken`. Default: the Docker keychain of the machine that runs `pulumi`.",
+  },
   suspendTimeoutSeconds: int(
     "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",
   ),
@@ -210,6 +217,11 @@ export function packageSchema(version: string) {
         registry: { type: "string" },
         registryCa: { type: "string" },
         registryInsecure: { type: "boolean" },
+        registryCredentials: {
+          type: "object",
+          additionalProperties: { type: "string" },
+          secret: true,
+        },
         suspendTimeoutSeconds: { type: "integer" },
         phase: { type: "string" },
         checkNamespace: { type: "boolean" },

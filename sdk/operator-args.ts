@@ -2,10 +2,11 @@
  * Validation of the Operator's arguments before anything is registered. The values that
  * become controller flags go through the controller's own parsers (controller/options.ts), so
  * the component refuses exactly what the controller would refuse at start (where a bad value
- * would make the Deployment restart forever while `pulumi up` waits for it).
+ * would make the Deployment restart forever while `pulumi up` waits for it). Only type
+ * imports from the Pulumi SDK: `cocoonset manifests` runs the same check without it.
  */
 import type * as k8s from "@pulumi/kubernetes";
-import * as pulumi from "@pulumi/pulumi";
+import type * as pulumi from "@pulumi/pulumi";
 import {
   parseCountOption,
   parseLogLevelOption,
@@ -255,12 +256,4 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     }
   }
   return out;
-}
-
-/** Throws a clean (stack-less) program error listing every problem, if there is one. */
-export function assertOperatorArguments(name: string, args: OperatorArgs): void {
-  const problems = operatorArgumentProblems(args);
-  if (problems.length > 0) {
-    throw new pulumi.RunError(`Operator ${name}: ${problems.join("; ")}`);
-  }
 }

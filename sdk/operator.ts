@@ -7,7 +7,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { DEFAULT_ROLLOUT_TIMEOUT_SECONDS } from "../provider/dynamic/controller-rollout.js";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
-import { assertOperatorArguments, type OperatorArgs } from "./operator-args.js";
+import { operatorArgumentProblems, type OperatorArgs } from "./operator-args.js";
 import {
   operatorImage,
   operatorNamespace,
@@ -21,6 +21,14 @@ import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
 
 export type { OperatorArgs };
+
+/** Throws a clean (stack-less) program error listing every problem, if there is one. */
+function assertOperatorArguments(name: string, args: OperatorArgs): void {
+  const problems = operatorArgumentProblems(args);
+  if (problems.length > 0) {
+    throw new pulumi.RunError(`Operator ${name}: ${problems.join("; ")}`);
+  }
+}
 
 /** The Pulumi resource of one RBAC object. */
 function rbacResource(

@@ -390,7 +390,13 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
   });
 
   /** A fleet made by the slots resource with the registry and its CA; its snapshot tags pushed. */
-  async function fleet(t: TestContext, c: Cleanup, prefix: string, reg: AuthRegistry) {
+  async function fleet(
+    t: TestContext,
+    c: Cleanup,
+    prefix: string,
+    reg: AuthRegistry,
+    credentials?: { username: string; password: string },
+  ) {
     const ns = await withNamespace(t, prefix);
     await client.patch(paths.namespace(ns), {
       metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
@@ -408,6 +414,7 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
     const inputs = slotsInputs(ns, "fleet", cs.metadata.uid ?? "", spec, {
       registry: reg.address,
       registryCa: reg.caPem,
+      ...(credentials ? { registryCredentials: credentials } : {}),
     });
     const { outs } = await create(inputs);
     c.defer("remove the fleet", () => remove(`${ns}/fleet`, outs).catch(() => undefined));
@@ -467,6 +474,36 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
     assert.match(printedBad, /unauthorized/);
     assert.deepEqual(await bad.good.listTags(bad.vm), ["hibernate", "latest"], "the tags are left");
     for (const s of [...secrets(reg.password), ...secrets(wrongPassword)])
+      assert.ok(!printedBad.includes(s), "no credential printed");
+  });
+
+  test("the Fleet's registryCredentials open the registry without a Docker login; wrong ones leave the tags, unauthorized, no secret", async (t) => {
+    const c = new Cleanup(t);
+    const reg = await startAuthRegistry(c, "token");
+    const noLogin = tempDir(c, "cocoonset-dockercfg-none");
+    const ok = await fleet(t, c, "regauth-cred", reg, {
+      username: reg.username,
+      password: reg.password,
+    });
+    assert.deepEqual(ok.outs.registryCredentials, {
+      username: reg.username,
+      password: reg.password,
+    });
+    const printed = await removeWith(noLogin, `${ok.ns}/fleet`, ok.outs);
+    assert.match(printed, /snapshot tags dropped: 2, left in the registry: 0/);
+    assert.deepEqual(await ok.good.listTags(ok.vm), [], "both tags dropped");
+    assert.ok(!printed.includes(reg.password), "no credential printed");
+
+    const wrongPassword = `wrong-${reg.password}`;
+    const bad = await fleet(t, c, "regauth-cred-bad", reg, {
+      username: reg.username,
+      password: wrongPassword,
+    });
+    const printedBad = await removeWith(noLogin, `${bad.ns}/fleet`, bad.outs);
+    assert.match(printedBad, /left in the registry: 2/);
+    assert.match(printedBad, /unauthorized/);
+    assert.deepEqual(await bad.good.listTags(bad.vm), ["hibernate", "latest"], "the tags are left");
+    for (const s of [reg.password, wrongPassword])
       assert.ok(!printedBad.includes(s), "no credential printed");
   });
 });

@@ -933,6 +933,62 @@ describe("Fleet", () => {
     );
   });
 
+  it("passes the Fleet's registryCredentials to the slots resource as a secret, and refuses bad ones without showing them", async () => {
+    const fleet = new sdk.Fleet("cred", {
+      namespace: "agents",
+      spec: { agent: { image: "agents/coder:1" } },
+      registry: "registry.example.com/snaps",
+      registryCredentials: { username: "robot", password: "s3cret-pw" },
+      kubeconfig: KUBECONFIG,
+    });
+    await settle(fleet.podNames);
+    const inputs = one("cred", SLOTS, "cred-slots").inputs;
+    assert.deepEqual(secretValue(inputs.registryCredentials), {
+      username: "robot",
+      password: "s3cret-pw",
+    });
+    assert.throws(
+      () =>
+        new sdk.Fleet("cred-bad", {
+          namespace: "agents",
+          spec: { agent: { image: "agents/coder:1" } },
+          registry: "registry.example.com/snaps",
+          registryCredentials: { username: "robot", password: "", extra: "s3cret-pw" } as never,
+          kubeconfig: KUBECONFIG,
+        }),
+      (e: Error) =>
+        /\[registryCredentials\] must be \{ username, password \} or \{ identityToken \}/.test(
+          e.message,
+        ) && !e.message.includes("s3cret-pw"),
+    );
+    assert.throws(
+      () =>
+        new sdk.Fleet("cred-noreg", {
+          namespace: "agents",
+          spec: { agent: { image: "agents/coder:1" } },
+          registryCredentials: { identityToken: "tok" },
+          kubeconfig: KUBECONFIG,
+        }),
+      /\[registryCredentials\] needs \[registry\]/,
+    );
+    // The Operator's ociRegistry is a registry too.
+    const op = new sdk.Operator("credop", {
+      kubeconfig: KUBECONFIG,
+      ociRegistry: "registry.example.com/snaps",
+    });
+    const inherits = new sdk.Fleet("cred-op", {
+      namespace: "agents",
+      operator: op,
+      spec: { agent: { image: "agents/coder:1" } },
+      registryCredentials: { identityToken: "tok" },
+      kubeconfig: KUBECONFIG,
+    });
+    await settle(inherits.podNames);
+    const opInputs = one("cred-op", SLOTS, "cred-op-slots").inputs;
+    assert.equal(opInputs.registry, "registry.example.com/snaps");
+    assert.deepEqual(secretValue(opInputs.registryCredentials), { identityToken: "tok" });
+  });
+
   it("an invalid spec holding Outputs gets no desired slots (the resource's check reports it)", async () => {
     const fleet = new sdk.Fleet("broken", {
       namespace: "agents",

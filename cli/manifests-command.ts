@@ -23,6 +23,8 @@ export interface ManifestsFlags {
   imagePullSecret?: string[];
   replicas?: string;
   leaderElect: boolean;
+  metricsService?: boolean;
+  serviceMonitor?: boolean;
   watchNamespace?: string[];
   concurrency?: string;
   fanoutConcurrency?: string;
@@ -90,6 +92,8 @@ export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
     imagePullSecrets: flags.imagePullSecret,
     replicas: integer("--replicas", flags.replicas),
     leaderElect: flags.leaderElect,
+    metricsService: flags.metricsService,
+    serviceMonitor: flags.serviceMonitor,
     watchNamespaces: flags.watchNamespace,
     concurrency: integer("--concurrency", flags.concurrency),
     fanoutConcurrency: integer("--fanout-concurrency", flags.fanoutConcurrency),
@@ -118,7 +122,7 @@ export function registerManifests(program: Command): void {
   program
     .command("manifests")
     .description(
-      "print the objects an Operator installs (CocoonSet and CocoonHibernation CRDs, namespace, ServiceAccount, RBAC, controller Deployment) for GitOps or `kubectl apply --server-side -f -`; the options are the Operator's arguments, and the objects come from the same code",
+      "print the objects an Operator installs (CocoonSet and CocoonHibernation CRDs, namespace, ServiceAccount, RBAC, controller Deployment; a PodDisruptionBudget with --replicas > 1, the metrics Service and ServiceMonitor when asked) for GitOps or `kubectl apply --server-side -f -`; the options are the Operator's arguments, and the objects come from the same code",
     )
     .option(
       "--name <name>",
@@ -142,6 +146,11 @@ export function registerManifests(program: Command): void {
       "controller replicas; more than one needs leader election (default: 1)",
     )
     .option("--no-leader-elect", "run the controller without leader election")
+    .option("--metrics-service", "a Service <name>-controller-metrics for the metrics port")
+    .option(
+      "--service-monitor",
+      "a monitoring.coreos.com/v1 ServiceMonitor for it (implies --metrics-service; needs the Prometheus Operator's CRD)",
+    )
     .option(
       "--watch-namespace <ns>",
       "a namespace the controller watches, with a Role there (repeatable; default: all, with a ClusterRole)",

@@ -80,6 +80,12 @@ const operatorInputs: Record<keyof OperatorArgs, Property> = {
   ociRegistryInsecure: bool(
     "Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`). Default false.",
   ),
+  metricsService: bool(
+    "A Service `<name>-controller-metrics` for the controller's metrics port. Default false.",
+  ),
+  serviceMonitor: bool(
+    "A `monitoring.coreos.com/v1` ServiceMonitor for the metrics Service (implies `metricsService`); needs the Prometheus Operator's CRD. Default false.",
+  ),
   ociRegistryCredentialsSecret: str(
     "A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace with the snapshot registry's credentials, mounted for the controller (`DOCKER_CONFIG`). Needs `ociRegistry`.",
   ),

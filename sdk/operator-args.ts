@@ -50,6 +50,19 @@ export interface OperatorArgs {
    * @default 1
    */
   replicas?: number;
+  /**
+   * A Service `<name>-controller-metrics` for the controller's metrics port (8080, named
+   * `metrics`), for a Prometheus that scrapes Services.
+   * @default false
+   */
+  metricsService?: boolean;
+  /**
+   * A `monitoring.coreos.com/v1` ServiceMonitor for that Service (implies `metricsService`).
+   * Needs the Prometheus Operator's ServiceMonitor CRD in the cluster: set it only where that
+   * CRD exists (`kubectl get crd servicemonitors.monitoring.coreos.com`).
+   * @default false
+   */
+  serviceMonitor?: boolean;
   /** Container resources of the controller. */
   resources?: pulumi.Input<k8s.types.input.core.v1.ResourceRequirements>;
   /**
@@ -180,7 +193,13 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     const problem = namespaceNameProblem(args.namespace);
     if (problem) bad("namespace", problem, args.namespace);
   }
-  for (const field of ["createNamespace", "leaderElect", "skipAwait"] as const) {
+  for (const field of [
+    "createNamespace",
+    "leaderElect",
+    "skipAwait",
+    "metricsService",
+    "serviceMonitor",
+  ] as const) {
     const v = args[field];
     if (v !== undefined && typeof v !== "boolean") bad(field, "must be true or false", v);
   }

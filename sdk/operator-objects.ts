@@ -110,6 +110,33 @@ export interface OperatorObjects {
     metadata: ObjectMeta;
     spec: k8s.types.input.apps.v1.DeploymentSpec;
   }>;
+  /** The metrics port's Service, with `metricsService` or `serviceMonitor`. */
+  metricsService?: Named<{
+    apiVersion: "v1";
+    kind: "Service";
+    metadata: ObjectMeta;
+    spec: {
+      selector: Record<string, string>;
+      ports: { name: string; port: number; targetPort: string; protocol: "TCP" }[];
+    };
+  }>;
+  /** The Prometheus Operator's ServiceMonitor of that Service, with `serviceMonitor`. */
+  serviceMonitor?: Named<{
+    apiVersion: "monitoring.coreos.com/v1";
+    kind: "ServiceMonitor";
+    metadata: ObjectMeta;
+    spec: {
+      selector: { matchLabels: Record<string, string> };
+      endpoints: { port: string; path: string }[];
+    };
+  }>;
+  /** At most one controller pod evicted at a time, when `replicas` > 1. */
+  podDisruptionBudget?: Named<{
+    apiVersion: "policy/v1";
+    kind: "PodDisruptionBudget";
+    metadata: ObjectMeta;
+    spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } };
+  }>;
 }
 
 /** The controller's namespace for these arguments. */
@@ -122,7 +149,10 @@ export function operatorImage(args: OperatorArgs): NonNullable<OperatorArgs["ima
   return args.image ?? defaultControllerImage(pkg.version);
 }
 
-/** The objects in apply order (namespace, CRDs, ServiceAccount, RBAC, ConfigMap, Deployment). */
+/**
+ * The objects in apply order (namespace, CRDs, ServiceAccount, RBAC, ConfigMap, Deployment,
+ * then the metrics Service, ServiceMonitor and PodDisruptionBudget).
+ */
 export function operatorObjectList(o: OperatorObjects): Named<{ kind: string }>[] {
   return [
     ...(o.namespace ? [o.namespace] : []),
@@ -132,6 +162,9 @@ export function operatorObjectList(o: OperatorObjects): Named<{ kind: string }>[
     ...o.rbac,
     ...(o.registryCa ? [o.registryCa] : []),
     o.deployment,
+    ...(o.metricsService ? [o.metricsService] : []),
+    ...(o.serviceMonitor ? [o.serviceMonitor] : []),
+    ...(o.podDisruptionBudget ? [o.podDisruptionBudget] : []),
   ];
 }
 
@@ -332,6 +365,58 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
     },
   };
 
+  const selector = { "app.kubernetes.io/name": `${name}-controller` };
+  const monitor = args.serviceMonitor === true;
+  const metricsLabels = { ...labels, "app.kubernetes.io/component": "metrics" };
+  const metricsService: OperatorObjects["metricsService"] =
+    args.metricsService === true || monitor
+      ? {
+          resourceName: `${name}-metrics`,
+          object: {
+            apiVersion: "v1",
+            kind: "Service",
+            metadata: { name: `${name}-controller-metrics`, namespace: ns, labels: metricsLabels },
+            spec: {
+              selector,
+              ports: [
+                { name: "metrics", port: METRICS_PORT, targetPort: "metrics", protocol: "TCP" },
+              ],
+            },
+          },
+        }
+      : undefined;
+  const serviceMonitor: OperatorObjects["serviceMonitor"] = monitor
+    ? {
+        resourceName: `${name}-service-monitor`,
+        object: {
+          apiVersion: "monitoring.coreos.com/v1",
+          kind: "ServiceMonitor",
+          metadata: { name: `${name}-controller`, namespace: ns, labels },
+          spec: {
+            selector: {
+              matchLabels: {
+                "app.kubernetes.io/name": `${name}-controller`,
+                "app.kubernetes.io/component": "metrics",
+              },
+            },
+            endpoints: [{ port: "metrics", path: "/metrics" }],
+          },
+        },
+      }
+    : undefined;
+  const podDisruptionBudget: OperatorObjects["podDisruptionBudget"] =
+    (args.replicas ?? 1) > 1
+      ? {
+          resourceName: `${name}-pdb`,
+          object: {
+            apiVersion: "policy/v1",
+            kind: "PodDisruptionBudget",
+            metadata: { name: `${name}-controller`, namespace: ns, labels },
+            spec: { minAvailable: 1, selector: { matchLabels: selector } },
+          },
+        }
+      : undefined;
+
   return {
     ...(args.createNamespace === false
       ? {}
@@ -358,5 +443,8 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
     rbac,
     ...(registryCa ? { registryCa } : {}),
     deployment,
+    ...(metricsService ? { metricsService } : {}),
+    ...(serviceMonitor ? { serviceMonitor } : {}),
+    ...(podDisruptionBudget ? { podDisruptionBudget } : {}),
   };
 }

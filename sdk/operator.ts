@@ -207,6 +207,34 @@ export class Operator extends pulumi.ComponentResource {
       },
     );
 
+    const metricsService = objects.metricsService
+      ? new k8s.core.v1.Service(
+          objects.metricsService.resourceName,
+          objects.metricsService.object,
+          inNs,
+        )
+      : undefined;
+    if (objects.serviceMonitor) {
+      new k8s.apiextensions.CustomResource(
+        objects.serviceMonitor.resourceName,
+        objects.serviceMonitor.object,
+        {
+          ...inNs,
+          dependsOn: [
+            ...(namespace ? [namespace] : []),
+            ...(metricsService ? [metricsService] : []),
+          ],
+        },
+      );
+    }
+    if (objects.podDisruptionBudget) {
+      new k8s.policy.v1.PodDisruptionBudget(
+        objects.podDisruptionBudget.resourceName,
+        objects.podDisruptionBudget.object,
+        inNs,
+      );
+    }
+
     if (!args.skipAwait) {
       this.rollout = resources().controllerRollout(
         `${name}-rollout`,

@@ -36,7 +36,7 @@ const established = (o: KubeObject | undefined) =>
   ).some((c) => c.type === "Established" && c.status === "True");
 
 describe("cocoonset manifests | kubectl apply --server-side", { timeout: 300_000 }, () => {
-  test("installs the CRDs, namespace, RBAC and Deployment; the controller with the Deployment's arguments and ServiceAccount converges a CocoonSet", async (t) => {
+  test("installs the CRDs, namespace, RBAC, Deployment, metrics Service and PodDisruptionBudget; the controller with the Deployment's arguments and ServiceAccount converges a CocoonSet", async (t) => {
     const c = new Cleanup(t);
     const admin = adminClient();
     await removeCrd();
@@ -55,7 +55,10 @@ describe("cocoonset manifests | kubectl apply --server-side", { timeout: 300_000
 
     const yaml = execFileSync(
       process.execPath,
-      [CLI_MAIN, "manifests", "--name", name, "-n", sys, "--watch-namespace", app],
+      [
+        ...[CLI_MAIN, "manifests", "--name", name, "-n", sys, "--watch-namespace", app],
+        ...["--replicas", "2", "--metrics-service"],
+      ],
       { encoding: "utf8" },
     );
     const kubectl = requireBinary("kubectl");
@@ -84,6 +87,8 @@ describe("cocoonset manifests | kubectl apply --server-side", { timeout: 300_000
         `rolebinding.rbac.authorization.k8s.io/${name}-cocoonset-controller serverside-applied`,
         `rolebinding.rbac.authorization.k8s.io/${name}-cocoonset-controller serverside-applied`,
         `serviceaccount/${name}-controller serverside-applied`,
+        `service/${name}-controller-metrics serverside-applied`,
+        `poddisruptionbudget.policy/${name}-controller serverside-applied`,
       ].sort(),
     );
     for (const crd of [CRD_NAME, HIBERNATION_CRD_NAME]) {

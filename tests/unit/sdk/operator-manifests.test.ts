@@ -90,6 +90,7 @@ const cases: { name: string; args: () => OperatorArgs; flags: () => string[] }[]
       imagePullPolicy: "IfNotPresent",
       imagePullSecrets: ["pull"],
       replicas: 2,
+      serviceMonitor: true,
       watchNamespaces: ["team-a", "team-b"],
       concurrency: 6,
       fanoutConcurrency: 3,
@@ -106,6 +107,7 @@ const cases: { name: string; args: () => OperatorArgs; flags: () => string[] }[]
       ...["--image", "registry.example:5000/cocoonset/controller@sha256:" + "a".repeat(64)],
       ...["--image-pull-policy", "IfNotPresent", "--image-pull-secret", "pull"],
       ...["--replicas", "2", "--watch-namespace", "team-a", "--watch-namespace", "team-b"],
+      "--service-monitor",
       ...["--concurrency", "6", "--fanout-concurrency", "3", "--reap-interval", "10m"],
       ...["--log-level", "debug", "--oci-registry", "registry.example:5000/snapshots"],
       ...["--oci-registry-ca-file", join(dir, "ca.crt")],
@@ -118,11 +120,12 @@ const cases: { name: string; args: () => OperatorArgs; flags: () => string[] }[]
     args: () => ({
       createNamespace: false,
       leaderElect: false,
+      metricsService: true,
       ociRegistry: "registry.internal:5000",
       ociRegistryInsecure: true,
     }),
     flags: () => [
-      ...["--no-create-namespace", "--no-leader-elect"],
+      ...["--no-create-namespace", "--no-leader-elect", "--metrics-service"],
       ...["--oci-registry", "registry.internal:5000", "--oci-registry-insecure"],
     ],
   },
@@ -136,10 +139,47 @@ describe("cocoonset manifests", () => {
       const got = printed(["--name", name, ...c.flags()]);
       assert.deepEqual(got.map(key).sort(), [...want.keys()].sort(), "the same objects");
       for (const o of got) assert.deepEqual(o, want.get(key(o)), key(o));
-      // Apply order: the namespace and CRDs first, the Deployment last.
-      assert.equal(got[got.length - 1].kind, "Deployment");
+      // Apply order: the namespace and CRDs first, the Deployment after the RBAC.
+      const at = (kind: string) => got.findIndex((o) => o.kind === kind);
+      assert.ok(
+        at("Deployment") > at("RoleBinding") || at("Deployment") > at("ClusterRoleBinding"),
+      );
       const crds = got.findIndex((o) => o.kind === "CustomResourceDefinition");
       assert.ok(crds <= 1 && got.findIndex((o) => o.kind === "ServiceAccount") > crds);
+    });
+  });
+
+  it("the metrics Service, ServiceMonitor and PodDisruptionBudget come as asked", async () => {
+    const kinds = (flags: string[]) => printed(flags).map((o) => o.kind);
+    assert.deepEqual(kinds(["--replicas", "2", "--service-monitor"]).slice(-3), [
+      "Service",
+      "ServiceMonitor",
+      "PodDisruptionBudget",
+    ]);
+    const plain = kinds([]);
+    for (const k of ["Service", "ServiceMonitor", "PodDisruptionBudget"])
+      assert.ok(!plain.includes(k), `no ${k} by default`);
+    const [svc, monitor, pdb] = printed(["--replicas", "3", "--service-monitor"]).slice(
+      -3,
+    ) as unknown as {
+      spec: Record<string, unknown>;
+    }[];
+    assert.deepEqual(svc.spec, {
+      selector: { "app.kubernetes.io/name": "cocoonset-controller" },
+      ports: [{ name: "metrics", port: 8080, targetPort: "metrics", protocol: "TCP" }],
+    });
+    assert.deepEqual(monitor.spec, {
+      selector: {
+        matchLabels: {
+          "app.kubernetes.io/name": "cocoonset-controller",
+          "app.kubernetes.io/component": "metrics",
+        },
+      },
+      endpoints: [{ port: "metrics", path: "/metrics" }],
+    });
+    assert.deepEqual(pdb.spec, {
+      minAvailable: 1,
+      selector: { matchLabels: { "app.kubernetes.io/name": "cocoonset-controller" } },
     });
   });
 

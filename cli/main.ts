@@ -7,6 +7,7 @@ import { newProgram } from "./common.js";
 import { registerReleaseAndReap } from "./engine-commands.js";
 import { registerController } from "../controller/command.js";
 import { registerPlan } from "./plan-command.js";
+import { registerManifests } from "./manifests-command.js";
 import {
   cocoonSetControllerDeps,
   reconcilerOptionsOf,
@@ -14,10 +15,11 @@ import {
 
 const program = newProgram(
   "cocoonset",
-  "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller",
+  "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller, manifests",
 );
 registerReleaseAndReap(program);
 registerPlan(program);
+registerManifests(program);
 registerController(program, async ({ client, options }) =>
   cocoonSetControllerDeps(client, reconcilerOptionsOf(options)),
 );

@@ -176,6 +176,10 @@ export function registerPlan(program: Command): void {
       "--oci-registry-insecure [bool]",
       "plain http to a registry host that is not loopback (env: OCI_REGISTRY_INSECURE)",
     )
+    .option(
+      "--oci-registry-docker-config <dir>",
+      "folder of the Docker config.json the registry's credentials come from (env: DOCKER_CONFIG; default: ~/.docker)",
+    )
     .action(
       action(
         async (
@@ -186,6 +190,7 @@ export function registerPlan(program: Command): void {
             ociRegistry?: string;
             ociRegistryCaFile?: string;
             ociRegistryInsecure?: string | boolean;
+            ociRegistryDockerConfig?: string;
           },
         ) => {
           const format = outputFormat(opts);
@@ -235,7 +240,10 @@ export function registerPlan(program: Command): void {
  * only these options).
  */
 function registryOf(
-  flags: Pick<ControllerFlags, "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure">,
+  flags: Pick<
+    ControllerFlags,
+    "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+  >,
   env: Record<string, string | undefined>,
 ): OciRegistry | undefined {
   try {
@@ -244,11 +252,13 @@ function registryOf(
         ociRegistry: flags.ociRegistry,
         ociRegistryCaFile: flags.ociRegistryCaFile,
         ociRegistryInsecure: flags.ociRegistryInsecure,
+        ociRegistryDockerConfig: flags.ociRegistryDockerConfig,
       },
       {
         OCI_REGISTRY: env.OCI_REGISTRY,
         OCI_REGISTRY_CA_FILE: env.OCI_REGISTRY_CA_FILE,
         OCI_REGISTRY_INSECURE: env.OCI_REGISTRY_INSECURE,
+        DOCKER_CONFIG: env.DOCKER_CONFIG,
       },
     );
     return registryClientOf(options);

@@ -35,6 +35,7 @@ import { dirname, join, posix, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultControllerImage } from "../controller/image.js";
 import { BrandedError } from "../engine/kube/branded-error.js";
+import { dockerConfigPath } from "../engine/registry/keychain.js";
 
 /** The package root (holds package.json, dist/, controller/Dockerfile). */
 export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -451,6 +452,52 @@ export function buildImage(opts: BuildOptions = {}): BuildResult {
       nodeVersion: staged.nodeVersion,
       compressedSize: gzippedLayerBytes(layer),
     };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Options of {@link pushImage}. */
+export interface PushOptions {
+  /** The local image (as built). */
+  source: string;
+  /** Where to push it: `registry/repository[:tag]`. */
+  ref: string;
+  /**
+   * The Docker config whose credentials (`auths`, `credHelpers`, `credsStore`) push it.
+   * @default `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json` (when it exists)
+   */
+  authFile?: string;
+  /** PEM CA bundle trusted for the registry's https, besides the system's roots. */
+  caFile?: string;
+  /** Plain http, or https without verifying the certificate. @default false */
+  insecure?: boolean;
+}
+
+/**
+ * Pushes a local image with `buildah push` and returns `REF@sha256:…`, the digest of the
+ * manifest as the registry stores it (what a Deployment should name).
+ */
+export function pushImage(opts: PushOptions): string {
+  const work = mkdtempSync(join(tmpdir(), "cocoonset-push-"));
+  try {
+    const args = ["push", "--quiet", "--digestfile", join(work, "digest")];
+    const auth = opts.authFile ?? dockerConfigPath();
+    if (existsSync(auth)) args.push("--authfile", auth);
+    else if (opts.authFile) throw new ImageError(`[--authfile] no such file: ${opts.authFile}`);
+    if (opts.caFile) {
+      // buildah reads every *.crt of a folder.
+      const certs = join(work, "certs");
+      mkdirSync(certs);
+      writeFileSync(join(certs, "ca.crt"), readFileSync(opts.caFile));
+      args.push("--cert-dir", certs);
+    }
+    if (opts.insecure) args.push("--tls-verify=false");
+    run("buildah", [...args, opts.source, `docker://${opts.ref}`]);
+    const digest = readFileSync(join(work, "digest"), "utf8").trim();
+    if (!/^sha256:[0-9a-f]{64}$/.test(digest))
+      throw new ImageError(`buildah push wrote no digest for ${opts.ref} (got ${digest})`);
+    return `${opts.ref}@${digest}`;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -16,6 +16,7 @@ import {
 import { reapNamespace } from "../engine/release/index.js";
 import { OciRegistry } from "../engine/registry/oci.js";
 import { readCaBundle } from "../engine/registry/ca.js";
+import { dockerKeychain } from "../engine/registry/keychain.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
@@ -144,7 +145,10 @@ export interface ControllerDeps {
  */
 export function registryClientOf(
   options: Partial<
-    Pick<ControllerOptions, "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure">
+    Pick<
+      ControllerOptions,
+      "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+    >
   >,
 ): OciRegistry | undefined {
   if (!options.ociRegistry) return undefined;
@@ -153,6 +157,12 @@ export function registryClientOf(
     ca: options.ociRegistryCaFile
       ? readCaBundle(options.ociRegistryCaFile, "--oci-registry-ca-file")
       : undefined,
+    // The Docker keychain, reading the named folder's config.json (else $DOCKER_CONFIG's).
+    keychain: dockerKeychain(
+      options.ociRegistryDockerConfig
+        ? { env: { ...process.env, DOCKER_CONFIG: options.ociRegistryDockerConfig } }
+        : {},
+    ),
   });
 }
 
@@ -162,7 +172,12 @@ export function reconcilerOptionsOf(
     ControllerOptions,
     "fanoutConcurrency" | "ociRegistry" | "hibernateTimeoutMs" | "wakeTimeoutMs"
   > &
-    Partial<Pick<ControllerOptions, "ociRegistryCaFile" | "ociRegistryInsecure">>,
+    Partial<
+      Pick<
+        ControllerOptions,
+        "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+      >
+    >,
 ): CocoonSetReconcilerOptions {
   return {
     fanOut: options.fanoutConcurrency,

@@ -41,6 +41,12 @@ export interface DeploymentControllerArgs {
 /** Folder the Operator mounts the registry's CA bundle ConfigMap at (key `ca.crt`). */
 export const REGISTRY_CA_DIR = "/etc/cocoonset/registry-ca";
 
+/**
+ * Folder the Operator mounts the registry credentials' `kubernetes.io/dockerconfigjson`
+ * Secret at (its `.dockerconfigjson` as `config.json`); the container's `DOCKER_CONFIG`.
+ */
+export const REGISTRY_AUTH_DIR = "/etc/cocoonset/registry-auth";
+
 /** Container port of `/metrics` in the Operator's Deployment. */
 export const METRICS_PORT = 8080;
 /** Container port of `/healthz` and `/readyz` in the Operator's Deployment. */

@@ -44,6 +44,11 @@ export interface ControllerOptions {
   ociRegistryCaFile?: string;
   /** Allow plain http to a registry host that is not loopback. @default false */
   ociRegistryInsecure?: boolean;
+  /**
+   * Folder of the Docker config (`config.json`) the registry's credentials come from, as
+   * `DOCKER_CONFIG` names it. @default `$DOCKER_CONFIG`, else `~/.docker`
+   */
+  ociRegistryDockerConfig?: string;
   /** How long a CocoonHibernation may stay Hibernating. @default 180000 (3m) */
   hibernateTimeoutMs?: number;
   /** How long a CocoonHibernation may stay Waking. @default 300000 (5m) */
@@ -66,6 +71,7 @@ export interface ControllerFlags {
   ociRegistry?: string;
   ociRegistryCaFile?: string;
   ociRegistryInsecure?: string | boolean;
+  ociRegistryDockerConfig?: string;
   hibernateTimeout?: string;
   wakeTimeout?: string;
 }
@@ -204,6 +210,16 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     defaultText: "false",
     description:
       "speak plain http to a snapshot registry host that is not loopback (a name without a scheme, or http://); credentials then cross the network in clear",
+  },
+  {
+    key: "ociRegistryDockerConfig",
+    valueName: "<dir>",
+    flag: "--oci-registry-docker-config",
+    // Docker's own variable: the flag is the same setting, named beside the registry's.
+    env: "DOCKER_CONFIG",
+    defaultText: "~/.docker",
+    description:
+      "folder of the Docker config.json the snapshot registry's credentials come from (auths, credHelpers, credsStore); a mounted kubernetes.io/dockerconfigjson Secret whose .dockerconfigjson is projected as config.json is one",
   },
   {
     key: "hibernateTimeout",
@@ -402,6 +418,7 @@ export function resolveControllerOptions(
       reg.value,
     );
   const ociRegistryCaFile = pick("ociRegistryCaFile")?.value.trim() || undefined;
+  const ociRegistryDockerConfig = pick("ociRegistryDockerConfig")?.value.trim() || undefined;
 
   const ht = pick("hibernateTimeout");
   const hibernateTimeoutMs = ht ? parse(ht, parseTransitionTimeoutOption) : 180_000;
@@ -424,6 +441,7 @@ export function resolveControllerOptions(
     ociRegistry,
     ociRegistryCaFile,
     ociRegistryInsecure,
+    ociRegistryDockerConfig,
     hibernateTimeoutMs,
     wakeTimeoutMs,
   };

@@ -80,6 +80,15 @@ const operatorInputs: Record<keyof OperatorArgs, Property> = {
   ociRegistryInsecure: bool(
     "Plain http to an `ociRegistry` host that is not loopback (`--oci-registry-insecure`). Default false.",
   ),
+  metricsService: bool(
+    "A Service `<name>-controller-metrics` for the controller's metrics port. Default false.",
+  ),
+  serviceMonitor: bool(
+    "A `monitoring.coreos.com/v1` ServiceMonitor for the metrics Service (implies `metricsService`); needs the Prometheus Operator's CRD. Default false.",
+  ),
+  ociRegistryCredentialsSecret: str(
+    "A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace with the snapshot registry's credentials, mounted for the controller (`DOCKER_CONFIG`). Needs `ociRegistry`.",
+  ),
   hibernateTimeout: str(
     'How long a CocoonHibernation may stay Hibernating before it is Failed (`--hibernate-timeout`). Default "3m".',
   ),
@@ -131,6 +140,13 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   ),
   registryCa: str("PEM CA bundle trusted for the registry's https, besides the system's roots."),
   registryInsecure: bool("Plain http to a `registry` host that is not loopback. Default false."),
+  registryCredentials: {
+    type: "object",
+    additionalProperties: { type: "string" },
+    secret: true,
+    description:
+      "The registry's credentials, kept as a secret: `username` and `password`, or `identityToken`. Default: the Docker keychain of the machine that runs `pulumi`.",
+  },
   suspendTimeoutSeconds: int(
     "How long `pulumi up` waits for a suspend (phase Suspended) or a wake (every VM up), in seconds. Default 300.",
   ),
@@ -208,6 +224,11 @@ export function packageSchema(version: string) {
         registry: { type: "string" },
         registryCa: { type: "string" },
         registryInsecure: { type: "boolean" },
+        registryCredentials: {
+          type: "object",
+          additionalProperties: { type: "string" },
+          secret: true,
+        },
         suspendTimeoutSeconds: { type: "integer" },
         phase: { type: "string" },
         checkNamespace: { type: "boolean" },

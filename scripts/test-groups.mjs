@@ -6,6 +6,7 @@ export const SERIAL = {
   integration: {
     "operator-guards.test.js": "removes the CRD",
     "controller-no-crd.test.js": "removes the CRD",
+    "manifests-apply.test.js": "removes the CRD and applies the manifests' CRDs",
     "controller-runtime.test.js": "restarts the apiserver",
     "migration-target.test.js": "cordons a node of the cluster",
     "migration.test.js": "labels the cluster's nodes with a snapshot class",

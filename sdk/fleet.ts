@@ -7,6 +7,7 @@ import { desiredSlots } from "../provider/dynamic/slot-view.js";
 import {
   DEFAULT_RELEASE_TIMEOUT_SECONDS,
   DEFAULT_TIMEOUT_SECONDS,
+  registryCredentialsProblem,
   slotsArgumentProblems,
 } from "../provider/dynamic/slots.js";
 import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/lifecycle-view.js";
@@ -103,6 +104,18 @@ export interface FleetArgs {
    * @default the `ociRegistryInsecure` of the `operator` when `registry` is taken from it, else false
    */
   registryInsecure?: boolean;
+  /**
+   * The registry's credentials, kept as a secret (encrypted in the state, never printed): a
+   * user name and password (or access token), or an identity token. Use them where the
+   * machine that runs `pulumi` has no Docker login for the registry (CI, a stack's config:
+   * `pulumi config set --secret registryPassword …`).
+   * @default the Docker keychain of the machine that runs `pulumi`
+   */
+  registryCredentials?: pulumi.Input<{
+    username?: pulumi.Input<string>;
+    password?: pulumi.Input<string>;
+    identityToken?: pulumi.Input<string>;
+  }>;
   /**
    * How long `pulumi up` waits for a suspend to reach phase Suspended, or a wake for every
    * VM to be up again, in seconds; on timeout `up` fails naming the pods still waited for.
@@ -213,7 +226,15 @@ export class Fleet extends pulumi.ComponentResource {
         ...args,
         registry: typeof args.registry === "string" ? args.registry : undefined,
         registryCa: typeof args.registryCa === "string" ? args.registryCa : undefined,
+        registryCredentials: undefined,
       }).map((p) => p.reason),
+      // Credentials holding Outputs are checked by the slots resource's `check`.
+      ...[
+        registryCredentialsProblem(
+          holdsInputs(args.registryCredentials) ? undefined : args.registryCredentials,
+          args.registry !== undefined || args.operator?.ociRegistry !== undefined,
+        ),
+      ].filter((p) => p !== undefined),
       ...specProblems,
     ];
     if (args.adoptCocoonSet !== undefined && typeof args.adoptCocoonSet !== "boolean") {
@@ -311,6 +332,11 @@ export class Fleet extends pulumi.ComponentResource {
         ...(registry === undefined ? {} : { registry }),
         ...(registry === undefined || registryCa === undefined ? {} : { registryCa }),
         ...(registry === undefined || registryInsecure === undefined ? {} : { registryInsecure }),
+        ...(registry === undefined || args.registryCredentials === undefined
+          ? {}
+          : {
+              registryCredentials: pulumi.secret(args.registryCredentials),
+            }),
         suspendTimeoutSeconds: args.suspendTimeoutSeconds ?? DEFAULT_SUSPEND_TIMEOUT_SECONDS,
         // A namespace given as text must exist already; one from a resource, or one a
         // resource in `dependsOn` may create, may appear in this very deploy, so preview

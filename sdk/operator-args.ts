@@ -2,10 +2,11 @@
  * Validation of the Operator's arguments before anything is registered. The values that
  * become controller flags go through the controller's own parsers (controller/options.ts), so
  * the component refuses exactly what the controller would refuse at start (where a bad value
- * would make the Deployment restart forever while `pulumi up` waits for it).
+ * would make the Deployment restart forever while `pulumi up` waits for it). Only type
+ * imports from the Pulumi SDK: `cocoonset manifests` runs the same check without it.
  */
 import type * as k8s from "@pulumi/kubernetes";
-import * as pulumi from "@pulumi/pulumi";
+import type * as pulumi from "@pulumi/pulumi";
 import {
   parseCountOption,
   parseLogLevelOption,
@@ -49,6 +50,19 @@ export interface OperatorArgs {
    * @default 1
    */
   replicas?: number;
+  /**
+   * A Service `<name>-controller-metrics` for the controller's metrics port (8080, named
+   * `metrics`), for a Prometheus that scrapes Services.
+   * @default false
+   */
+  metricsService?: boolean;
+  /**
+   * A `monitoring.coreos.com/v1` ServiceMonitor for that Service (implies `metricsService`).
+   * Needs the Prometheus Operator's ServiceMonitor CRD in the cluster: set it only where that
+   * CRD exists (`kubectl get crd servicemonitors.monitoring.coreos.com`).
+   * @default false
+   */
+  serviceMonitor?: boolean;
   /** Container resources of the controller. */
   resources?: pulumi.Input<k8s.types.input.core.v1.ResourceRequirements>;
   /**
@@ -92,6 +106,16 @@ export interface OperatorArgs {
    * @default false
    */
   ociRegistryInsecure?: boolean;
+  /**
+   * A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace holding the
+   * snapshot registry's credentials (as `kubectl create secret docker-registry` makes it):
+   * the Operator mounts its `.dockerconfigjson` as `config.json` into the controller and
+   * points `DOCKER_CONFIG` at it, so the controller's Docker keychain reads it. Needs
+   * `ociRegistry`. The same Secret can be in `imagePullSecrets` when the controller image
+   * comes from that registry.
+   * @default none: the controller asks the registry anonymously
+   */
+  ociRegistryCredentialsSecret?: string;
   /**
    * How long a CocoonHibernation may stay `Hibernating` before it is `Failed`
    * (`HibernateTimedOut`): a duration such as `90s`, `10m` or `1h` (the controller's
@@ -142,6 +166,15 @@ export interface OperatorArgs {
 
 const WHITESPACE = /[ \t\n\v\f\r]/;
 
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Why `name` cannot name a Secret (a DNS subdomain), or undefined. */
+function secretNameProblem(name: string): string | undefined {
+  if (name.length > 253 || !DNS_SUBDOMAIN.test(name))
+    return "must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters";
+  return undefined;
+}
+
 /** Every problem with the arguments, one `[field] rule (got value)` line each. */
 export function operatorArgumentProblems(args: OperatorArgs): string[] {
   const out: string[] = [];
@@ -160,7 +193,13 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     const problem = namespaceNameProblem(args.namespace);
     if (problem) bad("namespace", problem, args.namespace);
   }
-  for (const field of ["createNamespace", "leaderElect", "skipAwait"] as const) {
+  for (const field of [
+    "createNamespace",
+    "leaderElect",
+    "skipAwait",
+    "metricsService",
+    "serviceMonitor",
+  ] as const) {
     const v = args[field];
     if (v !== undefined && typeof v !== "boolean") bad(field, "must be true or false", v);
   }
@@ -218,6 +257,13 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
       bad("ociRegistryCa", "must be PEM text", args.ociRegistryCa);
     else parsed("ociRegistryCa", args.ociRegistryCa, parseCaBundle);
   }
+  if (args.ociRegistryCredentialsSecret !== undefined) {
+    const v: unknown = args.ociRegistryCredentialsSecret;
+    const problem = typeof v === "string" ? secretNameProblem(v) : "must be a Secret name";
+    if (problem) bad("ociRegistryCredentialsSecret", problem, v);
+    else if (args.ociRegistry === undefined)
+      bad("ociRegistryCredentialsSecret", "needs [ociRegistry]: the registry it opens", v);
+  }
   if (args.watchNamespaces !== undefined) {
     if (!Array.isArray(args.watchNamespaces)) {
       bad("watchNamespaces", "must be a list of namespace names", args.watchNamespaces);
@@ -229,12 +275,4 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     }
   }
   return out;
-}
-
-/** Throws a clean (stack-less) program error listing every problem, if there is one. */
-export function assertOperatorArguments(name: string, args: OperatorArgs): void {
-  const problems = operatorArgumentProblems(args);
-  if (problems.length > 0) {
-    throw new pulumi.RunError(`Operator ${name}: ${problems.join("; ")}`);
-  }
 }

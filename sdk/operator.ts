@@ -4,49 +4,56 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { createRequire } from "node:module";
 import { DEFAULT_ROLLOUT_TIMEOUT_SECONDS } from "../provider/dynamic/controller-rollout.js";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
-import { assertOperatorArguments, type OperatorArgs } from "./operator-args.js";
+import { operatorArgumentProblems, type OperatorArgs } from "./operator-args.js";
+import {
+  operatorImage,
+  operatorNamespace,
+  operatorObjects,
+  type CrdObject,
+  type Named,
+  type RbacObject,
+} from "./operator-objects.js";
 import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
 import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
-import { DEFAULT_CONCURRENCY } from "../controller/options.js";
-import { controllerRules, leaderElectionRules, namespacedRules } from "../controller/rbac.js";
-import {
-  CONTROLLER_UID,
-  defaultControllerImage,
-  deploymentControllerArgs,
-  REGISTRY_CA_DIR,
-  METRICS_PORT,
-  PROBE_PORT,
-} from "../controller/image.js";
-import crdJson from "../engine/spec/generated/crd.json" with { type: "json" };
-import { DEFAULT_FANOUT, LABELS, MANAGED_BY as MANAGED_BY_VALUE } from "../engine/spec/index.js";
 
-// The generated CRD, typed as the Kubernetes provider's input.
-import hibernationCrdJson from "../engine/spec/generated/hibernation-crd.json" with { type: "json" };
-
-// The CocoonHibernation CRD (per-pod hibernate and wake), installed beside the CocoonSet's.
-const hibernationCrd: {
-  metadata: { name: string };
-  spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
-} = hibernationCrdJson;
-const crd: {
-  metadata: { name: string };
-  spec: k8s.types.input.apiextensions.v1.CustomResourceDefinitionSpec;
-} = crdJson;
 export type { OperatorArgs };
 
-const require = createRequire(import.meta.url);
-const pkg = require("../../package.json") as { version: string };
+/** Throws a clean (stack-less) program error listing every problem, if there is one. */
+function assertOperatorArguments(name: string, args: OperatorArgs): void {
+  const problems = operatorArgumentProblems(args);
+  if (problems.length > 0) {
+    throw new pulumi.RunError(`Operator ${name}: ${problems.join("; ")}`);
+  }
+}
 
-/** Label every object of the operator carries. */
-const MANAGED_BY = {
-  [LABELS.managedBy]: MANAGED_BY_VALUE,
-  "app.kubernetes.io/part-of": "cocoonset",
-};
+/** The Pulumi resource of one RBAC object. */
+function rbacResource(
+  { resourceName, object }: Named<RbacObject>,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.CustomResource {
+  switch (object.kind) {
+    case "ClusterRole":
+      return new k8s.rbac.v1.ClusterRole(resourceName, object, opts);
+    case "Role":
+      return new k8s.rbac.v1.Role(resourceName, object, opts);
+    case "ClusterRoleBinding":
+      return new k8s.rbac.v1.ClusterRoleBinding(resourceName, object, opts);
+    case "RoleBinding":
+      return new k8s.rbac.v1.RoleBinding(resourceName, object, opts);
+  }
+}
+
+/** A CRD stamped with the Operator that installs it (the install guard reads the stamp). */
+function stamped(c: CrdObject, owner: string): CrdObject {
+  return {
+    ...c,
+    metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [INSTALLED_BY]: owner } },
+  };
+}
 
 /**
  * The CocoonSet CRD and its controller. Install it once per cluster: the CRD carries the
@@ -89,13 +96,12 @@ export class Operator extends pulumi.ComponentResource {
     assertOperatorArguments(name, args); // before anything, the component included, registers
     const ignore = operatorIgnoreChanges(name, opts.ignoreChanges);
     super("cocoonset:index:Operator", name, {}, componentOptions(opts));
-    const ns = args.namespace ?? "cocoonset-system";
+    const objects = operatorObjects(name, args);
+    const ns = operatorNamespace(args);
     this.ociRegistry = args.ociRegistry?.trim();
     this.ociRegistryCa = this.ociRegistry ? args.ociRegistryCa : undefined;
     this.ociRegistryInsecure = this.ociRegistry ? args.ociRegistryInsecure : undefined;
     const watch = args.watchNamespaces ?? [];
-    const leaderElect = args.leaderElect ?? true;
-    const replicas = args.replicas ?? 1;
     const retain = args.adoptCrd
       ? "adopted: this Operator did not install it"
       : args.retainCrdOnDelete
@@ -104,16 +110,10 @@ export class Operator extends pulumi.ComponentResource {
     // provider(s), protect and transforms reach the children through `parent`, and they
     // wait for the Operator's dependsOn; retainOnDelete and ignoreChanges are passed on here.
     const child = { parent: this, ...childOptions(opts) };
-    const labels = { ...MANAGED_BY, "app.kubernetes.io/name": `${name}-controller` };
 
-    const namespace =
-      args.createNamespace === false
-        ? undefined
-        : new k8s.core.v1.Namespace(
-            `${name}-ns`,
-            { metadata: { name: ns, labels: MANAGED_BY } },
-            child,
-          );
+    const namespace = objects.namespace
+      ? new k8s.core.v1.Namespace(objects.namespace.resourceName, objects.namespace.object, child)
+      : undefined;
     const inNs = namespace ? { ...child, dependsOn: [namespace] } : child;
 
     // One Operator per cluster: the guard fails `up` when another one stamped the CRD.
@@ -136,223 +136,61 @@ export class Operator extends pulumi.ComponentResource {
       },
       child,
     );
+    const crdOptions = {
+      ...child,
+      dependsOn: [guard],
+      ...(retain ? { retainOnDelete: true } : {}),
+    };
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
-      `${name}-crd`,
-      {
-        metadata: {
-          name: crd.metadata.name,
-          labels: MANAGED_BY,
-          annotations: { [INSTALLED_BY]: owner },
-        },
-        spec: crd.spec,
-      },
-      { ...child, dependsOn: [guard], ...(retain ? { retainOnDelete: true } : {}) },
+      objects.crd.resourceName,
+      stamped(objects.crd.object, owner),
+      crdOptions,
     );
     this.hibernationCrd = new k8s.apiextensions.v1.CustomResourceDefinition(
-      `${name}-hibernation-crd`,
-      {
-        metadata: {
-          name: hibernationCrd.metadata.name,
-          labels: MANAGED_BY,
-          annotations: { [INSTALLED_BY]: owner },
-        },
-        spec: hibernationCrd.spec,
-      },
-      { ...child, dependsOn: [guard], ...(retain ? { retainOnDelete: true } : {}) },
+      objects.hibernationCrd.resourceName,
+      stamped(objects.hibernationCrd.object, owner),
+      crdOptions,
     );
 
     const sa = new k8s.core.v1.ServiceAccount(
-      `${name}-sa`,
-      { metadata: { name: `${name}-controller`, namespace: ns, labels } },
+      objects.serviceAccount.resourceName,
+      objects.serviceAccount.object,
       inNs,
     );
-    const subject = { kind: "ServiceAccount", name: sa.metadata.name, namespace: ns };
+    // Cluster-scoped objects wait for nothing; namespaced ones for the namespace; a binding
+    // also for the role it names.
     const rbac: pulumi.Resource[] = [];
-    if (watch.length === 0) {
-      const role = new k8s.rbac.v1.ClusterRole(
-        `${name}-role`,
-        { metadata: { name: `${name}-cocoonset-controller`, labels }, rules: controllerRules() },
-        child,
+    const roles = new Map<string, pulumi.Resource>();
+    for (const r of objects.rbac) {
+      const o = r.object;
+      const base = o.metadata.namespace ? inNs : child;
+      const role =
+        "roleRef" in o
+          ? roles.get(`${o.roleRef.kind}/${o.metadata.namespace ?? ""}/${o.roleRef.name}`)
+          : undefined;
+      const res = rbacResource(
+        r,
+        role ? { ...base, dependsOn: [...(namespace ? [namespace] : []), role] } : base,
       );
-      rbac.push(
-        role,
-        new k8s.rbac.v1.ClusterRoleBinding(
-          `${name}-binding`,
-          {
-            metadata: { name: `${name}-cocoonset-controller`, labels },
-            roleRef: {
-              apiGroup: "rbac.authorization.k8s.io",
-              kind: "ClusterRole",
-              name: role.metadata.name,
-            },
-            subjects: [subject],
-          },
-          child,
-        ),
-      );
-      // Leases only in the controller's own namespace, where its leader election runs.
-      if (leaderElect) {
-        const leaseRole = new k8s.rbac.v1.Role(
-          `${name}-lease-role`,
-          {
-            metadata: { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels },
-            rules: leaderElectionRules(),
-          },
-          inNs,
-        );
-        rbac.push(
-          leaseRole,
-          new k8s.rbac.v1.RoleBinding(
-            `${name}-lease-binding`,
-            {
-              metadata: { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels },
-              roleRef: {
-                apiGroup: "rbac.authorization.k8s.io",
-                kind: "Role",
-                name: leaseRole.metadata.name,
-              },
-              subjects: [subject],
-            },
-            inNs,
-          ),
-        );
-      }
-    } else {
-      for (const w of [...new Set([...watch, ...(leaderElect ? [ns] : [])])]) {
-        const rules = [
-          ...(watch.includes(w) ? namespacedRules() : []),
-          ...(leaderElect && w === ns ? leaderElectionRules() : []),
-        ];
-        const role = new k8s.rbac.v1.Role(
-          `${name}-role-${w}`,
-          { metadata: { name: `${name}-cocoonset-controller`, namespace: w, labels }, rules },
-          inNs,
-        );
-        rbac.push(
-          role,
-          new k8s.rbac.v1.RoleBinding(
-            `${name}-binding-${w}`,
-            {
-              metadata: { name: `${name}-cocoonset-controller`, namespace: w, labels },
-              roleRef: {
-                apiGroup: "rbac.authorization.k8s.io",
-                kind: "Role",
-                name: role.metadata.name,
-              },
-              subjects: [subject],
-            },
-            inNs,
-          ),
-        );
-      }
+      if (!("roleRef" in o))
+        roles.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, res);
+      rbac.push(res);
     }
 
-    const cliArgs = deploymentControllerArgs({
-      leaderElect,
-      // The Lease Role is in this namespace: the controller elects its leader there.
-      leaderElectionNamespace: ns,
-      concurrency: args.concurrency ?? DEFAULT_CONCURRENCY,
-      fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
-      reapInterval: args.reapInterval ?? "5m",
-      logLevel: args.logLevel ?? "info",
-      watchNamespaces: watch,
-      ociRegistry: args.ociRegistry?.trim(),
-      ociRegistryCaFile: this.ociRegistryCa ? `${REGISTRY_CA_DIR}/ca.crt` : undefined,
-      ociRegistryInsecure: this.ociRegistryInsecure,
-      hibernateTimeout: args.hibernateTimeout?.trim(),
-      wakeTimeout: args.wakeTimeout?.trim(),
-    });
-    const image = args.image ?? defaultControllerImage(pkg.version);
-    // The registry's CA bundle reaches the controller as a mounted ConfigMap.
-    const registryCa = this.ociRegistryCa
-      ? new k8s.core.v1.ConfigMap(
-          `${name}-registry-ca`,
-          {
-            metadata: { name: `${name}-registry-ca`, namespace: ns, labels },
-            data: { "ca.crt": this.ociRegistryCa },
-          },
-          { ...inNs, dependsOn: namespace ? [namespace] : [] },
-        )
+    const image = operatorImage(args);
+    const registryCa = objects.registryCa
+      ? new k8s.core.v1.ConfigMap(objects.registryCa.resourceName, objects.registryCa.object, inNs)
       : undefined;
+    const d = objects.deployment.object;
     this.deployment = new k8s.apps.v1.Deployment(
-      `${name}-controller`,
+      objects.deployment.resourceName,
       {
+        ...d,
         metadata: {
-          name: `${name}-controller`,
-          namespace: ns,
-          labels,
+          ...d.metadata,
           // The rollout check below waits instead of the provider's generic await, so an
           // image the cluster cannot pull fails `up` at once with a message that says so.
-          annotations: { "pulumi.com/skipAwait": "true" },
-        },
-        spec: {
-          replicas,
-          selector: { matchLabels: { "app.kubernetes.io/name": `${name}-controller` } },
-          template: {
-            metadata: { labels },
-            spec: {
-              serviceAccountName: sa.metadata.name,
-              imagePullSecrets: args.imagePullSecrets?.map((name) => ({ name })),
-              nodeSelector: args.nodeSelector,
-              tolerations: args.tolerations,
-              priorityClassName: args.priorityClassName,
-              securityContext: {
-                runAsNonRoot: true,
-                runAsUser: CONTROLLER_UID,
-                seccompProfile: { type: "RuntimeDefault" },
-              },
-              containers: [
-                {
-                  name: "controller",
-                  image,
-                  imagePullPolicy: args.imagePullPolicy,
-                  args: cliArgs,
-                  env: [
-                    {
-                      name: "POD_NAMESPACE",
-                      valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } },
-                    },
-                    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-                  ],
-                  ports: [
-                    { name: "metrics", containerPort: METRICS_PORT },
-                    { name: "probes", containerPort: PROBE_PORT },
-                  ],
-                  livenessProbe: {
-                    httpGet: { path: "/healthz", port: "probes" },
-                    periodSeconds: 20,
-                  },
-                  readinessProbe: {
-                    httpGet: { path: "/readyz", port: "probes" },
-                    periodSeconds: 10,
-                  },
-                  resources: args.resources ?? {
-                    requests: { cpu: "100m", memory: "128Mi" },
-                    limits: { memory: "512Mi" },
-                  },
-                  securityContext: {
-                    allowPrivilegeEscalation: false,
-                    readOnlyRootFilesystem: true,
-                    capabilities: { drop: ["ALL"] },
-                  },
-                  ...(registryCa
-                    ? {
-                        volumeMounts: [
-                          { name: "registry-ca", mountPath: REGISTRY_CA_DIR, readOnly: true },
-                        ],
-                      }
-                    : {}),
-                },
-              ],
-              ...(registryCa
-                ? {
-                    volumes: [
-                      { name: "registry-ca", configMap: { name: registryCa.metadata.name } },
-                    ],
-                  }
-                : {}),
-            },
-          },
+          annotations: { ...d.metadata.annotations, "pulumi.com/skipAwait": "true" },
         },
       },
       {
@@ -361,12 +199,41 @@ export class Operator extends pulumi.ComponentResource {
           ...(namespace ? [namespace] : []),
           this.crd,
           this.hibernationCrd,
+          sa,
           ...rbac,
           ...(registryCa ? [registryCa] : []),
         ],
         ignoreChanges: ignore.deployment,
       },
     );
+
+    const metricsService = objects.metricsService
+      ? new k8s.core.v1.Service(
+          objects.metricsService.resourceName,
+          objects.metricsService.object,
+          inNs,
+        )
+      : undefined;
+    if (objects.serviceMonitor) {
+      new k8s.apiextensions.CustomResource(
+        objects.serviceMonitor.resourceName,
+        objects.serviceMonitor.object,
+        {
+          ...inNs,
+          dependsOn: [
+            ...(namespace ? [namespace] : []),
+            ...(metricsService ? [metricsService] : []),
+          ],
+        },
+      );
+    }
+    if (objects.podDisruptionBudget) {
+      new k8s.policy.v1.PodDisruptionBudget(
+        objects.podDisruptionBudget.resourceName,
+        objects.podDisruptionBudget.object,
+        inNs,
+      );
+    }
 
     if (!args.skipAwait) {
       this.rollout = resources().controllerRollout(

@@ -21,6 +21,8 @@ export const paths = {
   pvcs: (ns: string) => `/api/v1/namespaces/${enc(ns)}/persistentvolumeclaims`,
   pvc: (ns: string, name: string) =>
     `/api/v1/namespaces/${enc(ns)}/persistentvolumeclaims/${enc(name)}`,
+  secrets: (ns: string) => `/api/v1/namespaces/${enc(ns)}/secrets`,
+  secret: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/secrets/${enc(name)}`,
   serviceAccounts: (ns: string) => `/api/v1/namespaces/${enc(ns)}/serviceaccounts`,
   serviceAccountToken: (ns: string, name: string) =>
     `/api/v1/namespaces/${enc(ns)}/serviceaccounts/${enc(name)}/token`,

@@ -39,6 +39,7 @@ import { stableJson } from "../../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../../engine/registry/address.js";
 import { parseCaBundle } from "../../engine/registry/ca.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
+import type { RegistryCredential } from "../../engine/registry/keychain.js";
 import {
   DEFAULT_SUSPEND_TIMEOUT_SECONDS,
   lifecycleChange,
@@ -89,6 +90,12 @@ export interface SlotsInputs {
   registryCa?: string;
   /** Plain http to a registry host that is not loopback. @default false */
   registryInsecure?: boolean;
+  /**
+   * The registry's credentials, a secret input (so a secret output too): a user name and
+   * password (or access token), or an identity token. Without them, the Docker keychain of
+   * the machine that runs `pulumi`.
+   */
+  registryCredentials?: RegistryCredential;
   /** How long `up` waits for a suspend (phase Suspended) or a wake (every VM up). @default 300 */
   suspendTimeoutSeconds?: number;
   /**
@@ -150,6 +157,7 @@ export function slotsArgumentProblems(args: {
   registry?: unknown;
   registryCa?: unknown;
   registryInsecure?: unknown;
+  registryCredentials?: unknown;
 }): { property: string; reason: string }[] {
   const out: { property: string; reason: string }[] = [];
   const fanOut = args.fanOut;
@@ -215,7 +223,34 @@ export function slotsArgumentProblems(args: {
         });
       }
   }
+  const cred = registryCredentialsProblem(args.registryCredentials, args.registry !== undefined);
+  if (cred) out.push({ property: "registryCredentials", reason: cred });
   return out;
+}
+
+/**
+ * What is wrong with `registryCredentials` (never showing them), given whether a registry is
+ * named; undefined when nothing is, or when they are not known yet.
+ */
+export function registryCredentialsProblem(
+  cred: unknown,
+  hasRegistry: boolean,
+): string | undefined {
+  if (cred === undefined || containsUnknown(cred)) return undefined;
+  if (!isRegistryCredential(cred))
+    return "[registryCredentials] must be { username, password } or { identityToken }, non-empty strings (the value is not shown: it is a secret)";
+  if (!hasRegistry) return "[registryCredentials] needs [registry]: the registry they open";
+  return undefined;
+}
+
+/** Whether `v` is a user name and password, or an identity token (non-empty strings). */
+function isRegistryCredential(v: unknown): v is RegistryCredential {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const o = v as Record<string, unknown>;
+  const text = (k: string) => typeof o[k] === "string" && o[k] !== "";
+  const keys = Object.keys(o).filter((k) => o[k] !== undefined);
+  if (keys.length === 1 && text("identityToken")) return true;
+  return keys.length === 2 && text("username") && text("password");
 }
 
 /** What is wrong with a `registry` argument, as `[registry] rule (got value)`, if anything. */
@@ -369,6 +404,7 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "registry",
   "registryCa",
   "registryInsecure",
+  "registryCredentials",
   "suspendTimeoutSeconds",
 ];
 
@@ -528,12 +564,15 @@ export async function verifiedCocoonSet(
 
 /** The registry client of the inputs' `registry`, if one is given. */
 function registryOf(
-  inputs: Pick<SlotsInputs, "registry" | "registryCa" | "registryInsecure">,
+  inputs: Pick<SlotsInputs, "registry" | "registryCa" | "registryInsecure" | "registryCredentials">,
 ): OciRegistry | undefined {
+  const cred = inputs.registryCredentials;
   return typeof inputs.registry === "string" && inputs.registry !== ""
     ? new OciRegistry(parseRegistryAddress(inputs.registry), {
         ca: inputs.registryCa || undefined,
         insecure: inputs.registryInsecure === true,
+        // The Fleet's own credentials, else the Docker keychain (the client's default).
+        ...(cred ? { keychain: { resolve: () => Promise.resolve(cred) } } : {}),
       })
     : undefined;
 }

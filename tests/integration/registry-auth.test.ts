@@ -21,7 +21,7 @@
  *   wrong password it leaves them and says so; no credential in its outputs or its output.
  */
 import assert from "node:assert/strict";
-import { chmodSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { before, describe, test, type TestContext } from "node:test";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../../cluster/node-agent.js";
@@ -222,17 +222,31 @@ describe(
     });
     const lifecycleOf = (p: Pod) => p.metadata?.annotations?.[ANNOTATIONS.lifecycleState];
 
-    /** An opted-in namespace and a controller given the registry, its CA and a Docker config. */
-    async function setUp(c: Cleanup, prefix: string, reg: AuthRegistry, dockerConfig: string) {
+    /**
+     * An opted-in namespace and a controller given the registry, its CA and a Docker config:
+     * through `DOCKER_CONFIG`, or (`via: "flag"`) with `--oci-registry-docker-config`.
+     */
+    async function setUp(
+      c: Cleanup,
+      prefix: string,
+      reg: AuthRegistry,
+      dockerConfig: string | ((ns: string) => Promise<string>),
+      via: "env" | "flag" = "env",
+    ) {
       const ns = await controllerNamespace(c, prefix);
       await optInNodeAgent(ns);
+      const dir = typeof dockerConfig === "string" ? dockerConfig : await dockerConfig(ns);
       const saved = process.env.DOCKER_CONFIG;
-      process.env.DOCKER_CONFIG = dockerConfig;
+      if (via === "env") process.env.DOCKER_CONFIG = dir;
+      else delete process.env.DOCKER_CONFIG;
       try {
         const proc = await startController(c, {
           kubeconfig: testKubeconfig(),
           namespaces: [ns],
-          extraArgs: ["--oci-registry", reg.address, "--oci-registry-ca-file", reg.caFile],
+          extraArgs: [
+            ...["--oci-registry", reg.address, "--oci-registry-ca-file", reg.caFile],
+            ...(via === "flag" ? ["--oci-registry-docker-config", dir] : []),
+          ],
         });
         await proc.synced();
         return { ns, proc };
@@ -259,11 +273,32 @@ describe(
         for (const s of secrets) assert.ok(!text.includes(s), `no credential in the ${where}`);
     }
 
-    test("a retain suspend is confirmed in the registry with the Docker config's credentials", async (t) => {
+    test("a retain suspend is confirmed in the registry with the credentials of a kubernetes.io/dockerconfigjson Secret (--oci-registry-docker-config)", async (t) => {
       const c = new Cleanup(t);
       const reg = await startAuthRegistry(c, "htpasswd");
       const cfg = reg.dockerConfig({ username: reg.username, password: reg.password });
-      const { ns, proc } = await setUp(c, "regauth-ok", reg, cfg);
+      // The Secret the Operator's ociRegistryCredentialsSecret names, made as `kubectl create
+      // secret docker-registry` makes it, read back and projected as the Operator's volume
+      // does (its .dockerconfigjson as config.json; the embedded cluster has no kubelet).
+      const fromSecret = async (ns: string) => {
+        await client.create(paths.secrets(ns), {
+          apiVersion: "v1",
+          kind: "Secret",
+          type: "kubernetes.io/dockerconfigjson",
+          metadata: { name: "registry-auth" },
+          stringData: { ".dockerconfigjson": readFileSync(join(cfg, "config.json"), "utf8") },
+        });
+        const secret = await client.get<{ data: Record<string, string> }>(
+          paths.secret(ns, "registry-auth"),
+        );
+        const dir = tempDir(c, "cocoonset-projected");
+        writeFileSync(
+          join(dir, "config.json"),
+          Buffer.from(secret.data[".dockerconfigjson"], "base64"),
+        );
+        return dir;
+      };
+      const { ns, proc } = await setUp(c, "regauth-ok", reg, fromSecret, "flag");
       await createCocoonSet(ns, "crew", { replicas: 0 });
       await waitForConverged(ns, "crew", { replicas: 0 });
       const [pod] = await waitForPods(ns, "crew", 1, vmReady, "the VM booted by the simulator");
@@ -356,7 +391,13 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
   });
 
   /** A fleet made by the slots resource with the registry and its CA; its snapshot tags pushed. */
-  async function fleet(t: TestContext, c: Cleanup, prefix: string, reg: AuthRegistry) {
+  async function fleet(
+    t: TestContext,
+    c: Cleanup,
+    prefix: string,
+    reg: AuthRegistry,
+    credentials?: { username: string; password: string },
+  ) {
     const ns = await withNamespace(t, prefix);
     await client.patch(paths.namespace(ns), {
       metadata: { labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
@@ -374,6 +415,7 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
     const inputs = slotsInputs(ns, "fleet", cs.metadata.uid ?? "", spec, {
       registry: reg.address,
       registryCa: reg.caPem,
+      ...(credentials ? { registryCredentials: credentials } : {}),
     });
     const { outs } = await create(inputs);
     c.defer("remove the fleet", () => remove(`${ns}/fleet`, outs).catch(() => undefined));
@@ -433,6 +475,36 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
     assert.match(printedBad, /unauthorized/);
     assert.deepEqual(await bad.good.listTags(bad.vm), ["hibernate", "latest"], "the tags are left");
     for (const s of [...secrets(reg.password), ...secrets(wrongPassword)])
+      assert.ok(!printedBad.includes(s), "no credential printed");
+  });
+
+  test("the Fleet's registryCredentials open the registry without a Docker login; wrong ones leave the tags, unauthorized, no secret", async (t) => {
+    const c = new Cleanup(t);
+    const reg = await startAuthRegistry(c, "token");
+    const noLogin = tempDir(c, "cocoonset-dockercfg-none");
+    const ok = await fleet(t, c, "regauth-cred", reg, {
+      username: reg.username,
+      password: reg.password,
+    });
+    assert.deepEqual(ok.outs.registryCredentials, {
+      username: reg.username,
+      password: reg.password,
+    });
+    const printed = await removeWith(noLogin, `${ok.ns}/fleet`, ok.outs);
+    assert.match(printed, /snapshot tags dropped: 2, left in the registry: 0/);
+    assert.deepEqual(await ok.good.listTags(ok.vm), [], "both tags dropped");
+    assert.ok(!printed.includes(reg.password), "no credential printed");
+
+    const wrongPassword = `wrong-${reg.password}`;
+    const bad = await fleet(t, c, "regauth-cred-bad", reg, {
+      username: reg.username,
+      password: wrongPassword,
+    });
+    const printedBad = await removeWith(noLogin, `${bad.ns}/fleet`, bad.outs);
+    assert.match(printedBad, /left in the registry: 2/);
+    assert.match(printedBad, /unauthorized/);
+    assert.deepEqual(await bad.good.listTags(bad.vm), ["hibernate", "latest"], "the tags are left");
+    for (const s of [reg.password, wrongPassword])
       assert.ok(!printedBad.includes(s), "no credential printed");
   });
 });

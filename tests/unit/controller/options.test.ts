@@ -29,6 +29,7 @@ describe("controller options", () => {
       ociRegistry: undefined,
       ociRegistryCaFile: undefined,
       ociRegistryInsecure: false,
+      ociRegistryDockerConfig: undefined,
       hibernateTimeoutMs: 180_000,
       wakeTimeoutMs: 300_000,
     });
@@ -52,6 +53,7 @@ describe("controller options", () => {
         OCI_REGISTRY: "127.0.0.1:5000/snapshots",
         OCI_REGISTRY_CA_FILE: "/etc/ca.pem",
         OCI_REGISTRY_INSECURE: "true",
+        DOCKER_CONFIG: "/etc/docker-auth",
         COCOONSET_HIBERNATE_TIMEOUT: "10s",
         COCOONSET_WAKE_TIMEOUT: "1m",
       },
@@ -71,6 +73,7 @@ describe("controller options", () => {
       ociRegistry: "127.0.0.1:5000/snapshots",
       ociRegistryCaFile: "/etc/ca.pem",
       ociRegistryInsecure: true,
+      ociRegistryDockerConfig: "/etc/docker-auth",
       hibernateTimeoutMs: 10_000,
       wakeTimeoutMs: 60_000,
     });
@@ -276,13 +279,18 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 16);
+    assert.equal(CONTROLLER_OPTIONS.length, 17);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
-      // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack.
+      // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack;
+      // the Docker config folder is Docker's own DOCKER_CONFIG.
       assert.match(
         o.env,
-        o.key.startsWith("ociRegistry") ? /^OCI_REGISTRY(_[A-Z_]+)?$/ : /^COCOONSET_[A-Z_]+$/,
+        o.key === "ociRegistryDockerConfig"
+          ? /^DOCKER_CONFIG$/
+          : o.key.startsWith("ociRegistry")
+            ? /^OCI_REGISTRY(_[A-Z_]+)?$/
+            : /^COCOONSET_[A-Z_]+$/,
       );
       assert.ok(o.defaultText.length > 0);
     }

@@ -452,6 +452,16 @@ describe("Operator arguments are refused before anything is registered", () => {
       /\[ociRegistryCa\] must be PEM text holding at least one CERTIFICATE/,
     ],
     [
+      "ociRegistryCredentialsSecret that is no Secret name",
+      { ociRegistry: "reg.example.com", ociRegistryCredentialsSecret: "Reg_Auth" },
+      /\[ociRegistryCredentialsSecret\] must be a Secret name/,
+    ],
+    [
+      "ociRegistryCredentialsSecret without ociRegistry",
+      { ociRegistryCredentialsSecret: "reg-auth" },
+      /\[ociRegistryCredentialsSecret\] needs \[ociRegistry\]/,
+    ],
+    [
       "ociRegistryInsecure a string",
       { ociRegistry: "reg.example.com", ociRegistryInsecure: "yes" },
       /\[ociRegistryInsecure\] must be true or false/,
@@ -874,6 +884,109 @@ describe("Fleet", () => {
       "a Fleet's own registry takes no CA of the Operator's",
     );
     assert.equal(slotsOf("tls-own").registryInsecure, undefined);
+  });
+
+  it("mounts the Operator's ociRegistryCredentialsSecret as the controller's Docker config, without the Secret's content", async () => {
+    const op = new sdk.Operator("auth", {
+      namespace: "auth-system",
+      kubeconfig: KUBECONFIG,
+      ociRegistry: "registry.example.com/snaps",
+      ociRegistryCredentialsSecret: "registry-auth",
+      imagePullSecrets: ["registry-auth"],
+    });
+    await settle(op.deploymentName);
+    const pod = (
+      one("auth", "kubernetes:apps/v1:Deployment", "auth-controller").inputs.spec as {
+        template: {
+          spec: {
+            imagePullSecrets: { name: string }[];
+            volumes: unknown[];
+            containers: {
+              env: { name: string; value?: string }[];
+              volumeMounts: { name: string; mountPath: string; readOnly: boolean }[];
+            }[];
+          };
+        };
+      }
+    ).template.spec;
+    assert.deepEqual(pod.volumes, [
+      {
+        name: "registry-auth",
+        secret: {
+          secretName: "registry-auth",
+          items: [{ key: ".dockerconfigjson", path: "config.json" }],
+        },
+      },
+    ]);
+    assert.deepEqual(pod.containers[0].volumeMounts, [
+      { name: "registry-auth", mountPath: "/etc/cocoonset/registry-auth", readOnly: true },
+    ]);
+    assert.deepEqual(
+      pod.containers[0].env.find((e) => e.name === "DOCKER_CONFIG"),
+      { name: "DOCKER_CONFIG", value: "/etc/cocoonset/registry-auth" },
+    );
+    assert.deepEqual(pod.imagePullSecrets, [{ name: "registry-auth" }]);
+    assert.equal(
+      registered.filter((r) => r.type === "kubernetes:core/v1:Secret").length,
+      0,
+      "the Operator only names the Secret: its content never enters the program or the state",
+    );
+  });
+
+  it("passes the Fleet's registryCredentials to the slots resource as a secret, and refuses bad ones without showing them", async () => {
+    const fleet = new sdk.Fleet("cred", {
+      namespace: "agents",
+      spec: { agent: { image: "agents/coder:1" } },
+      registry: "registry.example.com/snaps",
+      registryCredentials: { username: "robot", password: "s3cret-pw" },
+      kubeconfig: KUBECONFIG,
+    });
+    await settle(fleet.podNames);
+    const inputs = one("cred", SLOTS, "cred-slots").inputs;
+    assert.deepEqual(secretValue(inputs.registryCredentials), {
+      username: "robot",
+      password: "s3cret-pw",
+    });
+    assert.throws(
+      () =>
+        new sdk.Fleet("cred-bad", {
+          namespace: "agents",
+          spec: { agent: { image: "agents/coder:1" } },
+          registry: "registry.example.com/snaps",
+          registryCredentials: { username: "robot", password: "", extra: "s3cret-pw" } as never,
+          kubeconfig: KUBECONFIG,
+        }),
+      (e: Error) =>
+        /\[registryCredentials\] must be \{ username, password \} or \{ identityToken \}/.test(
+          e.message,
+        ) && !e.message.includes("s3cret-pw"),
+    );
+    assert.throws(
+      () =>
+        new sdk.Fleet("cred-noreg", {
+          namespace: "agents",
+          spec: { agent: { image: "agents/coder:1" } },
+          registryCredentials: { identityToken: "tok" },
+          kubeconfig: KUBECONFIG,
+        }),
+      /\[registryCredentials\] needs \[registry\]/,
+    );
+    // The Operator's ociRegistry is a registry too.
+    const op = new sdk.Operator("credop", {
+      kubeconfig: KUBECONFIG,
+      ociRegistry: "registry.example.com/snaps",
+    });
+    const inherits = new sdk.Fleet("cred-op", {
+      namespace: "agents",
+      operator: op,
+      spec: { agent: { image: "agents/coder:1" } },
+      registryCredentials: { identityToken: "tok" },
+      kubeconfig: KUBECONFIG,
+    });
+    await settle(inherits.podNames);
+    const opInputs = one("cred-op", SLOTS, "cred-op-slots").inputs;
+    assert.equal(opInputs.registry, "registry.example.com/snaps");
+    assert.deepEqual(secretValue(opInputs.registryCredentials), { identityToken: "tok" });
   });
 
   it("an invalid spec holding Outputs gets no desired slots (the resource's check reports it)", async () => {

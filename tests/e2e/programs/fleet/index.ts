@@ -6,7 +6,8 @@
  * `operatorName` [cocoonset], `operatorNamespace` [cocoonset-system], `retainCrdOnDelete`
  * [false], `adoptCrd` [none], `adoptCocoonSet` [false], `fanOut` [8], `providerKubeconfig` (secret; when set, the
  * Operator and the Fleet go through a Kubernetes provider built from it, and nothing else
- * is told the kubeconfig).
+ * is told the kubeconfig), `registry` [none], `registryCa` (PEM) [none], `registryUsername`
+ * and `registryPassword` (secret; together they are the Fleet's `registryCredentials`) [none].
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -42,6 +43,14 @@ const fleet = new Fleet(
     releaseTimeoutSeconds: 60,
     fanOut: config.getNumber("fanOut"),
     adoptCocoonSet: config.getBoolean("adoptCocoonSet"),
+    registry: config.get("registry"),
+    registryCa: config.get("registryCa"),
+    registryCredentials: config.get("registryUsername")
+      ? {
+          username: config.require("registryUsername"),
+          password: config.requireSecret("registryPassword"),
+        }
+      : undefined,
     spec: {
       agent: {
         replicas: config.getNumber("replicas") ?? 10,

@@ -15,6 +15,7 @@ import {
   asksHibernate,
   type CocoonSet,
   type CocoonSetSpec,
+  type CocoonSetStatus,
   type Pod,
 } from "../fleet/index.js";
 import { dryRunRefusals } from "./dry-run.js";
@@ -110,6 +111,8 @@ export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig"> {
   mainVmName: string;
   /** The CocoonSet's status phase after the last `up` (`Running`, `Suspended`, …). */
   phase?: string;
+  /** The CocoonSet's status after the last `up` (absent while it has none). */
+  status?: CocoonSetStatus;
 }
 
 /** A check failure as Pulumi wants it. */
@@ -472,6 +475,7 @@ async function observe(
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
     phase: cs.status?.phase ?? "",
+    ...(cs.status ? { status: cs.status } : {}),
   };
 }
 
@@ -681,6 +685,7 @@ export async function read(
     delete (inputs as Partial<SlotsOutputs>).pods;
     delete (inputs as Partial<SlotsOutputs>).mainVmName;
     delete (inputs as Partial<SlotsOutputs>).phase;
+    delete (inputs as Partial<SlotsOutputs>).status;
     return {
       id,
       props: { ...props, slots: live.slots, pods: live.status },

@@ -1,7 +1,8 @@
 // The project's test command: build, lint (ESLint, Prettier, the import rules of
-// .dependency-cruiser.cjs), unit tests, then integration, differential and
-// e2e tests against one embedded cluster started for the run (and stopped after it, pass or
-// fail). `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
+// .dependency-cruiser.cjs, publint and arethetypeswrong on the packed package), unit tests,
+// then integration, differential and e2e tests against one embedded cluster started for the
+// run (and stopped after it, pass or fail). `node scripts/test.mjs unit|integration|differential|e2e`
+// runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
 // cannot be built the tier is skipped with the reason printed.
 //
@@ -58,6 +59,7 @@ if (!only) {
   must(step("lint", "npx", ["eslint", "."]));
   must(step("format", "npx", ["prettier", "--check", "."]));
   must(step("imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]));
+  must(step("package: publint, arethetypeswrong", "npm", ["run", "--silent", "lint:package"]));
 }
 
 const needsCluster = tiers.some((t) => t !== "unit");

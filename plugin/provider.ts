@@ -169,6 +169,7 @@ async function construct(
         podPhases: fleet.podPhases,
         mainVmName: fleet.mainVmName,
         phase: fleet.phase,
+        status: fleet.status,
       },
     };
   }

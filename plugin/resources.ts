@@ -22,6 +22,7 @@ class PackageSlots extends pulumi.CustomResource {
   declare readonly slots: Slots["slots"];
   declare readonly mainVmName: Slots["mainVmName"];
   declare readonly phase: Slots["phase"];
+  declare readonly status: Slots["status"];
   declare readonly uid: Slots["uid"];
   declare readonly spec: Slots["spec"];
 }
@@ -35,7 +36,7 @@ export const packageResources: ResourceFactory = {
     new PackageSlots(
       token("Slots"),
       name,
-      { ...args, pods: undefined, mainVmName: undefined, phase: undefined },
+      { ...args, pods: undefined, mainVmName: undefined, phase: undefined, status: undefined },
       opts,
     ),
   operatorGuard: (name, args, opts) =>

@@ -162,6 +162,9 @@ const fleetOutputs: Record<string, Property> = {
   podPhases: stringMap("Phase of each slot's pod."),
   mainVmName: str("VM name of the main agent."),
   phase: str("The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, ...)."),
+  status: any(
+    "The CocoonSet's status after the last `pulumi up` (readyAgents, desiredAgents, readyToolboxes, desiredToolboxes, agents, toolboxes, conditions).",
+  ),
 };
 
 /** An engine-backed resource: created by the components, not meant to be declared by hand. */
@@ -231,6 +234,7 @@ export function packageSchema(version: string) {
         },
         suspendTimeoutSeconds: { type: "integer" },
         phase: { type: "string" },
+        status: any("The CocoonSet's status after the last `pulumi up`."),
         checkNamespace: { type: "boolean" },
       }),
       "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {

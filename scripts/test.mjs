@@ -1,5 +1,6 @@
 // The project's test command: build, lint (ESLint, Prettier, the import rules of
-// .dependency-cruiser.cjs), unit tests, then the integration, differential and e2e tiers
+// .dependency-cruiser.cjs, publint and arethetypeswrong on the packed package), unit tests,
+// then the integration, differential and e2e tiers
 // against embedded clusters started for the run (and stopped after it, pass or fail).
 // `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
@@ -77,6 +78,9 @@ if (!only) {
   must(await step("lint", "npx", ["eslint", "."]));
   must(await step("format", "npx", ["prettier", "--check", "."]));
   must(await step("imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]));
+  must(
+    await step("package: publint, arethetypeswrong", "npm", ["run", "--silent", "lint:package"]),
+  );
 }
 
 /**

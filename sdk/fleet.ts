@@ -20,6 +20,7 @@ import {
   prefixedProperty,
   validateCocoonSetSpec,
   type CocoonSetSpec,
+  type CocoonSetStatus,
 } from "../engine/spec/index.js";
 import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
@@ -189,6 +190,14 @@ function specFailures(v: ReturnType<typeof validateCocoonSetSpec>): string[] {
       );
 }
 
+/** The status of a CocoonSet that has none yet. */
+const EMPTY_STATUS: CocoonSetStatus = {
+  readyAgents: 0,
+  desiredAgents: 0,
+  readyToolboxes: 0,
+  desiredToolboxes: 0,
+};
+
 /** One agent fleet: a CocoonSet whose slots `pulumi up` materialises and `destroy` releases. */
 export class Fleet extends pulumi.ComponentResource {
   /** Name of the CocoonSet. */
@@ -203,7 +212,21 @@ export class Fleet extends pulumi.ComponentResource {
   readonly mainVmName: pulumi.Output<string>;
   /** The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, …). */
   readonly phase: pulumi.Output<string>;
-  /** The CocoonSet custom resource. */
+  /**
+   * The CocoonSet's status as the last `pulumi up` left it: ready and desired counts, each
+   * agent's and toolbox's pod, VM and IP, and the conditions. Its counts are 0 and its lists
+   * absent until an `up` has written a status (a stack deployed with an earlier version gets
+   * it on its next `up`).
+   */
+  readonly status: pulumi.Output<CocoonSetStatus>;
+  /** Namespace of the CocoonSet. */
+  readonly namespace: pulumi.Output<string>;
+  /** The CocoonSet spec, with every Output in it resolved. */
+  readonly spec: pulumi.Output<CocoonSetSpec>;
+  /**
+   * The CocoonSet custom resource (the Kubernetes SDK's untyped resource: the typed view of
+   * its state is {@link status} and {@link spec}).
+   */
   readonly cocoonSet: k8s.apiextensions.CustomResource;
   /** The slots resource. */
   readonly slots: Slots;
@@ -356,8 +379,12 @@ export class Fleet extends pulumi.ComponentResource {
     );
     this.mainVmName = this.slots.mainVmName;
     this.phase = this.slots.phase.apply((p) => p ?? "");
+    this.status = this.slots.status.apply((s) => s ?? EMPTY_STATUS);
+    this.namespace = pulumi.output(args.namespace);
+    this.spec = spec;
     this.registerOutputs({
       phase: this.phase,
+      status: this.status,
       cocoonSetName: this.cocoonSetName,
       cocoonSetUid: this.cocoonSetUid,
       podNames: this.podNames,

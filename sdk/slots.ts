@@ -6,7 +6,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { createRequire } from "node:module";
-import type { CocoonSetSpec } from "../engine/spec/index.js";
+import type { CocoonSetSpec, CocoonSetStatus } from "../engine/spec/index.js";
 import type { SlotMap, SlotsInputs } from "../provider/dynamic/index.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
@@ -60,6 +60,8 @@ export class Slots extends pulumi.dynamic.Resource {
   declare readonly mainVmName: pulumi.Output<string>;
   /** The CocoonSet's phase after the last `up`. */
   declare readonly phase: pulumi.Output<string | undefined>;
+  /** The CocoonSet's status after the last `up` (undefined while it has none). */
+  declare readonly status: pulumi.Output<CocoonSetStatus | undefined>;
   /** uid of the CocoonSet. */
   declare readonly uid: pulumi.Output<string>;
   /** The spec the slots were built from. */
@@ -69,7 +71,7 @@ export class Slots extends pulumi.dynamic.Resource {
     super(
       slotsProvider,
       name,
-      { ...args, pods: undefined, mainVmName: undefined, phase: undefined },
+      { ...args, pods: undefined, mainVmName: undefined, phase: undefined, status: undefined },
       opts,
       "cocoonset",
       "Slots",

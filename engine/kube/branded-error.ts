@@ -1,4 +1,13 @@
 /**
+ * The options of an error (the lib's `ErrorOptions`, spelled out: the declaration files of the
+ * package must type-check in a program whose `lib` is older than ES2022).
+ */
+export interface BrandedErrorOptions {
+  /** The error this one was caused by. */
+  cause?: unknown;
+}
+
+/**
  * The base of the project's error classes. `X.isInstance(e)` recognises an X made by another
  * copy of the package too (the Pulumi dynamic provider loads the package anew in its own
  * module scope, so `instanceof` would fail across copies): every error carries the names of
@@ -8,7 +17,7 @@ export class BrandedError extends Error {
   /** The class names of this error, most derived first, up to (not including) BrandedError. */
   readonly brands: readonly string[];
 
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(message: string, options?: BrandedErrorOptions) {
     super(message, options);
     const brands: string[] = [];
     for (let c = new.target; c && c !== BrandedError; c = Object.getPrototypeOf(c) as typeof c) {

@@ -15,7 +15,7 @@ import { Agent, request, type RequestOptions } from "node:https";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
-import { BrandedError, errorMessage } from "./branded-error.js";
+import { BrandedError, errorMessage, type BrandedErrorOptions } from "./branded-error.js";
 import {
   KubeConfig,
   mergeKubeconfigFiles,
@@ -135,7 +135,7 @@ export interface KubeClientOptions {
 
 /** Thrown when no usable kubeconfig is found; says where it looked. */
 export class KubeConfigError extends BrandedError {
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(message: string, options?: BrandedErrorOptions) {
     super(message, options);
   }
 }

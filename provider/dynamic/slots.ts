@@ -15,6 +15,7 @@ import {
   validateCocoonSetSpec,
   type CocoonSet,
   type CocoonSetSpec,
+  type CocoonSetStatus,
   type Pod,
 } from "../../engine/spec/index.js";
 import { dryRunRefusals } from "./dry-run.js";
@@ -117,6 +118,8 @@ export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig"> {
   mainVmName: string;
   /** The CocoonSet's status phase after the last `up` (`Running`, `Suspended`, …). */
   phase?: string;
+  /** The CocoonSet's status after the last `up` (absent while it has none). */
+  status?: CocoonSetStatus;
 }
 
 /** A check failure as Pulumi wants it. */
@@ -508,6 +511,7 @@ async function observe(
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
     phase: cs.status?.phase ?? "",
+    ...(cs.status ? { status: cs.status } : {}),
   };
 }
 
@@ -720,6 +724,7 @@ export async function read(
     delete (inputs as Partial<SlotsOutputs>).pods;
     delete (inputs as Partial<SlotsOutputs>).mainVmName;
     delete (inputs as Partial<SlotsOutputs>).phase;
+    delete (inputs as Partial<SlotsOutputs>).status;
     return {
       id,
       props: { ...props, slots: live.slots, pods: live.status },

@@ -24,3 +24,4 @@ const fleet = new Fleet("agents", {
 
 export const cocoonSet = fleet.cocoonSetName;
 export const pods = fleet.podNames;
+export const readyAgents = fleet.status.readyAgents;

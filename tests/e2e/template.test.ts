@@ -82,8 +82,10 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
     const outputs = await cli(["stack", "output", "--json", "--stack", "dev"]);
     ok(outputs, "pulumi stack output");
     // `pods` is the fleet's podNames: the pod name of each slot, by slot.
-    const byslot = (JSON.parse(outputs.stdout) as { pods: Record<string, string> }).pods;
-    assert.deepEqual(Object.values(byslot).sort(), ["agents-0", "agents-1", "agents-2"]);
+    const out = JSON.parse(outputs.stdout) as { pods: Record<string, string>; readyAgents: number };
+    assert.deepEqual(Object.values(out.pods).sort(), ["agents-0", "agents-1", "agents-2"]);
+    // `readyAgents` is the Fleet's typed status (the CocoonSet's, as the up left it).
+    assert.ok(out.readyAgents >= 1 && out.readyAgents <= 3, `readyAgents ${out.readyAgents}`);
   } finally {
     ok(await cli(["destroy", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi destroy");
   }

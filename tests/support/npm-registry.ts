@@ -6,7 +6,9 @@
  * any other request to the upstream registry. A project depends on
  * `"pulumi-cocoonset": "^0.1.0"` exactly as it would on the published package; only
  * `npm_config_registry` points elsewhere. Serving the locked versions locally keeps an
- * install at a few seconds instead of minutes of fetching packuments one by one.
+ * install at a few seconds instead of minutes of fetching packuments one by one; the names
+ * in `upstream` are sent to the upstream registry all the same (every version it serves),
+ * for a project that depends on versions the lock does not hold.
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -24,7 +26,10 @@ const UPSTREAM = execFileSync("npm", ["config", "get", "registry"], { encoding: 
   .replace(/\/$/, "");
 
 /** Packs the repository (as built: no scripts run) and serves it; returns the registry URL. */
-export async function localRegistry(t: TestContext): Promise<string> {
+export async function localRegistry(
+  t: TestContext,
+  opts: { upstream?: readonly string[] } = {},
+): Promise<string> {
   const out = mkdtempSync(join(tmpdir(), "cocoonset-pack-"));
   t.after(() => rmSync(out, { recursive: true, force: true }));
   const packed = JSON.parse(
@@ -41,6 +46,7 @@ export async function localRegistry(t: TestContext): Promise<string> {
   };
   const tarballPath = `/${manifest.name}/-/${manifest.name}-${manifest.version}.tgz`;
   const locked = lockedVersions();
+  for (const name of opts.upstream ?? []) locked.delete(name);
 
   const server = createServer((req, res) => {
     const url = req.url ?? "/";

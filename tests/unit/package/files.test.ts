@@ -50,11 +50,14 @@ describe("the published package", () => {
 
   it("ships the command and every export target", () => {
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
-      exports: Record<string, string>;
+      exports: Record<string, string | Record<string, string>>;
       bin: Record<string, string>;
     };
+    const targets = Object.values(pkg.exports).flatMap((t) =>
+      typeof t === "string" ? [t] : Object.values(t),
+    );
     const needed = [
-      ...Object.values(pkg.exports).map((p) => normalize(p)),
+      ...targets.map((p) => normalize(p)),
       ...Object.values(pkg.bin).map((p) => normalize(p)),
       "dist/cli/main.js",
       "dist/controller/main.js",
@@ -70,12 +73,13 @@ describe("the published package", () => {
       license: string;
       main: string;
       types: string;
-      exports: Record<string, string>;
+      exports: Record<string, { types: string; default: string }>;
     };
     assert.ok(packed.has("LICENSE"), "LICENSE is packed");
     assert.match(readFileSync(join(root, "LICENSE"), "utf8"), /Apache License\s+Version 2\.0/);
     assert.equal(pkg.license, "Apache-2.0");
-    assert.equal(normalize(pkg.main), normalize(pkg.exports["."]));
+    assert.equal(normalize(pkg.main), normalize(pkg.exports["."].default));
+    assert.equal(normalize(pkg.types), normalize(pkg.exports["."].types));
     assert.ok(packed.has(normalize(pkg.types)), `${pkg.types} is packed`);
     const maps = files.filter((f) => f.endsWith(".js.map"));
     assert.ok(maps.length > 0);
@@ -84,6 +88,22 @@ describe("the published package", () => {
       return !Array.isArray(map.sourcesContent) || map.sourcesContent.length === 0;
     });
     assert.deepEqual(bare, [], "a shipped source map points at sources that are not shipped");
+  });
+
+  it("has bins that are Node scripts, whose imports are shipped", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      bin: Record<string, string>;
+    };
+    for (const bin of Object.values(pkg.bin).map((p) => normalize(p))) {
+      const source = readFileSync(join(root, bin), "utf8");
+      assert.equal(source.split("\n")[0], "#!/usr/bin/env node", bin);
+      const imports = relativeImports(source);
+      assert.ok(imports.length > 0, `${bin} imports its entry`);
+      for (const spec of imports) {
+        const target = normalize(join(dirname(bin), spec));
+        assert.ok(packed.has(target), `${bin} imports ${spec}, which is not packed`);
+      }
+    }
   });
 
   it("has every relative import of a shipped module inside the package", () => {

@@ -492,6 +492,18 @@ async function buildLanguageHost(
  * builds nothing. Returns where each binary is.
  */
 export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located[]> {
+  return (await ensureToolchainReport(opts)).located;
+}
+
+/** What {@link ensureToolchainReport} found, and what it had to build (or take from the old layout). */
+export interface EnsureReport {
+  located: Located[];
+  /** Binaries that were missing from the toolchain's folder and are there now. */
+  placed: BinaryName[];
+}
+
+/** {@link ensureToolchain}, saying also which binaries it placed. */
+export async function ensureToolchainReport(opts: EnsureOptions = {}): Promise<EnsureReport> {
   const pins = loadPins();
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
   const wanted = new Set(resolveOnly(opts.only, pins));
@@ -505,19 +517,21 @@ export async function ensureToolchain(opts: EnsureOptions = {}): Promise<Located
       (sources ??= { folders: oldBinFolders(), known: knownPinSets(pins, pinHistory()) }),
     goChecked: { done: false },
   };
-  const result: Located[] = [];
+  const located: Located[] = [];
+  const placed: BinaryName[] = [];
   for (const groupName of Object.keys(pins.groups)) {
     const names = groupFiles(pins.groups[groupName]).filter((n) => wanted.has(n));
     const missing = names.filter((n) => !locate(n, pins).path);
     if (missing.length > 0) {
       const bin = await ensureGroup(groupName, missing, ctx);
       for (const n of missing) placeLink(join(bin, n), join(out, n));
+      placed.push(...missing);
     }
-    for (const n of names) result.push(locate(n, pins));
+    for (const n of names) located.push(locate(n, pins));
   }
   // Python programs need the `pulumi` package next to the host.
   if (wanted.has("pulumi-language-python")) ensurePythonVenv(progress);
-  return result;
+  return { located, placed };
 }
 
 /** One group of `toolchain.json` as `status` reports it. */

@@ -1,7 +1,8 @@
-/** `cocoonset-dev toolchain ensure|status`. */
+/** `cocoonset-dev toolchain ensure|check|env|status`. */
 import type { Command } from "commander";
-import { ensureToolchain, toolchainStatus } from "../toolchain.js";
-import { toolchainPath } from "../toolchain-pins.js";
+import { CHECK_BINARIES, checkToolchain } from "../toolchain-check.js";
+import { ensureToolchainReport, toolchainStatus } from "../toolchain.js";
+import { locate, toolchainPath } from "../toolchain-pins.js";
 import { action, printJson } from "../../cli/common.js";
 
 /** Registers the toolchain commands. */
@@ -13,7 +14,7 @@ export function registerToolchain(program: Command): void {
     );
   tc.command("ensure")
     .description(
-      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where)",
+      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where); after building anything, runs `toolchain check` once on a throwaway cluster (a toolchain found whole is not checked again)",
     )
     .option(
       "--only <names...>",
@@ -22,11 +23,39 @@ export function registerToolchain(program: Command): void {
     .option("--json", "print where each binary is as JSON")
     .action(
       action(async (opts: { only?: string[]; json?: boolean }) => {
-        const located = await ensureToolchain({ only: opts.only });
+        const { located, placed } = await ensureToolchainReport({ only: opts.only });
+        if (placed.length > 0) {
+          const say = (l: string) => process.stderr.write(l + "\n");
+          const absent = CHECK_BINARIES.filter((b) => !locate(b).path);
+          if (absent.length > 0)
+            say(
+              `toolchain: built ${placed.join(", ")}; not checked: the check needs ${absent.join(", ")} too`,
+            );
+          else {
+            say(
+              `toolchain: built ${placed.join(", ")}; checking the toolchain once (cocoonset-dev toolchain check)`,
+            );
+            await checkToolchain({ force: true, progress: say });
+          }
+        }
         if (opts.json) printJson(located);
         else
           for (const l of located)
             process.stdout.write(`${l.name.padEnd(30)} ${l.path} (${l.source})\n`);
+      }),
+    );
+  tc.command("check")
+    .description(
+      "check that the toolchain's pulumi, pulumi-kubernetes provider and Node.js and YAML language hosts work together: a TypeScript program (a ConfigMap and a Deployment with 2 Ready pods, a no-change preview, one update, destroy) and a Pulumi YAML program (a ConfigMap, destroy) run against a cluster and their objects are read back; a pass is recorded in the toolchain's cache folder, so a later check of the same pins says it was done already",
+    )
+    .option(
+      "--kubeconfig <path>",
+      "the cluster to run against (default: a throwaway embedded cluster, stopped afterwards)",
+    )
+    .option("--force", "run even when this toolchain was checked already")
+    .action(
+      action(async (opts: { kubeconfig?: string; force?: boolean }) => {
+        await checkToolchain({ kubeconfig: opts.kubeconfig, force: opts.force });
       }),
     );
   tc.command("env")

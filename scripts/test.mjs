@@ -148,7 +148,7 @@ function ensurePeer(tag) {
     process.stdout.write(`${tag}== the peer: FAILED (exit ${peer.status})\n${out}`);
     return "fail";
   }
-  process.stdout.write(`${tag}== the peer: ${out}`);
+  process.stdout.write(`${tag}== the peer:\n${out}`);
   return "ok";
 }
 

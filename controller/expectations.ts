@@ -98,7 +98,7 @@ export class PodExpectations {
 
   private slotsOf(fleet: string): Map<string, Expectation> {
     let slots = this.fleets.get(fleet);
-    if (!slots) this.fleets.set(fleet, (slots = new Map()));
+    if (!slots) this.fleets.set(fleet, (slots = new Map<string, Expectation>()));
     return slots;
   }
 

@@ -17,6 +17,9 @@ import { LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import { PodExpectations } from "./expectations.js";
 import type { Informer } from "./informer.js";
 
+/** How many gone pod uids are remembered (a create's answer comes back within moments). */
+const GONE_UIDS_KEPT = 4096;
+
 const fleetOf = (namespace: string, name: string): string => `${namespace}/${name}`;
 
 /** The fleet (`namespace/name`) a pod is listed under: its fleet label, as the fresh read selects. */
@@ -35,6 +38,11 @@ export class FleetCache {
   private readonly podsByFleet = new Map<string, Set<string>>();
   /** Whether the CocoonSet informers see every namespace. */
   private clusterWide = false;
+  /**
+   * The uids of the pods the watch last showed gone, oldest first: a pod deleted before its
+   * create's answer came back settles that create when it is recorded.
+   */
+  private readonly goneUids = new Set<string>();
 
   constructor(
     private readonly client: KubeClient,
@@ -111,7 +119,8 @@ export class FleetCache {
   /** The pass created `pod`: expected until the watch shows its uid (unless it already has). */
   expectCreated(fleet: string, pod: { name: string; uid: string }): void {
     const [ns] = fleet.split("/");
-    if (!pod.uid || this.podNamed(`${ns}/${pod.name}`)?.metadata?.uid === pod.uid) return;
+    if (!pod.uid || this.goneUids.has(pod.uid)) return;
+    if (this.podNamed(`${ns}/${pod.name}`)?.metadata?.uid === pod.uid) return;
     this.expectations.expectCreated(fleet, pod);
   }
 
@@ -145,6 +154,12 @@ export class FleetCache {
   }
 
   private gone(pod: KubeObject): void {
+    const uid = pod.metadata.uid;
+    if (uid) {
+      this.goneUids.add(uid);
+      if (this.goneUids.size > GONE_UIDS_KEPT)
+        this.goneUids.delete(this.goneUids.values().next().value!);
+    }
     const fleet = fleetOfPod(pod);
     if (!fleet || !pod.metadata.name) return;
     const set = this.podsByFleet.get(fleet);

@@ -20,6 +20,7 @@ import { dockerKeychain } from "../engine/registry/keychain.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
+import { FleetCache } from "./fleet-cache.js";
 import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
 import type { CheckResult } from "./health.js";
@@ -136,6 +137,8 @@ export interface ControllerDeps {
   reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
   /** The CocoonHibernation reconciler; with it the controller also runs that controller. */
   hibernation?: HibernationReconcilerLike;
+  /** The reconciler's informer-backed reads: the session's CocoonSet and pod informers feed it. */
+  cache?: FleetCache;
 }
 
 /**
@@ -192,8 +195,10 @@ export function cocoonSetControllerDeps(
   client: KubeClient,
   opts: CocoonSetReconcilerOptions = {},
 ): ControllerDeps {
+  const cache = opts.cache ?? new FleetCache(client, { now: opts.now });
   return {
-    reconciler: new CocoonSetReconciler(client, opts),
+    cache,
+    reconciler: new CocoonSetReconciler(client, { ...opts, cache }),
     hibernation: new HibernationReconciler(client, {
       registry: opts.registry,
       hibernateTimeoutMs: opts.hibernateTimeoutMs,
@@ -229,17 +234,24 @@ export function cocoonSetController(
   deps: ControllerDeps,
   opts: Pick<ControllerOptions, "reapIntervalMs">,
 ): ControllerDefinition {
+  const cache = deps.cache;
+  const primary: Watch = cache
+    ? { ...cocoonSets, attach: (infs, clusterWide) => cache.attachCocoonSets(infs, clusterWide) }
+    : cocoonSets;
+  const pods: Watch = cache
+    ? { ...ownedPods, attach: (infs) => cache.attachPods(infs) }
+    : ownedPods;
   const def: ControllerDefinition = {
     name: "cocoonset",
-    primary: cocoonSets,
-    owns: [ownedPods],
+    primary,
+    owns: [pods],
     reconciler: deps.reconciler,
     ready: (client, log) => checkCrd(client, log),
     readyPending: `checking CRD ${COCOONSET_CRD_NAME}`,
     notReadyMessage: "CocoonSet CRD not available; not ready",
     tasks: deps.reap ? [{ name: "reap", intervalMs: opts.reapIntervalMs, run: deps.reap }] : [],
   };
-  return deps.hibernation ? withHibernation(def, deps.hibernation, ownedPods) : def;
+  return deps.hibernation ? withHibernation(def, deps.hibernation, pods) : def;
 }
 
 /**

@@ -16,6 +16,7 @@ import {
 } from "../engine/execute/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
 import type { KubeClient } from "../engine/kube/index.js";
+import type { FleetCache } from "./fleet-cache.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,
@@ -40,6 +41,11 @@ export interface CocoonSetReconcilerOptions {
   hibernateTimeoutMs?: number;
   /** How long a CocoonHibernation may stay Waking. @default 300000 */
   wakeTimeoutMs?: number;
+  /**
+   * The informer caches to plan from, with the expectations of the pass's own pod writes;
+   * until they are synced (or without them) the pass reads the apiserver afresh.
+   */
+  cache?: FleetCache;
 }
 
 function hooksFor(ctx: ReconcileContext): EngineHooks {
@@ -77,11 +83,50 @@ export class CocoonSetReconciler implements Reconciler {
     private readonly opts: CocoonSetReconcilerOptions = {},
   ) {}
 
+  /**
+   * Per fleet, the CocoonSet the last cached pass ended with, and the cache's resourceVersion
+   * when that pass began: while the cache still shows that version, the pass's own copy (from
+   * its writes' answers) is the newer one, and planning from it avoids a write from stale data.
+   */
+  private readonly written = new Map<string, { cached: string | undefined; cs: CocoonSet }>();
+
+  /**
+   * The CocoonSet to plan from, with the cache's resourceVersion of it: the cache's copy (or
+   * the pass's own newer one), else a fresh read (no cache, or not synced yet).
+   */
+  private async read(
+    key: ObjectKey,
+    cache: FleetCache | undefined,
+  ): Promise<{ cs?: CocoonSet; cached?: string }> {
+    if (!cache) return { cs: await readCocoonSet(this.client, key.namespace, key.name) };
+    const fleet = `${key.namespace}/${key.name}`;
+    const cached = cache.cocoonSet(key.namespace, key.name);
+    if (!cached) {
+      this.written.delete(fleet);
+      cache.expectations.forget(fleet);
+      return {};
+    }
+    const version = cached.metadata.resourceVersion;
+    // The finalizer is added with a precondition on the live object: read it fresh, once.
+    if (!(cached.metadata.finalizers ?? []).includes(FINALIZER))
+      return { cs: await readCocoonSet(this.client, key.namespace, key.name), cached: version };
+    const own = this.written.get(fleet);
+    if (own && own.cached === version && own.cs.metadata.uid === cached.metadata.uid)
+      return { cs: structuredClone(own.cs), cached: version };
+    this.written.delete(fleet);
+    // A copy: the pass must not change the cache's object.
+    return { cs: structuredClone(cached), cached: version };
+  }
+
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult> {
-    let cs: CocoonSet | undefined = await readCocoonSet(this.client, key.namespace, key.name);
+    const cache = this.opts.cache?.synced() ? this.opts.cache : undefined;
+    const read = await this.read(key, cache);
+    let cs: CocoonSet | undefined = read.cs;
     if (!cs) return DONE;
+    const fleet = `${key.namespace}/${key.name}`;
     if (cs.metadata.deletionTimestamp) {
       this.createLogs.delete(cs.metadata.uid ?? "");
+      cache?.expectations.forget(fleet);
       if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return DONE;
       const released = await finalizeDeletion(this.client, cs, {
         timeoutMs: this.opts.releaseTimeoutMs,
@@ -95,15 +140,33 @@ export class CocoonSetReconciler implements Reconciler {
       return DONE;
     }
     cs = await ensureFinalizer(this.client, cs);
+    const readVersion = cs.metadata.resourceVersion;
+    const hooks = hooksFor(ctx);
+    if (cache) {
+      hooks.podWritten = (kind, pod) =>
+        kind === "create" ? cache.expectCreated(fleet, pod) : cache.expectDeleted(fleet, pod);
+    }
     const result = await runPass(this.client, cs, {
       fanOut: this.opts.fanOut,
       now: this.opts.now,
-      hooks: hooksFor(ctx),
+      hooks,
+      ...(cache && {
+        reads: cache.reads,
+        outstanding: cache.expectations.outstanding(fleet),
+        heldBackRequeueMs: cache.expectations.nextExpiryMs(fleet),
+      }),
       createLogs: this.createLogs,
       registry: this.opts.registry,
       // Shutdown: once the grace period is over, the pass stops starting new actions.
       signal: ctx.signal,
     });
+    if (cache && result.cocoonSet.metadata.resourceVersion !== readVersion)
+      this.written.set(fleet, { cached: read.cached, cs: result.cocoonSet });
+    if (result.heldBack)
+      ctx.log.debug(
+        { pods: result.heldBack },
+        "held back: the pod watch has not shown the last writes",
+      );
     if (result.failures.length > 0) {
       // One bounded line however many steps failed (the runtime logs it once per pass).
       throw new PassError(passFailureSummary(result), result);

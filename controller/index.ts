@@ -12,3 +12,5 @@ export * from "./rbac.js";
 export * from "./runtime.js";
 export * from "./cocoonset-controller.js";
 export * from "./cocoonset-reconciler.js";
+export * from "./expectations.js";
+export * from "./fleet-cache.js";

@@ -55,6 +55,11 @@ export interface Watch {
   extraKeys?(obj: KubeObject): ObjectKey[];
   /** Whether an update needs a reconcile. @default every update does */
   updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
+  /**
+   * Hands a session's informers of this kind (one per watched scope) to whoever reads their
+   * caches; `clusterWide` when they watch every namespace. Called before they start.
+   */
+  attach?(informers: readonly Informer[], clusterWide: boolean): void;
 }
 
 /** Work run every `intervalMs` per namespace while leading (the first run at once). */
@@ -361,8 +366,8 @@ function createSession(s: SessionDeps): Session {
   const enqueue = (key: ObjectKey | undefined) => {
     if (key) queue.add(formatKey(key));
   };
-  const informersOf = (watch: Watch): Informer[] =>
-    scopes.map((ns) => {
+  const informersOf = (watch: Watch): Informer[] => {
+    const made = scopes.map((ns) => {
       const inf = new Informer({
         client,
         path: watch.path(ns),
@@ -382,6 +387,9 @@ function createSession(s: SessionDeps): Session {
       });
       return inf;
     });
+    watch.attach?.(made, scopes[0] === undefined);
+    return made;
+  };
   const primaryInformers = informersOf(def.primary);
   const informers: Informer[] = [...primaryInformers, ...def.owns.flatMap(informersOf)];
   for (const i of informers) i.start();
@@ -402,6 +410,9 @@ function createSession(s: SessionDeps): Session {
 
   const worker = async () => {
     for (;;) {
+      // A reconcile may need no I/O at all (a pass planned from the caches): yield to the
+      // event loop between keys, so watch events land before a key requeued at once runs.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const key = await queue.get();
       if (key === undefined) return;
       const objKey = parseKey(key);

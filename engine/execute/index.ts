@@ -2,6 +2,8 @@
 export { type HibernationHooks, HibernationRefused, runHibernationPass } from "./hibernation.js";
 export { converge, deleteFleet, ensureFinalizer, finalizeDeletion } from "./lifecycle.js";
 export {
+  addNameHolders,
+  apiReads,
   type CreateLogs,
   type EngineHooks,
   isSuspendRegistrySilence,
@@ -11,6 +13,7 @@ export {
   type PassFailure,
   passFailureSummary,
   type PassOptions,
+  type PassReads,
   podSelector,
   readCocoonSet,
   runPass,

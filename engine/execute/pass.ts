@@ -22,6 +22,7 @@ import {
   type SnapshotFacts,
 } from "../lifecycle/index.js";
 import {
+  holdBackSteps,
   quotaBlockedStatus,
   quotaRefusalOf,
   statusEqual,
@@ -82,6 +83,11 @@ export interface EngineHooks {
   log?(level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>): void;
   /** Progress of a fan-out: `done` of `total` creates settled. */
   progress?(done: number, total: number): void;
+  /**
+   * A pod write the apiserver accepted: a create (the new pod's uid) or a delete (the uid
+   * deleted). The controller expects its pod watch to show it (controller/expectations.ts).
+   */
+  podWritten?(kind: "create" | "delete", pod: { name: string; uid: string }): void;
 }
 
 /**
@@ -91,8 +97,39 @@ export interface EngineHooks {
  */
 export type CreateLogs = Map<string, SlotCreateLog>;
 
+/**
+ * Where a pass reads the fleet from. The default ({@link apiReads}) asks the apiserver
+ * afresh, as `pulumi up`, preview and `cocoonset plan` do; the controller reads its informer
+ * caches instead (controller/fleet-cache.ts). Either way the same `planPass` decides.
+ */
+export interface PassReads {
+  /** The fleet's pods: its labelled pods, plus any pod holding a name the pass may create. */
+  fleetPods(cs: CocoonSet): Promise<Pod[]>;
+  /** The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7). */
+  cocoonSetsForVmNames(cs: CocoonSet): Promise<CocoonSet[]>;
+}
+
+/** The fresh reads of the apiserver: what every caller without an informer uses. */
+export function apiReads(client: KubeClient): PassReads {
+  return {
+    fleetPods: (cs) => readFleetPods(client, cs),
+    cocoonSetsForVmNames: (cs) => listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
+  };
+}
+
 /** Options of {@link runPass}. */
 export interface PassOptions {
+  /** Where the pass reads the fleet from. @default {@link apiReads} of the pass's client */
+  reads?: PassReads;
+  /**
+   * Pod names the pass must not act on: writes of an earlier pass its reads do not show yet
+   * (the controller's expectations, controller/expectations.ts). Their steps are held back,
+   * the status is not written from such a view, and the pass is requeued after
+   * `heldBackRequeueMs`. @default none
+   */
+  outstanding?: ReadonlySet<string>;
+  /** Requeue delay of a pass that held steps back. @default {@link STALLED_REQUEUE_MS} */
+  heldBackRequeueMs?: number;
   /** Create logs to read and update; without it every missing slot is created at once. */
   createLogs?: CreateLogs;
   /** Maximum sub-agent creates in flight. @default 8 */
@@ -126,6 +163,8 @@ export interface PassResult {
   created: string[];
   /** Pods the plan deleted (names). */
   deleted: string[];
+  /** Pods whose steps were held back: in {@link PassOptions.outstanding} (names). */
+  heldBack?: string[];
   /** Every failure as a typed error, in step order (the planner's refusals first). */
   failures: PassFailure[];
   /** 0: run again at once; n: after n ms; undefined: only on a change. */
@@ -266,7 +305,19 @@ export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<
  * cannot disagree on their input.
  */
 export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
-  const pods = await listFleetPods(client, cs);
+  return addNameHolders(client, cs, await listFleetPods(client, cs));
+}
+
+/**
+ * Adds to the fleet's labelled `pods` (in place) any pod that holds a declared toolbox's
+ * name or an agent name the pass may create without the label: one GET per such name, none
+ * when every pod is there.
+ */
+export async function addNameHolders(
+  client: KubeClient,
+  cs: CocoonSet,
+  pods: Pod[],
+): Promise<Pod[]> {
   const ns = cs.metadata.namespace ?? "default";
   const names = new Set(pods.map((p) => p.metadata?.name));
   for (const tb of cs.spec.toolboxes ?? []) {
@@ -343,9 +394,10 @@ export async function readFleetsForVmNames(
   client: KubeClient,
   cs: CocoonSet,
   pods?: readonly Pod[],
+  reads: PassReads = apiReads(client),
 ): Promise<CocoonSet[] | undefined> {
   if (pods && !needsVmNameCheck(cs, pods)) return undefined;
-  return listCocoonSetsVisible(client, cs.metadata.namespace ?? "default");
+  return reads.cocoonSetsForVmNames(cs);
 }
 
 /** Every CocoonSet the credentials may list: the cluster's, else one namespace's. */
@@ -403,8 +455,9 @@ export async function planLive(
   cs: CocoonSet,
   opts: PassOptions,
 ): Promise<LivePlan> {
-  const pods = await readFleetPods(client, cs);
-  const fleets = await readFleetsForVmNames(client, cs, pods);
+  const reads = opts.reads ?? apiReads(client);
+  const pods = await reads.fleetPods(cs);
+  const fleets = await readFleetsForVmNames(client, cs, pods, reads);
   // A fleet refused for its VM names asks the registry nothing about them.
   const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
   const hibernations = await readHibernationTargets(client, registry, cs, pods);
@@ -442,7 +495,9 @@ export async function runPass(
   input: CocoonSet,
   opts: PassOptions = {},
 ): Promise<PassResult> {
-  const { plan, pods, record } = await planLive(client, input, opts);
+  const live = await planLive(client, input, opts);
+  const { pods, record } = live;
+  const { plan, heldBack } = holdBackSteps(live.plan, opts.outstanding ?? new Set());
   const result: PassResult = {
     plan,
     created: [],
@@ -452,6 +507,7 @@ export async function runPass(
     statusWritten: false,
     cocoonSet: input,
   };
+  if (heldBack.length > 0) result.heldBack = heldBack;
   if (opts.dryRun) return result;
   const ctx: PassContext = { client, plan, result, opts, hooks: opts.hooks ?? {} };
   if (record !== undefined && plan.refusals.length === 0) {
@@ -464,9 +520,17 @@ export async function runPass(
     result.failures.push(new PassAborted());
     return result;
   }
-  await writePassStatus(ctx, pods);
+  // A view known to be behind the pass's own writes says nothing the status may repeat.
+  if (heldBack.length === 0) await writePassStatus(ctx, pods);
   if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
-  else if (plan.mutatesPods) {
+  else if (heldBack.length > 0) {
+    // The watch event that settles the expectation enqueues the fleet; this is the fallback.
+    // A plan's "at once" came from the view that is behind: running it again before the
+    // watch catches up would only spin.
+    const wait = opts.heldBackRequeueMs ?? STALLED_REQUEUE_MS;
+    const planned = result.requeueAfterMs;
+    result.requeueAfterMs = planned !== undefined && planned > 0 ? Math.min(planned, wait) : wait;
+  } else if (plan.mutatesPods) {
     // Every create met a pod of the same name (one still terminating, or another writer's):
     // nothing changed, so running again at once would only spin.
     result.stalled = true;
@@ -499,8 +563,9 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
   switch (action.kind) {
     case "create-pod": {
       try {
-        await client.create(paths.pods(ns), action.pod);
+        const created = await client.create<Pod>(paths.pods(ns), action.pod);
         result.created.push(step.podName);
+        hooks.podWritten?.("create", { name: step.podName, uid: created.metadata?.uid ?? "" });
         hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
       } catch (err) {
         // The apiserver names a refusing ResourceQuota only in its Status message (no field
@@ -530,6 +595,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
     case "delete-pod": {
       if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
         result.deleted.push(action.name);
+        hooks.podWritten?.("delete", { name: action.name, uid: action.uid });
         hooks.log?.("info", "deleted pod", {
           pod: action.name,
           decision: step.decision,

@@ -5,6 +5,7 @@ export {
   quotaRefusalOf,
   summarizeFailures,
 } from "./pass-report.js";
+export { holdBackSteps } from "./hold-back.js";
 export { planToJSON, renderPlan } from "./plan-render.js";
 export type {
   MigrationDecision,

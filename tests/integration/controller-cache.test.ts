@@ -1,0 +1,185 @@
+/**
+ * The controller's pass on a pod cache that lags behind its own writes: the CocoonSet
+ * reconciler with its informer-backed reads, whose pod informer's watch events are held back
+ * while passes run. A pass never creates a pod the cache has not shown yet a second time,
+ * never deletes (nor counts the failure of) a Failed pod twice, and acts again once the
+ * held-back events arrive. Real apiserver, real informers; only the delivery of the pod
+ * watch's events is delayed.
+ */
+import assert from "node:assert/strict";
+import { before, describe, test } from "node:test";
+import {
+  CocoonSetReconciler,
+  createLogger,
+  FleetCache,
+  Informer,
+  type ControllerMetrics,
+  type ReconcileContext,
+} from "../../controller/index.js";
+import { MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { PassError } from "../../engine/execute/index.js";
+import { paths, PatchType, type KubeClient } from "../../engine/kube/index.js";
+import type { WatchEvent } from "../../engine/kube/client.js";
+import type { CocoonSet, Pod } from "../../engine/spec/index.js";
+import { adminClient } from "../support/cluster.js";
+import { createCocoonSet, failPod, fleetPods, historyOf } from "../support/controller-fleet.js";
+import { Cleanup, controllerNamespace } from "../support/controller-process.js";
+
+before(async () => {
+  await ensureCrd(adminClient());
+});
+
+/** A client whose watch events wait in a buffer while `held`, and arrive on `release()`. */
+function delayedWatchClient(client: KubeClient) {
+  let held = false;
+  const buffered: (() => void)[] = [];
+  const delayed = Object.create(client) as KubeClient;
+  delayed.watch = ((
+    path: string,
+    query: Parameters<KubeClient["watch"]>[1],
+    onEvent: (ev: WatchEvent) => boolean | void,
+    signal?: AbortSignal,
+  ) =>
+    client.watch(
+      path,
+      query,
+      (ev) => {
+        if (!held) return onEvent(ev);
+        buffered.push(() => void onEvent(ev));
+        return undefined;
+      },
+      signal,
+    )) as KubeClient["watch"];
+  return {
+    client: delayed,
+    hold: () => (held = true),
+    release: () => {
+      held = false;
+      for (const deliver of buffered.splice(0)) deliver();
+    },
+  };
+}
+
+const noMetrics: ControllerMetrics = {
+  rebuild() {},
+  deadLetter() {},
+  reapDeleted() {},
+  releaseDeleted() {},
+  slotReleasePodDeleted() {},
+  slotReleaseWake() {},
+  slotReleaseWakeUnschedulable() {},
+};
+
+/** Resolves once `cond` holds (checked after each turn of the event loop), or fails. */
+async function until(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await cond())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
+  test("holds back the slots with outstanding expectations: no second create, no second delete", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-cache");
+    const client = adminClient();
+    const watch = delayedWatchClient(client);
+    const csInformer = new Informer({ client, path: paths.cocoonSets(ns) });
+    const podInformer = new Informer({
+      client: watch.client,
+      path: paths.pods(ns),
+      labelSelector: MANAGED_POD_SELECTOR,
+    });
+    const cache = new FleetCache(client);
+    cache.attachCocoonSets([csInformer], false);
+    cache.attachPods([podInformer]);
+    csInformer.start();
+    podInformer.start();
+    c.defer("stop the informers", async () => {
+      await Promise.all([csInformer.stop(), podInformer.stop()]);
+    });
+    await Promise.all([csInformer.waitForSync(), podInformer.waitForSync()]);
+    assert.ok(cache.synced());
+
+    const reconciler = new CocoonSetReconciler(client, { cache });
+    const ctx: ReconcileContext = {
+      log: createLogger({ level: "silent" }),
+      events: { event: () => Promise.resolve() },
+      metrics: noMetrics,
+      signal: new AbortController().signal,
+    };
+    const key = { namespace: ns, name: "lag" };
+    const fleet = `${ns}/lag`;
+    const pass = async () => {
+      try {
+        return await reconciler.reconcile(key, ctx);
+      } catch (e) {
+        if (PassError.isInstance(e)) assert.fail(`pass failed: ${e.message}`);
+        throw e;
+      }
+    };
+    const uids = async () =>
+      new Map(
+        (await fleetPods(client, ns, "lag")).map((p) => [p.metadata!.name!, p.metadata!.uid!]),
+      );
+
+    await createCocoonSet(ns, "lag", { replicas: 2 });
+    // The passes add the finalizer and no controller runs to remove it: the test does.
+    c.defer("remove the finalizer", async () => {
+      await client
+        .patch(paths.cocoonSet(ns, "lag"), { metadata: { finalizers: null } }, PatchType.merge)
+        .catch(() => undefined);
+    });
+    await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "lag") !== undefined);
+
+    // The first pass creates the main agent; the cache does not see it yet.
+    watch.hold();
+    await pass();
+    const first = await uids();
+    assert.deepEqual([...first.keys()], ["lag-0"]);
+    assert.deepEqual([...cache.expectations.outstanding(fleet)], ["lag-0"]);
+    // A second pass on the same stale cache does not create the main agent again (the name's
+    // holder is read fresh, and the slot is expected besides).
+    await pass();
+    assert.equal((await uids()).get("lag-0"), first.get("lag-0"), "lag-0 not created again");
+    assert.ok(cache.expectations.outstanding(fleet).has("lag-0"), "the watch has not shown it");
+
+    // The watch catches up: the expectation is settled, and the passes converge.
+    watch.release();
+    await until("the create seen", () => cache.expectations.outstanding(fleet).size === 0);
+    await until("3 agents Running", async () => {
+      await pass();
+      const pods = await fleetPods(client, ns, "lag");
+      return pods.length === 3 && pods.every((p) => p.status?.phase === "Running");
+    });
+
+    // A sub-agent fails; once the cache shows it, a pass rebuilds it (history, delete) while
+    // the cache does not see the delete.
+    const failed = (await uids()).get("lag-1")!;
+    await failPod(ns, "lag-1", failed);
+    const failedInCache = (p?: Pod) => p?.metadata?.uid === failed && p.status?.phase === "Failed";
+    await until("the failure in the cache", () => failedInCache(podInformer.get(`${ns}/lag-1`)));
+    watch.hold();
+    await pass();
+    const afterRebuild = await client.get<CocoonSet>(paths.cocoonSet(ns, "lag"));
+    assert.equal(historyOf(afterRebuild).get(1)?.count ?? 0, 1, "one failure counted");
+    assert.ok(failedInCache(podInformer.get(`${ns}/lag-1`)), "cache is stale");
+    assert.deepEqual([...cache.expectations.outstanding(fleet)], ["lag-1"]);
+    // Again on the stale cache: the Failed pod is neither deleted nor counted a second time.
+    await pass();
+    const afterSecond = await client.get<CocoonSet>(paths.cocoonSet(ns, "lag"));
+    assert.equal(historyOf(afterSecond).get(1)?.count ?? 0, 1, "still one failure counted");
+
+    // Caught up: slot 1 gets its replacement, one rebuild in all.
+    watch.release();
+    await until("the replacement of lag-1", async () => {
+      await pass();
+      const now = (await uids()).get("lag-1");
+      return now !== undefined && now !== failed;
+    });
+    const end = await client.get<CocoonSet>(paths.cocoonSet(ns, "lag"));
+    assert.equal(historyOf(end).get(1)?.count ?? 0, 1);
+  });
+});

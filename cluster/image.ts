@@ -372,8 +372,27 @@ export function which(tool: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The environment of buildah and podman: without `DOCKER_CONFIG` when that folder holds no
+ * `config.json`. buildah (1.28 here) stats the auth file it derives from `DOCKER_CONFIG` and
+ * refuses every command, a build too ("checking authfile: stat …/config.json"), where Docker
+ * and the controller's keychain read a missing file as no credentials; a push passes the file
+ * it found as `--authfile` itself.
+ */
+function toolEnv(): NodeJS.ProcessEnv {
+  const dir = process.env.DOCKER_CONFIG;
+  if (!dir || existsSync(join(dir, "config.json"))) return process.env;
+  const env = { ...process.env };
+  delete env.DOCKER_CONFIG;
+  return env;
+}
+
 function run(cmd: string, args: string[]): string {
-  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(cmd, args, {
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+    env: toolEnv(),
+  });
   if (r.error) throw new ImageError(`${cmd} failed to start: ${r.error.message}`);
   if (r.status !== 0)
     throw new ImageError(

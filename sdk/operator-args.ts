@@ -58,8 +58,9 @@ export interface OperatorArgs {
   metricsService?: boolean;
   /**
    * A `monitoring.coreos.com/v1` ServiceMonitor for that Service (implies `metricsService`).
-   * Needs the Prometheus Operator's ServiceMonitor CRD in the cluster: set it only where that
-   * CRD exists (`kubectl get crd servicemonitors.monitoring.coreos.com`).
+   * Needs the Prometheus Operator's ServiceMonitor CRD in the cluster: `pulumi preview` and
+   * `up` ask the cluster's discovery, and refuse with a message naming the CRD
+   * (`servicemonitors.monitoring.coreos.com`) when the cluster does not serve the kind.
    * @default false
    */
   serviceMonitor?: boolean;

@@ -7,6 +7,7 @@
  *
  * Only type imports from the Pulumi packages: the CLI loads this module without them.
  */
+import type { RequiredKind } from "../provider/dynamic/namespace-check.js";
 import type * as k8s from "@pulumi/kubernetes";
 import { createRequire } from "node:module";
 import type { OperatorArgs } from "./operator-args.js";
@@ -38,6 +39,28 @@ const require = createRequire(import.meta.url);
 const pkg = require("../../package.json") as { version: string };
 
 /** Label every object of the operator carries. */
+
+/** The Prometheus Operator's CRD that serves `monitoring.coreos.com/v1` ServiceMonitors. */
+export const SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com";
+
+/**
+ * The kinds among the objects that the cluster serves only with another project's CRD (the
+ * ServiceMonitor), by the argument that asks for them: the install guard's check refuses
+ * `preview` and `up` when the cluster does not serve one.
+ */
+export function requiredKinds(objects: Pick<OperatorObjects, "serviceMonitor">): RequiredKind[] {
+  if (!objects.serviceMonitor) return [];
+  const { apiVersion, kind } = objects.serviceMonitor.object;
+  return [
+    {
+      field: "serviceMonitor",
+      apiVersion,
+      kind,
+      crd: SERVICE_MONITOR_CRD,
+      hint: "install the Prometheus Operator (or its CRDs) first, or leave `serviceMonitor` off (`metricsService: true` makes the Service alone)",
+    },
+  ];
+}
 export const OPERATOR_LABELS = {
   [LABELS.managedBy]: MANAGED_BY_VALUE,
   "app.kubernetes.io/part-of": "cocoonset",

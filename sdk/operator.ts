@@ -12,6 +12,7 @@ import {
   operatorImage,
   operatorNamespace,
   operatorObjects,
+  requiredKinds,
   type CrdObject,
   type Named,
   type RbacObject,
@@ -133,6 +134,8 @@ export class Operator extends pulumi.ComponentResource {
             .map((w, i) => ({ field: `watchNamespaces[${i}]`, namespace: w }))
             .filter((r) => !(namespace && r.namespace === ns)),
         ],
+        // Preview fails when the ServiceMonitor it asks for has no CRD to serve it.
+        ...(objects.serviceMonitor ? { requiredKinds: requiredKinds(objects) } : {}),
       },
       child,
     );

@@ -51,6 +51,7 @@ export function fleetIgnoreChanges(
         "registry",
         "registryCa",
         "registryInsecure",
+        "registryCredentials",
         "suspendTimeoutSeconds",
       ].includes(first) &&
       tail(path) === ""
@@ -58,7 +59,7 @@ export function fleetIgnoreChanges(
       out.slots.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "suspendTimeoutSeconds" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds" or "*"`,
       );
     }
   }

@@ -13,7 +13,7 @@
 import { CRD_NAME } from "../../engine/spec/index.js";
 import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
 import { BrandedError } from "../../engine/kube/branded-error.js";
-import { missingNamespaceReason } from "./namespace-check.js";
+import { missingKindReason, missingNamespaceReason, type RequiredKind } from "./namespace-check.js";
 import {
   kubeconfigChanged,
   kubeconfigOfState,
@@ -37,14 +37,20 @@ export interface OperatorGuardInputs {
    * `createNamespace: false`, the watched namespaces), by the argument that names each.
    */
   requiredNamespaces?: { field: string; namespace: string }[];
+  /**
+   * Kinds of objects the Operator creates that the cluster serves only with another project's
+   * CRD (the Prometheus Operator's ServiceMonitor), by the argument that asks for them.
+   */
+  requiredKinds?: RequiredKind[];
 }
 
 /** The placeholder Pulumi sends for values not known during preview. */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 /**
- * Guard `check`, run by `pulumi preview`: every namespace the Operator needs but does not
- * create must exist, else preview fails naming the argument, before anything is created.
+ * Guard `check`, run by `pulumi preview` and `up`: every namespace the Operator needs but does
+ * not create must exist, and every kind it creates objects of must be served (its CRD
+ * installed), else preview fails naming the argument, before anything is created.
  */
 export async function guardCheck(
   _olds: unknown,
@@ -70,6 +76,13 @@ export async function guardCheck(
           ? "create it first, or leave `createNamespace` on"
           : "create it first (the Operator puts a Role in each watched namespace)",
       );
+      if (missing) failures.push({ property: "", reason: missing });
+    }
+  }
+  const kinds = news.requiredKinds;
+  if (typeof news.kubeconfig === "string" && news.kubeconfig !== UNKNOWN && Array.isArray(kinds)) {
+    for (const item of kinds as RequiredKind[]) {
+      const missing = await missingKindReason(news.kubeconfig, item);
       if (missing) failures.push({ property: "", reason: missing });
     }
   }

@@ -14,6 +14,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { dockerKeychain } from "../../engine/registry/keychain.js";
+import { startAuthRegistry, type AuthRegistry } from "../support/auth-registry.js";
 import { applyCrds, deleteCrd, ensurePeer, readCrds } from "../../bench/peer.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import type { CocoonSet } from "../../engine/spec/index.js";
@@ -24,7 +26,15 @@ import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix, testClusterDir, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, startController } from "../support/controller-process.js";
 import { startPeer } from "../support/peer-process.js";
-import { SCENARIOS, runScenarios, type Checkpoints } from "./scenarios.js";
+import { AUTH_REGISTRY_SCENARIO, SCENARIOS, runScenarios, type Checkpoints } from "./scenarios.js";
+
+/**
+ * The stories run against the cluster's registry, then one against a registry that asks for
+ * credentials, each controller started again for it with that registry (a controller takes
+ * one registry).
+ */
+const ALL_SCENARIOS = [...SCENARIOS, AUTH_REGISTRY_SCENARIO];
+const AUTH_INDEX = SCENARIOS.length;
 
 const log = (line: string) => process.stdout.write(`# differential: ${line}\n`);
 const run = suffix();
@@ -36,7 +46,9 @@ const results: Record<"peer" | "ours", { checkpoints: Checkpoints; error?: strin
 const client = adminClient();
 
 /** Every namespace of this run. */
-const allNamespaces = (side: string) => SCENARIOS.map((_, i) => namespace(side, i));
+const allNamespaces = (side: string) => ALL_SCENARIOS.map((_, i) => namespace(side, i));
+/** The namespaces of the stories on the cluster's registry. */
+const clusterRegistryNamespaces = (side: string) => SCENARIOS.map((_, i) => namespace(side, i));
 
 /** Deletes every CocoonSet in `namespaces` (the controller still runs) and waits until gone. */
 async function deleteAll(namespaces: string[]): Promise<void> {
@@ -58,7 +70,7 @@ const registry = registryAddress ? new OciRegistry(registryAddress) : undefined;
 
 /** The namespaces; a scenario that needs VM lifecycles gets the simulator's opt-in label. */
 async function createNamespaces(side: string): Promise<void> {
-  for (const [i, scenario] of SCENARIOS.entries())
+  for (const [i, scenario] of ALL_SCENARIOS.entries())
     await client.create(paths.namespaces(), {
       apiVersion: "v1",
       kind: "Namespace",
@@ -75,6 +87,17 @@ describe(
   () => {
     let binary = "";
     let crdFiles: string[] = [];
+    // Distribution with htpasswd auth over TLS for the last story, and a Docker config
+    // folder holding its credentials (`auths`), read by both controllers' Docker keychains.
+    const suite = new Cleanup({ after });
+    let authRegistry: AuthRegistry;
+    let dockerConfig = "";
+    /** A client of the authenticated registry (the checkpoints list its tags). */
+    const authClient = () =>
+      new OciRegistry(authRegistry.address, {
+        ca: authRegistry.caPem,
+        keychain: dockerKeychain({ env: { DOCKER_CONFIG: dockerConfig } }),
+      });
 
     before(async () => {
       const peer = await ensurePeer(log);
@@ -84,6 +107,11 @@ describe(
       );
       binary = peer.binary;
       crdFiles = peer.crdFiles;
+      authRegistry = await startAuthRegistry(suite, "htpasswd");
+      dockerConfig = authRegistry.dockerConfig({
+        username: authRegistry.username,
+        password: authRegistry.password,
+      });
       await ensureCrd(client);
       // The peer watches every namespace: nothing of another tier may be left for it to touch.
       await waitForList(client, paths.cocoonSets(), (items) => items.length === 0, {
@@ -116,6 +144,28 @@ describe(
           registry,
         );
         await deleteAll(allNamespaces("peer"));
+        log(`peer stopped (${await peer.stop()})`);
+        // The peer again, with the authenticated registry. Its OCI_REGISTRY is a host (no
+        // scheme): go-containerregistry pings https first and keeps it when it answers. Its
+        // TLS has no CA option: Go reads the system roots from SSL_CERT_FILE, so the
+        // registry's CA is given there; its Docker keychain reads DOCKER_CONFIG.
+        peer = await startPeer(binary, testKubeconfig(), authRegistry.host, {
+          DOCKER_CONFIG: dockerConfig,
+          SSL_CERT_FILE: authRegistry.caFile,
+        });
+        const authPeer = peer;
+        results.peer.push(
+          ...(await runScenarios(
+            client,
+            "peer",
+            () => namespace("peer", AUTH_INDEX),
+            () => authPeer.metricsText(),
+            log,
+            authClient(),
+            [AUTH_REGISTRY_SCENARIO],
+          )),
+        );
+        await deleteAll(allNamespaces("peer"));
       } finally {
         if (peer) log(`peer stopped (${await peer.stop()})`);
         // Deleted and created again rather than replaced: the peer's CRD lists its plural as a
@@ -125,7 +175,7 @@ describe(
         await ensureCrd(client);
       }
       const failed = results.peer.flatMap((r, i) =>
-        r.error ? [`${SCENARIOS[i].name}: ${r.error}`] : [],
+        r.error ? [`${ALL_SCENARIOS[i].name}: ${r.error}`] : [],
       );
       assert.deepEqual(
         failed,
@@ -140,7 +190,7 @@ describe(
       await createNamespaces("ours");
       const proc = await startController(c, {
         kubeconfig: testKubeconfig(),
-        namespaces: allNamespaces("ours"),
+        namespaces: clusterRegistryNamespaces("ours"),
         label: "differential",
         extraArgs: registryAddress ? ["--oci-registry", registryAddress] : [],
       });
@@ -153,10 +203,37 @@ describe(
         log,
         registry,
       );
-      await deleteAll(allNamespaces("ours"));
+      await deleteAll(clusterRegistryNamespaces("ours"));
+      // A second controller, on the last story's namespace only, with the authenticated
+      // registry: its CA as --oci-registry-ca-file, the Docker config's folder as
+      // --oci-registry-docker-config.
+      const authNs = namespace("ours", AUTH_INDEX);
+      const authProc = await startController(c, {
+        kubeconfig: testKubeconfig(),
+        namespaces: [authNs],
+        label: "differential-auth",
+        extraArgs: [
+          ...["--oci-registry", authRegistry.address],
+          ...["--oci-registry-ca-file", authRegistry.caFile],
+          ...["--oci-registry-docker-config", dockerConfig],
+        ],
+      });
+      await authProc.synced();
+      results.ours.push(
+        ...(await runScenarios(
+          client,
+          "ours",
+          () => authNs,
+          () => authProc.metricsText(),
+          log,
+          authClient(),
+          [AUTH_REGISTRY_SCENARIO],
+        )),
+      );
+      await deleteAll([authNs]);
     });
 
-    for (const [i, scenario] of SCENARIOS.entries()) {
+    for (const [i, scenario] of ALL_SCENARIOS.entries()) {
       test(`same result: ${scenario.name}`, () => {
         const peer = results.peer[i];
         const ours = results.ours[i];

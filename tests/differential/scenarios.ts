@@ -25,6 +25,7 @@ import {
 import { isReady } from "../support/cluster.js";
 import { IMAGE, SIMULATE, cocoonSet } from "../support/controller-fleet.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
+import { pushTag } from "../support/lifecycle.js";
 import { takeSnapshot, type Side, type Snapshot } from "./snapshot.js";
 
 /** What a scenario gets to work with. */
@@ -719,6 +720,70 @@ export const SCENARIOS: readonly Scenario[] = [
 ];
 
 /**
+ * A scenario the two controllers run against a registry that asks for credentials (CNCF
+ * Distribution with htpasswd auth over TLS, the CA given to each as its own way takes it,
+ * the same Docker config for both): a retain suspend waits for the registry's word on the
+ * snapshot, and the deletion drops it. The node-agent simulator pushes its snapshots to the
+ * cluster's own registry, so here the `:hibernate` tag lands in the authenticated one as a
+ * real node agent configured with it would push it, once the VM reports hibernated.
+ */
+export const AUTH_REGISTRY_SCENARIO: Scenario = {
+  name: "suspend, unsuspend and deletion against a registry with htpasswd auth over TLS (node-agent simulator)",
+  nodeAgent: true,
+  async run({ client, ns, checkpoint, registry }) {
+    if (!registry) throw new Error("this scenario needs the authenticated registry");
+    const vm = vmNameFor(ns, "vault", 0);
+    await create(client, ns, "vault", { agent: { image: IMAGE, replicas: 0 } });
+    await converged(client, ns, "vault", { replicas: 0 });
+    await podsAre(client, ns, "vault", 1, vmRunning, `the VM of ${ns}/vault booted`);
+    await vmIdsReported(client, ns, "vault", 1);
+    await checkpoint("running", "vault", { tags: true });
+    await patchSpec(client, ns, "vault", { suspend: true });
+    await podsAre(
+      client,
+      ns,
+      "vault",
+      1,
+      (p) => vmState(p) === "hibernated",
+      `the VM of ${ns}/vault hibernated`,
+    );
+    await pushTag(registry, vm, SNAPSHOT_TAGS.hibernate);
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      "vault",
+      (o) => {
+        const cs = o as CocoonSet | undefined;
+        return (
+          cs?.status?.phase === "Suspended" &&
+          cs.status.observedGeneration === cs.metadata.generation
+        );
+      },
+      { timeoutMs: TIMEOUT_MS, description: `${ns}/vault Suspended at its generation` },
+    );
+    await checkpoint("suspended", "vault", { tags: true });
+    await patchSpec(client, ns, "vault", { suspend: false });
+    await podsAre(client, ns, "vault", 1, vmRunning, `the VM of ${ns}/vault woken`);
+    await converged(client, ns, "vault", { replicas: 0 });
+    await vmIdsReported(client, ns, "vault", 1);
+    await checkpoint("unsuspended", "vault", { tags: true });
+    await client.delete(paths.cocoonSet(ns, "vault"));
+    await waitForObject(client, paths.cocoonSets(ns), "vault", (o) => o === undefined, {
+      timeoutMs: TIMEOUT_MS,
+      description: `${ns}/vault to be deleted`,
+    });
+    await waitForList(client, paths.pods(ns), (ps) => ps.length === 0, {
+      labelSelector: `${LABELS.name}=vault`,
+      timeoutMs: TIMEOUT_MS,
+      description: `the pods of ${ns}/vault to be gone`,
+    });
+    // The deletion dropped `:hibernate` before the finalizer went (`:latest` is the
+    // simulator's, pushed to the cluster's registry).
+    await checkpoint("deleted", "vault", { tags: [vm] });
+  },
+};
+
+/**
  * Waits until the registry has `vm:tag`, or with `present` false until it has not (the
  * registry has no watch: asked again after 25 ms, doubling to 400 ms).
  */
@@ -743,7 +808,7 @@ async function waitForTag(
   }
 }
 
-/** Runs every scenario in its own namespace; a failing scenario keeps what it checkpointed. */
+/** Runs every scenario (of `scenarios`) in its own namespace; a failing scenario keeps what it checkpointed. */
 export async function runScenarios(
   client: KubeClient,
   side: Side,
@@ -751,9 +816,10 @@ export async function runScenarios(
   metricsText: () => Promise<string>,
   progress: (line: string) => void,
   registry?: OciRegistry,
+  scenarios: readonly Scenario[] = SCENARIOS,
 ): Promise<{ checkpoints: Checkpoints; error?: string }[]> {
   const out: { checkpoints: Checkpoints; error?: string }[] = [];
-  for (const [i, scenario] of SCENARIOS.entries()) {
+  for (const [i, scenario] of scenarios.entries()) {
     const ns = namespaceOf(i);
     const checkpoints: Checkpoints = [];
     const t0 = Date.now();

@@ -2,7 +2,8 @@
  * The Operator's guards (what its dynamic resources run in `up` and `destroy`) against the
  * embedded cluster: the install guard adopts a CRD it did not install only when told to by
  * name, and never one another Operator installed; the CRD guard refuses to let the CRD go
- * while CocoonSets are left, naming them, unless the CRD is kept.
+ * while CocoonSets are left, naming them, unless the CRD is kept; the install guard's check
+ * refuses a ServiceMonitor the cluster does not serve (no Prometheus Operator CRD).
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -13,12 +14,14 @@ import {
   crdGuardCreate,
   crdGuardDelete,
   fleetGuardCreate,
+  guardCheck,
   guardCreate,
   INSTALLED_BY,
 } from "../../provider/dynamic/index.js";
+import { operatorObjects, requiredKinds, SERVICE_MONITOR_CRD } from "../../sdk/operator-objects.js";
 import { API_VERSION } from "../../engine/kube/api-names.js";
 import { CRD_NAME, KIND } from "../../engine/spec/index.js";
-import { paths, type KubeObject } from "../../engine/kube/index.js";
+import { isNotFound, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 
@@ -143,4 +146,91 @@ test("the CRD guard refuses to let the CRD go while CocoonSets are left, naming 
 
   for (const name of ["a-fleet", "b-fleet"]) await client.delete(paths.cocoonSet(ns, name));
   await crdGuardDelete({ ...props, retain: "" }); // nothing left: the CRD may go
+});
+
+/** Deletes the ServiceMonitor CRD (when there) and waits (watch) until it is gone. */
+async function removeServiceMonitorCrd(): Promise<void> {
+  const client = adminClient();
+  await client.delete(paths.crd(SERVICE_MONITOR_CRD)).catch((e: unknown) => {
+    if (!isNotFound(e)) throw e;
+  });
+  await waitForObject(client, paths.crds(), SERVICE_MONITOR_CRD, (o) => o === undefined, {
+    timeoutMs: 60_000,
+    description: `CRD ${SERVICE_MONITOR_CRD} to be gone`,
+  });
+}
+
+test("serviceMonitor: the install guard's check refuses while the cluster serves no ServiceMonitor, naming the CRD; with the CRD installed it passes and the apiserver takes the Operator's ServiceMonitor", async (t) => {
+  const client = adminClient();
+  const ns = await withNamespace(t, "guard-monitor");
+  await removeServiceMonitorCrd();
+  t.after(removeServiceMonitorCrd);
+  const objects = operatorObjects("mon", {
+    namespace: ns,
+    createNamespace: false,
+    serviceMonitor: true,
+  });
+  assert.deepEqual(
+    requiredKinds(operatorObjects("plain", { namespace: ns })),
+    [],
+    "no ServiceMonitor asked, none required",
+  );
+  // What the Operator hands its install guard; `check` runs at `pulumi preview` and `up`.
+  const inputs = {
+    kubeconfig: kubeconfig(),
+    owner: "proj/dev/mon",
+    requiredKinds: requiredKinds(objects),
+  };
+
+  const refused = await guardCheck(undefined, inputs);
+  assert.equal(refused.failures.length, 1, JSON.stringify(refused.failures));
+  assert.equal(
+    refused.failures[0].reason,
+    "[serviceMonitor] the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor: the CRD servicemonitors.monitoring.coreos.com is not installed; install the Prometheus Operator (or its CRDs) first, or leave `serviceMonitor` off (`metricsService: true` makes the Service alone)",
+  );
+
+  // A minimal ServiceMonitor CRD, as the Prometheus Operator's serves the kind.
+  await client.create(paths.crds(), {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: SERVICE_MONITOR_CRD },
+    spec: {
+      group: "monitoring.coreos.com",
+      scope: "Namespaced",
+      names: {
+        plural: "servicemonitors",
+        singular: "servicemonitor",
+        kind: "ServiceMonitor",
+        listKind: "ServiceMonitorList",
+      },
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+          },
+        },
+      ],
+    },
+  });
+  await waitForObject<
+    KubeObject & { status?: { conditions?: { type: string; status: string }[] } }
+  >(
+    client,
+    paths.crds(),
+    SERVICE_MONITOR_CRD,
+    (o) => !!o?.status?.conditions?.some((c) => c.type === "Established" && c.status === "True"),
+    { timeoutMs: 60_000, description: `CRD ${SERVICE_MONITOR_CRD} Established` },
+  );
+  const passed = await guardCheck(undefined, inputs);
+  assert.deepEqual(passed.failures, [], "the cluster serves the kind now");
+
+  const monitor = objects.serviceMonitor!.object;
+  await client.create(`/apis/monitoring.coreos.com/v1/namespaces/${ns}/servicemonitors`, monitor);
+  const stored = await client.get<KubeObject & { spec?: unknown }>(
+    `/apis/monitoring.coreos.com/v1/namespaces/${ns}/servicemonitors/${monitor.metadata.name}`,
+  );
+  assert.deepEqual(stored.spec, monitor.spec, "the ServiceMonitor as the Operator makes it");
 });

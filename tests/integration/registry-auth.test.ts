@@ -381,6 +381,84 @@ describe(
       for (const s of [reg.password, b64])
         assert.ok(!logs.includes(s), "no credential in the logs");
     });
+
+    test("token auth: tokens the registry stops taking mid-run are fetched again: a suspend, a wake and the tag clean-up", async (t) => {
+      const c = new Cleanup(t);
+      const reg = await startAuthRegistry(c, "token");
+      const issuer = reg.issuer!;
+      // Every token is one the registry takes for 3 s, while the controller is told it lasts
+      // 300 s: the controller keeps it, and meets the registry's 401 once it runs out.
+      issuer.behaviour.registryLifetime = 3;
+      const cfg = reg.dockerConfig({ username: reg.username, password: reg.password });
+      const { ns, proc } = await setUp(c, "regauth-expiry", reg, cfg);
+      await createCocoonSet(ns, "crew", { replicas: 0 });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      const [booted] = await waitForPods(ns, "crew", 1, vmReady, "the VM booted by the simulator");
+      const vm = booted.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+      const probe = `/v2/${vm}/manifests/hibernate`;
+      const pullScope = `repository:${vm}:pull`;
+      const pulls = (from = 0) =>
+        issuer.issued.slice(from).filter((i) => i.scopes.includes(pullScope));
+
+      await patchSpec(ns, "crew", { suspend: true });
+      await waitForPods(ns, "crew", 1, (p) => lifecycleOf(p) === "hibernated", "VM hibernated");
+      await pushTag(clientOf(reg, cfg), vm, "hibernate");
+      await waitForSet(ns, "crew", (cs) => cs.status?.phase === "Suspended", "phase Suspended");
+      assert.ok(pulls().length >= 1, "the controller probed the tag with a pull token");
+
+      // Wait until the registry refuses every token handed out so far. What is waited for is
+      // time passing (each token's exp plus the registry's leeway); the condition polled is
+      // the registry's own answer to the newest token, a 401 where it answered 200 before.
+      const deadline = Date.now() + 60_000;
+      let refused: { count: number } | undefined;
+      while (!refused) {
+        assert.ok(Date.now() < deadline, "the registry refuses the tokens within 60 s");
+        const newest = issuer.issued[issuer.issued.length - 1];
+        const status = await reg.statusOf(probe, `Bearer ${newest.token}`);
+        if (status === 401 && newest === issuer.issued[issuer.issued.length - 1])
+          refused = { count: issuer.issued.length };
+        else await setTimeout(250);
+      }
+      for (const i of issuer.issued.slice(0, refused.count))
+        assert.equal(await reg.statusOf(probe, `Bearer ${i.token}`), 401, "every token refused");
+
+      // The wake probes the tag again with the token the controller kept: refused, a new one.
+      await patchSpec(ns, "crew", { suspend: false });
+      await waitForPods(
+        ns,
+        "crew",
+        1,
+        (p) => vmReady(p) && p.metadata?.annotations?.[ANNOTATIONS.hibernate] === undefined,
+        "the VM woken",
+      );
+      await waitForSet(
+        ns,
+        "crew",
+        (cs) =>
+          cs.status?.phase === "Running" &&
+          cs.status?.observedGeneration === cs.metadata.generation,
+        "phase Running",
+      );
+      assert.ok(
+        pulls(refused.count).length >= 1,
+        "the controller asked the issuer again for the pull token the registry refused",
+      );
+      const r = clientOf(reg, cfg);
+      assert.deepEqual(await r.listTags(vm), ["hibernate"], "the wake keeps the tag");
+
+      // The clean-up after a deletion (its delete token, too, runs out after 3 s).
+      await client.delete(paths.cocoonSet(ns, "crew"));
+      await waitForObject<CocoonSet>(client, paths.cocoonSets(ns), "crew", (o) => o === undefined, {
+        timeoutMs: 60_000,
+        description: "the CocoonSet gone, finalizer released",
+      });
+      assert.deepEqual(await r.listTags(vm), [], "the hibernate tag dropped by the controller");
+      const failures = proc.lines.filter(
+        (l) => /failed/.test(String(l.msg)) && /unauthorized/.test(String(l.err)),
+      );
+      assert.deepEqual(failures, [], "no pass failed unauthorized: each 401 got a new token");
+      assert.ok(issuer.granted > refused.count, "the issuer was asked again after the expiry");
+    });
   },
 );
 

@@ -33,7 +33,26 @@ export interface IssuerBehaviour {
    * takes for about 5 s more while the client is told it lasts `expiresIn`.
    */
   expOffsets: number[];
+  /**
+   * When set, every later token (after {@link expOffsets}) is one the registry accepts for
+   * only this many seconds, while the client is still told {@link expiresIn}: its `exp` is
+   * set that far in the future minus Distribution's 60 s leeway. A client that keeps such a
+   * token meets a real 401 once it runs out, mid-run.
+   */
+  registryLifetime?: number;
 }
+
+/** A token the issuer granted: the scopes asked for, and when the registry stops taking it. */
+export interface IssuedToken {
+  scopes: string[];
+  /** Milliseconds since the epoch after which the registry refuses it (its `exp` + leeway). */
+  refusedAfter: number;
+  /** The token itself, to show the registry refusing it. */
+  token: string;
+}
+
+/** Distribution's leeway on a token's `exp` and `nbf`, in seconds (registry/auth/token). */
+export const TOKEN_LEEWAY_SECONDS = 60;
 
 /** A started registry. */
 export interface AuthRegistry {
@@ -49,11 +68,19 @@ export interface AuthRegistry {
   username: string;
   password: string;
   /** Token mode: requests the issuer answered (any status), and the next tokens' behaviour. */
-  issuer?: { requests: number; granted: number; behaviour: IssuerBehaviour };
+  issuer?: {
+    requests: number;
+    granted: number;
+    behaviour: IssuerBehaviour;
+    /** Every token granted, in order. */
+    issued: IssuedToken[];
+  };
   /** Writes a Docker config for this registry in a new folder; returns the folder. */
   dockerConfig(auth: { username: string; password: string } | Record<string, unknown>): string;
   /** The folder the registry's files live in. */
   dir: string;
+  /** The status the registry answers a HEAD of `path` with this Authorization value. */
+  statusOf(path: string, authorization?: string): Promise<number>;
 }
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString("base64url");
@@ -105,6 +132,7 @@ export async function startAuthRegistry(
       requests: 0,
       granted: 0,
       behaviour: { expiresIn: 300, issuedSecondsAgo: 0, expOffsets: [] } as IssuerBehaviour,
+      issued: [] as IssuedToken[],
     };
     issuer = state;
     const service = "cocoonset-test-registry";
@@ -119,7 +147,13 @@ export async function startAuthRegistry(
         return;
       }
       const now = Math.floor(Date.now() / 1000);
-      const exp = now + (state.behaviour.expOffsets.shift() ?? state.behaviour.expiresIn);
+      const { registryLifetime } = state.behaviour;
+      const exp =
+        now +
+        (state.behaviour.expOffsets.shift() ??
+          (registryLifetime !== undefined
+            ? registryLifetime - TOKEN_LEEWAY_SECONDS
+            : state.behaviour.expiresIn));
       const header = { typ: "JWT", alg: "ES256", x5c: [x5cOf(signer.certPem)] };
       const claims = {
         iss: "cocoonset-test-issuer",
@@ -136,11 +170,17 @@ export async function startAuthRegistry(
         key: signer.keyPem,
         dsaEncoding: "ieee-p1363",
       });
+      const token = `${input}.${b64url(signature)}`;
       state.granted++;
+      state.issued.push({
+        scopes: url.searchParams.getAll("scope"),
+        refusedAfter: (exp + TOKEN_LEEWAY_SECONDS) * 1000,
+        token,
+      });
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
         JSON.stringify({
-          token: `${input}.${b64url(signature)}`,
+          token,
           expires_in: state.behaviour.expiresIn,
           issued_at: new Date(Date.now() - state.behaviour.issuedSecondsAgo * 1000).toISOString(),
         }),
@@ -175,12 +215,18 @@ export async function startAuthRegistry(
     await gone;
   });
 
-  // Ready once /v2/ answers (401: it asks for credentials) over TLS with our CA.
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const status = await new Promise<number>((resolve) => {
+  const statusOf = (path: string, authorization?: string) =>
+    new Promise<number>((resolve) => {
       const req = httpsRequest(
-        { host: "127.0.0.1", port, path: "/v2/", ca: ca.certPem, timeout: 2000 },
+        {
+          method: "HEAD",
+          host: "127.0.0.1",
+          port,
+          path,
+          ca: ca.certPem,
+          timeout: 2000,
+          headers: authorization ? { authorization } : {},
+        },
         (res) => {
           res.resume();
           resolve(res.statusCode ?? 0);
@@ -190,6 +236,11 @@ export async function startAuthRegistry(
       req.on("timeout", () => req.destroy());
       req.end();
     });
+
+  // Ready once /v2/ answers (401: it asks for credentials) over TLS with our CA.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const status = await statusOf("/v2/");
     if (status === 401) break;
     if (proc.exitCode !== null || Date.now() > deadline)
       throw new Error(`the Distribution registry did not start (last status ${status}): ${stderr}`);
@@ -205,6 +256,7 @@ export async function startAuthRegistry(
     password,
     issuer,
     dir,
+    statusOf,
     dockerConfig(entry) {
       const d = tempDir(c, "cocoonset-dockercfg");
       const auths =

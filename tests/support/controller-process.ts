@@ -11,7 +11,6 @@ import { get } from "node:http";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
 import { PatchType, paths, type KubeClient } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "./cluster.js";
@@ -26,7 +25,8 @@ export const CLI_MAIN = fileURLToPath(new URL("../../cli/main.js", import.meta.u
 export class Cleanup {
   private readonly stack: { what: string; fn: () => Promise<void> | void }[] = [];
 
-  constructor(t: TestContext) {
+  /** `t` is a test's context, or `{ after }` (node:test's) for a suite's cleanups. */
+  constructor(t: { after(fn: () => Promise<void>): unknown }) {
     t.after(() => this.run());
   }
 

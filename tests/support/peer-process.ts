@@ -85,11 +85,13 @@ export class PeerProcess {
  * Starts the peer binary on the given kubeconfig: no leader election, metrics and probes on
  * free loopback ports, and `registry` as its (required) OCI registry; without one a closed
  * loopback port, which the create, scale, rebuild and delete paths never need to reach.
+ * `env` adds to its environment (e.g. `DOCKER_CONFIG` for its Docker keychain).
  */
 export async function startPeer(
   binary: string,
   kubeconfig: string,
   registry = "127.0.0.1:1",
+  env: Record<string, string> = {},
 ): Promise<PeerProcess> {
   const [metrics, probe] = [await freePort(), await freePort()];
   const child = spawn(
@@ -106,6 +108,7 @@ export async function startPeer(
         KUBECONFIG: kubeconfig,
         LEADER_ELECT: "false",
         OCI_REGISTRY: registry,
+        ...env,
       },
       stdio: ["ignore", "pipe", "pipe"],
     },

@@ -533,6 +533,34 @@ describe("Operator arguments are refused before anything is registered", () => {
       { field: "watchNamespaces[0]", namespace: "team-a" },
     ]);
   });
+
+  it("hands the guard the ServiceMonitor kind to look for only when serviceMonitor is on", async () => {
+    const mon = new sdk.Operator("mon", { serviceMonitor: true, kubeconfig: KUBECONFIG });
+    const plain = new sdk.Operator("plain", { metricsService: true, kubeconfig: KUBECONFIG });
+    await settle(mon.deploymentName);
+    await settle(plain.deploymentName);
+    const guard = one("mon", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "mon-guard");
+    assert.deepEqual(
+      (
+        guard.inputs.requiredKinds as {
+          field: string;
+          apiVersion: string;
+          kind: string;
+          crd: string;
+        }[]
+      ).map(({ field, apiVersion, kind, crd }) => ({ field, apiVersion, kind, crd })),
+      [
+        {
+          field: "serviceMonitor",
+          apiVersion: "monitoring.coreos.com/v1",
+          kind: "ServiceMonitor",
+          crd: "servicemonitors.monitoring.coreos.com",
+        },
+      ],
+    );
+    const none = one("plain", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "plain-guard");
+    assert.equal(none.inputs.requiredKinds, undefined);
+  });
 });
 
 describe("Fleet", () => {

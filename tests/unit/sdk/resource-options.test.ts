@@ -24,6 +24,7 @@ void describe("fleetIgnoreChanges", () => {
     ],
     [["namespace"], { cocoonSet: ["metadata.namespace"], slots: ["namespace"] }],
     [["fanOut", "kubeconfig"], { cocoonSet: [], slots: ["fanOut", "kubeconfig"] }],
+    [["registryCredentials"], { cocoonSet: [], slots: ["registryCredentials"] }],
     [["timeoutSeconds"], { cocoonSet: [], slots: ["timeoutSeconds"] }],
     [["*"], { cocoonSet: ["*"], slots: ["*"] }],
   ];
@@ -35,7 +36,15 @@ void describe("fleetIgnoreChanges", () => {
   it("maps nothing when the option is absent", () => {
     assert.deepEqual(fleetIgnoreChanges("f", undefined), { cocoonSet: [], slots: [] });
   });
-  for (const bad of ["metadata.labels", "operator", "specs", "fanOut.x", "name", ""]) {
+  for (const bad of [
+    "metadata.labels",
+    "operator",
+    "specs",
+    "fanOut.x",
+    "registryCredentials.password",
+    "name",
+    "",
+  ]) {
     it(`refuses ${JSON.stringify(bad)}, naming the option and the path`, () => {
       assert.throws(
         () => fleetIgnoreChanges("coder", [bad]),

@@ -1,7 +1,8 @@
 /**
  * The CocoonSet controller, declared once: it reconciles CocoonSets, owns their pods, waits
  * for the CRD before it starts, and reaps expired objects as a periodic task. The generic
- * runtime (`runtime.ts`) runs it; the reconcile itself is the engine's pass
+ * manager (`runtime.ts`) runs it beside the CocoonHibernation controller
+ * (`hibernation-controller.ts`); the reconcile itself is the engine's pass
  * (`cocoonset-reconciler.ts`).
  * Behaviour: docs/behaviour.md §6.
  */
@@ -20,21 +21,24 @@ import { dockerKeychain } from "../engine/registry/keychain.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
-import { FleetCache } from "./fleet-cache.js";
-import { withHibernation, type HibernationReconcilerLike } from "./hibernation-controller.js";
+import type { Kind } from "./cache.js";
+import { CocoonSetMetrics } from "./cocoonset-metrics.js";
+import { FleetCache, FLEET_POD_INDEXES } from "./fleet-cache.js";
+import { hibernationController } from "./hibernation-controller.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
 import type { CheckResult } from "./health.js";
 import { logWithFields } from "./logger.js";
 import type { Logger } from "./types.js";
 import type { ControllerOptions } from "./options.js";
 import { COCOONSET_CRD_NAME } from "./rbac.js";
-import {
-  runManager,
-  type ControllerDefinition,
-  type ControllerRuntime,
-  type Watch,
-} from "./runtime.js";
-import type { ObjectKey, ReconcileContext, Reconciler } from "./types.js";
+import { Manager, type Controller, type ControllerRuntime, type Watch } from "./runtime.js";
+import type {
+  ControllerMetrics,
+  HibernationMetrics,
+  ObjectKey,
+  ReconcileContext,
+  Reconciler,
+} from "./types.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
@@ -132,12 +136,12 @@ export async function checkCrd(client: KubeClient, log?: Logger): Promise<CheckR
 
 /** What the CocoonSet controller runs: the reconcile logic and, optionally, one reaper pass. */
 export interface ControllerDeps {
-  reconciler: Reconciler;
+  reconciler: Reconciler<ControllerMetrics>;
   /** One orphan reaper pass over a namespace. Receives a context for logs and metrics. */
-  reap?: (namespace: string, ctx: ReconcileContext) => Promise<unknown>;
-  /** The CocoonHibernation reconciler; with it the controller also runs that controller. */
-  hibernation?: HibernationReconcilerLike;
-  /** The reconciler's informer-backed reads: the session's CocoonSet and pod informers feed it. */
+  reap?: (namespace: string, ctx: ReconcileContext<ControllerMetrics>) => Promise<unknown>;
+  /** The CocoonHibernation reconciler; with it the manager also runs that controller. */
+  hibernation?: Reconciler<HibernationMetrics>;
+  /** The reconciler's informer-backed reads: the session's CocoonSet and pod caches feed it. */
   cache?: FleetCache;
 }
 
@@ -213,55 +217,78 @@ export function cocoonSetControllerDeps(
   };
 }
 
-const cocoonSets: Watch = {
-  path: (ns) => paths.cocoonSets(ns),
-  keyOf: (o) =>
-    o.metadata.namespace && o.metadata.name
-      ? { namespace: o.metadata.namespace, name: o.metadata.name }
-      : undefined,
-  updateMatters: cocoonSetChangeMatters,
-};
+/** The CocoonSets the cache watches. */
+export const cocoonSetKind: Kind = { name: "cocoonsets", path: (ns) => paths.cocoonSets(ns) };
 
-const ownedPods: Watch = {
+/** The managed pods the cache watches, indexed by their CocoonSet (`FLEET_POD_INDEXES`). */
+export const podKind: Kind = {
+  name: "pods",
   path: (ns) => (ns === undefined ? "/api/v1/pods" : paths.pods(ns)),
   labelSelector: MANAGED_POD_SELECTOR,
-  keyOf: ownerKeyOfPod,
+  indexes: FLEET_POD_INDEXES,
+};
+
+/** A managed pod's change enqueues its owner CocoonSet's key. */
+export const ownedPods: Watch = {
+  kind: podKind,
+  map: (pod) => {
+    const key = ownerKeyOfPod(pod);
+    return key ? [key] : [];
+  },
   updateMatters: podChangeMatters,
 };
 
-/** The CocoonSet controller's definition for the runtime. */
+/** The CocoonSet controller, for the manager. */
 export function cocoonSetController(
   deps: ControllerDeps,
   opts: Pick<ControllerOptions, "reapIntervalMs">,
-): ControllerDefinition {
+): Controller<ControllerMetrics> {
   const cache = deps.cache;
-  const primary: Watch = cache
-    ? { ...cocoonSets, attach: (infs, clusterWide) => cache.attachCocoonSets(infs, clusterWide) }
-    : cocoonSets;
-  const pods: Watch = cache
-    ? { ...ownedPods, attach: (infs) => cache.attachPods(infs) }
-    : ownedPods;
-  const def: ControllerDefinition = {
+  return {
     name: "cocoonset",
-    primary,
-    owns: [pods],
+    for: cocoonSetKind,
+    updateMatters: cocoonSetChangeMatters,
+    watches: [ownedPods],
     reconciler: deps.reconciler,
+    metrics: (registry) => new CocoonSetMetrics(registry),
+    attach: cache
+      ? (shared) => cache.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name))
+      : undefined,
     ready: (client, log) => checkCrd(client, log),
     readyPending: `checking CRD ${COCOONSET_CRD_NAME}`,
     notReadyMessage: "CocoonSet CRD not available; not ready",
     tasks: deps.reap ? [{ name: "reap", intervalMs: opts.reapIntervalMs, run: deps.reap }] : [],
   };
-  return deps.hibernation ? withHibernation(def, deps.hibernation, pods) : def;
 }
 
 /**
- * Runs the CocoonSet controller until SIGTERM/SIGINT (or `runtime.signal`), then shuts down
- * cleanly. Rejects only for start-up failures (a server that cannot bind).
+ * The manager of this project's controllers: the CocoonSet controller and, with
+ * `deps.hibernation`, the CocoonHibernation controller.
+ */
+export function controllerManager(
+  opts: ControllerOptions,
+  deps: ControllerDeps,
+  runtime: ControllerRuntime = {},
+): Manager {
+  const manager = new Manager(opts, runtime).add(cocoonSetController(deps, opts));
+  if (deps.hibernation)
+    manager.add(
+      hibernationController(deps.hibernation, {
+        kind: podKind,
+        updateMatters: podChangeMatters,
+      }),
+    );
+  return manager;
+}
+
+/**
+ * Runs the controllers until SIGTERM/SIGINT (or `runtime.signal`), then shuts down cleanly.
+ * Rejects only for start-up failures (a server that cannot bind).
  */
 export function runController(
   opts: ControllerOptions,
   deps: ControllerDeps,
   runtime: ControllerRuntime = {},
 ): Promise<void> {
-  return runManager(cocoonSetController(deps, opts), opts, runtime);
+  return controllerManager(opts, deps, runtime).start();
 }

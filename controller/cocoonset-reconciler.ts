@@ -21,6 +21,7 @@ import { logWithFields } from "./logger.js";
 import {
   DONE,
   requeueAfter,
+  type ControllerMetrics,
   type ObjectKey,
   type ReconcileContext,
   type Reconciler,
@@ -48,7 +49,7 @@ export interface CocoonSetReconcilerOptions {
   cache?: FleetCache;
 }
 
-function hooksFor(ctx: ReconcileContext): EngineHooks {
+function hooksFor(ctx: ReconcileContext<ControllerMetrics>): EngineHooks {
   return {
     event(cs, type, reason, message) {
       // Warnings also go to the log: an operator reading logs sees what needs attention.
@@ -74,7 +75,7 @@ function hooksFor(ctx: ReconcileContext): EngineHooks {
 }
 
 /** Reconciles one CocoonSet per call; level-based, safe to run again at any time. */
-export class CocoonSetReconciler implements Reconciler {
+export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
   /** The engine's recent sub-agent creates, kept for this process's lifetime. */
   private readonly createLogs: CreateLogs = new Map();
 
@@ -118,7 +119,10 @@ export class CocoonSetReconciler implements Reconciler {
     return { cs: structuredClone(cached), cached: version };
   }
 
-  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult> {
+  async reconcile(
+    key: ObjectKey,
+    ctx: ReconcileContext<ControllerMetrics>,
+  ): Promise<ReconcileResult> {
     const cache = this.opts.cache?.synced() ? this.opts.cache : undefined;
     const read = await this.read(key, cache);
     let cs: CocoonSet | undefined = read.cs;

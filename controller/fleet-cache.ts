@@ -1,7 +1,8 @@
 /**
  * The CocoonSet controller's reads from its informer caches, and its expectations of its
  * own pod writes. A pass reads the CocoonSet from the CocoonSet informer and the fleet's pods
- * from the pod informer (indexed by their fleet label, as the fresh read lists them), so a
+ * from the pod informer (the shared cache's index of pods by CocoonSet, their fleet label,
+ * as the fresh read lists them), so a
  * steady pass asks the apiserver nothing. A pass never acts on a pod whose last create or
  * delete the pod watch has not shown yet (controller/expectations.ts).
  *
@@ -14,8 +15,8 @@
 import { addNameHolders, listCocoonSetsVisible, type PassReads } from "../engine/execute/index.js";
 import type { KubeClient, KubeObject } from "../engine/kube/index.js";
 import { LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
+import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations } from "./expectations.js";
-import type { Informer } from "./informer.js";
 
 /** How many gone pod uids are remembered (a create's answer comes back within moments). */
 const GONE_UIDS_KEPT = 4096;
@@ -29,15 +30,25 @@ function fleetOfPod(pod: KubeObject): string | undefined {
   return ns && name ? fleetOf(ns, name) : undefined;
 }
 
+/** The pod cache's index of pods by the CocoonSet they belong to (`namespace/name`). */
+export const PODS_BY_COCOONSET = "cocoonset";
+
+/**
+ * The indexes the pod cache must keep for a {@link FleetCache}: pods by their CocoonSet, by
+ * the fleet label (what a fresh read of the fleet selects).
+ */
+export const FLEET_POD_INDEXES: Record<string, IndexFunc> = {
+  [PODS_BY_COCOONSET]: (pod) => {
+    const fleet = fleetOfPod(pod);
+    return fleet ? [fleet] : [];
+  },
+};
+
 /** Informer-backed reads of the fleets, and the expectations of the controller's pod writes. */
 export class FleetCache {
   readonly expectations: PodExpectations;
-  private cocoonSetInformers: readonly Informer[] = [];
-  private podInformers: readonly Informer[] = [];
-  /** Pod cache keys (`namespace/name`) by fleet. */
-  private readonly podsByFleet = new Map<string, Set<string>>();
-  /** Whether the CocoonSet informers see every namespace. */
-  private clusterWide = false;
+  private cocoonSets?: KindCache;
+  private pods?: KindCache;
   /**
    * The uids of the pods the watch last showed gone, oldest first: a pod deleted before its
    * create's answer came back settles that create when it is recorded.
@@ -51,68 +62,51 @@ export class FleetCache {
     this.expectations = new PodExpectations(opts.now, opts.expectationTtlMs);
   }
 
-  /** The session's CocoonSet informers (one per watched scope; `clusterWide` when unscoped). */
-  attachCocoonSets(informers: readonly Informer[], clusterWide: boolean): void {
-    this.cocoonSetInformers = informers;
-    this.clusterWide = clusterWide;
+  /**
+   * A session's caches: the CocoonSets, and the managed pods with {@link FLEET_POD_INDEXES};
+   * the expectations follow the pod cache's events from now on.
+   */
+  attach(cocoonSets: KindCache, pods: KindCache): void {
+    this.cocoonSets = cocoonSets;
+    this.pods = pods;
+    pods.addHandlers({
+      onAdd: (p) => this.seen(p),
+      onUpdate: (old, p) => {
+        // Another fleet's now, or another pod of the same name (a re-list's diff).
+        if (fleetOfPod(old) !== fleetOfPod(p) || old.metadata.uid !== p.metadata.uid)
+          this.gone(old);
+        this.seen(p);
+      },
+      onDelete: (p) => this.gone(p),
+    });
   }
 
-  /** The session's pod informers: the index and the expectations follow their events. */
-  attachPods(informers: readonly Informer[]): void {
-    this.podInformers = informers;
-    this.podsByFleet.clear();
-    for (const inf of informers) {
-      inf.addHandlers({
-        onAdd: (p) => this.seen(p),
-        onUpdate: (old, p) => {
-          // Another fleet's now, or another pod of the same name (a re-list's diff).
-          if (fleetOfPod(old) !== fleetOfPod(p) || old.metadata.uid !== p.metadata.uid)
-            this.gone(old);
-          this.seen(p);
-        },
-        onDelete: (p) => this.gone(p),
-      });
-    }
-  }
-
-  /** True once both kinds of informer are attached and have listed. */
+  /** True once both caches are attached and have listed. */
   synced(): boolean {
-    const all = [...this.cocoonSetInformers, ...this.podInformers];
-    return (
-      this.cocoonSetInformers.length > 0 &&
-      this.podInformers.length > 0 &&
-      all.every((i) => i.hasSynced() && i.isSupervised())
-    );
+    return !!this.cocoonSets?.synced() && !!this.pods?.synced();
   }
 
   /** The cached CocoonSet, or undefined when the cache has none. */
   cocoonSet(namespace: string, name: string): CocoonSet | undefined {
-    const key = fleetOf(namespace, name);
-    for (const inf of this.cocoonSetInformers) {
-      const cs = inf.get(key);
-      if (cs) return cs as unknown as CocoonSet;
-    }
-    return undefined;
+    return this.cocoonSets?.get(fleetOf(namespace, name)) as CocoonSet | undefined;
   }
 
   /** The reads of one pass of `cs`, from the caches. */
   readonly reads: PassReads = {
     fleetPods: (cs) => {
       const fleet = fleetOf(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
-      const pods: Pod[] = [];
-      for (const key of this.podsByFleet.get(fleet) ?? []) {
-        const pod = this.podNamed(key);
-        // A copy: the pass must not change the cache's object.
-        if (pod) pods.push(structuredClone(pod));
-      }
+      // Copies: the pass must not change the cache's objects.
+      const pods = (this.pods?.byIndex(PODS_BY_COCOONSET, fleet) ?? []).map(
+        (p) => structuredClone(p) as Pod,
+      );
       // In the order the apiserver lists them (by name), as the fresh read has them.
       pods.sort((a, b) => ((a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1));
       return addNameHolders(this.client, cs, pods);
     },
     cocoonSetsForVmNames: async (cs) => {
-      if (!this.clusterWide)
+      if (!this.cocoonSets?.clusterWide)
         return listCocoonSetsVisible(this.client, cs.metadata.namespace ?? "default");
-      return this.cocoonSetInformers.flatMap((i) => i.list() as unknown as CocoonSet[]);
+      return this.cocoonSets.list() as unknown as CocoonSet[];
     },
   };
 
@@ -133,19 +127,12 @@ export class FleetCache {
   }
 
   private podNamed(key: string): Pod | undefined {
-    for (const inf of this.podInformers) {
-      const pod = inf.get(key);
-      if (pod) return pod;
-    }
-    return undefined;
+    return this.pods?.get(key);
   }
 
   private seen(pod: KubeObject): void {
     const fleet = fleetOfPod(pod);
     if (!fleet || !pod.metadata.name) return;
-    let set = this.podsByFleet.get(fleet);
-    if (!set) this.podsByFleet.set(fleet, (set = new Set()));
-    set.add(`${pod.metadata.namespace}/${pod.metadata.name}`);
     this.expectations.observe(fleet, {
       name: pod.metadata.name,
       uid: pod.metadata.uid ?? "",
@@ -162,9 +149,6 @@ export class FleetCache {
     }
     const fleet = fleetOfPod(pod);
     if (!fleet || !pod.metadata.name) return;
-    const set = this.podsByFleet.get(fleet);
-    set?.delete(`${pod.metadata.namespace}/${pod.metadata.name}`);
-    if (set?.size === 0) this.podsByFleet.delete(fleet);
     this.expectations.observeGone(fleet, { name: pod.metadata.name, uid: pod.metadata.uid ?? "" });
   }
 }

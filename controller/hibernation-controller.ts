@@ -1,9 +1,8 @@
 /**
- * The CocoonHibernation controller, run in the same session as the CocoonSet controller:
- * same work queue, same workers, same leader Lease. Its keys are told apart by a name
- * prefix no Kubernetes name can hold (`cocoonhibernation:`); a dispatcher hands each key to
- * its reconciler. Pod changes reach the CRs that target the pod through an index of
- * `spec.podRef` kept from the CR informer's events (the field is immutable).
+ * The CocoonHibernation controller: its own name, queue, workers and metrics in the manager,
+ * on the manager's shared cache. It reconciles CocoonHibernations; a pod's change reaches
+ * the CRs that target the pod, and a CR's change the other CRs of its pod, through the
+ * cache's index of CRs by `spec.podRef` (the field is immutable).
  * Behaviour: docs/behaviour.md §3.18.
  */
 import {
@@ -14,56 +13,39 @@ import {
   type KubeObject,
 } from "../engine/kube/index.js";
 import { HIBERNATION_PLURAL } from "../engine/spec/index.js";
+import type { CacheReader, Kind } from "./cache.js";
+import { HibernationPhaseMetrics } from "./cocoonset-metrics.js";
 import type { CheckResult } from "./health.js";
-import type { ControllerDefinition, Watch } from "./runtime.js";
-import type { ObjectKey, ReconcileContext, Reconciler, ReconcileResult } from "./types.js";
+import type { Controller, Watch } from "./runtime.js";
+import type { HibernationMetrics, ObjectKey, Reconciler } from "./types.js";
 
 /** The CocoonHibernation controller's name (its metrics' `controller` and queue `name`). */
 export const HIBERNATION_CONTROLLER = "cocoonhibernation";
 
-/** The prefix of a CocoonHibernation's key name in the shared work queue. */
-export const HIBERNATION_KEY_PREFIX = "cocoonhibernation:";
+/** The CR cache's index of CocoonHibernations by the pod they target (`namespace/pod`). */
+export const HIBERNATIONS_BY_POD = "pod";
 
-/** The work-queue key of a CocoonHibernation. */
-export function hibernationKey(namespace: string, name: string): ObjectKey {
-  return { namespace, name: `${HIBERNATION_KEY_PREFIX}${name}` };
+/** The pod (`namespace/pod`) a CocoonHibernation targets, as an index value. */
+export function podRefOf(cr: KubeObject): string[] {
+  const ns = cr.metadata.namespace;
+  const pod = (cr as { spec?: { podRef?: { name?: string } } }).spec?.podRef?.name;
+  return ns && pod ? [`${ns}/${pod}`] : [];
 }
 
-/** The CocoonHibernation a key names, or undefined for a CocoonSet key. */
-export function hibernationOfKey(key: ObjectKey): ObjectKey | undefined {
-  return key.name.startsWith(HIBERNATION_KEY_PREFIX)
-    ? { namespace: key.namespace, name: key.name.slice(HIBERNATION_KEY_PREFIX.length) }
-    : undefined;
-}
+/** The CocoonHibernations the cache watches, indexed by their pod. */
+export const hibernationKind: Kind = {
+  name: HIBERNATION_PLURAL,
+  path: (ns) => paths.cocoonHibernations(ns),
+  indexes: { [HIBERNATIONS_BY_POD]: podRefOf },
+};
 
-/** CR names by `namespace/pod`, as the CR informer reported them. */
-export class PodRefIndex {
-  private readonly byPod = new Map<string, Set<string>>();
-
-  /** Records a CR (add or update). */
-  note(cr: KubeObject): void {
-    const ns = cr.metadata.namespace;
-    const pod = (cr as { spec?: { podRef?: { name?: string } } }).spec?.podRef?.name;
-    if (!ns || !pod || !cr.metadata.name) return;
-    const k = `${ns}/${pod}`;
-    const set = this.byPod.get(k) ?? new Set<string>();
-    set.add(cr.metadata.name);
-    this.byPod.set(k, set);
-  }
-
-  /** Forgets a CR that is gone. */
-  forget(namespace: string, name: string): void {
-    for (const [k, set] of this.byPod) {
-      if (k.startsWith(`${namespace}/`) && set.delete(name) && set.size === 0) this.byPod.delete(k);
-    }
-  }
-
-  /** The keys of every CR targeting the pod. */
-  keysFor(namespace: string, pod: string): ObjectKey[] {
-    return [...(this.byPod.get(`${namespace}/${pod}`) ?? [])]
-      .sort()
-      .map((n) => hibernationKey(namespace, n));
-  }
+/** The keys of the CRs that target the pod `namespace/pod`, by name. */
+export function hibernationsOfPod(cache: CacheReader, namespace: string, pod: string): ObjectKey[] {
+  return cache
+    .kind(hibernationKind.name)
+    .byIndex(HIBERNATIONS_BY_POD, `${namespace}/${pod}`)
+    .map((cr) => ({ namespace, name: cr.metadata.name ?? "" }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** A CR update matters when its spec, finalizers, deletion or phase moved (as upstream, a
@@ -94,77 +76,51 @@ export async function checkHibernationCrd(client: KubeClient): Promise<CheckResu
   }
 }
 
-/** Hands each key to its reconciler. */
-class Dispatcher implements Reconciler {
-  constructor(
-    private readonly cocoonSets: Reconciler,
-    private readonly hibernations: Reconciler,
-  ) {}
-
-  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult> {
-    const hib = hibernationOfKey(key);
-    if (!hib) return this.cocoonSets.reconcile(key, ctx);
-    return this.hibernations.reconcile(hib, ctx);
-  }
-}
-
-/** A reconciler of CocoonHibernations that reports the CRs it finds gone. */
-export interface HibernationReconcilerLike extends Reconciler {
-  /** Called with each CR a reconcile found deleted. */
-  onGone?: (key: ObjectKey) => void;
+/** The watches mapping pod and CR events to CocoonHibernation keys. */
+export function hibernationWatches(pods: Omit<Watch, "map">): Watch[] {
+  return [
+    {
+      ...pods,
+      map: (pod, cache) =>
+        pod.metadata.namespace && pod.metadata.name
+          ? hibernationsOfPod(cache, pod.metadata.namespace, pod.metadata.name)
+          : [],
+    },
+    {
+      // A CR's change also reaches the other CRs of its pod: a refused duplicate is looked at
+      // again when the CR holding the pod goes.
+      kind: hibernationKind,
+      updateMatters: hibernationChangeMatters,
+      map: (cr, cache) => {
+        const [ref] = podRefOf(cr);
+        if (!ref) return [];
+        const ns = cr.metadata.namespace!;
+        return hibernationsOfPod(cache, ns, ref.slice(ns.length + 1)).filter(
+          (k) => k.name !== cr.metadata.name,
+        );
+      },
+    },
+  ];
 }
 
 /**
- * The CocoonSet controller's definition with the CocoonHibernation controller added: a CR
- * informer, the pod informer's changes also fanned out to the CRs that target the pod, the
- * dispatcher, and a readiness gate that also waits for the CocoonHibernation CRD.
+ * The CocoonHibernation controller: reconciles the CRs, watches the managed pods (`pods`:
+ * the kind and which updates matter, shared with the CocoonSet controller's watch), waits
+ * for the CRD. Its CRs are not resynced: a CR is reconciled on its own changes and its pod's.
  */
-export function withHibernation(
-  def: ControllerDefinition,
-  hibernations: HibernationReconcilerLike,
-  podWatch: Watch,
-): ControllerDefinition {
-  const index = new PodRefIndex();
-  hibernations.onGone = (key) => index.forget(key.namespace, key.name);
-  const crs: Watch = {
-    path: (ns) => paths.cocoonHibernations(ns),
-    keyOf: (o) => {
-      if (!o.metadata.namespace || !o.metadata.name) return undefined;
-      index.note(o);
-      return hibernationKey(o.metadata.namespace, o.metadata.name);
-    },
-    // A CR's change also reaches the other CRs of its pod: a refused duplicate is looked at
-    // again when the CR holding the pod goes.
-    extraKeys: (o) => {
-      const ns = o.metadata.namespace;
-      const pod = (o as { spec?: { podRef?: { name?: string } } }).spec?.podRef?.name;
-      if (!ns || !pod) return [];
-      return index
-        .keysFor(ns, pod)
-        .filter((k) => k.name !== `${HIBERNATION_KEY_PREFIX}${o.metadata.name}`);
-    },
-    updateMatters: hibernationChangeMatters,
-  };
-  const pods: Watch = {
-    ...podWatch,
-    extraKeys: (o) =>
-      o.metadata.namespace && o.metadata.name
-        ? index.keysFor(o.metadata.namespace, o.metadata.name)
-        : [],
-  };
-  const dispatcher = new Dispatcher(def.reconciler, hibernations);
+export function hibernationController(
+  reconciler: Reconciler<HibernationMetrics>,
+  pods: Omit<Watch, "map">,
+): Controller<HibernationMetrics> {
   return {
-    ...def,
-    alsoRuns: [
-      ...(def.alsoRuns ?? []),
-      { name: HIBERNATION_CONTROLLER, owns: (key) => hibernationOfKey(key) !== undefined },
-    ],
-    owns: [...def.owns.filter((w) => w !== podWatch), pods, crs],
-    reconciler: dispatcher,
-    async ready(client, log) {
-      const first = def.ready ? await def.ready(client, log) : { ok: true, reason: "ok" };
-      if (!first.ok) return first;
-      return checkHibernationCrd(client);
-    },
+    name: HIBERNATION_CONTROLLER,
+    for: hibernationKind,
+    updateMatters: hibernationChangeMatters,
+    resync: false,
+    watches: hibernationWatches(pods),
+    reconciler,
+    metrics: (registry) => new HibernationPhaseMetrics(registry),
+    ready: (client) => checkHibernationCrd(client),
+    notReadyMessage: "CocoonHibernation CRD not available; not ready",
   };
 }

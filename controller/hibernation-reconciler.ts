@@ -17,6 +17,7 @@ import { logWithFields } from "./logger.js";
 import {
   DONE,
   requeueAfter,
+  type HibernationMetrics,
   type ObjectKey,
   type ReconcileContext,
   type Reconciler,
@@ -53,23 +54,21 @@ class KeyedLock {
 }
 
 /** Reconciles one CocoonHibernation per call; level-based. */
-export class HibernationReconciler implements Reconciler {
+export class HibernationReconciler implements Reconciler<HibernationMetrics> {
   private readonly locks = new KeyedLock();
-  /** Told of each CR a reconcile found deleted (the controller's pod index forgets it). */
-  onGone?: (key: ObjectKey) => void;
 
   constructor(
     private readonly client: KubeClient,
     private readonly opts: HibernationReconcilerOptions = {},
   ) {}
 
-  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult> {
+  async reconcile(
+    key: ObjectKey,
+    ctx: ReconcileContext<HibernationMetrics>,
+  ): Promise<ReconcileResult> {
     const path = paths.cocoonHibernation(key.namespace, key.name);
     const first = await this.client.getOrUndefined<CocoonHibernation>(path);
-    if (!first) {
-      this.onGone?.(key);
-      return DONE;
-    }
+    if (!first) return DONE;
     const podName = first.spec?.podRef?.name ?? "";
     return this.locks.run(`${key.namespace}/${podName}`, async () => {
       // Read again under the lock: another CR of this pod may just have changed things.
@@ -80,7 +79,7 @@ export class HibernationReconciler implements Reconciler {
 
   private async reconcileOne(
     cr: CocoonHibernation,
-    ctx: ReconcileContext,
+    ctx: ReconcileContext<HibernationMetrics>,
   ): Promise<ReconcileResult> {
     const result = await runHibernationPass(this.client, cr, {
       registry: this.opts.registry,
@@ -95,7 +94,7 @@ export class HibernationReconciler implements Reconciler {
   }
 }
 
-function hooksFor(ctx: ReconcileContext): HibernationHooks {
+function hooksFor(ctx: ReconcileContext<HibernationMetrics>): HibernationHooks {
   return {
     event(cr, type, reason, message) {
       // Warnings also go to the log: an operator reading logs sees what needs attention.
@@ -108,7 +107,7 @@ function hooksFor(ctx: ReconcileContext): HibernationHooks {
       );
     },
     observe(metric, result, seconds) {
-      ctx.metrics.phaseDuration?.(metric, result, seconds);
+      ctx.metrics.phaseDuration(metric, result, seconds);
     },
     log(level, msg, fields) {
       logWithFields(ctx.log, level, msg, fields);

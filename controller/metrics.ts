@@ -1,9 +1,11 @@
 /**
- * The controller's Prometheus metrics, on a Registry of their own (never prom-client's
- * global one, so two controllers in one test process do not collide).
+ * The manager's Prometheus metrics, on a Registry of their own (never prom-client's global
+ * one, so two managers in one test process do not collide): controller-runtime's and
+ * client-go's series, labelled by the controller each belongs to. A controller's own series
+ * (the `cocoonset_*` ones: `cocoonset-metrics.ts`) are registered on the same registry by the
+ * controller when it is added to the manager.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { ControllerMetrics } from "./types.js";
 
 /**
  * Outcome of one reconcile, the `result` label of `controller_runtime_reconcile_total`, as
@@ -12,7 +14,7 @@ import type { ControllerMetrics } from "./types.js";
  */
 export type ReconcileOutcome = "success" | "error" | "requeue" | "requeue_after";
 
-/** Names of every metric the controller exports. */
+/** Names of every metric the controller process exports (the manager's and its controllers'). */
 export const METRIC_NAMES = {
   rebuild: "cocoonset_subagent_rebuild_total",
   deadLetter: "cocoonset_subagent_dead_letter_total",
@@ -39,7 +41,7 @@ export const METRIC_NAMES = {
   restClientRequests: "rest_client_requests_total",
 } as const;
 
-/** What the queue gauges read at scrape time (see {@link Metrics.setQueueSource}). */
+/** What the queue gauges read at scrape time (see {@link Metrics.setQueue}). */
 export interface QueueView {
   /** Keys waiting to be handed out, in order. */
   queuedKeys(): string[];
@@ -64,23 +66,13 @@ export interface MetricsOptions {
 }
 
 /**
- * All controller metrics; implements the engine-facing {@link ControllerMetrics}. The
- * runtime's metrics carry controller-runtime's and client-go's names, labels and meanings
- * (so dashboards and alerts made for other operators match); the `cocoonset_*` ones are the
- * domain's.
+ * The manager's metrics: per controller (the `controller` label; a queue's `name`), with
+ * controller-runtime's and client-go's names, labels and meanings (so dashboards and alerts
+ * made for other operators match), plus the Lease and the REST client's requests.
  */
-export class Metrics implements ControllerMetrics {
-  /** The registry to serve on `/metrics`. */
+export class Metrics {
+  /** The registry to serve on `/metrics`; controllers register their own series on it. */
   readonly registry = new Registry();
-  private readonly rebuilds: Counter<"namespace" | "cocoonset">;
-  private readonly deadLetters: Counter<"namespace" | "cocoonset">;
-  private readonly reaped: Counter<"kind" | "reason">;
-  private readonly released: Counter<"kind">;
-  /** Time spent Hibernating / Waking, by `ok` or `timeout` (CocoonHibernation). */
-  private readonly phaseDurations: Record<string, Histogram<"result">>;
-  private readonly releasePodsDeleted: Counter<"namespace" | "cocoonset">;
-  private readonly releaseWakes: Counter<"namespace" | "cocoonset" | "placement">;
-  private readonly releaseWakeUnschedulable: Counter<"namespace" | "cocoonset">;
   private readonly reconciles: Counter<"controller" | "result">;
   private readonly reconcileErrors: Counter<"controller">;
   private readonly reconcileTime: Histogram<"controller">;
@@ -92,70 +84,11 @@ export class Metrics implements ControllerMetrics {
   private readonly workDuration: Histogram<"name" | "controller">;
   private readonly leaderGauge: Gauge<"name">;
   private readonly restRequests: Counter<"code" | "method" | "host">;
-  private queue?: { view: QueueView; nameOf: (key: string) => string; names: string[] };
+  /** Each controller's queue, read by the gauges at scrape time (undefined: not running). */
+  private readonly queues = new Map<string, QueueView | undefined>();
 
   constructor(opts: MetricsOptions = {}) {
     const registers = [this.registry];
-    this.rebuilds = new Counter({
-      name: METRIC_NAMES.rebuild,
-      help: "Sub-agent rebuilds: terminal pods deleted for recreation",
-      labelNames: ["namespace", "cocoonset"],
-      registers,
-    });
-    this.deadLetters = new Counter({
-      name: METRIC_NAMES.deadLetter,
-      help: "Sub-agents parked in dead-letter after exhausting their rebuilds",
-      labelNames: ["namespace", "cocoonset"],
-      registers,
-    });
-    this.reaped = new Counter({
-      name: METRIC_NAMES.reapDeleted,
-      help: "Ephemeral objects deleted by the orphan reaper",
-      labelNames: ["kind", "reason"],
-      registers,
-    });
-    this.released = new Counter({
-      name: METRIC_NAMES.releaseDeleted,
-      help: "Objects deleted by owner release",
-      labelNames: ["kind"],
-      registers,
-    });
-    const phaseBuckets = [1, 2.5, 5, 10, 20, 30, 60, 90, 120, 180, 240, 300, 600];
-    this.phaseDurations = {
-      hibernate_phase_duration_seconds: new Histogram({
-        name: METRIC_NAMES.hibernatePhase,
-        help: "Time a CocoonHibernation spent Hibernating, by result (ok or timeout)",
-        labelNames: ["result"],
-        buckets: phaseBuckets,
-        registers,
-      }),
-      wake_phase_duration_seconds: new Histogram({
-        name: METRIC_NAMES.wakePhase,
-        help: "Time a CocoonHibernation spent Waking, by result (ok or timeout)",
-        labelNames: ["result"],
-        buckets: phaseBuckets,
-        registers,
-      }),
-    };
-    this.releasePodsDeleted = new Counter({
-      name: METRIC_NAMES.slotReleasePodsDeleted,
-      help: "Pods deleted by a hibernatePolicy=release suspend once their VM hibernated",
-      labelNames: ["namespace", "cocoonset"],
-      registers,
-    });
-    this.releaseWakes = new Counter({
-      name: METRIC_NAMES.slotReleaseWake,
-      help: "Slot-release wakes completed, by where the main agent landed (hint-node or pool)",
-      labelNames: ["namespace", "cocoonset", "placement"],
-      registers,
-    });
-    this.releaseWakeUnschedulable = new Counter({
-      name: METRIC_NAMES.slotReleaseWakeUnschedulable,
-      help: "Slot-release wake passes that found the restored main agent unschedulable",
-      labelNames: ["namespace", "cocoonset"],
-      registers,
-    });
-
     this.reconciles = new Counter({
       name: METRIC_NAMES.reconcile,
       help: "Total number of reconciliations per controller",
@@ -215,41 +148,29 @@ export class Metrics implements ControllerMetrics {
       buckets: QUEUE_BUCKETS,
       registers,
     });
-    // The gauges below are computed from the queue when scraped.
-    const perQueue = (
-      compute: (view: QueueView, nameOf: (key: string) => string) => Map<string, number>,
-    ) => {
-      const source = () => this.queue;
-      return function collect(this: Gauge<"name" | "controller">) {
+    // The gauges below are computed from each controller's queue when scraped.
+    const queues = this.queues;
+    const perQueue = (compute: (view: QueueView) => number) =>
+      function collect(this: Gauge<"name" | "controller">) {
         this.reset();
-        const q = source();
-        if (!q) return;
-        const values = compute(q.view, q.nameOf);
-        for (const name of q.names) this.set({ name, controller: name }, values.get(name) ?? 0);
+        for (const [name, view] of queues)
+          this.set({ name, controller: name }, view ? compute(view) : 0);
       };
-    };
     new Gauge({
       name: METRIC_NAMES.queueDepth,
       help: "Current depth of workqueue",
       labelNames: queueLabels,
       registers,
-      collect: perQueue((view, nameOf) => {
-        const depth = new Map<string, number>();
-        for (const k of view.queuedKeys()) depth.set(nameOf(k), (depth.get(nameOf(k)) ?? 0) + 1);
-        return depth;
-      }),
+      collect: perQueue((view) => view.queuedKeys().length),
     });
     new Gauge({
       name: METRIC_NAMES.unfinishedWork,
       help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
       labelNames: queueLabels,
       registers,
-      collect: perQueue((view, nameOf) => {
-        const sum = new Map<string, number>();
+      collect: perQueue((view) => {
         const now = view.now();
-        for (const [k, since] of view.inFlightSince())
-          sum.set(nameOf(k), (sum.get(nameOf(k)) ?? 0) + (now - since) / 1000);
-        return sum;
+        return view.inFlightSince().reduce((sum, [, since]) => sum + (now - since) / 1000, 0);
       }),
     });
     new Gauge({
@@ -257,12 +178,11 @@ export class Metrics implements ControllerMetrics {
       help: "How many seconds has the longest running processor for workqueue been running.",
       labelNames: queueLabels,
       registers,
-      collect: perQueue((view, nameOf) => {
-        const longest = new Map<string, number>();
+      collect: perQueue((view) => {
         const now = view.now();
-        for (const [k, since] of view.inFlightSince())
-          longest.set(nameOf(k), Math.max(longest.get(nameOf(k)) ?? 0, (now - since) / 1000));
-        return longest;
+        return view
+          .inFlightSince()
+          .reduce((max, [, since]) => Math.max(max, (now - since) / 1000), 0);
       }),
     });
     this.leaderGauge = new Gauge({
@@ -280,46 +200,6 @@ export class Metrics implements ControllerMetrics {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
-  /** {@inheritDoc ControllerMetrics.rebuild} */
-  rebuild(namespace: string, cocoonset: string): void {
-    this.rebuilds.inc({ namespace, cocoonset });
-  }
-
-  /** {@inheritDoc ControllerMetrics.deadLetter} */
-  deadLetter(namespace: string, cocoonset: string): void {
-    this.deadLetters.inc({ namespace, cocoonset });
-  }
-
-  /** {@inheritDoc ControllerMetrics.reapDeleted} */
-  reapDeleted(kind: string, reason: string, n = 1): void {
-    if (n > 0) this.reaped.inc({ kind, reason }, n);
-  }
-
-  /** {@inheritDoc ControllerMetrics.releaseDeleted} */
-  releaseDeleted(kind: string, n = 1): void {
-    if (n > 0) this.released.inc({ kind }, n);
-  }
-
-  /** {@inheritDoc ControllerMetrics.phaseDuration} */
-  phaseDuration(metric: string, result: string, seconds: number): void {
-    this.phaseDurations[metric]?.observe({ result }, seconds);
-  }
-
-  /** {@inheritDoc ControllerMetrics.slotReleasePodDeleted} */
-  slotReleasePodDeleted(namespace: string, cocoonset: string): void {
-    this.releasePodsDeleted.inc({ namespace, cocoonset });
-  }
-
-  /** {@inheritDoc ControllerMetrics.slotReleaseWake} */
-  slotReleaseWake(namespace: string, cocoonset: string, placement: string): void {
-    this.releaseWakes.inc({ namespace, cocoonset, placement });
-  }
-
-  /** {@inheritDoc ControllerMetrics.slotReleaseWakeUnschedulable} */
-  slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void {
-    this.releaseWakeUnschedulable.inc({ namespace, cocoonset });
-  }
-
   /**
    * Declares a controller and its worker count: its series appear at zero (so a dashboard
    * sees the controller before its first reconcile).
@@ -330,6 +210,7 @@ export class Metrics implements ControllerMetrics {
     this.reconcileErrors.inc({ controller }, 0);
     this.queueAdds.inc({ name: controller, controller }, 0);
     this.queueRetries.inc({ name: controller, controller }, 0);
+    if (!this.queues.has(controller)) this.queues.set(controller, undefined);
   }
 
   /** A worker took (+1) or finished (-1) a key of `controller`. */
@@ -345,12 +226,11 @@ export class Metrics implements ControllerMetrics {
   }
 
   /**
-   * Where the queue gauges (depth, unfinished work, longest running processor) are read at
-   * scrape time: a queue shared by the controllers `names`, a key belonging to `nameOf(key)`.
-   * `undefined` detaches it (the gauges then read zero).
+   * Where the queue gauges (depth, unfinished work, longest running processor) of controller
+   * `name` are read at scrape time; `undefined` detaches it (its gauges then read zero).
    */
-  setQueueSource(view: QueueView | undefined, nameOf?: (key: string) => string, names?: string[]) {
-    this.queue = view && nameOf && names ? { view, nameOf, names } : undefined;
+  setQueue(name: string, view: QueueView | undefined): void {
+    this.queues.set(name, view);
   }
 
   /** A key entered the queue of controller `name` (an add that was not deduplicated). */

@@ -1,16 +1,18 @@
 /**
- * The controller runtime: probes and metrics servers, a readiness gate, leader election, and
- * while leading, a session of informers → work queue → workers plus the periodic resync and
- * periodic tasks. It knows nothing of CocoonSets: what to watch, how objects map to keys and
- * what a reconcile does come from a {@link ControllerDefinition} (see
- * `cocoonset-controller.ts` for the one this project runs).
+ * The controller manager, as controller-runtime has one: probes and metrics servers, a
+ * readiness gate, one leader election, and while leading, a session of one shared informer
+ * cache (`cache.ts`) feeding the controllers registered with the manager, each with its own
+ * name, work queue, workers, metrics series, resync and periodic tasks. It knows nothing of
+ * CocoonSets: what a controller watches, how events map to its keys and what a reconcile does
+ * come from its {@link Controller} (see `cocoonset-controller.ts` and
+ * `hibernation-controller.ts` for the two this project runs).
  *
  * Guarantees:
- * - level-based: informer events only enqueue `namespace/name` keys; a key is never
- *   reconciled twice at once; errors requeue with per-key backoff (or as the definition's
- *   error policy says);
+ * - level-based: informer events only enqueue `namespace/name` keys of the controller a watch
+ *   belongs to; a key is never reconciled twice at once by its controller; errors requeue
+ *   with per-key backoff (or as the controller's error policy says);
  * - a failing readiness gate never crashes the process: /readyz stays 503 with the reason and
- *   the gate is retried with backoff;
+ *   the gates are retried with backoff;
  * - with leader election, a standby runs no informer, worker or task; a leader that loses
  *   its Lease stops its session before it may lead again;
  * - on SIGTERM/SIGINT: no new work, in-flight reconciles finish (their signal aborts after
@@ -19,7 +21,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import type { Registry } from "prom-client";
 import { KubeClient, type KubeObject } from "../engine/kube/index.js";
+import { SharedCache, mergeKinds, type CacheReader, type Kind } from "./cache.js";
 import { KubeEventRecorder } from "./events.js";
 import {
   parseBindAddress,
@@ -27,7 +31,6 @@ import {
   startProbeServer,
   type CheckResult,
 } from "./health.js";
-import { Informer } from "./informer.js";
 import { DEFAULT_LEASE_NAME, defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
 import { Metrics } from "./metrics.js";
@@ -44,58 +47,57 @@ import { WorkQueue, type Clock } from "./work-queue.js";
 import { sleep } from "../engine/kube/sleep.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
 
-/** One watched kind: where to list it, and which keys its changes enqueue. */
+/** A watched kind whose events enqueue keys of the controller that watches it. */
 export interface Watch {
-  /** Collection path in one namespace, or in all of them (`undefined`). */
-  path(namespace: string | undefined): string;
-  labelSelector?: string;
-  /** The key to reconcile when an object of this kind changes (none: ignore it). */
-  keyOf(obj: KubeObject): ObjectKey | undefined;
-  /** More keys the same change enqueues (e.g. the CocoonHibernations targeting a pod). */
-  extraKeys?(obj: KubeObject): ObjectKey[];
+  kind: Kind;
+  /**
+   * The controller's keys an event on `obj` enqueues (read indexes from `cache`: they already
+   * have the event applied). Called for adds, updates that matter, and deletes.
+   */
+  map(obj: KubeObject, cache: CacheReader): readonly ObjectKey[];
   /** Whether an update needs a reconcile. @default every update does */
   updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
-  /**
-   * Hands a session's informers of this kind (one per watched scope) to whoever reads their
-   * caches; `clusterWide` when they watch every namespace. Called before they start.
-   */
-  attach?(informers: readonly Informer[], clusterWide: boolean): void;
 }
 
 /** Work run every `intervalMs` per namespace while leading (the first run at once). */
-export interface PeriodicTask {
+export interface PeriodicTask<M = unknown> {
   /** Names the task in logs (`<name> pass done`). */
   name: string;
   intervalMs: number;
-  run(namespace: string, ctx: ReconcileContext): Promise<unknown>;
+  run(namespace: string, ctx: ReconcileContext<M>): Promise<unknown>;
 }
 
 /** What to do with a reconcile that threw. */
 export type ErrorAction = "backoff" | ReconcileResult;
 
 /**
- * A controller: the kind it reconciles, the kinds it owns, its reconcile function and its
- * error policy. The runtime does the rest.
+ * A controller registered with the {@link Manager}: the kind it reconciles, what else it
+ * watches, its reconcile function, metrics and error policy. The manager does the rest.
  */
-export interface ControllerDefinition {
+export interface Controller<M = unknown> {
   /**
-   * The controller's name: the `controller` label of the `controller_runtime_*` metrics and
-   * the `name` of the `workqueue_*` ones (controller-runtime uses the lower-case kind).
+   * The controller's name: the `controller` label of its `controller_runtime_*` series and
+   * the `name` of its `workqueue_*` ones (controller-runtime uses the lower-case kind).
    */
   name: string;
+  /** The reconciled kind: each object is its own key. */
+  for: Kind;
+  /** Whether an update of a reconciled object needs a reconcile. @default every update does */
+  updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
+  /** Enqueue every reconciled object each resync interval. @default true */
+  resync?: boolean;
+  /** Other kinds whose events map to this controller's keys. */
+  watches?: Watch[];
+  reconciler: Reconciler<M>;
+  /** Registers the controller's own series on the manager's registry; `ctx.metrics` is the result. */
+  metrics?(registry: Registry): M;
+  /** Workers reconciling at once. @default the manager's `concurrency` */
+  workers?: number;
+  /** Called with each leading session's cache before its informers start (readers attach). */
+  attach?(cache: SharedCache): void;
   /**
-   * Further controllers sharing this one's queue and workers, each with the test of which
-   * keys are its own (checked in order; a key none claims is `name`'s).
-   */
-  alsoRuns?: { name: string; owns(key: ObjectKey): boolean }[];
-  /** The reconciled kind: its objects are their own keys, and they are resynced periodically. */
-  primary: Watch;
-  /** Owned kinds: their changes enqueue their owner's key. */
-  owns: Watch[];
-  reconciler: Reconciler;
-  /**
-   * Readiness gate, checked before any informer starts and retried with backoff until it
-   * passes (for example: the CRD is installed). @default always ready
+   * Readiness gate, checked before the cache starts and retried with backoff until it and
+   * every other controller's pass (for example: the CRD is installed). @default always ready
    */
   ready?(client: KubeClient, log: Logger): Promise<CheckResult>;
   /** What the gate reports before its first check. @default "starting" */
@@ -104,10 +106,10 @@ export interface ControllerDefinition {
   notReadyMessage?: string;
   /** What a thrown reconcile error leads to. @default "backoff" (per-key rate-limited requeue) */
   errorPolicy?(error: unknown, key: ObjectKey): ErrorAction;
-  tasks?: PeriodicTask[];
+  tasks?: PeriodicTask<M>[];
 }
 
-/** The options the runtime reads (the flags of `cocoonset controller` hold more). */
+/** The options the manager reads (the flags of `cocoonset controller` hold more). */
 export type RuntimeOptions = Pick<
   ControllerOptions,
   | "kubeconfig"
@@ -126,8 +128,9 @@ export interface ControllerRuntime {
   /** A ready client. @default a KubeClient from `opts.kubeconfig` */
   client?: KubeClient;
   logger?: Logger;
+  /** The manager's metrics; controllers register their own series on its registry. */
   metrics?: Metrics;
-  /** Stops the controller. @default SIGTERM or SIGINT */
+  /** Stops the manager. @default SIGTERM or SIGINT */
   signal?: AbortSignal;
   /** @default hostname + random suffix */
   identity?: string;
@@ -141,196 +144,251 @@ export interface ControllerRuntime {
   leaseDurationSeconds?: number;
   /** Called once the servers listen, with their ports (0 when disabled). */
   onListening?: (ports: { metrics: number; probes: number }) => void;
-  /** The work queue's clock (its delays and requeues). @default systemClock */
+  /** The work queues' clock (their delays and requeues). @default systemClock */
   clock?: Clock;
 }
 
-/** The running part of a leader: informers, queue, workers, resync and periodic tasks. */
+/** A controller as the manager holds it: its metrics made. */
+interface Registered {
+  def: Controller;
+  metrics: unknown;
+}
+
+/** The running part of a leader: the cache, and per controller a queue, workers and tasks. */
 interface Session {
-  informers: Informer[];
-  synced(): boolean;
+  cache: SharedCache;
   stop(graceMs: number): Promise<void>;
 }
 
-/**
- * Runs the controller until SIGTERM/SIGINT (or `runtime.signal`), then shuts down cleanly.
- * Rejects only for start-up failures (a server that cannot bind).
- */
-export async function runManager(
-  def: ControllerDefinition,
-  opts: RuntimeOptions,
-  runtime: ControllerRuntime = {},
-): Promise<void> {
-  const log = runtime.logger ?? createLogger({ level: opts.logLevel });
-  const metrics = runtime.metrics ?? new Metrics({ defaultMetrics: true });
-  const ownClient = !runtime.client;
-  const client =
-    runtime.client ??
-    new KubeClient({
-      kubeconfig: opts.kubeconfig,
-      context: opts.context,
-      // One socket per watch (one per watched kind and scope), plus the default for requests.
-      maxSockets: Math.max(1, opts.namespaces.length) * (1 + def.owns.length) + 32,
-    });
-  const identity = runtime.identity ?? defaultIdentity();
-  const graceMs = runtime.shutdownGraceMs ?? 30_000;
-  const resyncMs = runtime.resyncIntervalMs ?? 600_000;
-  const events = new KubeEventRecorder({ client, identity, log });
-  const leaseName = runtime.leaseName ?? DEFAULT_LEASE_NAME;
-  metrics.setLeader(leaseName, false);
-  const unobserve = client.observeRequests((code, method, host) =>
-    metrics.restClientRequest(code, method, host),
-  );
+/** Runs controllers on one shared cache under one leader election. */
+export class Manager {
+  readonly metrics: Metrics;
+  private readonly controllers: Registered[] = [];
+  private running = false;
 
-  const stop = new AbortController();
-  const onSignal = (sig: string) => {
-    log.info({ signal: sig }, "shutting down: no new work, finishing in-flight reconciles");
-    stop.abort();
-  };
-  const onTerm = () => onSignal("SIGTERM");
-  const onInt = () => onSignal("SIGINT");
-  if (runtime.signal) {
-    if (runtime.signal.aborted) stop.abort();
-    else runtime.signal.addEventListener("abort", () => stop.abort(), { once: true });
-  } else {
-    process.once("SIGTERM", onTerm);
-    process.once("SIGINT", onInt);
+  constructor(
+    private readonly opts: RuntimeOptions,
+    private readonly runtime: ControllerRuntime = {},
+  ) {
+    this.metrics = runtime.metrics ?? new Metrics({ defaultMetrics: true });
   }
 
-  let gate: CheckResult = { ok: false, reason: def.readyPending ?? "starting" };
-  let session: Session | undefined;
-  let elector: LeaderElector | undefined;
+  /**
+   * Registers a controller (before {@link Manager.start}); its metrics are registered now.
+   * @throws Error for a second controller of one name (a programmer error)
+   */
+  add<M>(def: Controller<M>): this {
+    if (this.running || this.controllers.some((c) => c.def.name === def.name))
+      throw new Error(`cannot add controller ${def.name}`);
+    const metrics = def.metrics?.(this.metrics.registry);
+    this.controllers.push({ def, metrics });
+    return this;
+  }
 
-  const healthz = (): CheckResult => {
-    const dead = session?.informers.filter((i) => !i.isSupervised()) ?? [];
-    return dead.length
-      ? { ok: false, reason: `informers stopped: ${dead.map((i) => i.path).join(", ")}` }
-      : { ok: true, reason: "ok" };
-  };
-  const readyz = (): CheckResult => {
-    if (stop.signal.aborted) return { ok: false, reason: "shutting down" };
-    if (!gate.ok) return gate;
-    if (elector && !elector.isLeader()) return { ok: true, reason: "ok (standby, not leading)" };
-    if (!session) return { ok: false, reason: "starting" };
-    if (!session.synced()) {
-      const pending = session.informers.filter((i) => !i.hasSynced());
-      const detail = pending
-        .map((i) => `${i.path}${i.lastError() ? ` (${i.lastError()!.message})` : ""}`)
-        .join(", ");
-      return { ok: false, reason: `caches not synced: ${detail}` };
-    }
-    return { ok: true, reason: "ok" };
-  };
-
-  const servers: { close(): Promise<void> }[] = [];
-  const closeServers = async () => {
-    await Promise.all(servers.splice(0).map((s) => s.close()));
-  };
-  try {
-    const metricsBind = parseBindAddress(opts.metricsBindAddress);
-    const probeBind = parseBindAddress(opts.healthProbeBindAddress);
-    const m = metricsBind ? await startMetricsServer(metricsBind, metrics.registry) : undefined;
-    if (m) servers.push(m);
-    const p = probeBind ? await startProbeServer(probeBind, { healthz, readyz }) : undefined;
-    if (p) servers.push(p);
-    runtime.onListening?.({ metrics: m?.port ?? 0, probes: p?.port ?? 0 });
-    // With `:0` the ports are chosen here: log what was bound so users and tests find them.
-    log.info(
-      { metricsAddress: m?.address ?? "disabled", healthProbeAddress: p?.address ?? "disabled" },
-      "serving metrics and probes",
+  /** The kinds the cache watches: every controller's reconciled and watched kinds. */
+  kinds(): Kind[] {
+    return mergeKinds(
+      this.controllers.flatMap(({ def }) => [def.for, ...(def.watches ?? []).map((w) => w.kind)]),
     );
-  } catch (e) {
+  }
+
+  /**
+   * Runs until SIGTERM/SIGINT (or `runtime.signal`), then shuts down cleanly. Rejects only for
+   * start-up failures (a server that cannot bind).
+   */
+  async start(): Promise<void> {
+    this.running = true;
+    const { opts, runtime, metrics } = this;
+    const log = runtime.logger ?? createLogger({ level: opts.logLevel });
+    const ownClient = !runtime.client;
+    const client =
+      runtime.client ??
+      new KubeClient({
+        kubeconfig: opts.kubeconfig,
+        context: opts.context,
+        // One socket per watch (one per watched kind and scope), plus the default for requests.
+        maxSockets: Math.max(1, opts.namespaces.length) * this.kinds().length + 32,
+      });
+    const identity = runtime.identity ?? defaultIdentity();
+    const graceMs = runtime.shutdownGraceMs ?? 30_000;
+    const events = new KubeEventRecorder({ client, identity, log });
+    const leaseName = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+    metrics.setLeader(leaseName, false);
+    const unobserve = client.observeRequests((code, method, host) =>
+      metrics.restClientRequest(code, method, host),
+    );
+
+    const stop = new AbortController();
+    const onSignal = (sig: string) => {
+      log.info({ signal: sig }, "shutting down: no new work, finishing in-flight reconciles");
+      stop.abort();
+    };
+    const onTerm = () => onSignal("SIGTERM");
+    const onInt = () => onSignal("SIGINT");
+    if (runtime.signal) {
+      if (runtime.signal.aborted) stop.abort();
+      else runtime.signal.addEventListener("abort", () => stop.abort(), { once: true });
+    } else {
+      process.once("SIGTERM", onTerm);
+      process.once("SIGINT", onInt);
+    }
+
+    const gated = this.controllers.map((c) => c.def).filter((d) => !!d.ready);
+    let gate: CheckResult = { ok: false, reason: gated[0]?.readyPending ?? "starting" };
+    let session: Session | undefined;
+    let elector: LeaderElector | undefined;
+
+    const healthz = (): CheckResult => {
+      const dead = session?.cache.informers().filter((i) => !i.isSupervised()) ?? [];
+      return dead.length
+        ? { ok: false, reason: `informers stopped: ${dead.map((i) => i.path).join(", ")}` }
+        : { ok: true, reason: "ok" };
+    };
+    const readyz = (): CheckResult => {
+      if (stop.signal.aborted) return { ok: false, reason: "shutting down" };
+      if (!gate.ok) return gate;
+      if (elector && !elector.isLeader()) return { ok: true, reason: "ok (standby, not leading)" };
+      if (!session) return { ok: false, reason: "starting" };
+      if (!session.cache.synced()) {
+        const pending = session.cache.informers().filter((i) => !i.hasSynced());
+        const detail = pending
+          .map((i) => `${i.path}${i.lastError() ? ` (${i.lastError()!.message})` : ""}`)
+          .join(", ");
+        return { ok: false, reason: `caches not synced: ${detail}` };
+      }
+      return { ok: true, reason: "ok" };
+    };
+
+    const servers: { close(): Promise<void> }[] = [];
+    const closeServers = async () => {
+      await Promise.all(servers.splice(0).map((s) => s.close()));
+    };
+    try {
+      const metricsBind = parseBindAddress(opts.metricsBindAddress);
+      const probeBind = parseBindAddress(opts.healthProbeBindAddress);
+      const m = metricsBind ? await startMetricsServer(metricsBind, metrics.registry) : undefined;
+      if (m) servers.push(m);
+      const p = probeBind ? await startProbeServer(probeBind, { healthz, readyz }) : undefined;
+      if (p) servers.push(p);
+      runtime.onListening?.({ metrics: m?.port ?? 0, probes: p?.port ?? 0 });
+      // With `:0` the ports are chosen here: log what was bound so users and tests find them.
+      log.info(
+        { metricsAddress: m?.address ?? "disabled", healthProbeAddress: p?.address ?? "disabled" },
+        "serving metrics and probes",
+      );
+    } catch (e) {
+      await closeServers();
+      process.off("SIGTERM", onTerm);
+      process.off("SIGINT", onInt);
+      unobserve();
+      if (ownClient) client.close();
+      throw e;
+    }
+    log.info(
+      {
+        identity,
+        server: client.server,
+        namespaces: opts.namespaces.length ? opts.namespaces : "all",
+        leaderElect: opts.leaderElect,
+        controllers: this.controllers.map((c) => c.def.name),
+      },
+      "controller starting",
+    );
+
+    // A gate may pass only later (a CRD installed after the controller): wait, don't crash.
+    const checkGates = async (): Promise<{ result: CheckResult; def?: Controller }> => {
+      for (const def of gated) {
+        let result: CheckResult;
+        try {
+          result = await def.ready!(client, log);
+        } catch (e) {
+          result = { ok: false, reason: errorMessage(e) };
+        }
+        if (!result.ok) return { result, def };
+      }
+      return { result: { ok: true, reason: "ok" } };
+    };
+    for (let attempt = 0; !stop.signal.aborted; attempt++) {
+      const { result, def } = await checkGates();
+      gate = result;
+      if (gate.ok) break;
+      const delay = Math.min(1000 * 2 ** attempt, 60_000);
+      log.warn({ reason: gate.reason, retryInMs: delay }, def?.notReadyMessage ?? "not ready");
+      await sleep(delay, stop.signal);
+    }
+
+    const startSession = (): Session =>
+      createSession({
+        opts,
+        controllers: this.controllers,
+        kinds: this.kinds(),
+        client,
+        log,
+        metrics,
+        events,
+        resyncMs: runtime.resyncIntervalMs ?? 600_000,
+        clock: runtime.clock,
+      });
+
+    // Leadership changes are applied one after the other, so a new session never starts
+    // while the previous one is still finishing its reconciles.
+    let transitions = Promise.resolve();
+    const lead = () => {
+      transitions = transitions.then(() => {
+        if (stop.signal.aborted || session) return;
+        metrics.setLeader(leaseName, true);
+        session = startSession();
+      });
+    };
+    const unlead = (graceForInFlight: number) => {
+      transitions = transitions.then(async () => {
+        const s = session;
+        session = undefined;
+        metrics.setLeader(leaseName, false);
+        await s?.stop(graceForInFlight);
+      });
+    };
+
+    if (!stop.signal.aborted) {
+      if (opts.leaderElect) {
+        elector = new LeaderElector({
+          client,
+          namespace: opts.leaderElectionNamespace,
+          name: leaseName,
+          identity,
+          leaseDurationSeconds: runtime.leaseDurationSeconds,
+          log,
+          onStartedLeading: lead,
+          // Someone else may already be reconciling: cut in-flight work short.
+          onStoppedLeading: () => unlead(stop.signal.aborted ? graceMs : 0),
+        });
+        elector.start();
+      } else {
+        lead();
+      }
+      await new Promise<void>((resolve) => {
+        if (stop.signal.aborted) return resolve();
+        stop.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+
+    // Shutdown: finish the session while still holding the Lease, then release it.
+    unlead(graceMs);
+    await transitions;
+    await elector?.stop();
     await closeServers();
     process.off("SIGTERM", onTerm);
     process.off("SIGINT", onInt);
     unobserve();
     if (ownClient) client.close();
-    throw e;
+    log.info("controller stopped");
   }
-  log.info(
-    {
-      identity,
-      server: client.server,
-      namespaces: opts.namespaces.length ? opts.namespaces : "all",
-      leaderElect: opts.leaderElect,
-    },
-    "controller starting",
-  );
-
-  // The gate may pass only later (a CRD installed after the controller): wait, don't crash.
-  for (let attempt = 0; def.ready && !stop.signal.aborted; attempt++) {
-    try {
-      gate = await def.ready(client, log);
-    } catch (e) {
-      gate = { ok: false, reason: errorMessage(e) };
-    }
-    if (gate.ok) break;
-    const delay = Math.min(1000 * 2 ** attempt, 60_000);
-    log.warn({ reason: gate.reason, retryInMs: delay }, def.notReadyMessage ?? "not ready");
-    await sleep(delay, stop.signal);
-  }
-  if (!def.ready) gate = { ok: true, reason: "ok" };
-
-  const startSession = (): Session =>
-    createSession({ opts, def, client, log, metrics, events, resyncMs, clock: runtime.clock });
-
-  // Leadership changes are applied one after the other, so a new session never starts
-  // while the previous one is still finishing its reconciles.
-  let transitions = Promise.resolve();
-  const lead = () => {
-    transitions = transitions.then(() => {
-      if (stop.signal.aborted || session) return;
-      metrics.setLeader(leaseName, true);
-      session = startSession();
-    });
-  };
-  const unlead = (graceForInFlight: number) => {
-    transitions = transitions.then(async () => {
-      const s = session;
-      session = undefined;
-      metrics.setLeader(leaseName, false);
-      await s?.stop(graceForInFlight);
-    });
-  };
-
-  if (!stop.signal.aborted) {
-    if (opts.leaderElect) {
-      elector = new LeaderElector({
-        client,
-        namespace: opts.leaderElectionNamespace,
-        name: leaseName,
-        identity,
-        leaseDurationSeconds: runtime.leaseDurationSeconds,
-        log,
-        onStartedLeading: lead,
-        // Someone else may already be reconciling: cut in-flight work short.
-        onStoppedLeading: () => unlead(stop.signal.aborted ? graceMs : 0),
-      });
-      elector.start();
-    } else {
-      lead();
-    }
-    await new Promise<void>((resolve) => {
-      if (stop.signal.aborted) return resolve();
-      stop.signal.addEventListener("abort", () => resolve(), { once: true });
-    });
-  }
-
-  // Shutdown: finish the session while still holding the Lease, then release it.
-  unlead(graceMs);
-  await transitions;
-  await elector?.stop();
-  await closeServers();
-  process.off("SIGTERM", onTerm);
-  process.off("SIGINT", onInt);
-  unobserve();
-  if (ownClient) client.close();
-  log.info("controller stopped");
 }
 
 interface SessionDeps {
   opts: RuntimeOptions;
-  def: ControllerDefinition;
+  controllers: readonly Registered[];
+  kinds: Kind[];
   client: KubeClient;
   log: Logger;
   metrics: Metrics;
@@ -339,138 +397,33 @@ interface SessionDeps {
   clock?: Clock;
 }
 
+/** One controller's part of a session: its queue, workers, resync and tasks. */
+interface Running {
+  /** Starts the workers and tasks (once the cache synced); resolves when they end. */
+  run(halt: AbortSignal, work: AbortSignal): Promise<void>;
+  stop(): void;
+}
+
 function createSession(s: SessionDeps): Session {
-  const { opts, def, client, log, metrics, events } = s;
-  // One queue and one worker pool for every controller of the definition; each key's
-  // metrics go to the controller that owns it.
-  const names = [def.name, ...(def.alsoRuns ?? []).map((c) => c.name)];
-  const controllerOf = (key: string): string => {
-    const k = parseKey(key);
-    return def.alsoRuns?.find((c) => c.owns(k))?.name ?? def.name;
-  };
-  const queue = new WorkQueue({
-    clock: s.clock,
-    metrics: {
-      added: (key) => metrics.queueAdded(controllerOf(key)),
-      retried: (key) => metrics.queueRetried(controllerOf(key)),
-      waited: (key, seconds) => metrics.queueWaited(controllerOf(key), seconds),
-      worked: (key, seconds) => metrics.queueWorked(controllerOf(key), seconds),
-    },
-  });
-  for (const name of names) metrics.controllerStarted(name, opts.concurrency);
-  metrics.setQueueSource(queue, controllerOf, names);
+  const { opts, client, log, events } = s;
+  const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
+  const cache = new SharedCache(s.kinds, scopes, { client, log });
+  for (const { def } of s.controllers) def.attach?.(cache);
   const work = new AbortController();
   const halt = new AbortController();
-  const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
-
-  const enqueue = (key: ObjectKey | undefined) => {
-    if (key) queue.add(formatKey(key));
-  };
-  const informersOf = (watch: Watch): Informer[] => {
-    const made = scopes.map((ns) => {
-      const inf = new Informer({
-        client,
-        path: watch.path(ns),
-        labelSelector: watch.labelSelector,
-        log,
-      });
-      const enqueueAll = (o: KubeObject) => {
-        enqueue(watch.keyOf(o));
-        for (const k of watch.extraKeys?.(o) ?? []) enqueue(k);
-      };
-      inf.addHandlers({
-        onAdd: enqueueAll,
-        onUpdate: (a, b) => {
-          if (!watch.updateMatters || watch.updateMatters(a, b)) enqueueAll(b);
-        },
-        onDelete: enqueueAll,
-      });
-      return inf;
-    });
-    watch.attach?.(made, scopes[0] === undefined);
-    return made;
-  };
-  const primaryInformers = informersOf(def.primary);
-  const informers: Informer[] = [...primaryInformers, ...def.owns.flatMap(informersOf)];
-  for (const i of informers) i.start();
-
-  const ctxFor = (key: ObjectKey): ReconcileContext => ({
-    log: reconcileLogger(log, key),
-    events,
-    metrics,
-    signal: work.signal,
-  });
-
-  // 0 means "at once" (the pass changed pods): the key is in flight, so the queue marks it
-  // dirty and hands it out again right after done().
-  const requeue = (key: string, afterMs: number) => {
-    if (afterMs > 0) queue.addAfter(key, afterMs);
-    else queue.add(key);
-  };
-
-  const worker = async () => {
-    for (;;) {
-      // A reconcile may need no I/O at all (a pass planned from the caches): yield to the
-      // event loop between keys, so watch events land before a key requeued at once runs.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const key = await queue.get();
-      if (key === undefined) return;
-      const objKey = parseKey(key);
-      const ctx = ctxFor(objKey);
-      const controller = controllerOf(key);
-      metrics.workerActive(controller, 1);
-      const started = performance.now();
-      try {
-        const res = await def.reconciler.reconcile(objKey, ctx);
-        const seconds = (performance.now() - started) / 1000;
-        queue.forget(key);
-        if (res.requeueAfterMs !== undefined) {
-          requeue(key, res.requeueAfterMs);
-          metrics.reconciled(
-            controller,
-            res.requeueAfterMs > 0 ? "requeue_after" : "requeue",
-            seconds,
-          );
-          ctx.log.debug({ requeueAfterMs: res.requeueAfterMs, seconds }, "reconciled; requeue");
-        } else {
-          metrics.reconciled(controller, "success", seconds);
-          ctx.log.debug({ seconds }, "reconciled");
-        }
-      } catch (e) {
-        const seconds = (performance.now() - started) / 1000;
-        metrics.reconciled(controller, "error", seconds);
-        const action = def.errorPolicy?.(e, objKey) ?? "backoff";
-        if (action === "backoff") {
-          queue.addRateLimited(key);
-          ctx.log.error(
-            { err: errorMessage(e), attempt: queue.numRequeues(key), seconds },
-            "reconcile failed; requeued with backoff",
-          );
-        } else {
-          queue.forget(key);
-          if (action.requeueAfterMs !== undefined) requeue(key, action.requeueAfterMs);
-          ctx.log.error(
-            { err: errorMessage(e), requeueAfterMs: action.requeueAfterMs, seconds },
-            "reconcile failed",
-          );
-        }
-      } finally {
-        metrics.workerActive(controller, -1);
-        queue.done(key);
-      }
-    }
-  };
+  const running = s.controllers.map((c) => runController(c, cache, s));
+  cache.start();
 
   // Every watched namespace; when all are watched, those the caches have seen an object in
   // (so a task needs no cluster-wide namespace access).
   const taskNamespaces = (): string[] => {
     if (opts.namespaces.length) return opts.namespaces;
     const set = new Set<string>();
-    for (const i of informers)
+    for (const i of cache.informers())
       for (const o of i.list()) if (o.metadata.namespace) set.add(o.metadata.namespace);
     return [...set].sort();
   };
-  const taskLoop = async (task: PeriodicTask) => {
+  const taskLoop = async (task: PeriodicTask, metrics: unknown) => {
     while (!halt.signal.aborted) {
       for (const ns of taskNamespaces()) {
         if (halt.signal.aborted) break;
@@ -491,40 +444,176 @@ function createSession(s: SessionDeps): Session {
     }
   };
 
-  let resync: NodeJS.Timeout | undefined;
-  const running = (async () => {
+  const all = (async () => {
     const halted = new Promise<void>((resolve) =>
       halt.signal.addEventListener("abort", () => resolve(), { once: true }),
     );
-    await Promise.race([Promise.all(informers.map((i) => i.waitForSync())), halted]);
+    await Promise.race([cache.waitForSync(), halted]);
     if (halt.signal.aborted) return;
-    log.info(
-      { objects: primaryInformers.reduce((n, i) => n + i.list().length, 0) },
-      "caches synced; starting workers",
+    const objects = Object.fromEntries(
+      s.controllers.map(({ def }) => [def.name, cache.kind(def.for.name).list().length]),
     );
-    resync = setInterval(() => {
-      for (const i of primaryInformers) for (const o of i.list()) enqueue(def.primary.keyOf(o));
-    }, s.resyncMs);
-    resync.unref();
-    const workers = Array.from({ length: opts.concurrency }, () => worker());
-    await Promise.all([...workers, ...(def.tasks ?? []).map(taskLoop)]);
+    log.info({ objects }, "caches synced; starting workers");
+    await Promise.all([
+      ...running.map((r) => r.run(halt.signal, work.signal)),
+      ...s.controllers.flatMap(({ def, metrics }) =>
+        (def.tasks ?? []).map((t) => taskLoop(t, metrics)),
+      ),
+    ]);
   })();
 
   return {
-    informers,
-    synced: () => informers.every((i) => i.hasSynced()),
+    cache,
     async stop(graceMs: number) {
       halt.abort();
-      if (resync) clearInterval(resync);
-      queue.shutDown();
+      for (const r of running) r.stop();
       const grace = setTimeout(() => work.abort(), graceMs);
       try {
-        await running;
+        await all;
       } finally {
         clearTimeout(grace);
       }
-      await Promise.all(informers.map((i) => i.stop()));
-      metrics.setQueueSource(undefined);
+      await cache.stop();
+      for (const { def } of s.controllers) s.metrics.setQueue(def.name, undefined);
+    },
+  };
+}
+
+/** An object's own key (`namespace/name`), none without a name. */
+function selfKey(o: KubeObject): ObjectKey[] {
+  return o.metadata.name ? [{ namespace: o.metadata.namespace ?? "", name: o.metadata.name }] : [];
+}
+
+/**
+ * The keys of controller `def` that one event on an object of the cache's kind `kind`
+ * enqueues: the object's own key when `def` reconciles that kind, and what each of its
+ * watches of the kind maps it to. `old` is given for an update, which counts only where
+ * `updateMatters` says so (an add or a delete always does).
+ */
+export function keysFor(
+  def: Pick<Controller, "for" | "updateMatters" | "watches">,
+  cache: CacheReader,
+  kind: string,
+  obj: KubeObject,
+  old?: KubeObject,
+): ObjectKey[] {
+  const keys: ObjectKey[] = [];
+  if (def.for.name === kind && (!old || !def.updateMatters || def.updateMatters(old, obj)))
+    keys.push(...selfKey(obj));
+  for (const w of def.watches ?? []) {
+    if (w.kind.name !== kind || (old && w.updateMatters && !w.updateMatters(old, obj))) continue;
+    keys.push(...w.map(obj, cache));
+  }
+  return keys;
+}
+
+/** One controller in a session: its queue fed by its watches, and its workers. */
+function runController(c: Registered, cache: SharedCache, s: SessionDeps): Running {
+  const { def } = c;
+  const { metrics, log, events } = s;
+  const name = def.name;
+  const workers = def.workers ?? s.opts.concurrency;
+  const queue = new WorkQueue({
+    clock: s.clock,
+    metrics: {
+      added: () => metrics.queueAdded(name),
+      retried: () => metrics.queueRetried(name),
+      waited: (_key, seconds) => metrics.queueWaited(name, seconds),
+      worked: (_key, seconds) => metrics.queueWorked(name, seconds),
+    },
+  });
+  metrics.controllerStarted(name, workers);
+  metrics.setQueue(name, queue);
+  // Each reconcile's lines name their controller (as controller-runtime's do).
+  const controllerLog = log.child({ controller: name });
+
+  const enqueue = (keys: readonly ObjectKey[]) => {
+    for (const key of keys) queue.add(formatKey(key));
+  };
+  for (const kind of new Set([def.for.name, ...(def.watches ?? []).map((w) => w.kind.name)])) {
+    cache.kind(kind).addHandlers({
+      onAdd: (o) => enqueue(keysFor(def, cache, kind, o)),
+      onUpdate: (a, b) => enqueue(keysFor(def, cache, kind, b, a)),
+      onDelete: (o) => enqueue(keysFor(def, cache, kind, o)),
+    });
+  }
+  const own = cache.kind(def.for.name);
+
+  // 0 means "at once" (the pass changed pods): the key is in flight, so the queue marks it
+  // dirty and hands it out again right after done().
+  const requeue = (key: string, afterMs: number) => {
+    if (afterMs > 0) queue.addAfter(key, afterMs);
+    else queue.add(key);
+  };
+
+  const worker = async (work: AbortSignal) => {
+    for (;;) {
+      // A reconcile may need no I/O at all (a pass planned from the caches): yield to the
+      // event loop between keys, so watch events land before a key requeued at once runs.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const key = await queue.get();
+      if (key === undefined) return;
+      const objKey = parseKey(key);
+      const ctx: ReconcileContext = {
+        log: reconcileLogger(controllerLog, objKey),
+        events,
+        metrics: c.metrics,
+        signal: work,
+      };
+      metrics.workerActive(name, 1);
+      const started = performance.now();
+      try {
+        const res = await def.reconciler.reconcile(objKey, ctx);
+        const seconds = (performance.now() - started) / 1000;
+        queue.forget(key);
+        if (res.requeueAfterMs !== undefined) {
+          requeue(key, res.requeueAfterMs);
+          metrics.reconciled(name, res.requeueAfterMs > 0 ? "requeue_after" : "requeue", seconds);
+          ctx.log.debug({ requeueAfterMs: res.requeueAfterMs, seconds }, "reconciled; requeue");
+        } else {
+          metrics.reconciled(name, "success", seconds);
+          ctx.log.debug({ seconds }, "reconciled");
+        }
+      } catch (e) {
+        const seconds = (performance.now() - started) / 1000;
+        metrics.reconciled(name, "error", seconds);
+        const action = def.errorPolicy?.(e, objKey) ?? "backoff";
+        if (action === "backoff") {
+          queue.addRateLimited(key);
+          ctx.log.error(
+            { err: errorMessage(e), attempt: queue.numRequeues(key), seconds },
+            "reconcile failed; requeued with backoff",
+          );
+        } else {
+          queue.forget(key);
+          if (action.requeueAfterMs !== undefined) requeue(key, action.requeueAfterMs);
+          ctx.log.error(
+            { err: errorMessage(e), requeueAfterMs: action.requeueAfterMs, seconds },
+            "reconcile failed",
+          );
+        }
+      } finally {
+        metrics.workerActive(name, -1);
+        queue.done(key);
+      }
+    }
+  };
+
+  let resync: NodeJS.Timeout | undefined;
+  return {
+    async run(halt, work) {
+      if (halt.aborted) return;
+      if (def.resync !== false) {
+        resync = setInterval(() => {
+          for (const o of own.list()) enqueue(selfKey(o));
+        }, s.resyncMs);
+        resync.unref();
+      }
+      await Promise.all(Array.from({ length: workers }, () => worker(work)));
+    },
+    stop() {
+      if (resync) clearInterval(resync);
+      queue.shutDown();
     },
   };
 }

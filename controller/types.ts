@@ -41,7 +41,10 @@ export interface EventRecorder {
   ): Promise<void>;
 }
 
-/** Engine-facing metrics: small methods so the engine never imports prom-client. */
+/**
+ * The CocoonSet controller's engine-facing metrics: small methods so the engine never imports
+ * prom-client (`cocoonset-metrics.ts` implements them).
+ */
 export interface ControllerMetrics {
   /** One sub-agent rebuild (terminal pod deleted for recreation). */
   rebuild(namespace: string, cocoonset: string): void;
@@ -51,11 +54,6 @@ export interface ControllerMetrics {
   reapDeleted(kind: string, reason: string, n?: number): void;
   /** Objects deleted by owner release. @param n @default 1 */
   releaseDeleted(kind: string, n?: number): void;
-  /**
-   * One finished CocoonHibernation transition: `metric` is `hibernate_phase_duration_seconds`
-   * or `wake_phase_duration_seconds`, `result` `ok` or `timeout`.
-   */
-  phaseDuration?(metric: string, result: string, seconds: number): void;
   /** One pod deleted by a slot-release suspend (its VM hibernated, its seat freed). */
   slotReleasePodDeleted(namespace: string, cocoonset: string): void;
   /** One slot-release wake completed; `placement` is `hint-node` or `pool`. */
@@ -64,12 +62,24 @@ export interface ControllerMetrics {
   slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void;
 }
 
-/** What one reconcile receives besides the key. */
-export interface ReconcileContext {
+/** The CocoonHibernation controller's metrics. */
+export interface HibernationMetrics {
+  /**
+   * One finished CocoonHibernation transition: `metric` is `hibernate_phase_duration_seconds`
+   * or `wake_phase_duration_seconds`, `result` `ok` or `timeout`.
+   */
+  phaseDuration(metric: string, result: string, seconds: number): void;
+}
+
+/**
+ * What one reconcile receives besides the key; `metrics` is what its controller registered
+ * (`Controller.metrics`).
+ */
+export interface ReconcileContext<M = unknown> {
   /** A child logger carrying `reconcileId`, `namespace` and `name`. */
   log: Logger;
   events: EventRecorder;
-  metrics: ControllerMetrics;
+  metrics: M;
   /** Aborted when the process must stop and the grace period for in-flight work ran out. */
   signal: AbortSignal;
 }
@@ -96,8 +106,8 @@ export function requeueAfter(ms: number): ReconcileResult {
  * A thrown error goes to the controller's error policy (by default a rate-limited requeue).
  * Return a result or throw, not both.
  */
-export interface Reconciler {
-  reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<ReconcileResult>;
+export interface Reconciler<M = unknown> {
+  reconcile(key: ObjectKey, ctx: ReconcileContext<M>): Promise<ReconcileResult>;
 }
 
 /** Formats a key as `namespace/name`. */

@@ -11,8 +11,10 @@ import { before, describe, test } from "node:test";
 import {
   CocoonSetReconciler,
   createLogger,
+  FLEET_POD_INDEXES,
   FleetCache,
   Informer,
+  KindCache,
   type ControllerMetrics,
   type ReconcileContext,
 } from "../../controller/index.js";
@@ -93,8 +95,10 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
       labelSelector: MANAGED_POD_SELECTOR,
     });
     const cache = new FleetCache(client);
-    cache.attachCocoonSets([csInformer], false);
-    cache.attachPods([podInformer]);
+    cache.attach(
+      new KindCache([csInformer]),
+      new KindCache([podInformer], false, FLEET_POD_INDEXES),
+    );
     csInformer.start();
     podInformer.start();
     c.defer("stop the informers", async () => {
@@ -104,7 +108,7 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
     assert.ok(cache.synced());
 
     const reconciler = new CocoonSetReconciler(client, { cache });
-    const ctx: ReconcileContext = {
+    const ctx: ReconcileContext<ControllerMetrics> = {
       log: createLogger({ level: "silent" }),
       events: { event: () => Promise.resolve() },
       metrics: noMetrics,

@@ -128,6 +128,7 @@ export async function advancePastRequeues(
     const line = await ctl.waitForLog(
       `a reconcile of ${key.ns}/${key.name} before ${what}`,
       (l) =>
+        l.controller === "cocoonset" &&
         l.namespace === key.ns &&
         l.name === key.name &&
         (l.msg === "reconciled" || l.msg === "reconciled; requeue"),

@@ -299,13 +299,13 @@ export class ControllerLog {
   }
 
   /**
-   * Resolves once a reconcile of `ns/name` finished that started after `sinceMs` (start =
+   * Resolves once a reconcile of the CocoonSet `ns/name` finished that started after `sinceMs` (start =
    * log time minus its duration), so a test knows a full pass saw the cluster as it was at
    * `sinceMs`. Needs the debug level, which {@link startController} sets.
    */
   reconciledSince(ns: string, name: string, sinceMs: number): Promise<LogLine> {
     return this.waitForLog(`a reconcile of ${ns}/${name} started after ${sinceMs}`, (l) => {
-      if (l.namespace !== ns || l.name !== name) return false;
+      if (l.namespace !== ns || l.name !== name || l.controller !== "cocoonset") return false;
       if (l.msg !== "reconciled" && l.msg !== "reconciled; requeue") return false;
       const end = Date.parse(String(l.time));
       return end - Number(l.seconds ?? 0) * 1000 > sinceMs;

@@ -1,15 +1,22 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { register } from "prom-client";
+import {
+  CocoonSetMetrics,
+  HibernationPhaseMetrics,
+} from "../../../controller/cocoonset-metrics.js";
 import { Metrics, METRIC_NAMES } from "../../../controller/metrics.js";
 
 describe("controller metrics", () => {
   test("exports exactly the documented names with their labels", async () => {
     const m = new Metrics();
-    m.rebuild("ns1", "fleet");
-    m.deadLetter("ns1", "fleet");
-    m.reapDeleted("Pod", "Expired", 2);
-    m.releaseDeleted("Job", 3);
+    // What the two controllers register on the manager's registry.
+    const cs = new CocoonSetMetrics(m.registry);
+    const hib = new HibernationPhaseMetrics(m.registry);
+    cs.rebuild("ns1", "fleet");
+    cs.deadLetter("ns1", "fleet");
+    cs.reapDeleted("Pod", "Expired", 2);
+    cs.releaseDeleted("Job", 3);
     m.controllerStarted("cocoonset", 4);
     m.controllerStarted("cocoonhibernation", 4);
     m.reconciled("cocoonset", "success", 0.01);
@@ -21,27 +28,28 @@ describe("controller metrics", () => {
     m.queueRetried("cocoonset");
     m.queueWaited("cocoonset", 0.5);
     m.queueWorked("cocoonhibernation", 2);
-    const hib = (k: string) => (k.includes(":") ? "cocoonhibernation" : "cocoonset");
-    m.setQueueSource(
-      {
-        queuedKeys: () => ["a/x", "a/y", "a/cocoonhibernation:z"],
-        inFlightSince: () => [
-          ["a/w", 1000],
-          ["a/v", 4000],
-        ],
-        now: () => 5000,
-      },
-      hib,
-      ["cocoonset", "cocoonhibernation"],
-    );
+    // Each controller's own queue.
+    m.setQueue("cocoonset", {
+      queuedKeys: () => ["a/x", "a/y"],
+      inFlightSince: () => [
+        ["a/w", 1000],
+        ["a/v", 4000],
+      ],
+      now: () => 5000,
+    });
+    m.setQueue("cocoonhibernation", {
+      queuedKeys: () => ["a/z"],
+      inFlightSince: () => [],
+      now: () => 5000,
+    });
     m.setLeader("cocoonset-controller", true);
     m.restClientRequest("200", "GET", "127.0.0.1:6443");
     m.restClientRequest("<error>", "PATCH", "127.0.0.1:6443");
-    m.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
-    m.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
-    m.slotReleasePodDeleted("ns1", "nap");
-    m.slotReleaseWake("ns1", "nap", "hint-node");
-    m.slotReleaseWakeUnschedulable("ns1", "nap");
+    hib.phaseDuration("hibernate_phase_duration_seconds", "ok", 12);
+    hib.phaseDuration("wake_phase_duration_seconds", "timeout", 300);
+    cs.slotReleasePodDeleted("ns1", "nap");
+    cs.slotReleaseWake("ns1", "nap", "hint-node");
+    cs.slotReleaseWakeUnschedulable("ns1", "nap");
     const text = await m.text();
     const expected = [
       'cocoonset_subagent_rebuild_total{namespace="ns1",cocoonset="fleet"} 1',
@@ -99,7 +107,8 @@ describe("controller metrics", () => {
   test("two instances use their own registries, never the global one", async () => {
     const a = new Metrics();
     const b = new Metrics();
-    a.rebuild("x", "y");
+    new CocoonSetMetrics(a.registry).rebuild("x", "y");
+    new CocoonSetMetrics(b.registry);
     assert.ok(
       (await a.text()).includes('cocoonset_subagent_rebuild_total{namespace="x",cocoonset="y"} 1'),
     );
@@ -107,9 +116,28 @@ describe("controller metrics", () => {
     assert.equal(register.getSingleMetric(METRIC_NAMES.rebuild), undefined);
   });
 
+  test("a controller's queue gauges read zero once its queue is detached", async () => {
+    const m = new Metrics();
+    m.controllerStarted("cocoonhibernation", 2);
+    m.setQueue("cocoonhibernation", {
+      queuedKeys: () => ["a/b"],
+      inFlightSince: () => [],
+      now: () => 0,
+    });
+    assert.match(
+      await m.text(),
+      /^workqueue_depth\{name="cocoonhibernation",controller="cocoonhibernation"\} 1$/m,
+    );
+    m.setQueue("cocoonhibernation", undefined);
+    assert.match(
+      await m.text(),
+      /^workqueue_depth\{name="cocoonhibernation",controller="cocoonhibernation"\} 0$/m,
+    );
+  });
+
   test("no leader series before a Lease is named, and zero counts are not recorded", async () => {
     const m = new Metrics();
-    m.reapDeleted("Job", "Expired", 0);
+    new CocoonSetMetrics(m.registry).reapDeleted("Job", "Expired", 0);
     const text = await m.text();
     assert.ok(!text.includes("leader_election_master_status{"), "no Lease named yet");
     assert.ok(!text.includes('reason="Expired"'));

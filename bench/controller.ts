@@ -11,7 +11,10 @@
  *   count of Ready pods over that time,
  * - write requests the controller sent to converge, and per minute once converged (over a
  *   fixed window after a settle period), counted by a loopback proxy that only that
- *   controller talks to (bench/write-counter.ts),
+ *   controller talks to (bench/write-counter.ts); reads by verb (GET, LIST, WATCH) the same
+ *   way: to converge, in the window, per steady-state pass (a pass made by annotating a
+ *   converged pod, which changes nothing) and per rebuild (the failure trials below), with
+ *   the passes counted from the controller's `controller_runtime_reconcile_total`,
  * - resident memory right after start-up (`VmRSS` once ready, before any CocoonSet), and at
  *   that size (`VmRSS`, and the peak `VmHWM`),
  * - from a sub-agent driven to Failed to its replacement pod created, and Ready (watch).
@@ -59,7 +62,15 @@ import {
   withCluster,
   type Child,
 } from "./support.js";
-import { delta, startWriteCounter, writes, type Counts } from "./write-counter.js";
+import {
+  delta,
+  reads,
+  startWriteCounter,
+  writes,
+  READ_VERBS,
+  type Counts,
+  type ReadVerb,
+} from "./write-counter.js";
 
 /** A workload: `sets` CocoonSets of `replicas` sub-agents in `namespaces` namespaces. */
 export interface Workload {
@@ -93,6 +104,10 @@ const TIMELINE_POINTS = 200;
 const CONVERGE_TIMEOUT_MS = 300_000;
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const SIMULATE = "cocoonset.cocoonstack.io/simulate";
+/** An annotation neither controller reads: a pod change that makes a pass and changes nothing. */
+const POKE = "bench.cocoonset.cocoonstack.io/poke";
+/** Steady-state passes made by poking a pod, one pod per CocoonSet picked as the trials are. */
+const POKES = 5;
 const ALL_PODS = "/api/v1/pods";
 
 /** The figures of one controller. */
@@ -106,6 +121,19 @@ export interface SideFigures {
   convergeRequests: Counts;
   steadyWritesPerMin: number;
   steadyRequests: Counts;
+  /** Reads by verb to converge, and per minute in the steady-state window. */
+  convergeReads: Record<ReadVerb, number>;
+  steadyReadsPerMin: Record<ReadVerb, number>;
+  /**
+   * Steady-state passes: a converged pod annotated (nothing to do), {@link POKES} times;
+   * null when the controller's metrics could not be read.
+   */
+  pokePasses: number | null;
+  /** Reads by verb per pass over those pokes (null without passes). */
+  readsPerSteadyPass: Record<ReadVerb, number> | null;
+  /** Passes and reads by verb per rebuild, over the failure trials. */
+  passesPerRebuild: number | null;
+  readsPerRebuild: Record<ReadVerb, number>;
   rssMiB: number;
   peakRssMiB: number;
   replacementCreatedMs: (number | null)[];
@@ -128,6 +156,65 @@ interface WorkloadRun {
 const mib = (kib: number | undefined) => (kib === undefined ? NaN : Math.round(kib / 102.4) / 10);
 const live = (p: KubeObject) => !p.metadata.deletionTimestamp;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A controller process, with where its Prometheus metrics are served (when known). */
+export type ControllerChild = Child & { metricsUrl?: string };
+
+/** Sum of `controller_runtime_reconcile_total` of the CocoonSet controller; null when unread. */
+async function passesSoFar(child: ControllerChild): Promise<number | null> {
+  if (!child.metricsUrl) return null;
+  const text = await new Promise<string | null>((resolve) => {
+    const req = get(child.metricsUrl!, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (body += d));
+      res.on("end", () => resolve(res.statusCode === 200 ? body : null));
+    });
+    req.on("error", () => resolve(null));
+    req.setTimeout(5000, () => req.destroy());
+  });
+  if (text === null) return null;
+  let n = 0;
+  for (const line of text.split("\n"))
+    if (
+      line.startsWith("controller_runtime_reconcile_total{") &&
+      /controller="cocoonset"/.test(line)
+    )
+      n += Number(line.slice(line.lastIndexOf(" ") + 1)) || 0;
+  return n;
+}
+
+/**
+ * Waits until the controller has made more than `before` passes and then made none for
+ * `quietMs` (polled; at most `timeoutMs`), and returns its count. Null without metrics.
+ */
+async function passesSettled(
+  child: ControllerChild,
+  before: number | null,
+  quietMs = 1500,
+  timeoutMs = 30_000,
+): Promise<number | null> {
+  if (before === null) return null;
+  const deadline = Date.now() + timeoutMs;
+  let last = before;
+  let lastChange = Date.now();
+  for (;;) {
+    const now = await passesSoFar(child);
+    if (now === null) return null;
+    if (now !== last) {
+      last = now;
+      lastChange = Date.now();
+    }
+    if ((last > before && Date.now() - lastChange >= quietMs) || Date.now() > deadline) return last;
+    await pause(100);
+  }
+}
+
+const perUnit = (r: Record<ReadVerb, number>, n: number): Record<ReadVerb, number> =>
+  Object.fromEntries(READ_VERBS.map((v) => [v, Math.round((r[v] / n) * 100) / 100])) as Record<
+    ReadVerb,
+    number
+  >;
 
 /** Polls a probe endpoint until it answers 200 (process start-up only, not a measurement). */
 export async function waitReady(child: Child, url: string, timeoutMs: number): Promise<void> {
@@ -242,7 +329,7 @@ export async function measure(
   kubeconfig: string,
   stateDir: string,
   side: string,
-  start: (proxyKubeconfig: string) => Promise<Child>,
+  start: (proxyKubeconfig: string) => Promise<ControllerChild>,
   w: Workload = DEFAULT_WORKLOAD,
   teardown = true,
 ): Promise<SideFigures> {
@@ -272,7 +359,7 @@ export async function measure(
     });
   };
   const loadAtStart = loadAverage();
-  let child: Child;
+  let child: ControllerChild;
   try {
     child = await start(counter.kubeconfig);
   } catch (e) {
@@ -329,12 +416,38 @@ export async function measure(
     const rss = rssKiB(child.pid);
     const peak = rssKiB(child.pid, "VmHWM");
 
+    // Steady-state passes: a converged sub-agent annotated, which neither controller acts on.
+    const pick = (i: number) =>
+      sets[(Math.floor((i * sets.length) / FAILURE_TRIALS) + i) % sets.length];
+    const p0 = await passesSoFar(child);
+    const k0 = counter.snapshot();
+    for (let i = 0; i < POKES; i++) {
+      const s = pick(i);
+      const pods = (
+        await admin.list(paths.pods(s.ns), { labelSelector: `${LABELS.name}=${s.name}` })
+      ).items.filter((p) => live(p) && p.metadata.labels?.[LABELS.role] !== "main");
+      const pod = pods[pods.length - 1];
+      const before = await passesSoFar(child);
+      await admin.patch(paths.pod(s.ns, pod.metadata.name!), {
+        metadata: { annotations: { [POKE]: String(i) } },
+      });
+      await passesSettled(child, before, 300, 10_000);
+    }
+    const p1 = await passesSettled(child, p0, 1500, 10_000);
+    const pokeReads = reads(delta(k0, counter.snapshot()));
+    const pokePasses = p0 === null || p1 === null ? null : p1 - p0;
+    note(
+      `${side}: ${POKES} pods annotated: ${pokePasses ?? "?"} passes, reads ${JSON.stringify(pokeReads)}`,
+    );
+
     const created: (number | null)[] = [];
     const ready: (number | null)[] = [];
     const trialsIn = new Map<string, number>();
+    const r0 = await passesSoFar(child);
+    const f0 = counter.snapshot();
     for (let i = 0; i < FAILURE_TRIALS; i++) {
       // Spread over the CocoonSets and namespaces (50×10: one per namespace).
-      const s = sets[(Math.floor((i * sets.length) / FAILURE_TRIALS) + i) % sets.length];
+      const s = pick(i);
       const key = `${s.ns}/${s.name}`;
       const nth = trialsIn.get(key) ?? 0;
       trialsIn.set(key, nth + 1);
@@ -345,6 +458,10 @@ export async function measure(
       created.push(r.createdMs);
       ready.push(r.readyMs);
     }
+    // The passes after the last replacement went Ready (its status write) belong to it.
+    const r1 = await passesSettled(child, r0, 1500, 15_000);
+    const rebuildReads = reads(delta(f0, counter.snapshot()));
+    const rebuildPasses = r0 === null || r1 === null ? null : r1 - r0;
 
     const valid = (xs: (number | null)[]) => xs.filter((x): x is number => x !== null);
     return {
@@ -355,6 +472,13 @@ export async function measure(
       convergeRequests,
       steadyWritesPerMin: Math.round((writes(steadyRequests) * 60_000) / WINDOW_MS),
       steadyRequests,
+      convergeReads: reads(convergeRequests),
+      steadyReadsPerMin: perUnit(reads(steadyRequests), WINDOW_MS / 60_000),
+      pokePasses,
+      readsPerSteadyPass: pokePasses ? perUnit(pokeReads, pokePasses) : null,
+      passesPerRebuild:
+        rebuildPasses === null ? null : Math.round((rebuildPasses / FAILURE_TRIALS) * 100) / 100,
+      readsPerRebuild: perUnit(rebuildReads, FAILURE_TRIALS),
       rssMiB: mib(rss),
       peakRssMiB: mib(peak),
       replacementCreatedMs: created,
@@ -373,7 +497,7 @@ export async function measure(
 }
 
 /** Starts the project's controller on the proxy kubeconfig and waits for /readyz. */
-async function startOurs(proxyKubeconfig: string): Promise<Child> {
+async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
   const [metrics, probe] = [await freePort(), await freePort()];
   const child = startChild(
     process.execPath,
@@ -389,11 +513,11 @@ async function startOurs(proxyKubeconfig: string): Promise<Child> {
     { ...process.env, KUBECONFIG: proxyKubeconfig },
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
-  return child;
+  return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });
 }
 
 /** Starts the peer on the proxy kubeconfig and waits for its /readyz. */
-async function startPeer(binary: string, proxyKubeconfig: string): Promise<Child> {
+async function startPeer(binary: string, proxyKubeconfig: string): Promise<ControllerChild> {
   const [metrics, probe] = [await freePort(), await freePort()];
   // controller-runtime registers --kubeconfig itself; $KUBECONFIG covers a build without it.
   const takesKubeconfig = /-kubeconfig\b/.test(peerHelp(binary));
@@ -414,7 +538,7 @@ async function startPeer(binary: string, proxyKubeconfig: string): Promise<Child
     },
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
-  return child;
+  return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });
 }
 
 function fmt(v: number | null | undefined, digits = 0): string {
@@ -437,46 +561,94 @@ function ratio(ours: number | null | undefined, peer: number | null | undefined)
 }
 
 const writeKeys = (c: Counts | undefined) =>
-  Object.keys(c ?? {}).filter((k) => !k.startsWith("GET"));
+  Object.keys(c ?? {}).filter((k) => writes({ [k]: 1 }) === 1);
 
 const breakdown = (c: Counts) =>
   writeKeys(c)
     .map((k) => `${k}=${c[k]}`)
     .join(", ") || "none";
 
-/** The headline figures, by key, with the label printed for them. */
-const FIGURES: [keyof SideFigures, (w: Workload) => string, number][] = [
-  ["convergeMs", (w) => `converge ${w.sets}×${w.replicas + 1} pods Ready (ms)`, 0],
-  ["convergeWrites", () => "writes to converge", 0],
-  ["steadyWritesPerMin", () => `steady-state writes/min (${WINDOW_MS / 1000} s window)`, 0],
-  ["startRssMiB", () => "RSS right after start (MiB)", 1],
-  ["rssMiB", (w) => `RSS at ${w.sets * (w.replicas + 1)} pods (MiB)`, 1],
-  ["peakRssMiB", () => "peak RSS (MiB)", 1],
+type Figure = [
+  id: string,
+  label: (w: Workload) => string,
+  digits: number,
+  get: (f: SideFigures) => number | null | undefined,
+];
+const field =
+  (k: keyof SideFigures) =>
+  (f: SideFigures): number | null | undefined =>
+    f[k] as number | null | undefined;
+/** Reads of one verb, as a figure (older records have none). */
+const readFigures = (
+  id: string,
+  label: string,
+  digits: number,
+  get: (f: SideFigures) => Record<ReadVerb, number> | null | undefined,
+): Figure[] =>
+  READ_VERBS.map((v) => [`${id}.${v}`, () => `${label}: ${v}`, digits, (f) => get(f)?.[v]]);
+
+const readBreakdown = (c: Counts) =>
+  Object.keys(c)
+    .filter((k) => (READ_VERBS as readonly string[]).includes(k.split(" ")[0]))
+    .sort()
+    .map((k) => `${k}=${c[k]}`)
+    .join(", ") || "none";
+
+/** The headline figures, by id, with the label printed for them. */
+const FIGURES: Figure[] = [
+  [
+    "convergeMs",
+    (w) => `converge ${w.sets}×${w.replicas + 1} pods Ready (ms)`,
+    0,
+    field("convergeMs"),
+  ],
+  ["convergeWrites", () => "writes to converge", 0, field("convergeWrites")],
+  [
+    "steadyWritesPerMin",
+    () => `steady-state writes/min (${WINDOW_MS / 1000} s window)`,
+    0,
+    field("steadyWritesPerMin"),
+  ],
+  ...readFigures("convergeReads", "reads to converge", 0, (f) => f.convergeReads),
+  ...readFigures("steadyReadsPerMin", "steady-state reads/min", 1, (f) => f.steadyReadsPerMin),
+  ["pokePasses", () => `steady-state passes (${POKES} pods annotated)`, 0, field("pokePasses")],
+  ...readFigures(
+    "readsPerSteadyPass",
+    "reads per steady-state pass",
+    2,
+    (f) => f.readsPerSteadyPass,
+  ),
+  ["passesPerRebuild", () => "passes per rebuild", 2, field("passesPerRebuild")],
+  ...readFigures("readsPerRebuild", "reads per rebuild", 2, (f) => f.readsPerRebuild),
+  ["startRssMiB", () => "RSS right after start (MiB)", 1, field("startRssMiB")],
+  ["rssMiB", (w) => `RSS at ${w.sets * (w.replicas + 1)} pods (MiB)`, 1, field("rssMiB")],
+  ["peakRssMiB", () => "peak RSS (MiB)", 1, field("peakRssMiB")],
   [
     "medianReplacementCreatedMs",
     () => `Failed → replacement created (ms, median of ${FAILURE_TRIALS})`,
     0,
+    field("medianReplacementCreatedMs"),
   ],
   [
     "medianReplacementReadyMs",
     () => `Failed → replacement Ready (ms, median of ${FAILURE_TRIALS})`,
     0,
+    field("medianReplacementReadyMs"),
   ],
 ];
 
 /** The ratios ours/peer of one workload, stored in the results. */
 function ratios(r: WorkloadRun): Record<string, number | null> {
   const out: Record<string, number | null> = {};
-  for (const [key] of FIGURES)
-    out[key] = ratioOf(r.ours?.[key] as number | null, r.peer?.[key] as number | null);
+  for (const [id, , , get] of FIGURES)
+    out[id] = ratioOf(r.ours ? get(r.ours) : undefined, r.peer ? get(r.peer) : undefined);
   return out;
 }
 
 /** The printed table of one workload. */
 function workloadTable(r: WorkloadRun): string {
   const { ours: o, peer: p, workload: w } = r;
-  const num = (f: SideFigures | undefined, k: keyof SideFigures) =>
-    f?.[k] as number | null | undefined;
+  const num = (f: SideFigures | undefined, get: Figure[3]) => (f ? get(f) : undefined);
   const rows = [
     [
       `workload ${w.id}: ${w.sets} CocoonSets × ${w.replicas} sub-agents`,
@@ -484,11 +656,11 @@ function workloadTable(r: WorkloadRun): string {
       "peer",
       "ours/peer",
     ],
-    ...FIGURES.map(([k, label, digits]) => [
+    ...FIGURES.map(([, label, digits, get]) => [
       label(w),
-      fmt(num(o, k), digits),
-      fmt(num(p, k), digits),
-      ratio(num(o, k), num(p, k)),
+      fmt(num(o, get), digits),
+      fmt(num(p, get), digits),
+      ratio(num(o, get), num(p, get)),
     ]),
     ...[...new Set([...writeKeys(o?.convergeRequests), ...writeKeys(p?.convergeRequests)])]
       .sort()
@@ -505,6 +677,7 @@ function workloadTable(r: WorkloadRun): string {
   return [
     table(rows),
     `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}; peer: ${p ? breakdown(p.steadyRequests) : "—"}`,
+    `reads in the window, ours: ${o ? readBreakdown(o.steadyRequests) : "—"}; peer: ${p ? readBreakdown(p.steadyRequests) : "—"}`,
     `load average (1/5/15 min) at the start, ours: ${o?.loadAtStart.join(" ") ?? "—"}; peer: ${p?.loadAtStart.join(" ") ?? "—"}`,
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
@@ -553,7 +726,7 @@ async function main(): Promise<void> {
   const side = async (
     name: string,
     prepare: (admin: KubeClient) => Promise<void>,
-    start: (proxyKubeconfig: string) => Promise<Child>,
+    start: (proxyKubeconfig: string) => Promise<ControllerChild>,
     w: Workload,
   ): Promise<SideFigures> =>
     withCluster(`cocoonset-bench-${name}`, 2, async (cluster: ClusterState) => {

@@ -2,7 +2,10 @@
  * A counting loopback proxy in front of the apiserver. The process under test gets a
  * kubeconfig pointing at the proxy (plain HTTP on 127.0.0.1, no credentials), so every
  * request it makes is counted by verb and resource — whatever language the client is
- * written in. The proxy sends each request on over TLS with the bearer token of the
+ * written in. Writes are keyed by their HTTP method (`POST`, `PUT`, `PATCH`, `DELETE`), reads
+ * by the Kubernetes verb a GET stands for: `GET` (one object), `LIST` (a collection) or
+ * `WATCH` (`?watch=true`, or the old `/watch/` paths); a GET of a path that names no resource
+ * (discovery, `/version`, probes) stays `GET` under its path. The proxy sends each request on over TLS with the bearer token of the
  * original kubeconfig, for every client alike: a Go client talking plain HTTP may not send a
  * token at all, and would then be refused as an anonymous user. The embedded cluster runs with priority-and-fairness off and every component
  * shares one admin identity, so the apiserver's own metrics cannot tell clients apart.
@@ -18,7 +21,11 @@ import { parse, stringify } from "yaml";
 /** Write verbs, as HTTP methods. */
 export const WRITE_METHODS = ["POST", "PUT", "PATCH", "DELETE"] as const;
 
-/** Requests seen, keyed `"<METHOD> <resource>[/<subresource>]"`. */
+/** Read verbs, as counted. */
+export const READ_VERBS = ["GET", "LIST", "WATCH"] as const;
+export type ReadVerb = (typeof READ_VERBS)[number];
+
+/** Requests seen, keyed `"<VERB> <resource>[/<subresource>]"` (see the header). */
 export type Counts = Record<string, number>;
 
 /** The resource (and subresource) an API path addresses, e.g. `pods` or `cocoonsets/status`. */
@@ -26,9 +33,45 @@ export function resourceOf(url: string): string {
   const parts = url.split("?")[0].split("/").filter(Boolean);
   // /api/v1/... or /apis/<group>/<version>/...
   let rest = parts[0] === "api" ? parts.slice(2) : parts[0] === "apis" ? parts.slice(3) : parts;
+  // The old watch paths: /api/v1/watch/namespaces/<ns>/pods.
+  if (rest[0] === "watch" && parts[0] !== rest[0]) rest = rest.slice(1);
   if (rest[0] === "namespaces" && rest.length >= 3) rest = rest.slice(2);
   if (rest.length === 0) return parts.join("/") || "/";
   return rest.length >= 3 ? `${rest[0]}/${rest[2]}` : rest[0];
+}
+
+/** The key a request is counted under: `"<VERB> <resource>"` (see the header). */
+export function requestKey(method: string, url: string): string {
+  const resource = resourceOf(url);
+  if (method !== "GET") return `${method} ${resource}`;
+  const [path, query = ""] = url.split("?");
+  let parts = path.split("/").filter(Boolean);
+  if (parts[0] !== "api" && parts[0] !== "apis") return `GET ${resource}`;
+  parts = parts[0] === "api" ? parts.slice(2) : parts.slice(3);
+  const oldWatch = parts[0] === "watch";
+  if (oldWatch) parts = parts.slice(1);
+  if (parts[0] === "namespaces" && parts.length >= 3) parts = parts.slice(2);
+  // No resource named (discovery of a group version).
+  if (parts.length === 0) return `GET ${resource}`;
+  const watch = oldWatch || /(^|&)watch=(true|1)(&|$)/.test(query);
+  if (watch) return `WATCH ${resource}`;
+  return `${parts.length === 1 ? "LIST" : "GET"} ${resource}`;
+}
+
+/** Reads by verb in a snapshot difference (requests under no resource not counted). */
+export function reads(counts: Counts): Record<ReadVerb, number> {
+  const out: Record<ReadVerb, number> = { GET: 0, LIST: 0, WATCH: 0 };
+  for (const [k, v] of Object.entries(counts)) {
+    const [verb, resource = ""] = k.split(" ");
+    if (!(READ_VERBS as readonly string[]).includes(verb) || !isResource(resource)) continue;
+    out[verb as ReadVerb] += v;
+  }
+  return out;
+}
+
+/** Whether a counted resource is an API resource (not `apis/...`, `version`, `readyz`, ...). */
+function isResource(resource: string): boolean {
+  return !/^(api|apis)(\/|$)|^(version|readyz|livez|healthz|openapi)/.test(resource);
 }
 
 /** Sum of the write requests in a snapshot difference. */
@@ -84,7 +127,7 @@ export async function startWriteCounter(
   const counts: Counts = {};
 
   const server: Server = createServer((req, res) => {
-    const key = `${req.method ?? "GET"} ${resourceOf(req.url ?? "/")}`;
+    const key = requestKey(req.method ?? "GET", req.url ?? "/");
     counts[key] = (counts[key] ?? 0) + 1;
     const up = request(
       {

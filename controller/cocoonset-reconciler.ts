@@ -8,6 +8,7 @@ import {
   finalizeDeletion,
   PassError,
   passFailureSummary,
+  onlyOvertaken,
   readCocoonSet,
   runPass,
   type CreateLogs,
@@ -91,6 +92,9 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
    */
   private readonly written = new Map<string, { cached: string | undefined; cs: CocoonSet }>();
 
+  /** Fleets whose last pass met a newer CocoonSet (409): the next pass reads it fresh, once. */
+  private readonly stale = new Set<string>();
+
   /**
    * The CocoonSet to plan from, with the cache's resourceVersion of it: the cache's copy (or
    * the pass's own newer one), else a fresh read (no cache, or not synced yet).
@@ -108,9 +112,12 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       return {};
     }
     const version = cached.metadata.resourceVersion;
-    // The finalizer is added with a precondition on the live object: read it fresh, once.
-    if (!(cached.metadata.finalizers ?? []).includes(FINALIZER))
+    // The finalizer is added with a precondition on the live object, and a pass that met a
+    // newer CocoonSet plans again from it: read it fresh, once.
+    if (this.stale.delete(fleet) || !(cached.metadata.finalizers ?? []).includes(FINALIZER)) {
+      this.written.delete(fleet);
       return { cs: await readCocoonSet(this.client, key.namespace, key.name), cached: version };
+    }
     const own = this.written.get(fleet);
     if (own && own.cached === version && own.cs.metadata.uid === cached.metadata.uid)
       return { cs: structuredClone(own.cs), cached: version };
@@ -156,6 +163,7 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       hooks,
       ...(cache && {
         reads: cache.reads,
+        cocoonSetFromCache: true,
         outstanding: cache.expectations.outstanding(fleet),
         heldBackRequeueMs: cache.expectations.nextExpiryMs(fleet),
       }),
@@ -171,6 +179,14 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
         { pods: result.heldBack },
         "held back: the pod watch has not shown the last writes",
       );
+    if (onlyOvertaken(result)) {
+      // The cached CocoonSet was behind another writer's: nothing wrong, plan again at once
+      // on a fresh read (no error line, no backoff).
+      this.written.delete(fleet);
+      if (cache) this.stale.add(fleet);
+      ctx.log.debug({}, "the CocoonSet changed during the pass; planned again on a fresh read");
+      return requeueAfter(0);
+    }
     if (result.failures.length > 0) {
       // One bounded line however many steps failed (the runtime logs it once per pass).
       throw new PassError(passFailureSummary(result), result);

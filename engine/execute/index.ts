@@ -9,6 +9,7 @@ export {
   isSuspendRegistrySilence,
   listCocoonSetsVisible,
   listFleetPods,
+  onlyOvertaken,
   PassError,
   type PassFailure,
   passFailureSummary,

@@ -130,6 +130,14 @@ export interface PassOptions {
   outstanding?: ReadonlySet<string>;
   /** Requeue delay of a pass that held steps back. @default {@link STALLED_REQUEUE_MS} */
   heldBackRequeueMs?: number;
+  /**
+   * The CocoonSet came from a cache that may be behind the apiserver: the end-of-pass status
+   * write carries its resourceVersion as a precondition, so a view another writer has
+   * overtaken writes no status; the write meets 409 and the result says `conflicted` (as a
+   * rebuild history write always does), for the caller to plan again on a fresh read.
+   * @default false (a fresh read: the status is merged without a precondition)
+   */
+  cocoonSetFromCache?: boolean;
   /** Create logs to read and update; without it every missing slot is created at once. */
   createLogs?: CreateLogs;
   /** Maximum sub-agent creates in flight. @default 8 */
@@ -258,6 +266,22 @@ export class StaleCocoonSet extends BrandedError {
   constructor() {
     super("the CocoonSet changed during the pass; it will be planned again");
   }
+}
+
+/**
+ * Whether the pass fell short only because the CocoonSet it planned from was overtaken by
+ * another write (409 on its history or status write): planning again on a fresh read is
+ * all it takes.
+ */
+export function onlyOvertaken(result: PassResult): boolean {
+  return (
+    result.conflicted === true &&
+    result.failures.every(
+      (f) =>
+        StaleCocoonSet.isInstance(f) ||
+        (StepFailure.isInstance(f) && isConflict((f as Error).cause)),
+    )
+  );
 }
 
 /** The pass's signal stopped it before the end. */
@@ -776,11 +800,22 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
     if (!statusEqual(cs.status, blocked)) status = blocked;
   }
   if (!status) return;
-  result.cocoonSet = await client.patch<CocoonSet>(
-    path,
-    { status: { ...status, observedGeneration: cs.metadata.generation } },
-    PatchType.merge,
-  );
+  const precondition = opts.cocoonSetFromCache === true;
+  try {
+    result.cocoonSet = await client.patch<CocoonSet>(
+      path,
+      {
+        ...(precondition && { metadata: { resourceVersion: cs.metadata.resourceVersion } }),
+        status: { ...status, observedGeneration: cs.metadata.generation },
+      },
+      PatchType.merge,
+    );
+  } catch (e) {
+    if (!precondition || !isConflict(e)) throw e;
+    result.conflicted = true;
+    result.failures.push(new StaleCocoonSet());
+    return;
+  }
   result.statusWritten = true;
 }
 

@@ -199,19 +199,9 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
         type: "Progressing",
         status: reconciling ? "True" : "False",
         reason: reconciling ? "Reconciling" : "Stable",
-        message: reconciling
-          ? `phase ${phase}: ${counts}`
-          : phase === "Failed"
-            ? "main agent failed; it is not rebuilt automatically"
-            : phase === "Suspending"
-              ? "suspending: waiting for the VMs to hibernate"
-              : phase === "Suspended"
-                ? "suspended: every VM hibernated"
-                : phase === "Waking"
-                  ? "waking: the main agent is restored from its snapshot"
-                  : phase === "Migrating"
-                    ? "migrating: the main agent moves to spec.nodeName"
-                    : "all members match the spec",
+        // The phase, whatever it is, as cocoon-operator writes it (a converged fleet:
+        // False, Stable, "Running").
+        message: phase,
         observedGeneration: generation,
       }),
       input.nowMs,

@@ -369,7 +369,7 @@ function podView(pod: Pod, mainNode: string | undefined, generation?: number): P
 function statusView(cs: CocoonSet): Record<string, unknown> {
   const s = (cs.status ?? {}) as Record<string, unknown>;
   const conditions = ((s.conditions as Record<string, unknown>[] | undefined) ?? [])
-    .map((c) => ({ type: c.type, status: c.status, reason: c.reason }))
+    .map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message }))
     .sort((a, b) => String(a.type).localeCompare(String(b.type)));
   const strip = (list: unknown) =>
     ((list as Record<string, unknown>[] | undefined) ?? []).map((e) =>

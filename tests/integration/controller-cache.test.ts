@@ -187,3 +187,100 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
     assert.equal(historyOf(end).get(1)?.count ?? 0, 1);
   });
 });
+
+describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, () => {
+  test("a pass from a CocoonSet another writer overtook writes no status from it and plans again quietly on a fresh read", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-stale");
+    const client = adminClient();
+    const csWatch = delayedWatchClient(client);
+    const csInformer = new Informer({ client: csWatch.client, path: paths.cocoonSets(ns) });
+    const podInformer = new Informer({
+      client,
+      path: paths.pods(ns),
+      labelSelector: MANAGED_POD_SELECTOR,
+    });
+    const cache = new FleetCache(client);
+    cache.attachCocoonSets([csInformer], false);
+    cache.attachPods([podInformer]);
+    csInformer.start();
+    podInformer.start();
+    c.defer("stop the informers", async () => {
+      csWatch.release();
+      await Promise.all([csInformer.stop(), podInformer.stop()]);
+    });
+    await Promise.all([csInformer.waitForSync(), podInformer.waitForSync()]);
+
+    const reconciler = new CocoonSetReconciler(client, { cache });
+    const lines: { level: string; msg: string }[] = [];
+    const events: string[] = [];
+    const ctx: ReconcileContext = {
+      log: createLogger({
+        level: "info",
+        destination: {
+          write: (line: string) =>
+            void lines.push(JSON.parse(line) as { level: string; msg: string }),
+        },
+      }),
+      events: {
+        event: (_o, type, reason) => {
+          events.push(`${type} ${reason}`);
+          return Promise.resolve();
+        },
+      },
+      metrics: noMetrics,
+      signal: new AbortController().signal,
+    };
+    const key = { namespace: ns, name: "stale" };
+    const live = () => client.get<CocoonSet>(paths.cocoonSet(ns, "stale"));
+
+    await createCocoonSet(ns, "stale", { replicas: 1 });
+    c.defer("remove the finalizer", async () => {
+      await client
+        .patch(paths.cocoonSet(ns, "stale"), { metadata: { finalizers: null } }, PatchType.merge)
+        .catch(() => undefined);
+    });
+    await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "stale") !== undefined);
+    await until("converged, status written", async () => {
+      await reconciler.reconcile(key, ctx);
+      return (await live()).status?.phase === "Running";
+    });
+
+    // Another writer leaves a status the pods contradict, and the cache shows it.
+    await client.patch(
+      paths.cocoonSetStatus(ns, "stale"),
+      { status: { phase: "Scaling" } },
+      PatchType.merge,
+    );
+    await until("the other writer's status in the cache", () => {
+      return cache.cocoonSet(ns, "stale")?.status?.phase === "Scaling";
+    });
+    // Then the cache falls behind: it does not show the next write.
+    csWatch.hold();
+    await client.patch(
+      paths.cocoonSet(ns, "stale"),
+      { metadata: { annotations: { "example.com/touched": "1" } } },
+      PatchType.merge,
+    );
+    const before = lines.length;
+    const overtaken = await reconciler.reconcile(key, ctx);
+    assert.deepEqual(overtaken, { requeueAfterMs: 0 }, "requeued at once, no error");
+    assert.equal((await live()).status?.phase, "Scaling", "no status from the stale view");
+    assert.deepEqual(
+      lines.slice(before).filter((l) => l.level !== "debug"),
+      [],
+      "no log line for a conflict",
+    );
+    assert.deepEqual(events, [], "no event");
+    assert.equal(
+      cache.cocoonSet(ns, "stale")?.metadata.annotations?.["example.com/touched"],
+      undefined,
+    );
+
+    // The next pass reads the CocoonSet fresh (the cache is still behind) and writes the
+    // status its pods give.
+    const again = await reconciler.reconcile(key, ctx);
+    assert.equal(again.requeueAfterMs, undefined);
+    assert.equal((await live()).status?.phase, "Running");
+  });
+});

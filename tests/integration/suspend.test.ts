@@ -194,7 +194,7 @@ describe(
       );
       assert.equal(
         conditionsOf(holding).find((x) => x.type === "Progressing")?.message,
-        "suspending: waiting for the VMs to hibernate",
+        "Suspending",
       );
       const suspended = await history.until(
         (cs) => phaseOf(cs) === "Suspended",

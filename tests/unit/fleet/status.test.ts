@@ -92,7 +92,7 @@ describe("deriveStatus", () => {
           type: "Progressing",
           status: "False",
           reason: "Stable",
-          message: "all members match the spec",
+          message: "Running",
           observedGeneration: 3,
           lastTransitionTime: "2025-06-01T12:00:00Z",
         },
@@ -162,12 +162,7 @@ describe("deriveStatus", () => {
       s.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
       [
         ["Ready", "False", "AgentsNotReady", "2/3 agents ready, 0/2 toolboxes ready"],
-        [
-          "Progressing",
-          "True",
-          "Reconciling",
-          "phase Scaling: 2/3 agents ready, 0/2 toolboxes ready",
-        ],
+        ["Progressing", "True", "Reconciling", "Scaling"],
       ],
     );
   });

@@ -91,7 +91,7 @@ describe("suspend (retain): the plan", () => {
     assert.equal(p.requeueAfterMs, undefined, "nothing left to poll");
     const progressing = p.status?.conditions?.find((c) => c.type === "Progressing");
     assert.equal(progressing?.status, "False");
-    assert.equal(progressing?.message, "suspended: every VM hibernated");
+    assert.equal(progressing?.message, "Suspended", "the phase, as cocoon-operator writes it");
     // Settled: the same pass over the written status changes nothing.
     const again = plan({ ...cs, status: p.status }, pods, tags(...pods.map(vmOf)));
     assert.equal(again.status, undefined);

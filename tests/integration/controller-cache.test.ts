@@ -201,8 +201,10 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
       labelSelector: MANAGED_POD_SELECTOR,
     });
     const cache = new FleetCache(client);
-    cache.attachCocoonSets([csInformer], false);
-    cache.attachPods([podInformer]);
+    cache.attach(
+      new KindCache([csInformer]),
+      new KindCache([podInformer], false, FLEET_POD_INDEXES),
+    );
     csInformer.start();
     podInformer.start();
     c.defer("stop the informers", async () => {
@@ -214,7 +216,7 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
     const reconciler = new CocoonSetReconciler(client, { cache });
     const lines: { level: string; msg: string }[] = [];
     const events: string[] = [];
-    const ctx: ReconcileContext = {
+    const ctx: ReconcileContext<ControllerMetrics> = {
       log: createLogger({
         level: "info",
         destination: {

@@ -10,6 +10,7 @@ import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js
 import { DEFAULT_FANOUT } from "../engine/spec/index.js";
 import { describeValue, namespaceNameProblem } from "../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/address.js";
+import { MAX_SHARDS, parseShard, UNSHARDED, type Shard } from "./shard.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
@@ -31,6 +32,8 @@ export interface ControllerOptions {
   leaderElect: boolean;
   /** Namespace of the leader Lease. @default the pod's namespace, else "default" */
   leaderElectionNamespace: string;
+  /** The share of the CocoonSets this process reconciles (controller/shard.ts). @default 0/1 */
+  shard?: Shard;
   /** Time between orphan reaper passes. @default 300000 (5m) */
   reapIntervalMs: number;
   /** @default "info" */
@@ -66,6 +69,7 @@ export interface ControllerFlags {
   healthProbeBindAddress?: string;
   leaderElect?: string | boolean;
   leaderElectionNamespace?: string;
+  shard?: string;
   reapInterval?: string;
   logLevel?: string;
   ociRegistry?: string;
@@ -165,6 +169,14 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     env: "COCOONSET_LEADER_ELECTION_NAMESPACE",
     defaultText: "the pod's namespace ($POD_NAMESPACE or the service account's), else default",
     description: "namespace of the leader Lease",
+  },
+  {
+    key: "shard",
+    valueName: "<index/count>",
+    flag: "--shard",
+    env: "COCOONSET_SHARD",
+    defaultText: "0/1",
+    description: `reconcile only shard INDEX of COUNT (at most ${MAX_SHARDS}) of the CocoonSets, by a stable hash of namespace/name; each shard elects its leader on a Lease of its own (<lease>-shard-INDEX-of-COUNT), so every shard has its standby; needs leader election`,
   },
   {
     key: "reapInterval",
@@ -393,6 +405,17 @@ export function resolveControllerOptions(
       leaderElectionNamespace,
     );
 
+  const sh = pick("shard");
+  const shard = sh ? parseShard(sh.value) : UNSHARDED;
+  if (sh && !shard)
+    fail(sh.from, `must be INDEX/COUNT with 0 <= INDEX < COUNT <= ${MAX_SHARDS}`, sh.value);
+  if (sh && shard && shard.count > 1 && !leaderElect)
+    fail(
+      sh.from,
+      "needs leader election (a shard hands CocoonSets over to another through its Lease)",
+      sh.value,
+    );
+
   const ri = pick("reapInterval");
   const reapIntervalMs = ri ? parse(ri, parseReapIntervalOption) : 300_000;
 
@@ -436,6 +459,7 @@ export function resolveControllerOptions(
     healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
     leaderElect,
     leaderElectionNamespace,
+    shard: shard ?? UNSHARDED,
     reapIntervalMs,
     logLevel,
     ociRegistry,

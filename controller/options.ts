@@ -32,6 +32,8 @@ export interface ControllerOptions {
   leaderElect: boolean;
   /** Namespace of the leader Lease. @default the pod's namespace, else "default" */
   leaderElectionNamespace: string;
+  /** How long a leader's Lease lasts without renewal. @default 15000 (15s) */
+  leaderElectionLeaseDurationMs?: number;
   /** The share of the CocoonSets this process reconciles (controller/shard.ts). @default 0/1 */
   shard?: Shard;
   /** Time between orphan reaper passes. @default 300000 (5m) */
@@ -69,6 +71,7 @@ export interface ControllerFlags {
   healthProbeBindAddress?: string;
   leaderElect?: string | boolean;
   leaderElectionNamespace?: string;
+  leaderElectionLeaseDuration?: string;
   shard?: string;
   reapInterval?: string;
   logLevel?: string;
@@ -169,6 +172,15 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     env: "COCOONSET_LEADER_ELECTION_NAMESPACE",
     defaultText: "the pod's namespace ($POD_NAMESPACE or the service account's), else default",
     description: "namespace of the leader Lease",
+  },
+  {
+    key: "leaderElectionLeaseDuration",
+    valueName: "<duration>",
+    flag: "--leader-election-lease-duration",
+    env: "COCOONSET_LEADER_ELECTION_LEASE_DURATION",
+    defaultText: "15s",
+    description:
+      "how long the leader's Lease lasts without renewal: a standby takes over that long after a leader dies (renewals and retries scale with it)",
   },
   {
     key: "shard",
@@ -292,6 +304,19 @@ export function parseTransitionTimeoutOption(text: string): number {
   return parseReapIntervalOption(text);
 }
 
+/** Parses `--leader-election-lease-duration`: whole seconds, 2s to 1h, in milliseconds. */
+export function parseLeaseDurationOption(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new InvalidValueError("must be a duration such as 15s or 1m");
+  }
+  if (ms < 2000 || ms > 3_600_000 || ms % 1000 !== 0)
+    throw new InvalidValueError("must be whole seconds from 2s to 1h");
+  return ms;
+}
+
 /** Parses `--reap-interval`: a duration of at least 1s, in milliseconds. */
 export function parseReapIntervalOption(text: string): number {
   let ms: number;
@@ -405,6 +430,9 @@ export function resolveControllerOptions(
       leaderElectionNamespace,
     );
 
+  const ld = pick("leaderElectionLeaseDuration");
+  const leaderElectionLeaseDurationMs = ld ? parse(ld, parseLeaseDurationOption) : 15_000;
+
   const sh = pick("shard");
   const shard = sh ? parseShard(sh.value) : UNSHARDED;
   if (sh && !shard)
@@ -459,6 +487,7 @@ export function resolveControllerOptions(
     healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
     leaderElect,
     leaderElectionNamespace,
+    leaderElectionLeaseDurationMs,
     shard: shard ?? UNSHARDED,
     reapIntervalMs,
     logLevel,

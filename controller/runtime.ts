@@ -31,6 +31,8 @@ import { Informer } from "./informer.js";
 import { DEFAULT_LEASE_NAME, defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { SHARD_HELD_REQUEUE_MS, ShardGate, shardLeaseMetadata } from "./shard-gate.js";
+import { shardLeaseName, UNSHARDED } from "./shard.js";
 import type { ControllerOptions } from "./options.js";
 import {
   formatKey,
@@ -119,6 +121,8 @@ export type RuntimeOptions = Pick<
   | "leaderElect"
   | "leaderElectionNamespace"
   | "logLevel"
+  | "shard"
+  | "leaderElectionLeaseDurationMs"
 >;
 
 /** Process-level knobs and injections (tests, the CLI). */
@@ -176,7 +180,10 @@ export async function runManager(
   const graceMs = runtime.shutdownGraceMs ?? 30_000;
   const resyncMs = runtime.resyncIntervalMs ?? 600_000;
   const events = new KubeEventRecorder({ client, identity, log });
-  const leaseName = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+  const leaseBase = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+  const shard = opts.shard ?? UNSHARDED;
+  // Each shard elects its leader on a Lease of its own (the base name when unsharded).
+  const leaseName = shardLeaseName(leaseBase, shard);
   metrics.setLeader(leaseName, false);
   const unobserve = client.observeRequests((code, method, host) =>
     metrics.restClientRequest(code, method, host),
@@ -272,7 +279,25 @@ export async function runManager(
   if (!def.ready) gate = { ok: true, reason: "ok" };
 
   const startSession = (): Session =>
-    createSession({ opts, def, client, log, metrics, events, resyncMs, clock: runtime.clock });
+    createSession({
+      opts,
+      def,
+      client,
+      log,
+      metrics,
+      events,
+      resyncMs,
+      clock: runtime.clock,
+      // With leader election, every process reads the shards' Leases (controller/shard-gate.ts).
+      gate: opts.leaderElect
+        ? new ShardGate(client, {
+            namespace: opts.leaderElectionNamespace,
+            base: leaseBase,
+            shard,
+            log,
+          })
+        : undefined,
+    });
 
   // Leadership changes are applied one after the other, so a new session never starts
   // while the previous one is still finishing its reconciles.
@@ -300,7 +325,12 @@ export async function runManager(
         namespace: opts.leaderElectionNamespace,
         name: leaseName,
         identity,
-        leaseDurationSeconds: runtime.leaseDurationSeconds,
+        leaseDurationSeconds:
+          runtime.leaseDurationSeconds ??
+          (opts.leaderElectionLeaseDurationMs !== undefined
+            ? opts.leaderElectionLeaseDurationMs / 1000
+            : undefined),
+        ...shardLeaseMetadata(leaseBase, shard),
         log,
         onStartedLeading: lead,
         // Someone else may already be reconciling: cut in-flight work short.
@@ -337,6 +367,7 @@ interface SessionDeps {
   events: KubeEventRecorder;
   resyncMs: number;
   clock?: Clock;
+  gate?: ShardGate;
 }
 
 function createSession(s: SessionDeps): Session {
@@ -363,8 +394,10 @@ function createSession(s: SessionDeps): Session {
   const halt = new AbortController();
   const scopes: (string | undefined)[] = opts.namespaces.length ? opts.namespaces : [undefined];
 
+  const gate = s.gate;
+  // A key of another shard is not this process's business: never queued.
   const enqueue = (key: ObjectKey | undefined) => {
-    if (key) queue.add(formatKey(key));
+    if (key && gate?.verdict(key.namespace, key.name).kind !== "other") queue.add(formatKey(key));
   };
   const informersOf = (watch: Watch): Informer[] => {
     const made = scopes.map((ns) => {
@@ -391,7 +424,11 @@ function createSession(s: SessionDeps): Session {
     return made;
   };
   const primaryInformers = informersOf(def.primary);
-  const informers: Informer[] = [...primaryInformers, ...def.owns.flatMap(informersOf)];
+  const informers: Informer[] = [
+    ...primaryInformers,
+    ...def.owns.flatMap(informersOf),
+    ...(gate ? [gate.informer] : []),
+  ];
   for (const i of informers) i.start();
 
   const ctxFor = (key: ObjectKey): ReconcileContext => ({
@@ -416,6 +453,13 @@ function createSession(s: SessionDeps): Session {
       const key = await queue.get();
       if (key === undefined) return;
       const objKey = parseKey(key);
+      // A live shard of another count holds it since earlier (a count change in progress).
+      if (gate?.verdict(objKey.namespace, objKey.name).kind === "held") {
+        queue.forget(key);
+        queue.addAfter(key, SHARD_HELD_REQUEUE_MS);
+        queue.done(key);
+        continue;
+      }
       const ctx = ctxFor(objKey);
       const controller = controllerOf(key);
       metrics.workerActive(controller, 1);
@@ -472,7 +516,9 @@ function createSession(s: SessionDeps): Session {
   };
   const taskLoop = async (task: PeriodicTask) => {
     while (!halt.signal.aborted) {
-      for (const ns of taskNamespaces()) {
+      // A task runs in one shard at a time: the one its name falls to.
+      const mine = !gate || gate.verdict("", `task:${task.name}`).kind === "mine";
+      for (const ns of mine ? taskNamespaces() : []) {
         if (halt.signal.aborted) break;
         const ctx: ReconcileContext = {
           log: log.child({ [`${task.name}Id`]: randomUUID(), namespace: ns }),

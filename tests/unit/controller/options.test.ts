@@ -24,6 +24,7 @@ describe("controller options", () => {
       healthProbeBindAddress: ":8081",
       leaderElect: true,
       leaderElectionNamespace: "default",
+      leaderElectionLeaseDurationMs: 15_000,
       shard: { index: 0, count: 1 },
       reapIntervalMs: 300_000,
       logLevel: "info",
@@ -69,6 +70,7 @@ describe("controller options", () => {
       healthProbeBindAddress: "0",
       leaderElect: false,
       leaderElectionNamespace: "ops",
+      leaderElectionLeaseDurationMs: 15_000,
       shard: { index: 0, count: 1 },
       reapIntervalMs: 90_000,
       logLevel: "debug",
@@ -99,6 +101,10 @@ describe("controller options", () => {
 
   test("--shard (or COCOONSET_SHARD) takes a share; 0/1 without leader election is fine", () => {
     assert.deepEqual(resolve({ shard: "2/4" }).shard, { index: 2, count: 4 });
+    assert.equal(
+      resolve({ leaderElectionLeaseDuration: "3s" }).leaderElectionLeaseDurationMs,
+      3000,
+    );
     assert.deepEqual(resolve({}, { COCOONSET_SHARD: "1/3" }).shard, { index: 1, count: 3 });
     assert.deepEqual(resolve({ shard: "0/1", leaderElect: false }).shard, { index: 0, count: 1 });
   });
@@ -271,6 +277,12 @@ describe("controller options", () => {
     ],
     ["--shard two", { shard: "two" }, {}, /^\[--shard\] must be INDEX\/COUNT/],
     [
+      "--leader-election-lease-duration 1s",
+      { leaderElectionLeaseDuration: "1s" },
+      {},
+      /^\[--leader-election-lease-duration\] must be whole seconds from 2s to 1h/,
+    ],
+    [
       "COCOONSET_SHARD=1/0",
       {},
       { COCOONSET_SHARD: "1/0" },
@@ -306,7 +318,7 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 18);
+    assert.equal(CONTROLLER_OPTIONS.length, 19);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack;

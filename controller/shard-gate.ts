@@ -6,7 +6,7 @@
  * Lease goes. An unsharded controller runs the gate too, so that going back from N shards to
  * one hands over the same way.
  */
-import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
+import { paths, type KubeClient } from "../engine/kube/index.js";
 import { Informer } from "./informer.js";
 import type { Lease } from "./leader-election.js";
 import {
@@ -83,8 +83,8 @@ export class ShardGate {
   leases(): ShardLease[] {
     const now = (this.opts.now ?? Date.now)();
     const out: ShardLease[] = [];
-    for (const o of this.informer.list() as KubeObject[]) {
-      const l = shardLeaseOf(o as Lease, this.opts.base, now);
+    for (const o of this.informer.list()) {
+      const l = shardLeaseOf(o, this.opts.base, now);
       if (l) out.push(l);
     }
     return out;

@@ -147,7 +147,7 @@ describe("shardVerdict", () => {
           const leases = [...byName.values()];
           assert.ok(reconcilers(leases, ns, name).length <= 1);
           // The old counts stop: with every share of one count held, exactly one reconciles.
-          const count = (raw[0]?.count ?? 1);
+          const count = raw[0]?.count ?? 1;
           const only = Array.from({ length: count }, (_, i) => lease(i, count, 7));
           const stopped = leases
             .filter((l) => l.count !== count)

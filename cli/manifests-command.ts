@@ -22,6 +22,7 @@ export interface ManifestsFlags {
   imagePullPolicy?: string;
   imagePullSecret?: string[];
   replicas?: string;
+  shards?: string;
   leaderElect: boolean;
   metricsService?: boolean;
   serviceMonitor?: boolean;
@@ -44,6 +45,7 @@ const FLAG_OF: Record<string, string> = {
   namespace: "--namespace",
   image: "--image",
   replicas: "--replicas",
+  shards: "--shards",
   leaderElect: "--no-leader-elect",
   watchNamespaces: "--watch-namespace",
   concurrency: "--concurrency",
@@ -91,6 +93,7 @@ export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
     imagePullPolicy: pullPolicy as OperatorArgs["imagePullPolicy"],
     imagePullSecrets: flags.imagePullSecret,
     replicas: integer("--replicas", flags.replicas),
+    shards: integer("--shards", flags.shards),
     leaderElect: flags.leaderElect,
     metricsService: flags.metricsService,
     serviceMonitor: flags.serviceMonitor,
@@ -122,7 +125,7 @@ export function registerManifests(program: Command): void {
   program
     .command("manifests")
     .description(
-      "print the objects an Operator installs (CocoonSet and CocoonHibernation CRDs, namespace, ServiceAccount, RBAC, controller Deployment; a PodDisruptionBudget with --replicas > 1, the metrics Service and ServiceMonitor when asked) for GitOps or `kubectl apply --server-side -f -`; the options are the Operator's arguments, and the objects come from the same code",
+      "print the objects an Operator installs (CocoonSet and CocoonHibernation CRDs, namespace, ServiceAccount, RBAC, controller Deployment (one per shard with --shards); a PodDisruptionBudget per shard with --replicas > 1, the metrics Service and ServiceMonitor when asked) for GitOps or `kubectl apply --server-side -f -`; the options are the Operator's arguments, and the objects come from the same code",
     )
     .option(
       "--name <name>",
@@ -144,6 +147,10 @@ export function registerManifests(program: Command): void {
     .option(
       "--replicas <n>",
       "controller replicas; more than one needs leader election (default: 1)",
+    )
+    .option(
+      "--shards <n>",
+      "the controller as this many shards (a Deployment each, with --replicas pods), each reconciling a disjoint share of the CocoonSets; more than one needs leader election (default: 1)",
     )
     .option("--no-leader-elect", "run the controller without leader election")
     .option("--metrics-service", "a Service <name>-controller-metrics for the metrics port")

@@ -65,6 +65,9 @@ export interface LeaderElectorOptions {
   now?: () => number;
   onStartedLeading?: () => void;
   onStoppedLeading?: () => void;
+  /** Labels and annotations the Lease carries while this candidate holds it (a shard's share). */
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
 }
 
 /** Default Lease name. */
@@ -90,6 +93,8 @@ export class LeaderElector {
   private readonly now: () => number;
   private readonly onStarted?: () => void;
   private readonly onStopped?: () => void;
+  private readonly labels: Record<string, string>;
+  private readonly annotations: Record<string, string>;
   private leading = false;
   /** Set by an attempt that found the Lease held (or just taken) by another candidate. */
   private lostToOther = false;
@@ -105,13 +110,18 @@ export class LeaderElector {
     this.name = opts.name ?? DEFAULT_LEASE_NAME;
     this.identity = opts.identity ?? defaultIdentity();
     this.durationS = opts.leaseDurationSeconds ?? 15;
-    this.renewMs = opts.renewIntervalMs ?? 2000;
-    this.retryMs = opts.retryIntervalMs ?? 2000;
-    this.deadlineMs = opts.renewDeadlineMs ?? 10_000;
+    // A short lease shortens the others in proportion (15 s: renew and retry every 2 s, a
+    // 10 s renew deadline), so a leader always steps down before its lease can expire.
+    const leaseMs = this.durationS * 1000;
+    this.renewMs = opts.renewIntervalMs ?? Math.min(2000, Math.round(leaseMs / 7.5));
+    this.retryMs = opts.retryIntervalMs ?? Math.min(2000, Math.round(leaseMs / 7.5));
+    this.deadlineMs = opts.renewDeadlineMs ?? Math.min(10_000, Math.round((leaseMs * 2) / 3));
     this.log = opts.log;
     this.now = opts.now ?? Date.now;
     this.onStarted = opts.onStartedLeading;
     this.onStopped = opts.onStoppedLeading;
+    this.labels = opts.labels ?? {};
+    this.annotations = opts.annotations ?? {};
   }
 
   /** True while this candidate holds the Lease. */
@@ -209,7 +219,12 @@ export class LeaderElector {
         await this.client.create(paths.leases(this.namespace), {
           apiVersion: "coordination.k8s.io/v1",
           kind: "Lease",
-          metadata: { name: this.name, namespace: this.namespace },
+          metadata: {
+            name: this.name,
+            namespace: this.namespace,
+            labels: this.labels,
+            annotations: this.annotations,
+          },
           spec: {
             holderIdentity: this.identity,
             leaseDurationSeconds: this.durationS,
@@ -249,7 +264,16 @@ export class LeaderElector {
         };
     try {
       // The resourceVersion read above makes this a compare-and-swap.
-      const updated = await this.client.replace<Lease>(this.leasePath(), { ...lease, spec: next });
+      const metadata = {
+        ...lease.metadata,
+        labels: { ...lease.metadata.labels, ...this.labels },
+        annotations: { ...lease.metadata.annotations, ...this.annotations },
+      };
+      const updated = await this.client.replace<Lease>(this.leasePath(), {
+        ...lease,
+        metadata,
+        spec: next,
+      });
       this.observedSpec = JSON.stringify(updated.spec ?? {});
       this.observedAt = t;
       return true;

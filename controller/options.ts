@@ -10,6 +10,7 @@ import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js
 import { DEFAULT_FANOUT } from "../engine/spec/index.js";
 import { describeValue, namespaceNameProblem } from "../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/address.js";
+import { MAX_SHARDS, parseShard, UNSHARDED, type Shard } from "./shard.js";
 
 /** The resolved, validated options of the controller process. */
 export interface ControllerOptions {
@@ -31,6 +32,10 @@ export interface ControllerOptions {
   leaderElect: boolean;
   /** Namespace of the leader Lease. @default the pod's namespace, else "default" */
   leaderElectionNamespace: string;
+  /** How long a leader's Lease lasts without renewal. @default 15000 (15s) */
+  leaderElectionLeaseDurationMs?: number;
+  /** The share of the CocoonSets this process reconciles (controller/shard.ts). @default 0/1 */
+  shard?: Shard;
   /** Time between orphan reaper passes. @default 300000 (5m) */
   reapIntervalMs: number;
   /** @default "info" */
@@ -66,6 +71,8 @@ export interface ControllerFlags {
   healthProbeBindAddress?: string;
   leaderElect?: string | boolean;
   leaderElectionNamespace?: string;
+  leaderElectionLeaseDuration?: string;
+  shard?: string;
   reapInterval?: string;
   logLevel?: string;
   ociRegistry?: string;
@@ -165,6 +172,23 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     env: "COCOONSET_LEADER_ELECTION_NAMESPACE",
     defaultText: "the pod's namespace ($POD_NAMESPACE or the service account's), else default",
     description: "namespace of the leader Lease",
+  },
+  {
+    key: "leaderElectionLeaseDuration",
+    valueName: "<duration>",
+    flag: "--leader-election-lease-duration",
+    env: "COCOONSET_LEADER_ELECTION_LEASE_DURATION",
+    defaultText: "15s",
+    description:
+      "how long the leader's Lease lasts without renewal: a standby takes over that long after a leader dies (renewals and retries scale with it)",
+  },
+  {
+    key: "shard",
+    valueName: "<index/count>",
+    flag: "--shard",
+    env: "COCOONSET_SHARD",
+    defaultText: "0/1",
+    description: `reconcile only shard INDEX of COUNT (at most ${MAX_SHARDS}) of the CocoonSets, by a stable hash of namespace/name; each shard elects its leader on a Lease of its own (<lease>-shard-INDEX-of-COUNT), so every shard has its standby; needs leader election`,
   },
   {
     key: "reapInterval",
@@ -280,6 +304,19 @@ export function parseTransitionTimeoutOption(text: string): number {
   return parseReapIntervalOption(text);
 }
 
+/** Parses `--leader-election-lease-duration`: whole seconds, 2s to 1h, in milliseconds. */
+export function parseLeaseDurationOption(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new InvalidValueError("must be a duration such as 15s or 1m");
+  }
+  if (ms < 2000 || ms > 3_600_000 || ms % 1000 !== 0)
+    throw new InvalidValueError("must be whole seconds from 2s to 1h");
+  return ms;
+}
+
 /** Parses `--reap-interval`: a duration of at least 1s, in milliseconds. */
 export function parseReapIntervalOption(text: string): number {
   let ms: number;
@@ -393,6 +430,20 @@ export function resolveControllerOptions(
       leaderElectionNamespace,
     );
 
+  const ld = pick("leaderElectionLeaseDuration");
+  const leaderElectionLeaseDurationMs = ld ? parse(ld, parseLeaseDurationOption) : 15_000;
+
+  const sh = pick("shard");
+  const shard = sh ? parseShard(sh.value) : UNSHARDED;
+  if (sh && !shard)
+    fail(sh.from, `must be INDEX/COUNT with 0 <= INDEX < COUNT <= ${MAX_SHARDS}`, sh.value);
+  if (sh && shard && shard.count > 1 && !leaderElect)
+    fail(
+      sh.from,
+      "needs leader election (a shard hands CocoonSets over to another through its Lease)",
+      sh.value,
+    );
+
   const ri = pick("reapInterval");
   const reapIntervalMs = ri ? parse(ri, parseReapIntervalOption) : 300_000;
 
@@ -436,6 +487,8 @@ export function resolveControllerOptions(
     healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
     leaderElect,
     leaderElectionNamespace,
+    leaderElectionLeaseDurationMs,
+    shard: shard ?? UNSHARDED,
     reapIntervalMs,
     logLevel,
     ociRegistry,

@@ -16,7 +16,6 @@
  * @see https://kubernetes.io/docs/reference/access-authn-authz/rbac/
  */
 import type { KubeObject } from "../engine/kube/index.js";
-import { DEFAULT_LEASE_NAME } from "./leader-election.js";
 import { GROUP } from "../engine/kube/api-names.js";
 import { CRD_NAME } from "../engine/spec/index.js";
 
@@ -84,18 +83,17 @@ export function namespacedRules(): PolicyRule[] {
 }
 
 /**
- * Rules for the leader Lease, for a Role in the leader-election namespace only: create
- * (a Lease cannot be limited by name at creation), get and update of the controller's own
- * Lease.
+ * Rules for the leader Lease, for a Role in the leader-election namespace only: create, get
+ * and update of its Lease (a shard's Lease is named after its share, so no resource name
+ * limits them), and list and watch of the Leases there: every process reads the shards'
+ * Leases to hand CocoonSets over when the shard count changes (controller/shard-gate.ts).
  */
 export function leaderElectionRules(): PolicyRule[] {
   return [
-    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
     {
       apiGroups: ["coordination.k8s.io"],
       resources: ["leases"],
-      verbs: ["get", "update"],
-      resourceNames: [DEFAULT_LEASE_NAME],
+      verbs: ["create", "get", "update", "list", "watch"],
     },
   ];
 }

@@ -34,6 +34,8 @@ import {
 import { DEFAULT_LEASE_NAME, defaultIdentity, LeaderElector } from "./leader-election.js";
 import { createLogger, reconcileLogger } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { SHARD_HELD_REQUEUE_MS, ShardGate, shardLeaseMetadata } from "./shard-gate.js";
+import { shardLeaseName, UNSHARDED } from "./shard.js";
 import type { ControllerOptions } from "./options.js";
 import {
   formatKey,
@@ -121,6 +123,8 @@ export type RuntimeOptions = Pick<
   | "leaderElect"
   | "leaderElectionNamespace"
   | "logLevel"
+  | "shard"
+  | "leaderElectionLeaseDurationMs"
 >;
 
 /** Process-level knobs and injections (tests, the CLI). */
@@ -212,7 +216,10 @@ export class Manager {
     const identity = runtime.identity ?? defaultIdentity();
     const graceMs = runtime.shutdownGraceMs ?? 30_000;
     const events = new KubeEventRecorder({ client, identity, log });
-    const leaseName = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+    const leaseBase = runtime.leaseName ?? DEFAULT_LEASE_NAME;
+    const shard = opts.shard ?? UNSHARDED;
+    // Each shard elects its leader on a Lease of its own (the base name when unsharded).
+    const leaseName = shardLeaseName(leaseBase, shard);
     metrics.setLeader(leaseName, false);
     const unobserve = client.observeRequests((code, method, host) =>
       metrics.restClientRequest(code, method, host),
@@ -328,6 +335,15 @@ export class Manager {
         events,
         resyncMs: runtime.resyncIntervalMs ?? 600_000,
         clock: runtime.clock,
+        // With leader election, every process reads the shards' Leases (shard-gate.ts).
+        gate: opts.leaderElect
+          ? new ShardGate(client, {
+              namespace: opts.leaderElectionNamespace,
+              base: leaseBase,
+              shard,
+              log,
+            })
+          : undefined,
       });
 
     // Leadership changes are applied one after the other, so a new session never starts
@@ -356,7 +372,12 @@ export class Manager {
           namespace: opts.leaderElectionNamespace,
           name: leaseName,
           identity,
-          leaseDurationSeconds: runtime.leaseDurationSeconds,
+          leaseDurationSeconds:
+            runtime.leaseDurationSeconds ??
+            (opts.leaderElectionLeaseDurationMs !== undefined
+              ? opts.leaderElectionLeaseDurationMs / 1000
+              : undefined),
+          ...shardLeaseMetadata(leaseBase, shard),
           log,
           onStartedLeading: lead,
           // Someone else may already be reconciling: cut in-flight work short.
@@ -395,6 +416,7 @@ interface SessionDeps {
   events: KubeEventRecorder;
   resyncMs: number;
   clock?: Clock;
+  gate?: ShardGate;
 }
 
 /** One controller's part of a session: its queue, workers, resync and tasks. */
@@ -413,6 +435,7 @@ function createSession(s: SessionDeps): Session {
   const halt = new AbortController();
   const running = s.controllers.map((c) => runController(c, cache, s));
   cache.start();
+  s.gate?.informer.start();
 
   // Every watched namespace; when all are watched, those the caches have seen an object in
   // (so a task needs no cluster-wide namespace access).
@@ -425,7 +448,9 @@ function createSession(s: SessionDeps): Session {
   };
   const taskLoop = async (task: PeriodicTask, metrics: unknown) => {
     while (!halt.signal.aborted) {
-      for (const ns of taskNamespaces()) {
+      // A task runs in one shard at a time: the one its name falls to.
+      const mine = !s.gate || s.gate.verdict("", `task:${task.name}`).kind === "mine";
+      for (const ns of mine ? taskNamespaces() : []) {
         if (halt.signal.aborted) break;
         const ctx: ReconcileContext = {
           log: log.child({ [`${task.name}Id`]: randomUUID(), namespace: ns }),
@@ -448,7 +473,10 @@ function createSession(s: SessionDeps): Session {
     const halted = new Promise<void>((resolve) =>
       halt.signal.addEventListener("abort", () => resolve(), { once: true }),
     );
-    await Promise.race([cache.waitForSync(), halted]);
+    await Promise.race([
+      Promise.all([cache.waitForSync(), s.gate?.informer.waitForSync()]),
+      halted,
+    ]);
     if (halt.signal.aborted) return;
     const objects = Object.fromEntries(
       s.controllers.map(({ def }) => [def.name, cache.kind(def.for.name).list().length]),
@@ -473,7 +501,7 @@ function createSession(s: SessionDeps): Session {
       } finally {
         clearTimeout(grace);
       }
-      await cache.stop();
+      await Promise.all([cache.stop(), s.gate?.informer.stop()]);
       for (const { def } of s.controllers) s.metrics.setQueue(def.name, undefined);
     },
   };
@@ -527,8 +555,11 @@ function runController(c: Registered, cache: SharedCache, s: SessionDeps): Runni
   // Each reconcile's lines name their controller (as controller-runtime's do).
   const controllerLog = log.child({ controller: name });
 
+  const gate = s.gate;
+  // A key of another shard is not this process's business: never queued.
   const enqueue = (keys: readonly ObjectKey[]) => {
-    for (const key of keys) queue.add(formatKey(key));
+    for (const key of keys)
+      if (gate?.verdict(key.namespace, key.name).kind !== "other") queue.add(formatKey(key));
   };
   for (const kind of new Set([def.for.name, ...(def.watches ?? []).map((w) => w.kind.name)])) {
     cache.kind(kind).addHandlers({
@@ -554,6 +585,13 @@ function runController(c: Registered, cache: SharedCache, s: SessionDeps): Runni
       const key = await queue.get();
       if (key === undefined) return;
       const objKey = parseKey(key);
+      // A live shard of another count holds it since earlier (a count change in progress).
+      if (gate?.verdict(objKey.namespace, objKey.name).kind === "held") {
+        queue.forget(key);
+        queue.addAfter(key, SHARD_HELD_REQUEUE_MS);
+        queue.done(key);
+        continue;
+      }
       const ctx: ReconcileContext = {
         log: reconcileLogger(controllerLog, objKey),
         events,

@@ -107,6 +107,7 @@ const OPERATOR_PLAIN = [
   "createNamespace",
   "imagePullSecrets",
   "replicas",
+  "shards",
   "leaderElect",
   "watchNamespaces",
   "concurrency",

@@ -64,6 +64,9 @@ const operatorInputs: Record<keyof OperatorArgs, Property> = {
   },
   priorityClassName: str("`priorityClassName` of the controller pod."),
   replicas: int("Controller replicas; more than one needs leader election. Default 1."),
+  shards: int(
+    "The controller as this many shards, each reconciling a disjoint share of the CocoonSets with `replicas` pods of its own; more than one needs leader election. Default 1.",
+  ),
   resources: any("Container resources (Kubernetes ResourceRequirements) of the controller."),
   leaderElect: bool("Leader election on a Lease. Default true."),
   watchNamespaces: strings("Namespaces the controller watches; all when empty. Default []."),

@@ -15,6 +15,7 @@ import {
   parseRegistryOption,
   parseTransitionTimeoutOption,
 } from "../controller/options.js";
+import { MAX_SHARDS } from "../controller/shard.js";
 import { CRD_NAME, describeValue, namespaceNameProblem } from "../engine/spec/index.js";
 import { InvalidValueError } from "../engine/kube/branded-error.js";
 import { plainHttpProblem } from "../engine/registry/address.js";
@@ -50,6 +51,15 @@ export interface OperatorArgs {
    * @default 1
    */
   replicas?: number;
+  /**
+   * The controller as this many shards, each reconciling a disjoint share of the CocoonSets
+   * (by a stable hash of namespace/name) with `replicas` pods of its own (a leader and its
+   * standbys, on a Lease per shard): shard 0 is the `<name>-controller` Deployment, shard i
+   * `<name>-controller-shard-<i>`. Changing it hands CocoonSets over without two shards
+   * reconciling one at once. More than one needs leader election. At most 256.
+   * @default 1
+   */
+  shards?: number;
   /**
    * A Service `<name>-controller-metrics` for the controller's metrics port (8080, named
    * `metrics`), for a Prometheus that scrapes Services.
@@ -238,6 +248,21 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     bad("replicas", "must be an integer >= 1", replicas);
   } else if (replicas > 1 && args.leaderElect === false) {
     bad("leaderElect", "must be true when [replicas] > 1: two controllers would fight", false);
+  }
+  const shards = args.shards ?? 1;
+  if (
+    typeof shards !== "number" ||
+    !Number.isInteger(shards) ||
+    shards < 1 ||
+    shards > MAX_SHARDS
+  ) {
+    bad("shards", `must be an integer from 1 to ${MAX_SHARDS}`, shards);
+  } else if (shards > 1 && args.leaderElect === false) {
+    bad(
+      "leaderElect",
+      "must be true when [shards] > 1: shards hand CocoonSets over through their Leases",
+      false,
+    );
   }
   if (args.adoptCrd !== undefined && args.adoptCrd !== CRD_NAME) {
     bad("adoptCrd", `must be the name of the CocoonSet CRD, "${CRD_NAME}"`, args.adoptCrd);

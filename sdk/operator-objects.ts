@@ -66,6 +66,9 @@ export const OPERATOR_LABELS = {
   "app.kubernetes.io/part-of": "cocoonset",
 };
 
+/** Label on every controller pod of a sharded Operator (its name): the metrics Service's selector. */
+export const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";
+
 /** `metadata` of the objects built here. */
 export interface ObjectMeta {
   name: string;
@@ -133,6 +136,14 @@ export interface OperatorObjects {
     metadata: ObjectMeta;
     spec: k8s.types.input.apps.v1.DeploymentSpec;
   }>;
+  /**
+   * Shards 1 to N-1 of a controller in `shards`, each its own Deployment (and PodDisruptionBudget
+   * when `replicas` > 1); `deployment` is shard 0.
+   */
+  shardDeployments?: {
+    deployment: OperatorObjects["deployment"];
+    podDisruptionBudget?: OperatorObjects["podDisruptionBudget"];
+  }[];
   /** The metrics port's Service, with `metricsService` or `serviceMonitor`. */
   metricsService?: Named<{
     apiVersion: "v1";
@@ -173,8 +184,8 @@ export function operatorImage(args: OperatorArgs): NonNullable<OperatorArgs["ima
 }
 
 /**
- * The objects in apply order (namespace, CRDs, ServiceAccount, RBAC, ConfigMap, Deployment,
- * then the metrics Service, ServiceMonitor and PodDisruptionBudget).
+ * The objects in apply order (namespace, CRDs, ServiceAccount, RBAC, ConfigMap, the
+ * Deployments, then the metrics Service, ServiceMonitor and PodDisruptionBudgets).
  */
 export function operatorObjectList(o: OperatorObjects): Named<{ kind: string }>[] {
   return [
@@ -185,9 +196,13 @@ export function operatorObjectList(o: OperatorObjects): Named<{ kind: string }>[
     ...o.rbac,
     ...(o.registryCa ? [o.registryCa] : []),
     o.deployment,
+    ...(o.shardDeployments ?? []).map((s) => s.deployment),
     ...(o.metricsService ? [o.metricsService] : []),
     ...(o.serviceMonitor ? [o.serviceMonitor] : []),
     ...(o.podDisruptionBudget ? [o.podDisruptionBudget] : []),
+    ...(o.shardDeployments ?? []).flatMap((s) =>
+      s.podDisruptionBudget ? [s.podDisruptionBudget] : [],
+    ),
   ];
 }
 
@@ -320,17 +335,27 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
       ? [{ name: "registry-auth", mountPath: REGISTRY_AUTH_DIR, readOnly: true }]
       : []),
   ];
-  const deployment: OperatorObjects["deployment"] = {
-    resourceName: `${name}-controller`,
+  const shards = args.shards ?? 1;
+  // Shard 0 keeps the unsharded names (a Deployment's selector cannot change); every shard's
+  // pods carry the controller label the metrics Service selects them all by.
+  const shardName = (i: number) =>
+    i === 0 ? `${name}-controller` : `${name}-controller-shard-${i}`;
+  const shardLabels = (i: number) => ({
+    ...labels,
+    "app.kubernetes.io/name": shardName(i),
+    ...(shards > 1 ? { [CONTROLLER_LABEL]: name } : {}),
+  });
+  const deploymentOf = (i: number): OperatorObjects["deployment"] => ({
+    resourceName: shardName(i),
     object: {
       apiVersion: "apps/v1",
       kind: "Deployment",
-      metadata: { name: `${name}-controller`, namespace: ns, labels },
+      metadata: { name: shardName(i), namespace: ns, labels: shardLabels(i) },
       spec: {
         replicas: args.replicas ?? 1,
-        selector: { matchLabels: { "app.kubernetes.io/name": `${name}-controller` } },
+        selector: { matchLabels: { "app.kubernetes.io/name": shardName(i) } },
         template: {
-          metadata: { labels },
+          metadata: { labels: shardLabels(i) },
           spec: {
             serviceAccountName: saName,
             imagePullSecrets: args.imagePullSecrets?.map((name) => ({ name })),
@@ -347,7 +372,7 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
                 name: "controller",
                 image: operatorImage(args),
                 imagePullPolicy: args.imagePullPolicy,
-                args: cliArgs,
+                args: shards > 1 ? [...cliArgs, `--shard=${i}/${shards}`] : cliArgs,
                 env: [
                   {
                     name: "POD_NAMESPACE",
@@ -386,9 +411,11 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
         },
       },
     },
-  };
+  });
+  const deployment = deploymentOf(0);
 
-  const selector = { "app.kubernetes.io/name": `${name}-controller` };
+  const selector: Record<string, string> =
+    shards > 1 ? { [CONTROLLER_LABEL]: name } : { "app.kubernetes.io/name": `${name}-controller` };
   const monitor = args.serviceMonitor === true;
   const metricsLabels = { ...labels, "app.kubernetes.io/component": "metrics" };
   const metricsService: OperatorObjects["metricsService"] =
@@ -427,18 +454,27 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
         },
       }
     : undefined;
-  const podDisruptionBudget: OperatorObjects["podDisruptionBudget"] =
+  // Per shard: at most one of its pods evicted at a time, so each shard keeps its leader.
+  const pdbOf = (i: number): OperatorObjects["podDisruptionBudget"] =>
     (args.replicas ?? 1) > 1
       ? {
-          resourceName: `${name}-pdb`,
+          resourceName: i === 0 ? `${name}-pdb` : `${name}-pdb-shard-${i}`,
           object: {
             apiVersion: "policy/v1",
             kind: "PodDisruptionBudget",
-            metadata: { name: `${name}-controller`, namespace: ns, labels },
-            spec: { minAvailable: 1, selector: { matchLabels: selector } },
+            metadata: { name: shardName(i), namespace: ns, labels },
+            spec: {
+              minAvailable: 1,
+              selector: { matchLabels: { "app.kubernetes.io/name": shardName(i) } },
+            },
           },
         }
       : undefined;
+  const podDisruptionBudget = pdbOf(0);
+  const shardDeployments = Array.from({ length: shards - 1 }, (_, k) => {
+    const pdb = pdbOf(k + 1);
+    return { deployment: deploymentOf(k + 1), ...(pdb ? { podDisruptionBudget: pdb } : {}) };
+  });
 
   return {
     ...(args.createNamespace === false
@@ -466,6 +502,7 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
     rbac,
     ...(registryCa ? { registryCa } : {}),
     deployment,
+    ...(shardDeployments.length > 0 ? { shardDeployments } : {}),
     ...(metricsService ? { metricsService } : {}),
     ...(serviceMonitor ? { serviceMonitor } : {}),
     ...(podDisruptionBudget ? { podDisruptionBudget } : {}),

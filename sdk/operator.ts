@@ -16,6 +16,7 @@ import {
   type CrdObject,
   type Named,
   type RbacObject,
+  type OperatorObjects,
 } from "./operator-objects.js";
 import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
 import { resources } from "./resource-factory.js";
@@ -184,31 +185,44 @@ export class Operator extends pulumi.ComponentResource {
     const registryCa = objects.registryCa
       ? new k8s.core.v1.ConfigMap(objects.registryCa.resourceName, objects.registryCa.object, inNs)
       : undefined;
-    const d = objects.deployment.object;
-    this.deployment = new k8s.apps.v1.Deployment(
-      objects.deployment.resourceName,
-      {
-        ...d,
-        metadata: {
-          ...d.metadata,
-          // The rollout check below waits instead of the provider's generic await, so an
-          // image the cluster cannot pull fails `up` at once with a message that says so.
-          annotations: { ...d.metadata.annotations, "pulumi.com/skipAwait": "true" },
+    const deploymentOf = (named: OperatorObjects["deployment"]) => {
+      const d = named.object;
+      return new k8s.apps.v1.Deployment(
+        named.resourceName,
+        {
+          ...d,
+          metadata: {
+            ...d.metadata,
+            // The rollout check below waits instead of the provider's generic await, so an
+            // image the cluster cannot pull fails `up` at once with a message that says so.
+            annotations: { ...d.metadata.annotations, "pulumi.com/skipAwait": "true" },
+          },
         },
-      },
-      {
-        ...inNs,
-        dependsOn: [
-          ...(namespace ? [namespace] : []),
-          this.crd,
-          this.hibernationCrd,
-          sa,
-          ...rbac,
-          ...(registryCa ? [registryCa] : []),
-        ],
-        ignoreChanges: ignore.deployment,
-      },
-    );
+        {
+          ...inNs,
+          dependsOn: [
+            ...(namespace ? [namespace] : []),
+            this.crd,
+            this.hibernationCrd,
+            sa,
+            ...rbac,
+            ...(registryCa ? [registryCa] : []),
+          ],
+          ignoreChanges: ignore.deployment,
+        },
+      );
+    };
+    this.deployment = deploymentOf(objects.deployment);
+    // Shards 1 to N-1 (shard 0 is `deployment`), each with its own disruption budget.
+    const shardDeployments = (objects.shardDeployments ?? []).map((shard) => {
+      if (shard.podDisruptionBudget)
+        new k8s.policy.v1.PodDisruptionBudget(
+          shard.podDisruptionBudget.resourceName,
+          shard.podDisruptionBudget.object,
+          inNs,
+        );
+      return deploymentOf(shard.deployment);
+    });
 
     const metricsService = objects.metricsService
       ? new k8s.core.v1.Service(
@@ -239,25 +253,28 @@ export class Operator extends pulumi.ComponentResource {
     }
 
     if (!args.skipAwait) {
-      this.rollout = resources().controllerRollout(
-        `${name}-rollout`,
-        {
-          kubeconfig,
-          namespace: ns,
-          deployment: this.deployment.metadata.name,
-          image,
-          generation: this.deployment.metadata.generation,
-          timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
-        },
-        { ...child, dependsOn: [this.deployment], ignoreChanges: ignore.rollout },
-      );
+      const rolloutOf = (resourceName: string, d: k8s.apps.v1.Deployment) =>
+        resources().controllerRollout(
+          resourceName,
+          {
+            kubeconfig,
+            namespace: ns,
+            deployment: d.metadata.name,
+            image,
+            generation: d.metadata.generation,
+            timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
+          },
+          { ...child, dependsOn: [d], ignoreChanges: ignore.rollout },
+        );
+      this.rollout = rolloutOf(`${name}-rollout`, this.deployment);
+      shardDeployments.forEach((d, k) => rolloutOf(`${name}-rollout-shard-${k + 1}`, d));
     }
 
     // Depends on everything above, so its delete (the check) runs before any of it goes.
     this.crdGuard = resources().crdGuard(
       `${name}-crd-guard`,
       { ...reach, owner, retain, providerVersion: CRD_GUARD_VERSION },
-      { ...child, dependsOn: [this.crd, this.deployment, ...rbac] },
+      { ...child, dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac] },
     );
 
     this.namespace = pulumi.output(ns);

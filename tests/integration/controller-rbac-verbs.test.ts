@@ -149,6 +149,9 @@ describe("each verb of the controller's generated RBAC", { timeout: 900_000 }, (
       "leases create": nothing,
       // It creates the Lease, then renews it: an update.
       "leases update": nothing,
+      // The shard gate lists and watches the Leases before any reconcile.
+      "leases list": nothing,
+      "leases watch": nothing,
     };
     /** The denial each removal must produce (the owner-reference check words it its own way). */
     const denialOf = (verb: string, resource: string): RegExp =>

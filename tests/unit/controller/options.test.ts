@@ -24,6 +24,8 @@ describe("controller options", () => {
       healthProbeBindAddress: ":8081",
       leaderElect: true,
       leaderElectionNamespace: "default",
+      leaderElectionLeaseDurationMs: 15_000,
+      shard: { index: 0, count: 1 },
       reapIntervalMs: 300_000,
       logLevel: "info",
       ociRegistry: undefined,
@@ -68,6 +70,8 @@ describe("controller options", () => {
       healthProbeBindAddress: "0",
       leaderElect: false,
       leaderElectionNamespace: "ops",
+      leaderElectionLeaseDurationMs: 15_000,
+      shard: { index: 0, count: 1 },
       reapIntervalMs: 90_000,
       logLevel: "debug",
       ociRegistry: "127.0.0.1:5000/snapshots",
@@ -93,6 +97,16 @@ describe("controller options", () => {
     assert.deepEqual(o.namespaces, ["x"]);
     assert.equal(o.leaderElect, true);
     assert.equal(o.reapIntervalMs, 60_000);
+  });
+
+  test("--shard (or COCOONSET_SHARD) takes a share; 0/1 without leader election is fine", () => {
+    assert.deepEqual(resolve({ shard: "2/4" }).shard, { index: 2, count: 4 });
+    assert.equal(
+      resolve({ leaderElectionLeaseDuration: "3s" }).leaderElectionLeaseDurationMs,
+      3000,
+    );
+    assert.deepEqual(resolve({}, { COCOONSET_SHARD: "1/3" }).shard, { index: 1, count: 3 });
+    assert.deepEqual(resolve({ shard: "0/1", leaderElect: false }).shard, { index: 0, count: 1 });
   });
 
   test("--leader-elect accepts =false, --no-leader-elect (false) and a bare flag (true)", () => {
@@ -255,6 +269,31 @@ describe("controller options", () => {
       /\[--leader-elect\] must be true or false/,
     ],
     ["--log-level loud", { logLevel: "loud" }, {}, /\[--log-level\] must be one of/],
+    [
+      "--shard 4/4",
+      { shard: "4/4" },
+      {},
+      /^\[--shard\] must be INDEX\/COUNT with 0 <= INDEX < COUNT <= 256 \(got "4\/4"\)$/,
+    ],
+    ["--shard two", { shard: "two" }, {}, /^\[--shard\] must be INDEX\/COUNT/],
+    [
+      "--leader-election-lease-duration 1s",
+      { leaderElectionLeaseDuration: "1s" },
+      {},
+      /^\[--leader-election-lease-duration\] must be whole seconds from 2s to 1h/,
+    ],
+    [
+      "COCOONSET_SHARD=1/0",
+      {},
+      { COCOONSET_SHARD: "1/0" },
+      /^\[--shard \(from COCOONSET_SHARD\)\]/,
+    ],
+    [
+      "--shard 1/2 --no-leader-elect",
+      { shard: "1/2", leaderElect: false },
+      {},
+      /^\[--shard\] needs leader election/,
+    ],
     ["--namespace Bad_NS", { namespace: ["Bad_NS"] }, {}, /\[--namespace\]/],
     [
       "COCOONSET_CONCURRENCY=0",
@@ -279,7 +318,7 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 17);
+    assert.equal(CONTROLLER_OPTIONS.length, 19);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack;

@@ -16,7 +16,6 @@ import {
   namespacedRules,
   type PolicyRule,
 } from "../../../controller/rbac.js";
-import { DEFAULT_LEASE_NAME } from "../../../controller/leader-election.js";
 import { formatKey, parseKey } from "../../../controller/types.js";
 import type { KubeObject } from "../../../engine/kube/index.js";
 
@@ -129,7 +128,7 @@ describe("small helpers", () => {
     assert.deepEqual(parseKey("a/b"), { namespace: "a", name: "b" });
   });
 
-  test("RBAC grants only the verbs the controller sends; Leases only by the Lease Role, by name", () => {
+  test("RBAC grants only the verbs the controller sends; Leases only by the Lease Role, in its own namespace", () => {
     const rules = controllerRules();
     const verbsOf = (rs: PolicyRule[], group: string, resource: string) =>
       rs
@@ -164,17 +163,16 @@ describe("small helpers", () => {
     assert.equal(rules.length, 11, "no other rule");
     assert.ok(!rules.some((r) => r.verbs.includes("*") || r.resources.includes("*")));
 
-    // The Lease: create (not limitable by name), get and update of the controller's own Lease.
+    // The Leases, in the controller's own namespace only: its own (a shard's is named after
+    // its share), and list and watch of the others' for the shard handover.
     const lease = controllerLeaseRole("c", "cocoonset-system");
     assert.equal(lease.kind, "Role");
     assert.equal(lease.metadata.namespace, "cocoonset-system");
     assert.deepEqual(lease.rules, [
-      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
       {
         apiGroups: ["coordination.k8s.io"],
         resources: ["leases"],
-        verbs: ["get", "update"],
-        resourceNames: [DEFAULT_LEASE_NAME],
+        verbs: ["create", "get", "update", "list", "watch"],
       },
     ]);
     assert.deepEqual(controllerClusterRole("c").rules, rules);

@@ -129,9 +129,70 @@ const cases: { name: string; args: () => OperatorArgs; flags: () => string[] }[]
       ...["--oci-registry", "registry.internal:5000", "--oci-registry-insecure"],
     ],
   },
+  {
+    name: "three shards of two replicas, metrics Service",
+    args: () => ({ shards: 3, replicas: 2, metricsService: true }),
+    flags: () => ["--shards", "3", "--replicas", "2", "--metrics-service"],
+  },
 ];
 
 describe("cocoonset manifests", () => {
+  it("shards: a Deployment and a PodDisruptionBudget per shard, each with its share; one metrics Service for all", () => {
+    const objs = printed(["--shards", "3", "--replicas", "2", "--metrics-service"]) as unknown as {
+      kind: string;
+      metadata: { name: string };
+      spec: {
+        selector?: Record<string, unknown>;
+        template?: {
+          metadata: { labels: Record<string, string> };
+          spec: { containers: { args: string[] }[] };
+        };
+      };
+    }[];
+    const deployments = objs.filter((o) => o.kind === "Deployment");
+    assert.deepEqual(
+      deployments.map((d) => [
+        d.metadata.name,
+        d.spec.template!.spec.containers[0].args.filter((a) => a.startsWith("--shard")),
+      ]),
+      [
+        ["cocoonset-controller", ["--shard=0/3"]],
+        ["cocoonset-controller-shard-1", ["--shard=1/3"]],
+        ["cocoonset-controller-shard-2", ["--shard=2/3"]],
+      ],
+    );
+    for (const d of deployments)
+      assert.equal(
+        d.spec.template!.metadata.labels["cocoonset.cocoonstack.io/controller"],
+        "cocoonset",
+      );
+    assert.deepEqual(
+      objs.filter((o) => o.kind === "PodDisruptionBudget").map((o) => o.metadata.name),
+      ["cocoonset-controller", "cocoonset-controller-shard-1", "cocoonset-controller-shard-2"],
+    );
+    const svc = objs.find((o) => o.kind === "Service")!;
+    assert.deepEqual(svc.spec.selector, { "cocoonset.cocoonstack.io/controller": "cocoonset" });
+    // One shard: nothing changes from an unsharded Operator.
+    const one = printed(["--shards", "1"]).filter((o) => o.kind === "Deployment") as typeof objs;
+    assert.equal(one.length, 1);
+    assert.ok(!one[0].spec.template!.spec.containers[0].args.some((a) => a.startsWith("--shard")));
+  });
+
+  it("refuses shards that are not 1 to 256, and shards without leader election, naming the flag", () => {
+    for (const [flags, re] of [
+      [["--shards", "0"], /^cocoonset: \[--shards\] must be an integer from 1 to 256 \(got 0\)/],
+      [["--shards", "257"], /^cocoonset: \[--shards\] must be an integer from 1 to 256/],
+      [
+        ["--shards", "2", "--no-leader-elect"],
+        /\[--no-leader-elect\] must be true when \[--shards\] > 1/,
+      ],
+    ] as const)
+      assert.throws(
+        () => printed([...flags]),
+        (e: { stderr?: string }) => re.test(String(e.stderr)),
+      );
+  });
+
   cases.forEach((c, i) => {
     it(`prints what the Operator registers: ${c.name}`, async () => {
       const name = `m${i}`;

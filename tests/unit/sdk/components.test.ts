@@ -563,7 +563,74 @@ describe("Operator arguments are refused before anything is registered", () => {
   });
 });
 
+describe("resource options under Pulumi's mocks", () => {
+  it("an Operator passes retainOnDelete to its children and maps ignoreChanges onto its Deployments and rollout checks", async () => {
+    const seen = new Map<string, pulumi.ResourceOptions>();
+    const op = new sdk.Operator(
+      "keep",
+      { namespace: "keep-system", kubeconfig: KUBECONFIG, shards: 2 },
+      {
+        retainOnDelete: true,
+        ignoreChanges: ["image", "replicas"],
+        transformations: [
+          (args) => {
+            seen.set(args.name, args.opts);
+            return undefined;
+          },
+        ],
+      },
+    );
+    await settle(op.deploymentName);
+    for (const name of ["keep-controller", "keep-controller-shard-1"]) {
+      assert.deepEqual(seen.get(name)?.ignoreChanges, [
+        "spec.template.spec.containers[0].image",
+        "spec.replicas",
+      ]);
+      assert.equal(seen.get(name)?.retainOnDelete, true, name);
+    }
+    for (const name of ["keep-rollout", "keep-rollout-shard-1"])
+      assert.deepEqual(seen.get(name)?.ignoreChanges, ["image"], name);
+    assert.equal(seen.get("keep-crd")?.retainOnDelete, true);
+  });
+});
+
 describe("Fleet", () => {
+  it("passes retainOnDelete and its ignoreChanges, mapped, on to its children (Pulumi's mocks; Pulumi itself hands protect and dependsOn down; the real CLI's lifecycle is tests/e2e/resource-options.test.ts)", async () => {
+    const dep = new sdk.Operator("dep-op", { namespace: "dep-system", kubeconfig: KUBECONFIG });
+    const seen = new Map<string, pulumi.ResourceOptions>();
+    const fleet = new sdk.Fleet(
+      "opts",
+      {
+        namespace: "agents",
+        kubeconfig: KUBECONFIG,
+        adoptCocoonSet: true,
+        spec: { agent: { replicas: 1, image: "agents/coder:1" } },
+      },
+      {
+        protect: true,
+        retainOnDelete: true,
+        ignoreChanges: ["spec.agent.image", "fanOut"],
+        dependsOn: [dep],
+        transformations: [
+          (args) => {
+            seen.set(args.name, args.opts);
+            return undefined;
+          },
+        ],
+      },
+    );
+    await settle(fleet.podNames);
+    const cocoonSet = seen.get("opts-cocoonset");
+    const slots = seen.get("opts-slots");
+    assert.ok(cocoonSet && slots, [...seen.keys()].join(", "));
+    assert.deepEqual(cocoonSet.ignoreChanges, ["spec.agent.image"]);
+    assert.deepEqual(slots.ignoreChanges, ["spec.agent.image", "fanOut"]);
+    for (const o of [cocoonSet, slots]) {
+      assert.equal(o.retainOnDelete, true);
+      assert.equal(o.parent, fleet);
+    }
+  });
+
   it("registers its CocoonSet after the operator and a Slots resource keyed by slot and toolbox, with a secret kubeconfig", async () => {
     const op = new sdk.Operator("shared", { namespace: "shared-system", kubeconfig: KUBECONFIG });
     const seen: pulumi.ResourceTransformationArgs[] = [];

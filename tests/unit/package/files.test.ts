@@ -45,7 +45,8 @@ describe("the published package", () => {
     assert.deepEqual(extra, []);
     // A ceiling, not a count: a folder shipped by mistake (the tests alone are hundreds of
     // files) crosses it; a new product module (three files: .js, .d.ts, .map) does not.
-    assert.ok(files.length < 420, `${files.length} files packed`);
+    // (420 until the capacity room came in at 424.)
+    assert.ok(files.length < 480, `${files.length} files packed`);
   });
 
   it("ships the command and every export target", () => {

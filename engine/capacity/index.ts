@@ -9,3 +9,17 @@ export {
   rejectionMessage,
   type Resources,
 } from "./requests.js";
+export {
+  type Amounts,
+  type CapacityForecast,
+  type ForecastCreate,
+  type ForecastInput,
+  type ForecastNode,
+  type ForecastPod,
+  forecastCapacity,
+  formatAmount,
+  mayLandOn,
+  type NodeForecast,
+  type PlacementForecast,
+  type Shortfall,
+} from "./forecast.js";

@@ -110,6 +110,8 @@ export interface PlacementForecast {
   fits: boolean;
   /** The node the forecast counts the group on when it fits; the best node when it does not. */
   node?: string;
+  /** What that node had free before the group, per resource (pods included). */
+  free?: Amounts;
   /** The best node's shortfall, when none fits. */
   short: Shortfall[];
 }
@@ -331,6 +333,7 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
         const d = roomScore(b, want) - roomScore(a, want);
         return d > 0 || (d === 0 && byName(b) < byName(a)) ? b : a;
       });
+      placement.free = { ...best.left };
       add(best.left, want, -1n);
       placement.node = byName(best);
     } else if (candidates.length > 0) {
@@ -344,6 +347,7 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
           return d < 0n ? -1 : d > 0n ? 1 : byName(a.s) < byName(b.s) ? -1 : 1;
         });
       placement.node = byName(ranked[0].s);
+      placement.free = { ...ranked[0].s.left };
       placement.short = ranked[0].short;
     }
     placements.push(placement);

@@ -23,3 +23,4 @@ export {
   type PlacementForecast,
   type Shortfall,
 } from "./forecast.js";
+export { forecastToJSON, renderForecast, slotRanges } from "./render.js";

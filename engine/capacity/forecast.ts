@@ -84,6 +84,8 @@ export interface NodeForecast {
   node: string;
   /** Whether the node exists (a pod bound to a missing node never runs). */
   found: boolean;
+  /** The node's allocatable, per resource (pods included). */
+  allocatable: Amounts;
   /** Allocatable minus the requests of what stays bound there, per resource (pods included). */
   free: Amounts;
   /** Requested by this deploy's pods bound there, per resource (pods included). */
@@ -228,6 +230,7 @@ export function mayLandOn(pod: ForecastPod, node: ForecastNode): boolean {
 
 interface NodeState {
   node?: ForecastNode;
+  allocatable: Amounts;
   free: Amounts;
   /** Left after what the forecast has placed there so far. */
   left: Amounts;
@@ -235,7 +238,7 @@ interface NodeState {
 
 /** The smallest share of cpu and memory left after `want`, as the scheduler's least-allocated score ranks nodes. */
 function roomScore(s: NodeState, want: Amounts): number {
-  const alloc = s.node ? allocatableAmounts(s.node) : {};
+  const alloc = s.allocatable;
   const shares = ["cpu", "memory"].map((k) => {
     const a = alloc[k] ?? 0n;
     if (a <= 0n) return 0;
@@ -259,7 +262,7 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
   for (const node of input.nodes) {
     const free = allocatableAmounts(node);
     if (free[PODS] === undefined) free[PODS] = 0n;
-    states.set(node.metadata.name ?? "", { node, free, left: {} });
+    states.set(node.metadata.name ?? "", { node, allocatable: { ...free }, free, left: {} });
   }
   for (const p of input.pods) {
     const s = states.get(p.spec?.nodeName ?? "");
@@ -287,7 +290,7 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
     }
     let s = states.get(node);
     if (!s) {
-      s = { free: { [PODS]: 0n }, left: { [PODS]: 0n } };
+      s = { allocatable: { [PODS]: 0n }, free: { [PODS]: 0n }, left: { [PODS]: 0n } };
       states.set(node, s);
     }
     const f =
@@ -295,6 +298,7 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
       ({
         node,
         found: s.node !== undefined,
+        allocatable: { ...s.allocatable },
         free: { ...s.free },
         requested: {},
         slots: [],

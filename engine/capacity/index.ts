@@ -24,3 +24,4 @@ export {
   type Shortfall,
 } from "./forecast.js";
 export { forecastToJSON, renderForecast, slotRanges } from "./render.js";
+export { capacityReasons } from "./reasons.js";

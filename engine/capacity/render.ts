@@ -111,6 +111,7 @@ export function forecastToJSON(f: CapacityForecast): unknown {
     nodes: f.nodes.map((n) => ({
       node: n.node,
       found: n.found,
+      allocatable: amountsJSON(n.allocatable),
       free: amountsJSON(n.free),
       requested: amountsJSON(n.requested),
       slots: n.slots,

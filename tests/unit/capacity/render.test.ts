@@ -82,6 +82,7 @@ describe("renderForecast", () => {
         {
           node: "n1",
           found: true,
+          allocatable: { cpu: "2", memory: "1Gi", pods: "5" },
           free: { cpu: "2", memory: "1Gi", pods: "5" },
           requested: { pods: "1", cpu: "2500m" },
           slots: ["1"],

@@ -87,12 +87,15 @@ export class KubeletAdmission {
   private readonly busy = new Set<string>();
   /** uid → the decision sent, until the cache shows it (a patch answer may be newer). */
   private readonly decided = new Map<string, boolean>();
+  private readonly retries = new Set<NodeJS.Timeout>();
   private stopped = false;
 
   constructor(private readonly o: KubeletAdmissionOptions) {}
 
   stop(): void {
     this.stopped = true;
+    for (const t of this.retries) clearTimeout(t);
+    this.retries.clear();
   }
 
   /** A pod was added or changed: queue it if its node must decide on it. */
@@ -165,9 +168,18 @@ export class KubeletAdmission {
     try {
       await this.o.client.patch(paths.podStatus(namespace, name), { metadata: { uid }, status });
     } catch (e) {
-      // Gone, or recreated under the same name: nothing to decide on any more.
       this.decided.delete(uid ?? "");
       this.o.log(`${namespace}/${name}: admission not recorded (${errorMessage(e)})`);
+      // Decided again once the error passes, unless the pod is gone or was recreated under
+      // the same name (then its own events queue the new one).
+      if (!this.stopped) {
+        const timer = setTimeout(() => {
+          this.retries.delete(timer);
+          const current = this.o.pods.get(`${namespace}/${name}`);
+          if (current && current.metadata.uid === uid) this.kick(current);
+        }, 500);
+        this.retries.add(timer);
+      }
       return;
     }
     if (d.admit) return;

@@ -9,6 +9,7 @@ const LAYERS = [
   // The planning core, room by room: pure code, each room on the ones before it.
   { name: "spec", path: "^engine/spec/" },
   { name: "pods", path: "^engine/pods/" },
+  { name: "capacity", path: "^engine/capacity/" },
   { name: "snapshots", path: "^engine/snapshots/" },
   { name: "plan", path: "^engine/plan/" },
   { name: "lifecycle", path: "^engine/lifecycle/" },
@@ -28,7 +29,7 @@ const LAYERS = [
 ];
 
 /** The planning core's rooms. */
-const CORE = "^engine/(spec|pods|snapshots|plan|lifecycle|planner|hibernation)/";
+const CORE = "^engine/(spec|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,

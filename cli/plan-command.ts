@@ -5,7 +5,8 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import { previewPlan } from "../engine/execute/index.js";
+import { forecastLive, previewPlan } from "../engine/execute/index.js";
+import { forecastToJSON, renderForecast } from "../engine/capacity/index.js";
 import { OciRegistry } from "../engine/registry/oci.js";
 import {
   OptionsError,
@@ -155,7 +156,7 @@ export function registerPlan(program: Command): void {
   const planCmd = program
     .command("plan")
     .description(
-      "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on (read-only)",
+      "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on, then the capacity forecast: per node that would receive pods, what is free, what the plan requests there and the slots the node would refuse (read-only)",
     )
     .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)");
   addClusterFlags(
@@ -215,9 +216,26 @@ export function registerPlan(program: Command): void {
           try {
             const { cocoonSet, exists } = await plannedObject(client, input);
             // The engine's own reading of the cluster, as a pass would read it.
-            const plan = await previewPlan(client, cocoonSet, { exists, registry });
-            if (format) printDocument(planToJSON(plan), format);
-            else process.stdout.write(renderPlan(plan) + "\n");
+            const nowMs = Date.now();
+            const plan = await previewPlan(client, cocoonSet, { exists, registry, nowMs });
+            // Room on the nodes for the pods the deploy creates (docs/behaviour.md §8).
+            const capacity = await forecastLive(client, cocoonSet, { exists, nowMs });
+            if (format)
+              return printDocument(
+                {
+                  ...planToJSON(plan),
+                  capacity:
+                    "forecast" in capacity
+                      ? forecastToJSON(capacity.forecast)
+                      : { unavailable: capacity.unavailable },
+                },
+                format,
+              );
+            const table =
+              "forecast" in capacity
+                ? renderForecast(capacity.forecast)
+                : `capacity forecast: not made (${capacity.unavailable})`;
+            process.stdout.write(renderPlan(plan) + "\n" + (table ? `\n${table}\n` : ""));
           } catch (e) {
             if (KubeApiError.isInstance(e) && e.status === 0) {
               throw new CliError(`${e.message}; kubeconfig: ${client.source}`);

@@ -18,6 +18,8 @@ export interface RawRequestOptions {
   token?: string;
   ca?: string;
   body?: unknown;
+  /** @default application/json */
+  contentType?: string;
   timeoutMs?: number;
 }
 
@@ -29,7 +31,7 @@ export function rawRequest(url: string, opts: RawRequestOptions = {}): Promise<R
     const headers: Record<string, string> = { accept: "application/json" };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
     if (payload) {
-      headers["content-type"] = "application/json";
+      headers["content-type"] = opts.contentType ?? "application/json";
       headers["content-length"] = String(Buffer.byteLength(payload));
     }
     const common = {

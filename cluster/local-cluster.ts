@@ -39,6 +39,7 @@ import { createClientCa, type CertificateAuthority } from "./pki.js";
 import { requireBinary, type BinaryName } from "./toolchain-pins.js";
 import { BrandedError, errorMessage } from "../engine/kube/branded-error.js";
 import { sleep } from "../engine/kube/sleep.js";
+import { parseQuantity } from "../engine/spec/quantity.js";
 
 /** Label and annotation that mark a node as simulated by this cluster's kwok. */
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
@@ -106,6 +107,45 @@ export interface UpOptions {
    * @default false
    */
   reset?: boolean;
+  /**
+   * Allocatable (and capacity) of the simulated nodes, per node name, `*` for every node:
+   * resource name → quantity, merged over the default (`cpu: 1000`, `memory: 1Ti`,
+   * `pods: 10000`, `ephemeral-storage: 10Ti`). Set on a running cluster too. The cluster's
+   * kubelet admission refuses a pod bound over it (cluster/node-admission.ts).
+   */
+  nodeAllocatable?: NodeAllocatable;
+}
+
+/** Allocatable by node name (`*`: every node), resource name → quantity. */
+export type NodeAllocatable = Record<string, Record<string, string>>;
+
+/**
+ * Reads `--node-allocatable` values: `[NODE:]RESOURCE=QUANTITY[,RESOURCE=QUANTITY...]`,
+ * e.g. `cpu=4,memory=8Gi,pods=20` (every node) or `kwok-node-1:cpu=2`. Later values add to
+ * earlier ones.
+ */
+export function parseNodeAllocatable(values: readonly string[]): NodeAllocatable {
+  const out: NodeAllocatable = {};
+  for (const value of values) {
+    const m = /^(?:([a-z0-9][a-z0-9.-]*):)?(.+)$/.exec(value.trim());
+    const node = m?.[1] ?? "*";
+    const entry = (out[node] ??= {});
+    for (const pair of (m?.[2] ?? "").split(",")) {
+      const [name, quantity, extra] = pair.split("=");
+      if (
+        extra !== undefined ||
+        !name ||
+        !/^([a-z0-9.-]+\/)?[a-zA-Z0-9][a-zA-Z0-9._-]*$/.test(name) ||
+        !quantity ||
+        !parseQuantity(quantity)
+      )
+        throw new ClusterError(
+          `[node-allocatable] "${value}": write [NODE:]RESOURCE=QUANTITY[,RESOURCE=QUANTITY...], e.g. kwok-node-0:cpu=4,memory=8Gi,pods=20`,
+        );
+      entry[name] = quantity;
+    }
+  }
+  return out;
 }
 
 /** Most simulated nodes `up` creates. */
@@ -507,7 +547,11 @@ export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
   assertOwnStateDir(stateDir);
   const timeoutMs = opts.timeoutMs ?? DEFAULT_UP_TIMEOUT_MS;
   const resumed = await resumeOrStop(stateDir, opts.reset === true, timeoutMs, progress);
-  if (resumed) return resumed;
+  if (resumed) {
+    const { server, token, nodes } = resumed;
+    await setNodeAllocatable({ server, token, ca: readCa(stateDir) }, nodes, opts.nodeAllocatable);
+    return resumed;
+  }
   freshStateDir(stateDir);
 
   const t0 = Date.now();
@@ -532,6 +576,7 @@ export async function clusterUp(opts: UpOptions = {}): Promise<UpResult> {
     const nodes = await createNodes({ server, token, ca }, nodeCount);
     const kwok = b.started.find((c) => c.name === "kwok");
     await waitForNodes({ server, token, ca, count: nodeCount, kwok, deadline: b.deadline });
+    await setNodeAllocatable({ server, token, ca }, nodes, opts.nodeAllocatable);
     b.started.push(startSupervisor(stateDir));
     for (const c of b.started) {
       if (!isAlive(c))
@@ -867,6 +912,35 @@ async function createNodes(
       throw new ClusterError(`creating node ${name}: HTTP ${r.status} ${r.body}`);
   }
   return nodes;
+}
+
+/**
+ * Sets the allocatable and capacity of Ready simulated nodes (a status patch, merged into
+ * what kwok set; kwok's stages write them only while a node is not Ready yet).
+ */
+async function setNodeAllocatable(
+  api: { server: string; token: string; ca: string },
+  nodes: readonly string[],
+  spec: NodeAllocatable | undefined,
+): Promise<void> {
+  for (const name of Object.keys(spec ?? {}))
+    if (name !== "*" && !nodes.includes(name))
+      throw new ClusterError(
+        `[node-allocatable] names node ${name}, but the cluster's nodes are ${nodes.join(", ")}`,
+      );
+  for (const node of nodes) {
+    const values = { ...spec?.["*"], ...spec?.[node] };
+    if (Object.keys(values).length === 0) continue;
+    const r = await rawRequest(`${api.server}/api/v1/nodes/${node}/status`, {
+      method: "PATCH",
+      token: api.token,
+      ca: api.ca,
+      contentType: "application/merge-patch+json",
+      body: { status: { allocatable: values, capacity: values } },
+    });
+    if (r.status !== 200)
+      throw new ClusterError(`setting the allocatable of node ${node}: HTTP ${r.status} ${r.body}`);
+  }
 }
 
 /** Waits until `count` simulated nodes are Ready. */

@@ -53,6 +53,7 @@ import {
 import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import { OciRegistry, RegistryError } from "../engine/registry/oci.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
+import { type AdmissionPod, KubeletAdmission } from "./node-admission.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Namespace label that opts a namespace's pods in, with the value {@link NODE_AGENT_ENABLED}. */
@@ -196,7 +197,9 @@ class SimulatedNodeAgent implements NodeAgent {
   private readonly registry: OciRegistry;
   private readonly nodes: Informer<KubeObject>;
   private readonly namespaces: Informer<KubeObject>;
-  private readonly pods: Informer<AgentPod>;
+  private readonly pods: Informer<AgentPod & AdmissionPod>;
+  /** The kubelet's admission of every pod bound to a simulated node (cluster/node-admission.ts). */
+  private readonly admission: KubeletAdmission;
   /** Names of the nodes kwok simulates. */
   private readonly simulated = new Set<string>();
   /** `node/vm` of the snapshots nodes kept for a warm restore. */
@@ -218,7 +221,17 @@ class SimulatedNodeAgent implements NodeAgent {
     this.registry = new OciRegistry(opts.registry);
     this.nodes = new Informer<KubeObject>({ client: this.client, path: paths.nodes() });
     this.namespaces = new Informer<KubeObject>({ client: this.client, path: paths.namespaces() });
-    this.pods = new Informer<AgentPod>({ client: this.client, path: paths.allPods() });
+    this.pods = new Informer<AgentPod & AdmissionPod>({
+      client: this.client,
+      path: paths.allPods(),
+    });
+    this.admission = new KubeletAdmission({
+      client: this.client,
+      nodes: this.nodes,
+      pods: this.pods,
+      isSimulated: (node) => this.simulated.has(node),
+      log: this.log,
+    });
   }
 
   /** Wires the informers' events and starts them. */
@@ -230,6 +243,8 @@ class SimulatedNodeAgent implements NodeAgent {
         if (!isSimulatedNode(n)) return;
         this.simulated.add(n.metadata.name ?? "");
         this.kickAll((p) => p.spec?.nodeName === n.metadata.name);
+        for (const p of this.pods.list())
+          if (p.spec?.nodeName === n.metadata.name) this.admission.kick(p);
       },
       onUpdate: (_, n) => {
         if (isSimulatedNode(n)) this.simulated.add(n.metadata.name ?? "");
@@ -248,9 +263,16 @@ class SimulatedNodeAgent implements NodeAgent {
       onUpdate: (_, ns) => namespaceChanged(ns),
     });
     this.pods.addHandlers({
-      onAdd: (p) => this.kick(p),
-      onUpdate: (_, p) => this.kick(p),
+      onAdd: (p) => {
+        this.admission.kick(p);
+        this.kick(p);
+      },
+      onUpdate: (_, p) => {
+        this.admission.kick(p);
+        this.kick(p);
+      },
       onDelete: (p) => {
+        this.admission.forget(p);
         this.remember(p);
         this.onGone(p);
         const uid = p.metadata.uid ?? "";
@@ -272,6 +294,7 @@ class SimulatedNodeAgent implements NodeAgent {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.admission.stop();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     await Promise.all([this.nodes.stop(), this.namespaces.stop(), this.pods.stop()]);

@@ -7,6 +7,7 @@ import {
   clusterStatus,
   clusterUp,
   defaultStateDir,
+  parseNodeAllocatable,
   readState,
   resolveStateDir,
 } from "../local-cluster.js";
@@ -35,6 +36,11 @@ export function registerCluster(program: Command): void {
       (v: string, prev: string[] = []) => [...prev, v],
     )
     .option(
+      "--node-allocatable <spec>",
+      "allocatable (and capacity) of the simulated nodes, [NODE:]RESOURCE=QUANTITY[,...], e.g. cpu=4,memory=8Gi,pods=20 for every node or kwok-node-1:cpu=2 for one (repeatable; merged over cpu=1000,memory=1Ti,pods=10000,ephemeral-storage=10Ti; applied to a running cluster too). A pod bound to a node over it fails as a kubelet refuses it (OutOfcpu, OutOfmemory, OutOfpods, ...)",
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
+    .option(
       "--reset",
       "stop the cluster in the state directory and delete its data (every namespace and object), then start a new one; without it the data is kept unless etcd cannot use it",
     )
@@ -47,7 +53,9 @@ export function registerCluster(program: Command): void {
           json?: boolean;
           apiserverArg?: string[];
           reset?: boolean;
+          nodeAllocatable?: string[];
         }) => {
+          const nodeAllocatable = parseNodeAllocatable(opts.nodeAllocatable ?? []);
           // Refuse a wrong OS or a folder that is not the cluster's before building anything.
           assertSupportedPlatform();
           assertOwnStateDir(resolveStateDir(opts.stateDir ?? defaultStateDir()));
@@ -67,6 +75,7 @@ export function registerCluster(program: Command): void {
             nodes: opts.nodes,
             apiserverArgs: opts.apiserverArg,
             reset: opts.reset,
+            nodeAllocatable,
           });
           if (opts.json)
             return printJson({

@@ -26,5 +26,6 @@ export {
   sendOnePerShape,
   type ShapeGroup,
 } from "./preview-creates.js";
+export { forecastCreates, forecastLive, type LiveForecast } from "./capacity.js";
 export { previewPlan } from "./preview.js";
 export type { SnapshotRegistry } from "./snapshots.js";

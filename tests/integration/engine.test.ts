@@ -861,7 +861,16 @@ void describe("cocoonset plan", () => {
     );
     assert.deepEqual(pending.errors, []);
     const human = (await plan()).stdout;
-    assert.equal(human, "slot 3: create\nslot 4: create\ntoolbox browser: delete (not in spec)\n");
+    const [changes, forecast] = human.split("\n\n");
+    assert.equal(changes, "slot 3: create\nslot 4: create\ntoolbox browser: delete (not in spec)");
+    // Then the capacity forecast: the two slots are bound to the main agent's node.
+    const mainNode = (await fleetPods(ns, name)).find((p) => p.metadata.name === `${name}-0`)
+      ?.spec as { nodeName?: string } | undefined;
+    assert.match(forecast, /^capacity forecast:\nNODE +FREE +REQUESTED BY THIS PLAN +VERDICT\n/);
+    assert.match(
+      forecast,
+      new RegExp(`^${mainNode?.nodeName} +pods \\d+ +pods 2 \\(slots 3–4\\) +fits$`, "m"),
+    );
     assert.equal((await read(ns, name)).spec.agent.replicas, 2);
     assert.equal((await fleetPods(ns, name)).length, 4);
 

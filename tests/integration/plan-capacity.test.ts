@@ -1,0 +1,222 @@
+/**
+ * `cocoonset plan` prints the capacity forecast (engine/capacity, engine/execute/capacity.ts)
+ * against live nodes whose allocatable the test sets: a new fleet whose main agent and
+ * sub-agents one node can hold, one it cannot (the best node's shortfall), and a scale-up of
+ * a live fleet whose sub-agents, bound to the main agent's node, do not all fit (the slots the
+ * node would refuse). Then `up`'s own pass creates them and the node really refuses those
+ * slots (the cluster's kubelet admission), as the forecast said.
+ *
+ * The fleet runs in a node pool of its own: one simulated node carries the pool's label, so
+ * the scheduler has nowhere else to put the main agent.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { before, describe, test, type TestContext } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { stringify } from "yaml";
+import { FAKE_NODE_ANNOTATION } from "../../cluster/local-cluster.js";
+import { converge, runPass } from "../../engine/execute/index.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
+import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { adminClient, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
+
+const client = adminClient();
+const run = promisify(execFile);
+const BIN = fileURLToPath(new URL("../../../bin/cocoonset", import.meta.url));
+const IMAGE = "ghcr.io/cocoonstack/agent:1";
+
+interface NodeObject extends KubeObject {
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+interface PodObject extends KubeObject {
+  status?: { phase?: string; reason?: string };
+}
+
+interface CapacityJSON {
+  fits: boolean;
+  nodes: {
+    node: string;
+    free: Record<string, string>;
+    requested: Record<string, string>;
+    slots: string[];
+    refused: string[];
+    short: { resource: string; free: string; requested: string }[];
+  }[];
+  placements: {
+    slot: string;
+    slots: string[];
+    candidates: number;
+    fits: boolean;
+    node: string | null;
+    short: { resource: string; free: string; requested: string }[];
+  }[];
+}
+
+/** A Ready simulated node of its own in pool `pool`, with the allocatable given. */
+async function poolNode(
+  t: TestContext,
+  pool: string,
+  allocatable: Record<string, string>,
+): Promise<string> {
+  const name = `pool-${pool}`;
+  await client.create(paths.nodes(), {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: {
+      name,
+      annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
+      labels: { "kubernetes.io/hostname": name, "cocoonstack.io/pool": pool },
+    },
+    // The engine's pods tolerate this taint; pods of other tests do not.
+    spec: {
+      taints: [{ key: "virtual-kubelet.io/provider", value: "cocoon", effect: "NoSchedule" }],
+    },
+  });
+  t.after(() => client.delete(`${paths.nodes()}/${name}`));
+  await waitForObject<NodeObject>(
+    client,
+    paths.nodes(),
+    name,
+    (n) => n?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+    { timeoutMs: 60_000, description: `node ${name} to be Ready` },
+  );
+  await client.patch(`${paths.nodes()}/${name}/status`, {
+    status: { allocatable: allocatable, capacity: allocatable },
+  });
+  return name;
+}
+
+function spec(pool: string, replicas: number): Record<string, unknown> {
+  return {
+    nodePool: pool,
+    agent: { image: IMAGE, replicas, resources: { requests: { cpu: "1", memory: "1Gi" } } },
+  };
+}
+
+describe("cocoonset plan: the capacity forecast", { timeout: 300_000 }, () => {
+  before(() => ensureCrd(client));
+
+  test("names the node that holds a new fleet, the shortfall when none can, and the slots a scale-up's node would refuse", async (t) => {
+    const ns = await withNamespace(t, "plan-capacity");
+    const pool = `cap-${suffix()}`;
+    const node = await poolNode(t, pool, { cpu: "4", memory: "16Gi", pods: "20" });
+    const dir = mkdtempSync(join(tmpdir(), "plan-capacity-"));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, "cocoonset.yaml");
+    const name = "fleet";
+    const write = (s: unknown) =>
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: "cocoonset.cocoonstack.io/v1",
+          kind: "CocoonSet",
+          metadata: { name, namespace: ns },
+          spec: s,
+        }),
+      );
+    const plan = async (...args: string[]) =>
+      (
+        await run(BIN, ["plan", "-f", file, "--kubeconfig", testKubeconfig(), ...args], {
+          env: { ...process.env, KUBECONFIG: "" },
+        })
+      ).stdout;
+    const capacity = async () =>
+      (JSON.parse(await plan("--json")) as { capacity: CapacityJSON }).capacity;
+
+    // A new fleet: the main agent and two sub-agents (3 cpu) fit the pool's one node (4 cpu).
+    write(spec(pool, 2));
+    let c = await capacity();
+    assert.deepEqual(c.nodes, []);
+    assert.deepEqual(
+      c.placements.map((p) => [p.slot, p.slots, p.candidates, p.fits, p.node]),
+      [["0", ["0", "1", "2"], 1, true, node]],
+    );
+    assert.match(
+      await plan(),
+      new RegExp(
+        `^${node} \\(scheduler\\) +cpu 4, memory 16Gi, pods 20 +cpu 3, memory 3Gi, pods 3 \\(slot 0 and 2 pods bound next to it\\) +fits`,
+        "m",
+      ),
+    );
+
+    // Five sub-agents: 6 cpu, 6Gi on a node with 4 cpu: the best (only) node's shortfall.
+    write(spec(pool, 5));
+    c = await capacity();
+    assert.equal(c.fits, false);
+    assert.deepEqual(
+      c.placements.map((p) => [p.fits, p.node, p.short]),
+      [[false, node, [{ resource: "cpu", free: "4", requested: "6" }]]],
+    );
+    assert.match(
+      await plan(),
+      /no node holds slot 0 and 5 pods bound next to it \(1 node matches\); best pool-cap-\w+: cpu 4 free, 6 requested/,
+    );
+    assert.equal((await client.list(paths.pods(ns))).items.length, 0, "plan creates nothing");
+
+    // The fleet with two sub-agents, converged: 3 of the node's 4 cpu taken.
+    write(spec(pool, 2));
+    await client.create(paths.cocoonSets(ns), {
+      apiVersion: "cocoonset.cocoonstack.io/v1",
+      kind: "CocoonSet",
+      metadata: { name, namespace: ns },
+      spec: spec(pool, 2),
+    });
+    const done = await converge(client, ns, name, { timeoutMs: 120_000 });
+    assert.deepEqual(
+      done.failures.map((f) => f.message),
+      [],
+    );
+
+    // Scale to five: slots 3-5 bound to the main agent's node, which has 1 cpu left: slots 4 and 5 would be refused.
+    write(spec(pool, 5));
+    c = await capacity();
+    assert.deepEqual(
+      c.nodes.map((n) => [n.node, n.free.cpu, n.requested.cpu, n.slots, n.refused, n.short]),
+      [
+        [
+          node,
+          "1",
+          "3",
+          ["3", "4", "5"],
+          ["4", "5"],
+          [{ resource: "cpu", free: "1", requested: "3" }],
+        ],
+      ],
+    );
+    assert.deepEqual(c.placements, []);
+    const text = await plan();
+    assert.match(text, /^slot 3: create$/m);
+    assert.match(
+      text,
+      new RegExp(
+        `^${node} +cpu 1, memory 13Gi, pods 17 +cpu 3, memory 3Gi, pods 3 \\(slots 3–5\\) +refuses slots 4–5: cpu 1 free, 3 requested$`,
+        "m",
+      ),
+    );
+
+    // What `up` would do: the node refuses as many of the new slots as the forecast said.
+    // Which ones is the order the creates reach the node in: the pass sends them in parallel
+    // (fan-out), and the kubelet admits pods as they arrive.
+    await client.patch(paths.cocoonSet(ns, name), { spec: { agent: { replicas: 5 } } });
+    // One pass, as `up`'s first: it creates slots 3-5 (the next would start rebuilding the refused ones).
+    await runPass(client, await client.get<CocoonSet>(paths.cocoonSet(ns, name)));
+    const outcomes = await Promise.all(
+      [3, 4, 5].map((slot) =>
+        waitForObject<PodObject>(
+          client,
+          paths.pods(ns),
+          `${name}-${slot}`,
+          (p) => p?.status?.phase === "Running" || p?.status?.phase === "Failed",
+          { timeoutMs: 60_000, description: `slot ${slot} to run or be refused` },
+        ).then((p) => `${p?.status?.phase}/${p?.status?.reason ?? ""}`),
+      ),
+    );
+    assert.deepEqual(outcomes.sort(), ["Failed/OutOfcpu", "Failed/OutOfcpu", "Running/"]);
+  });
+});

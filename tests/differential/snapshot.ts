@@ -65,8 +65,13 @@ export interface Snapshot {
   metrics: {
     rebuilds: number;
     deadLetters: number;
-    /** The slot-release counters (namespace and cocoonset labels; wakes by placement). */
-    slotReleasePodsDeleted: number;
+    /**
+     * The slot-release counters (namespace and cocoonset labels; wakes by placement). Pods
+     * deleted is compared as whether any were: the peer counts a delete on every pass whose
+     * cache still shows the pod (NotFound included), so a lagging informer counts one pod
+     * twice, where ours counts each delete once; which pods are gone is compared in `pods`.
+     */
+    slotReleasePodsDeleted: boolean;
     slotReleaseWakeHintNode: number;
     slotReleaseWakePool: number;
     slotReleaseWakeUnschedulable: number;
@@ -481,11 +486,8 @@ export async function takeSnapshot(
     metrics: {
       rebuilds: metricValue(text, `${PREFIX[side]}subagent_rebuild_total`, labels),
       deadLetters: metricValue(text, `${PREFIX[side]}subagent_dead_letter_total`, labels),
-      slotReleasePodsDeleted: metricValue(
-        text,
-        `${PREFIX[side]}slot_release_pods_deleted_total`,
-        labels,
-      ),
+      slotReleasePodsDeleted:
+        metricValue(text, `${PREFIX[side]}slot_release_pods_deleted_total`, labels) > 0,
       slotReleaseWakeHintNode: metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
         ...labels,
         placement: "hint-node",

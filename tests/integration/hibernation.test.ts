@@ -162,16 +162,22 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
         ),
       { timeoutMs: 60_000, description: "the rebuilt crew-1 hibernated again" },
     );
-    await waitForObject<CocoonHibernation>(
+    const napped = await waitForObject<CocoonHibernation>(
       client,
       paths.cocoonHibernations(ns),
       "nap",
       (h) => h?.status?.phase === "Hibernated",
       { timeoutMs: 60_000, description: "nap Hibernated after the rebuild" },
     );
+    // The history's own watch may still be behind that read: the wake's phases are counted
+    // from the version it showed, once the history has it too.
+    const caughtUp = await history.until(
+      (h) => h.metadata?.resourceVersion === napped?.metadata?.resourceVersion,
+      "the history at nap's Hibernated version",
+    );
 
     // Wake: the VM boots again with a new id, the tag is dropped.
-    const since = history.seen.length;
+    const since = history.seen.lastIndexOf(caughtUp) + 1;
     await setDesire(ns, "nap", "Wake");
     await history.until((h) => phaseOf(h) === "Active", "Active", { since, show: phaseOf });
     // The CocoonSet's pass also withdraws the hibernate request once no CR holds the pod

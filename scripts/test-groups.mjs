@@ -30,18 +30,5 @@ export const SERIAL = {
  * others on the first (see test.mjs): the parts that hold the CRD longest.
  */
 export const SECOND_LANE = { e2e: ["serial"], differential: ["serial", "rest"] };
-/**
- * Files of a tier's serial group that run on a third cluster, one at a time, beside the
- * second lane's: the longest-running Operator programs (other languages' hosts), so the
- * serial group is not one long path.
- */
-export const THIRD_LANE = {
-  e2e: [
-    "go-program.test.js",
-    "python-program.test.js",
-    "operator-crd.test.js",
-    "yaml-package.test.js",
-  ],
-};
 /** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
 export const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };

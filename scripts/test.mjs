@@ -11,18 +11,17 @@
 // run one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a
 // time, each in its own namespaces.
 //
-// Three lanes, three clusters: the e2e tier's serial group (its Operators install and delete
-// the CRD) and the differential tier (it swaps the CRD for the peer's) run on a second
-// cluster, the longest of those serial files (THIRD_LANE) on a third, beside the integration
-// tier and the rest of the e2e tier on the first, so that waiting on one cluster's CRD never
-// holds another's tests. With COCOONSET_TEST_CLUSTER_DIR (a cluster the caller started)
-// everything runs in one lane on that cluster, in tier order.
+// Two lanes, two clusters: the e2e tier's serial group (its Operators install and delete the
+// CRD) and the differential tier (it swaps the CRD for the peer's) run on a second cluster,
+// beside the integration tier and the rest of the e2e tier on the first, so that waiting on
+// one cluster's CRD never holds the other's tests. With COCOONSET_TEST_CLUSTER_DIR (a cluster
+// the caller started) everything runs in one lane on that cluster, in tier order.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
-import { CONCURRENCY, SECOND_LANE, SERIAL, THIRD_LANE } from "./test-groups.mjs";
+import { CONCURRENCY, SECOND_LANE, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
@@ -86,7 +85,7 @@ if (!only) {
 
 /**
  * The work of the cluster tiers as parts: a tier's serial group, then the CRD and its other
- * files. Each part knows its lane (0, 1 or 2: the first, second or third cluster).
+ * files. Each part knows whether it belongs to the second lane.
  */
 function partsOf(tier) {
   const files = testFiles(join("dist", "tests", tier));
@@ -95,15 +94,11 @@ function partsOf(tier) {
   const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
   const rest = files.filter((f) => !serial.includes(f));
   const second = SECOND_LANE[tier] ?? [];
-  const third = new Set(THIRD_LANE[tier] ?? []);
-  const laneOf = (kind) => (second.includes(kind) ? 1 : 0);
   const parts = [];
-  const serialHere = serial.filter((f) => !third.has(basename(f)));
-  const serialThird = serial.filter((f) => third.has(basename(f)));
-  if (serialHere.length > 0)
-    parts.push({ tier, kind: "serial", files: serialHere, lane: laneOf("serial") });
-  if (serialThird.length > 0) parts.push({ tier, kind: "serial", files: serialThird, lane: 2 });
-  if (rest.length > 0) parts.push({ tier, kind: "rest", files: rest, lane: laneOf("rest") });
+  if (serial.length > 0)
+    parts.push({ tier, kind: "serial", files: serial, second: second.includes("serial") });
+  if (rest.length > 0)
+    parts.push({ tier, kind: "rest", files: rest, second: second.includes("rest") });
   return parts;
 }
 
@@ -189,11 +184,11 @@ try {
 const given = process.env.COCOONSET_TEST_CLUSTER_DIR;
 const lanes = given
   ? [parts]
-  : [0, 1, 2].map((n) => parts.filter((p) => p.lane === n)).filter((l) => l.length > 0);
+  : [parts.filter((p) => !p.second), parts.filter((p) => p.second)].filter((l) => l.length > 0);
 const clusters = given
   ? [given]
   : lanes.map((_, i) => mkdtempSync(join(tmpdir(), `cocoonset-test-cluster-${i + 1}-`)));
-const tags = lanes.length > 1 ? lanes.map((_, i) => `${"ABC"[i]}│ `) : [""];
+const tags = lanes.length > 1 ? lanes.map((_, i) => `${"AB"[i]}│ `) : [""];
 
 let failed = false;
 try {

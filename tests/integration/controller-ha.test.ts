@@ -139,6 +139,12 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
     await standby.synced();
     await patchSpec(ns, "ha", { agent: { replicas: 5 } });
     await waitForConverged(ns, "ha", { replicas: 5 });
+    // A pod shows in the cluster before its "created pod" line reaches this process.
+    for (const pod of ["ha-4", "ha-5"])
+      await standby.waitForLog(
+        `the new leader's create of ${pod}`,
+        (l) => l.msg === "created pod" && l.pod === pod,
+      );
     assert.deepEqual(
       standby
         .logs((l) => l.msg === "created pod")

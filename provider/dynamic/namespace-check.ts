@@ -6,15 +6,13 @@
 import { KubeClient, paths } from "../../engine/kube/index.js";
 
 /**
- * A check failure reason when the namespace does not exist, else undefined. A cluster that
- * cannot be asked (unreachable, no permission) is no reason to fail the check: the deploy that
- * follows reports that itself.
+ * Asks the cluster `kubeconfig` reaches for a check failure reason. A cluster that cannot be
+ * asked (a kubeconfig that does not load, unreachable, no permission) is no reason to fail the
+ * check: the deploy that follows reports that itself.
  */
-export async function missingNamespaceReason(
+async function askCluster(
   kubeconfig: string,
-  namespace: string,
-  field: string,
-  hint: string,
+  ask: (client: KubeClient) => Promise<string | undefined>,
 ): Promise<string | undefined> {
   let client: KubeClient;
   try {
@@ -23,15 +21,27 @@ export async function missingNamespaceReason(
     return undefined;
   }
   try {
-    const found = await client.getOrUndefined(paths.namespace(namespace));
-    return found
-      ? undefined
-      : `[${field}] namespace "${namespace}" does not exist in the cluster; ${hint}`;
+    return await ask(client);
   } catch {
     return undefined;
   } finally {
     client.close();
   }
+}
+
+/** A check failure reason when the namespace does not exist, else undefined. */
+export function missingNamespaceReason(
+  kubeconfig: string,
+  namespace: string,
+  field: string,
+  hint: string,
+): Promise<string | undefined> {
+  return askCluster(kubeconfig, async (client) => {
+    const found = await client.getOrUndefined(paths.namespace(namespace));
+    return found
+      ? undefined
+      : `[${field}] namespace "${namespace}" does not exist in the cluster; ${hint}`;
+  });
 }
 
 /** A kind the Operator creates objects of that the cluster may not serve, by its argument. */
@@ -49,20 +59,13 @@ export interface RequiredKind {
 
 /**
  * A check failure reason when the cluster's discovery (`GET /apis/<group>/<version>`) does not
- * list the kind, else undefined. As for namespaces, a cluster that cannot be asked is no
- * reason to fail the check.
+ * list the kind, else undefined.
  */
-export async function missingKindReason(
+export function missingKindReason(
   kubeconfig: string,
   required: RequiredKind,
 ): Promise<string | undefined> {
-  let client: KubeClient;
-  try {
-    client = KubeClient.fromString(kubeconfig, { requestTimeoutMs: 15_000 });
-  } catch {
-    return undefined;
-  }
-  try {
+  return askCluster(kubeconfig, async (client) => {
     const list = await client.getOrUndefined<{ resources?: { kind?: string; name?: string }[] }>(
       `/apis/${required.apiVersion}`,
     );
@@ -72,9 +75,5 @@ export async function missingKindReason(
     return served
       ? undefined
       : `[${required.field}] the cluster does not serve ${required.apiVersion} ${required.kind}: the CRD ${required.crd} is not installed; ${required.hint}`;
-  } catch {
-    return undefined;
-  } finally {
-    client.close();
-  }
+  });
 }

@@ -82,29 +82,39 @@ async function until(what: string, cond: () => boolean | Promise<boolean>): Prom
   }
 }
 
+/**
+ * A FleetCache of namespace `ns` on real informers, one of whose watches (the pods' or the
+ * CocoonSets') goes through a client the test can hold back.
+ */
+async function laggingCache(c: Cleanup, ns: string, lagging: "pods" | "cocoonSets") {
+  const client = adminClient();
+  const watch = delayedWatchClient(client);
+  const csInformer = new Informer({
+    client: lagging === "cocoonSets" ? watch.client : client,
+    path: paths.cocoonSets(ns),
+  });
+  const podInformer = new Informer({
+    client: lagging === "pods" ? watch.client : client,
+    path: paths.pods(ns),
+    labelSelector: MANAGED_POD_SELECTOR,
+  });
+  const cache = new FleetCache(client);
+  cache.attach(new KindCache([csInformer]), new KindCache([podInformer], false, FLEET_POD_INDEXES));
+  csInformer.start();
+  podInformer.start();
+  c.defer("stop the informers", async () => {
+    watch.release();
+    await Promise.all([csInformer.stop(), podInformer.stop()]);
+  });
+  await Promise.all([csInformer.waitForSync(), podInformer.waitForSync()]);
+  return { client, watch, cache, podInformer };
+}
+
 describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
   test("holds back the slots with outstanding expectations: no second create, no second delete", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-cache");
-    const client = adminClient();
-    const watch = delayedWatchClient(client);
-    const csInformer = new Informer({ client, path: paths.cocoonSets(ns) });
-    const podInformer = new Informer({
-      client: watch.client,
-      path: paths.pods(ns),
-      labelSelector: MANAGED_POD_SELECTOR,
-    });
-    const cache = new FleetCache(client);
-    cache.attach(
-      new KindCache([csInformer]),
-      new KindCache([podInformer], false, FLEET_POD_INDEXES),
-    );
-    csInformer.start();
-    podInformer.start();
-    c.defer("stop the informers", async () => {
-      await Promise.all([csInformer.stop(), podInformer.stop()]);
-    });
-    await Promise.all([csInformer.waitForSync(), podInformer.waitForSync()]);
+    const { client, watch, cache, podInformer } = await laggingCache(c, ns, "pods");
     assert.ok(cache.synced());
 
     const reconciler = new CocoonSetReconciler(client, { cache });
@@ -192,26 +202,7 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
   test("a pass from a CocoonSet another writer overtook writes no status from it and plans again quietly on a fresh read", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-stale");
-    const client = adminClient();
-    const csWatch = delayedWatchClient(client);
-    const csInformer = new Informer({ client: csWatch.client, path: paths.cocoonSets(ns) });
-    const podInformer = new Informer({
-      client,
-      path: paths.pods(ns),
-      labelSelector: MANAGED_POD_SELECTOR,
-    });
-    const cache = new FleetCache(client);
-    cache.attach(
-      new KindCache([csInformer]),
-      new KindCache([podInformer], false, FLEET_POD_INDEXES),
-    );
-    csInformer.start();
-    podInformer.start();
-    c.defer("stop the informers", async () => {
-      csWatch.release();
-      await Promise.all([csInformer.stop(), podInformer.stop()]);
-    });
-    await Promise.all([csInformer.waitForSync(), podInformer.waitForSync()]);
+    const { client, watch: csWatch, cache } = await laggingCache(c, ns, "cocoonSets");
 
     const reconciler = new CocoonSetReconciler(client, { cache });
     const lines: { level: string; msg: string }[] = [];

@@ -154,8 +154,12 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
     const readVersion = cs.metadata.resourceVersion;
     const hooks = hooksFor(ctx);
     if (cache) {
-      hooks.podWritten = (kind, pod) =>
-        kind === "create" ? cache.expectCreated(fleet, pod) : cache.expectDeleted(fleet, pod);
+      hooks.podWritten = (kind, pod) => {
+        if (kind === "create") cache.expectCreated(fleet, pod);
+        else if (kind === "delete") cache.expectDeleted(fleet, pod);
+        else if (pod.resourceVersion)
+          cache.expectPatched(fleet, { ...pod, resourceVersion: pod.resourceVersion });
+      };
     }
     const result = await runPass(this.client, cs, {
       fanOut: this.opts.fanOut,

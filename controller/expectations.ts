@@ -8,7 +8,7 @@
  * pod would write a second rebuild-history entry and bring the dead letter closer).
  *
  * Pure bookkeeping with an injected clock; the controller feeds it the pod watch's events
- * and the pass's creates and deletes. Keys are per fleet (`namespace/name`) and per pod name
+ * and the pass's creates, deletes and annotation patches. Keys are per fleet (`namespace/name`) and per pod name
  * (a slot's pod name is fixed, so the name is the slot).
  */
 
@@ -17,9 +17,11 @@ export const EXPECTATION_TTL_MS = 5 * 60_000;
 
 /** One write the cache has not shown yet. */
 interface Expectation {
-  kind: "create" | "delete";
-  /** The uid the write created or deleted. */
+  kind: "create" | "delete" | "patch";
+  /** The uid the write created, deleted or patched. */
   uid: string;
+  /** A patch's: the resourceVersion the apiserver answered it with. */
+  resourceVersion?: string;
   /** When the write was made (the clock's milliseconds). */
   at: number;
 }
@@ -30,6 +32,19 @@ export interface ObservedPod {
   uid: string;
   /** The pod has a deletionTimestamp. */
   terminating: boolean;
+  /** Its resourceVersion (settles a patch). */
+  resourceVersion?: string;
+}
+
+/**
+ * Whether `seen` is the version `written` or a later one. The watch delivers a pod's versions
+ * in order, so the written one itself is the usual answer; after a relist the cache may skip
+ * to a later one, which the apiserver's versions (etcd revisions, decimal) order.
+ */
+export function showsVersion(seen: string | undefined, written: string | undefined): boolean {
+  if (seen === undefined || written === undefined) return false;
+  if (seen === written) return true;
+  return /^\d+$/.test(seen) && /^\d+$/.test(written) && BigInt(seen) > BigInt(written);
 }
 
 /** Outstanding writes per fleet and pod name. */
@@ -51,14 +66,34 @@ export class PodExpectations {
     this.slotsOf(fleet).set(pod.name, { kind: "delete", uid: pod.uid, at: this.now() });
   }
 
+  /**
+   * The pass patched the pod `pod.uid` (an annotation such as the hibernate request), and the
+   * apiserver answered with `pod.resourceVersion`: expected until the watch shows that version,
+   * so a pass never plans on the pod as it was before (a migration would take the snapshot
+   * its own request produced for a leftover and drop it).
+   */
+  expectPatched(fleet: string, pod: { name: string; uid: string; resourceVersion: string }): void {
+    this.slotsOf(fleet).set(pod.name, {
+      kind: "patch",
+      uid: pod.uid,
+      resourceVersion: pod.resourceVersion,
+      at: this.now(),
+    });
+  }
+
   /** The pod watch added or updated `pod`: settles the expectation it shows. */
   observe(fleet: string, pod: ObservedPod): void {
     const slots = this.fleets.get(fleet);
     const e = slots?.get(pod.name);
     if (!slots || !e) return;
-    // A create is seen when its uid appears; a delete when its uid is terminating. A pod of
-    // the same name with another uid is not evidence for either.
-    const settled = e.uid === pod.uid && (e.kind === "create" || pod.terminating);
+    // A create is seen when its uid appears; a delete when its uid is terminating; a patch
+    // when its uid shows the version written (or a later one, or terminates). A pod of the
+    // same name with another uid is not evidence for any.
+    const settled =
+      e.uid === pod.uid &&
+      (e.kind === "create" ||
+        pod.terminating ||
+        (e.kind === "patch" && showsVersion(pod.resourceVersion, e.resourceVersion)));
     if (settled) this.drop(fleet, slots, pod.name);
   }
 

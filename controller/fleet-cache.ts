@@ -16,7 +16,7 @@ import { addNameHolders, listCocoonSetsVisible, type PassReads } from "../engine
 import type { KubeClient, KubeObject } from "../engine/kube/index.js";
 import { LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
-import { PodExpectations } from "./expectations.js";
+import { PodExpectations, showsVersion } from "./expectations.js";
 
 /** How many gone pod uids are remembered (a create's answer comes back within moments). */
 const GONE_UIDS_KEPT = 4096;
@@ -126,6 +126,18 @@ export class FleetCache {
     this.expectations.expectDeleted(fleet, pod);
   }
 
+  /** The pass patched `pod`: expected until the watch shows the version it wrote. */
+  expectPatched(fleet: string, pod: { name: string; uid: string; resourceVersion: string }): void {
+    const [ns] = fleet.split("/");
+    const cached = this.podNamed(`${ns}/${pod.name}`);
+    if (
+      cached?.metadata?.uid === pod.uid &&
+      showsVersion(cached.metadata.resourceVersion, pod.resourceVersion)
+    )
+      return;
+    this.expectations.expectPatched(fleet, pod);
+  }
+
   private podNamed(key: string): Pod | undefined {
     return this.pods?.get(key);
   }
@@ -137,6 +149,7 @@ export class FleetCache {
       name: pod.metadata.name,
       uid: pod.metadata.uid ?? "",
       terminating: pod.metadata.deletionTimestamp !== undefined,
+      resourceVersion: pod.metadata.resourceVersion,
     });
   }
 

@@ -84,10 +84,14 @@ export interface EngineHooks {
   /** Progress of a fan-out: `done` of `total` creates settled. */
   progress?(done: number, total: number): void;
   /**
-   * A pod write the apiserver accepted: a create (the new pod's uid) or a delete (the uid
-   * deleted). The controller expects its pod watch to show it (controller/expectations.ts).
+   * A pod write the apiserver accepted: a create (the new pod's uid), a delete (the uid
+   * deleted) or an annotation patch (the resourceVersion it answered with). The controller
+   * expects its pod watch to show it (controller/expectations.ts).
    */
-  podWritten?(kind: "create" | "delete", pod: { name: string; uid: string }): void;
+  podWritten?(
+    kind: "create" | "delete" | "patch",
+    pod: { name: string; uid: string; resourceVersion?: string },
+  ): void;
 }
 
 /**
@@ -630,11 +634,16 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
     }
     case "annotate-pod": {
       try {
-        await client.patch(
+        const patched = await client.patch<Pod>(
           paths.pod(ns, action.name),
           { metadata: { uid: action.uid, annotations: action.annotations } },
           PatchType.merge,
         );
+        hooks.podWritten?.("patch", {
+          name: action.name,
+          uid: action.uid,
+          resourceVersion: patched.metadata?.resourceVersion,
+        });
       } catch (e) {
         if (!action.bestEffort) throw e;
         // A lost keep-snapshot flag costs the wake a registry pull, not the seat.

@@ -26,7 +26,13 @@ import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix, testClusterDir, testKubeconfig } from "../support/cluster.js";
 import { Cleanup, startController } from "../support/controller-process.js";
 import { startPeer } from "../support/peer-process.js";
-import { AUTH_REGISTRY_SCENARIO, SCENARIOS, runScenarios, type Checkpoints } from "./scenarios.js";
+import {
+  AUTH_REGISTRY_SCENARIO,
+  SCENARIOS,
+  runScenarios,
+  type Checkpoints,
+  type Scenario,
+} from "./scenarios.js";
 
 /**
  * The stories run against the cluster's registry, then one against a registry that asks for
@@ -68,17 +74,56 @@ async function deleteAll(namespaces: string[]): Promise<void> {
 const registryAddress = readState(testClusterDir())?.registry;
 const registry = registryAddress ? new OciRegistry(registryAddress) : undefined;
 
-/** The namespaces; a scenario that needs VM lifecycles gets the simulator's opt-in label. */
+/** A scenario's namespace; one that needs VM lifecycles gets the simulator's opt-in label. */
+async function createNamespace(name: string, scenario: Scenario): Promise<void> {
+  await client.create(paths.namespaces(), {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: {
+      name,
+      labels: scenario.nodeAgent ? { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } : undefined,
+    },
+  });
+}
+
+/** Every scenario's namespace of one side. */
 async function createNamespaces(side: string): Promise<void> {
   for (const [i, scenario] of ALL_SCENARIOS.entries())
-    await client.create(paths.namespaces(), {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: {
-        name: namespace(side, i),
-        labels: scenario.nodeAgent ? { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } : undefined,
-      },
-    });
+    await createNamespace(namespace(side, i), scenario);
+}
+
+/**
+ * The line the peer logs when, in a migration, it finds the `:hibernate` tag before its
+ * informer shows its own hibernate request on the pod: it then deletes the fresh tag as a
+ * leftover, and the migration never finishes (docs/differences.md, "A migration under
+ * load"). Under a heavy load this race is the peer's, not the scenario's.
+ */
+const PEER_DROPS_ITS_SNAPSHOT = "stale hibernate snapshot";
+/** Namespaces of scenarios run a second time for the peer, deleted with the others. */
+const rerunNamespaces: string[] = [];
+
+/**
+ * Runs again, once, each scenario the peer failed after losing the race above, in a
+ * namespace of its own (so a VM name of its own), and keeps that run's result.
+ */
+async function rerunPeerRaces(
+  peer: Awaited<ReturnType<typeof startPeer>>,
+  runs: { checkpoints: Checkpoints; error?: string }[],
+): Promise<void> {
+  for (const [i, r] of runs.entries()) {
+    const ns = namespace("peer", i);
+    const raced = peer.linesWith(`migrate ${ns}/`).some((l) => l.includes(PEER_DROPS_ITS_SNAPSHOT));
+    if (!r.error || !raced) continue;
+    log(
+      `peer: ${SCENARIOS[i].name}: the peer deleted the snapshot its own migration had just taken (its cache was behind its hibernate request); running the scenario again once`,
+    );
+    const again = `${ns}-again`;
+    rerunNamespaces.push(again);
+    await createNamespace(again, SCENARIOS[i]);
+    [runs[i]] = await runScenarios(client, "peer", () => again, peer, log, registry, [
+      SCENARIOS[i],
+    ]);
+  }
 }
 
 describe(
@@ -121,10 +166,9 @@ describe(
     });
 
     after(async () => {
-      for (const side of ["peer", "ours"])
-        for (const ns of allNamespaces(side))
-          if (!process.env.COCOONSET_KEEP_NAMESPACES)
-            await client.delete(paths.namespace(ns)).catch(() => undefined);
+      if (process.env.COCOONSET_KEEP_NAMESPACES) return;
+      for (const ns of [...allNamespaces("peer"), ...rerunNamespaces, ...allNamespaces("ours")])
+        await client.delete(paths.namespace(ns)).catch(() => undefined);
     });
 
     test("the peer reconciles every scenario", async () => {
@@ -139,11 +183,12 @@ describe(
           client,
           "peer",
           (i) => namespace("peer", i),
-          () => p.metricsText(),
+          p,
           log,
           registry,
         );
-        await deleteAll(allNamespaces("peer"));
+        await rerunPeerRaces(p, results.peer);
+        await deleteAll([...allNamespaces("peer"), ...rerunNamespaces]);
         log(`peer stopped (${await peer.stop()})`);
         // The peer again, with the authenticated registry. Its OCI_REGISTRY is a host (no
         // scheme): go-containerregistry pings https first and keeps it when it answers. Its
@@ -159,7 +204,7 @@ describe(
             client,
             "peer",
             () => namespace("peer", AUTH_INDEX),
-            () => authPeer.metricsText(),
+            authPeer,
             log,
             authClient(),
             [AUTH_REGISTRY_SCENARIO],
@@ -199,7 +244,7 @@ describe(
         client,
         "ours",
         (i) => namespace("ours", i),
-        () => proc.metricsText(),
+        proc,
         log,
         registry,
       );
@@ -220,15 +265,9 @@ describe(
       });
       await authProc.synced();
       results.ours.push(
-        ...(await runScenarios(
-          client,
-          "ours",
-          () => authNs,
-          () => authProc.metricsText(),
-          log,
-          authClient(),
-          [AUTH_REGISTRY_SCENARIO],
-        )),
+        ...(await runScenarios(client, "ours", () => authNs, authProc, log, authClient(), [
+          AUTH_REGISTRY_SCENARIO,
+        ])),
       );
       await deleteAll([authNs]);
     });

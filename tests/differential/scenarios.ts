@@ -813,7 +813,7 @@ export async function runScenarios(
   client: KubeClient,
   side: Side,
   namespaceOf: (scenario: number) => string,
-  metricsText: () => Promise<string>,
+  controller: { metricsText(): Promise<string>; tail(): string },
   progress: (line: string) => void,
   registry?: OciRegistry,
   scenarios: readonly Scenario[] = SCENARIOS,
@@ -839,7 +839,7 @@ export async function runScenarios(
             side,
             ns,
             name,
-            metricsText,
+            () => controller.metricsText(),
             reg,
             vms,
             opts?.hibernation,
@@ -855,7 +855,31 @@ export async function runScenarios(
     } catch (e) {
       out.push({ checkpoints, error: (e as Error).message });
       progress(`${side}: ${scenario.name}: FAILED: ${(e as Error).message}`);
+      // What a failure needs to be understood once its cluster is gone: the pods as they
+      // stand and the controller's last lines.
+      progress(`${side}: pods of ${ns}:\n${await describePods(client, ns)}`);
+      progress(`${side}: the controller's last lines:\n${controller.tail()}`);
     }
   }
   return out;
+}
+
+/** One line per pod of `ns`: node, phase, reason, start, deletion, and the VM annotations. */
+async function describePods(client: KubeClient, ns: string): Promise<string> {
+  try {
+    const pods = await client.list<Pod & { status?: { reason?: string; startTime?: string } }>(
+      paths.pods(ns),
+    );
+    return pods.items
+      .map((p) => {
+        const vmAnnotations = Object.entries(p.metadata?.annotations ?? {})
+          .filter(([k]) => k.startsWith("cocoonset.") || k.startsWith("vm."))
+          .map(([k, v]) => `${k}=${v}`)
+          .join(" ");
+        return `  ${p.metadata?.name} node=${p.spec?.nodeName ?? "-"} phase=${p.status?.phase ?? "-"} reason=${p.status?.reason ?? "-"} started=${p.status?.startTime ?? "-"} deleting=${p.metadata?.deletionTimestamp ?? "-"} ${vmAnnotations}`;
+      })
+      .join("\n");
+  } catch (e) {
+    return `  (could not list: ${(e as Error).message})`;
+  }
 }

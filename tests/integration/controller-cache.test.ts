@@ -2,8 +2,9 @@
  * The controller's pass on a pod cache that lags behind its own writes: the CocoonSet
  * reconciler with its informer-backed reads, whose pod informer's watch events are held back
  * while passes run. A pass never creates a pod the cache has not shown yet a second time,
- * never deletes (nor counts the failure of) a Failed pod twice, and acts again once the
- * held-back events arrive. Real apiserver, real informers; only the delivery of the pod
+ * never deletes (nor counts the failure of) a Failed pod twice, never takes the snapshot its
+ * own hibernate request produced for a leftover, and acts again once the held-back events
+ * arrive. Real apiserver, real informers; only the delivery of the pod
  * watch's events is delayed.
  */
 import assert from "node:assert/strict";
@@ -23,9 +24,24 @@ import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { PassError } from "../../engine/execute/index.js";
 import { paths, PatchType, type KubeClient } from "../../engine/kube/index.js";
 import type { WatchEvent } from "../../engine/kube/client.js";
-import type { CocoonSet, Pod } from "../../engine/spec/index.js";
+import {
+  ANNOTATION_TRUE,
+  ANNOTATIONS,
+  SNAPSHOT_TAGS,
+  type CocoonSet,
+  type Pod,
+} from "../../engine/spec/index.js";
 import { adminClient } from "../support/cluster.js";
-import { createCocoonSet, failPod, fleetPods, historyOf } from "../support/controller-fleet.js";
+import { optInNodeAgent, registryAddress, vmReady } from "../support/lifecycle.js";
+import { OciRegistry } from "../../engine/registry/oci.js";
+import { vmNameFor } from "../../engine/pods/pod-builder.js";
+import {
+  createCocoonSet,
+  failPod,
+  fleetPods,
+  historyOf,
+  patchSpec,
+} from "../support/controller-fleet.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
 
 before(async () => {
@@ -62,6 +78,8 @@ function delayedWatchClient(client: KubeClient) {
     },
   };
 }
+
+const NODES = ["kwok-node-0", "kwok-node-1"];
 
 const noMetrics: ControllerMetrics = {
   rebuild() {},
@@ -110,6 +128,33 @@ async function laggingCache(c: Cleanup, ns: string, lagging: "pods" | "cocoonSet
   return { client, watch, cache, podInformer };
 }
 
+/** One pass of `reconciler` on `namespace/name`, quiet; a failed pass fails the test. */
+function passOf(reconciler: CocoonSetReconciler, namespace: string, name: string) {
+  const ctx: ReconcileContext<ControllerMetrics> = {
+    log: createLogger({ level: "silent" }),
+    events: { event: () => Promise.resolve() },
+    metrics: noMetrics,
+    signal: new AbortController().signal,
+  };
+  return async () => {
+    try {
+      return await reconciler.reconcile({ namespace, name }, ctx);
+    } catch (e) {
+      if (PassError.isInstance(e)) assert.fail(`pass failed: ${e.message}`);
+      throw e;
+    }
+  };
+}
+
+/** The passes add the finalizer and no controller runs to remove it: the test does. */
+function removeFinalizerAtEnd(c: Cleanup, client: KubeClient, ns: string, name: string): void {
+  c.defer("remove the finalizer", async () => {
+    await client
+      .patch(paths.cocoonSet(ns, name), { metadata: { finalizers: null } }, PatchType.merge)
+      .catch(() => undefined);
+  });
+}
+
 describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
   test("holds back the slots with outstanding expectations: no second create, no second delete", async (t) => {
     const c = new Cleanup(t);
@@ -118,34 +163,15 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
     assert.ok(cache.synced());
 
     const reconciler = new CocoonSetReconciler(client, { cache });
-    const ctx: ReconcileContext<ControllerMetrics> = {
-      log: createLogger({ level: "silent" }),
-      events: { event: () => Promise.resolve() },
-      metrics: noMetrics,
-      signal: new AbortController().signal,
-    };
-    const key = { namespace: ns, name: "lag" };
     const fleet = `${ns}/lag`;
-    const pass = async () => {
-      try {
-        return await reconciler.reconcile(key, ctx);
-      } catch (e) {
-        if (PassError.isInstance(e)) assert.fail(`pass failed: ${e.message}`);
-        throw e;
-      }
-    };
+    const pass = passOf(reconciler, ns, "lag");
     const uids = async () =>
       new Map(
         (await fleetPods(client, ns, "lag")).map((p) => [p.metadata!.name!, p.metadata!.uid!]),
       );
 
     await createCocoonSet(ns, "lag", { replicas: 2 });
-    // The passes add the finalizer and no controller runs to remove it: the test does.
-    c.defer("remove the finalizer", async () => {
-      await client
-        .patch(paths.cocoonSet(ns, "lag"), { metadata: { finalizers: null } }, PatchType.merge)
-        .catch(() => undefined);
-    });
+    removeFinalizerAtEnd(c, client, ns, "lag");
     await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "lag") !== undefined);
 
     // The first pass creates the main agent; the cache does not see it yet.
@@ -195,6 +221,61 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
     });
     const end = await client.get<CocoonSet>(paths.cocoonSet(ns, "lag"));
     assert.equal(historyOf(end).get(1)?.count ?? 0, 1);
+  });
+
+  test("a migration keeps the snapshot its own hibernate request produced while the cache lags behind the request", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-cache-move");
+    await optInNodeAgent(ns);
+    const { client, watch, cache, podInformer } = await laggingCache(c, ns, "pods");
+    const registry = new OciRegistry(registryAddress());
+    const pass = passOf(new CocoonSetReconciler(client, { cache, registry }), ns, "mover");
+    const vm = vmNameFor(ns, "mover", 0);
+    const cached = () => podInformer.get(`${ns}/mover-0`) as Pod | undefined;
+    const asksHibernate = (p?: Pod) =>
+      p?.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE;
+    const tags = () => registry.listTags(vm);
+
+    await createCocoonSet(ns, "mover", { nodeName: NODES[0] });
+    removeFinalizerAtEnd(c, client, ns, "mover");
+    await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "mover") !== undefined);
+    await until("the VM booted on node 0, in the cache", async () => {
+      await pass();
+      const p = cached();
+      return p !== undefined && vmReady(p) && p.spec?.nodeName === NODES[0];
+    });
+
+    await patchSpec(ns, "mover", { nodeName: NODES[1] });
+    await until("the new target in the cache", () => {
+      return cache.cocoonSet(ns, "mover")?.spec.nodeName === NODES[1];
+    });
+    // The pass asks the main agent to hibernate; the cache does not see the request.
+    watch.hold();
+    await pass();
+    assert.ok(asksHibernate(await client.get<Pod>(paths.pod(ns, "mover-0"))), "asked to hibernate");
+    assert.ok(!asksHibernate(cached()), "the cache is behind the request");
+    assert.deepEqual([...cache.expectations.outstanding(`${ns}/mover`)], ["mover-0"]);
+    // The node hibernates the VM and pushes the tag. A pass that took the cached pod at its
+    // word would see a tag nobody asked for and drop it as a leftover: the VM's only copy.
+    await until("the node's :hibernate tag", async () =>
+      (await tags()).includes(SNAPSHOT_TAGS.hibernate),
+    );
+    await pass();
+    assert.ok((await tags()).includes(SNAPSHOT_TAGS.hibernate), "the snapshot is kept");
+
+    // Caught up, the migration goes on: evicted, restored on node 1, the tag dropped.
+    watch.release();
+    await until("the VM restored on node 1, and its tag dropped", async () => {
+      await pass();
+      const pods = await fleetPods(client, ns, "mover");
+      const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
+      return (
+        live.length === 1 &&
+        live[0].spec?.nodeName === NODES[1] &&
+        vmReady(live[0]) &&
+        !(await tags()).includes(SNAPSHOT_TAGS.hibernate)
+      );
+    });
   });
 });
 

@@ -34,7 +34,6 @@ export class PeerProcess {
   ) {
     const keep = (chunk: Buffer) => {
       this.lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
-      if (this.lines.length > 60) this.lines.splice(0, this.lines.length - 60);
     };
     child.stdout?.on("data", keep);
     child.stderr?.on("data", keep);
@@ -45,8 +44,13 @@ export class PeerProcess {
   }
 
   /** The last lines of its output. */
-  tail(): string {
-    return this.lines.join("\n");
+  tail(n = 60): string {
+    return this.lines.slice(-n).join("\n");
+  }
+
+  /** Every line of its output so far that contains `text`. */
+  linesWith(text: string): string[] {
+    return this.lines.filter((l) => l.includes(text));
   }
 
   /** Resolves once `/readyz` answers 200; rejects when the process exits first. */

@@ -9,7 +9,11 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { EXPECTATION_TTL_MS, PodExpectations } from "../../../controller/expectations.js";
+import {
+  EXPECTATION_TTL_MS,
+  PodExpectations,
+  showsVersion,
+} from "../../../controller/expectations.js";
 
 const FLEET = "ns/fleet";
 
@@ -74,6 +78,68 @@ describe("PodExpectations, one write at a time", () => {
       outstanding: [],
     },
     {
+      name: "a patch is outstanding while the cache shows the version before it",
+      run: (e) => {
+        e.expectPatched(FLEET, { name: "fleet-0", uid: "u0", resourceVersion: "120" });
+        e.observe(FLEET, {
+          name: "fleet-0",
+          uid: "u0",
+          terminating: false,
+          resourceVersion: "118",
+        });
+      },
+      outstanding: ["fleet-0"],
+    },
+    {
+      name: "a patch is settled by the version it wrote",
+      run: (e) => {
+        e.expectPatched(FLEET, { name: "fleet-0", uid: "u0", resourceVersion: "120" });
+        e.observe(FLEET, {
+          name: "fleet-0",
+          uid: "u0",
+          terminating: false,
+          resourceVersion: "120",
+        });
+      },
+      outstanding: [],
+    },
+    {
+      name: "a patch is settled by a later version (a relist skipped it)",
+      run: (e) => {
+        e.expectPatched(FLEET, { name: "fleet-0", uid: "u0", resourceVersion: "120" });
+        e.observe(FLEET, {
+          name: "fleet-0",
+          uid: "u0",
+          terminating: false,
+          resourceVersion: "1000",
+        });
+      },
+      outstanding: [],
+    },
+    {
+      name: "a patch is not settled by another pod of the name at a later version",
+      run: (e) => {
+        e.expectPatched(FLEET, { name: "fleet-0", uid: "u0", resourceVersion: "120" });
+        e.observe(FLEET, {
+          name: "fleet-0",
+          uid: "u9",
+          terminating: false,
+          resourceVersion: "130",
+        });
+      },
+      outstanding: ["fleet-0"],
+    },
+    {
+      name: "a patch is settled when its pod terminates or goes",
+      run: (e) => {
+        e.expectPatched(FLEET, { name: "fleet-0", uid: "u0", resourceVersion: "120" });
+        e.observe(FLEET, { name: "fleet-0", uid: "u0", terminating: true });
+        e.expectPatched(FLEET, { name: "fleet-3", uid: "u3", resourceVersion: "121" });
+        e.observeGone(FLEET, { name: "fleet-3", uid: "u3" });
+      },
+      outstanding: [],
+    },
+    {
       name: "fleets are kept apart",
       run: (e) => {
         e.expectCreated("ns/other", { name: "fleet-1", uid: "u1" });
@@ -105,6 +171,21 @@ describe("PodExpectations, one write at a time", () => {
     assert.deepEqual([...e.outstanding(FLEET)], []);
     assert.equal(e.nextExpiryMs(FLEET), undefined);
     assert.equal(EXPECTATION_TTL_MS, 300_000, "ReplicaSet's five minutes");
+  });
+
+  test("showsVersion: the written version or a later one, never an opaque guess", () => {
+    const table: [string | undefined, string | undefined, boolean][] = [
+      ["120", "120", true],
+      ["121", "120", true],
+      ["1000", "999", true],
+      ["99", "120", false],
+      ["abc", "abc", true],
+      ["abd", "abc", false],
+      [undefined, "120", false],
+      ["120", undefined, false],
+    ];
+    for (const [seen, written, want] of table)
+      assert.equal(showsVersion(seen, written), want, `${seen} shows ${written}`);
   });
 
   test("forget drops a fleet's expectations", () => {

@@ -409,7 +409,7 @@ export const cocoonSetSpecSchema: SchemaNode = {
 export const nodeRefusalSchema: SchemaNode = {
   type: "object",
   description:
-    "Set while the agent's pod is one its node refused to admit (no room: it never ran), as the node's kubelet wrote it in the pod's status (a sub-agent is rebuilt with backoff, then left in dead-letter).",
+    "Set while the agent's pod is one its node refused to admit (it never ran), as the node's kubelet wrote it in the pod's status; a sub-agent is rebuilt with backoff, then left in dead-letter.",
   required: ["node", "reason", "message"],
   properties: {
     node: string("The node the pod was bound to."),

@@ -628,6 +628,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
           pod: action.name,
           decision: step.decision,
           drift: step.drift,
+          nodeRefusal: step.nodeRefusal,
         });
       }
       return;

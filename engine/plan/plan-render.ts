@@ -1,5 +1,6 @@
 // Human and JSON renderings of a plan, for `cocoonset plan` and for logs.
 import { MAX_REBUILD_ATTEMPTS } from "../spec/constants.js";
+import type { NodeRefusal } from "../pods/node-refusal.js";
 import type { Decision, Plan, PlanStep, PlanTarget } from "./plan-types.js";
 
 function targetLabel(target: PlanTarget): string {
@@ -15,16 +16,20 @@ function targetLabel(target: PlanTarget): string {
 
 function describeStep(step: PlanStep): string {
   const drift = (step.drift ?? []).join(", ");
+  const r = step.nodeRefusal;
+  const refused = r ? `node ${r.node} refused it: ${r.reason}` : "";
   const describe: Record<Decision, () => string> = {
     create: () => "create",
     "delete-drifted": () => `delete (drift: ${drift})`,
     "delete-terminal": () => "delete (terminal)",
     "scale-down": () => "delete (scale-down)",
     "delete-extra": () => "delete (not in spec)",
-    rebuild: () => `rebuild (attempt ${step.attempt ?? 0}/${MAX_REBUILD_ATTEMPTS})`,
-    "dead-letter": () => "dead-letter",
+    rebuild: () =>
+      `rebuild (attempt ${step.attempt ?? 0}/${MAX_REBUILD_ATTEMPTS}${r ? `; ${refused}` : ""})`,
+    "dead-letter": () => (r ? `dead-letter (${refused})` : "dead-letter"),
     "reset-dead-letter": () => `delete (leaves dead-letter; drift: ${drift})`,
-    "wait-backoff": () => `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (backoff)`,
+    "wait-backoff": () =>
+      `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (backoff${r ? `; ${refused}` : ""})`,
     "wait-vanished": () =>
       `wait ${Math.ceil((step.waitMs ?? 0) / 1000)}s (its pod keeps vanishing after creation)`,
     "wait-main": () => "wait (not ready; sub-agents and toolboxes wait for it)",
@@ -97,6 +102,8 @@ export interface PlanChangeJSON {
   waitMs?: number;
   /** blocked, migrate-refused: what stops it. */
   why?: string;
+  /** rebuild, wait-backoff, dead-letter: the node's refusal of the sub-agent's pod. */
+  nodeRefusal?: NodeRefusal;
 }
 
 /** The JSON document `cocoonset plan --json` prints. */
@@ -124,6 +131,7 @@ export function planToJSON(plan: Plan): PlanJSON {
         ...(step.attempt !== undefined ? { attempt: step.attempt } : {}),
         ...(step.waitMs !== undefined ? { waitMs: step.waitMs } : {}),
         ...(step.why !== undefined ? { why: step.why } : {}),
+        ...(step.nodeRefusal ? { nodeRefusal: step.nodeRefusal } : {}),
       };
     }),
     errors: plan.refusals.map((r) => r.message),

@@ -6,6 +6,7 @@ import type { PLAN_METRICS } from "../spec/constants.js";
 import type { CocoonSetStatus } from "../spec/generated/types.js";
 import type { PodManifest } from "../spec/kube-types.js";
 import type { LostSnapshotMark } from "../snapshots/lost-snapshots.js";
+import type { NodeRefusal } from "../pods/node-refusal.js";
 import type { RebuildHistory } from "../pods/rebuild-history.js";
 import type { SlotCreateLog, SlotCreateRecord } from "../pods/vanish.js";
 
@@ -135,6 +136,8 @@ export interface PlanStep {
   lostSnapshot?: LostSnapshotMark;
   /** blocked, migrate-refused: what stops it (the holder of the name, the unfit node). */
   why?: string;
+  /** rebuild, wait-backoff, dead-letter: the sub-agent's pod is one its node refused. */
+  nodeRefusal?: NodeRefusal;
   /** Run in order; stop this step at the first failure. */
   actions: PlanAction[];
 }

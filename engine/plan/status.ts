@@ -14,6 +14,7 @@ import type {
 } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { isReady, isTerminal } from "../pods/pod-state.js";
+import { nodeRefusal } from "../pods/node-refusal.js";
 import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
 
 /** Inputs of {@link deriveStatus}. */
@@ -93,6 +94,7 @@ function agentEntry(slot: number, pod: Pod): AgentStatus {
     ip: a[ANNOTATIONS.vmIP],
     phase: memberPhase(pod),
     forkedFrom: a[ANNOTATIONS.forkFrom],
+    nodeRefusal: nodeRefusal(pod),
   });
 }
 

@@ -14,6 +14,13 @@ import {
   ROLES,
 } from "../spec/constants.js";
 import { backoffRemainingMs } from "../pods/backoff.js";
+import {
+  deadLetterMessage,
+  nodeRefusal,
+  nodeRefusedMessage,
+  rebuildingMessage,
+  type NodeRefusal,
+} from "../pods/node-refusal.js";
 import { classifyPods, isOwnedPod } from "../pods/classify.js";
 import { withDefaults } from "../spec/defaults.js";
 import { agentDrift, toolboxDrift } from "../pods/drift.js";
@@ -344,11 +351,28 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
   if (isTerminal(pod)) {
     const entry = pass.history.get(slot);
     const count = entry?.count ?? 0;
+    // A pod its node refused is rebuilt all the same (room may free up; the slot cannot move,
+    // it is bound next to the main agent), but every report of it names the refusal, and the
+    // Warning NodeRefused is posted once per refused pod, by the step that acts on it.
+    const refused = nodeRefusal(pod);
+    const refusedEvent = (attempt: number | "dead-letter"): PlanAction[] =>
+      refused
+        ? [
+            {
+              kind: "event",
+              type: "Warning",
+              reason: EVENT_REASONS.nodeRefused,
+              message: nodeRefusedMessage(slot, podName, refused, attempt),
+            },
+          ]
+        : [];
+    const marked: { nodeRefusal?: NodeRefusal } = refused ? { nodeRefusal: refused } : {};
     if (count >= MAX_REBUILD_ATTEMPTS) {
       pass.steps.push({
         target,
         decision: "dead-letter",
         podName,
+        ...marked,
         actions: [
           {
             kind: "annotate-pod",
@@ -357,11 +381,12 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
             annotations: { [ANNOTATIONS.deadLetter]: ANNOTATION_TRUE },
           },
           { kind: "count-metric", metric: PLAN_METRICS.subAgentDeadLetter },
+          ...refusedEvent("dead-letter"),
           {
             kind: "event",
             type: "Warning",
             reason: EVENT_REASONS.subAgentDeadLetter,
-            message: `slot ${slot} exhausted ${MAX_REBUILD_ATTEMPTS} rebuilds; pod ${podName} left in dead-letter`,
+            message: deadLetterMessage(slot, podName, refused),
           },
         ],
       });
@@ -374,6 +399,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
         decision: "wait-backoff",
         podName,
         waitMs: remaining,
+        ...marked,
         actions: [],
       });
       pass.waits.push(remaining);
@@ -387,16 +413,18 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
       decision: "rebuild",
       podName,
       attempt,
+      ...marked,
       actions: [
         // Persisted before the delete: a failed delete must not hand out a free attempt.
         writeHistory(pass, next),
         deletePod(pod),
         { kind: "count-metric", metric: PLAN_METRICS.subAgentRebuild },
+        ...refusedEvent(attempt),
         {
           kind: "event",
           type: "Normal",
           reason: EVENT_REASONS.subAgentRebuilding,
-          message: `slot ${slot} attempt ${attempt}/${MAX_REBUILD_ATTEMPTS}`,
+          message: rebuildingMessage(slot, attempt, refused),
         },
       ],
     });

@@ -190,6 +190,8 @@ export const EVENT_REASONS = {
   slotBlocked: "SlotBlocked",
   /** A migration to `spec.nodeName` is refused before anything hibernates (Warning). */
   migrationRefused: "MigrationRefused",
+  /** A sub-agent's node refused its pod (the kubelet's admission: `OutOfcpu`, ...) (Warning). */
+  nodeRefused: "NodeRefused",
 } as const;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */

@@ -82,6 +82,10 @@ export interface ContainerStatus {
 /** Pod status (the fields the engine reads). */
 export interface PodStatus {
   phase?: string;
+  /** Why the pod is in its phase (`OutOfcpu` for a pod its node's kubelet refused). */
+  reason?: string;
+  /** Human-readable detail of `reason`. */
+  message?: string;
   podIP?: string;
   conditions?: PodCondition[];
   containerStatuses?: ContainerStatus[];

@@ -405,6 +405,21 @@ export const cocoonSetSpecSchema: SchemaNode = {
   ],
 };
 
+/** Why a node refused an agent's pod, as its kubelet wrote it in the pod's status. */
+export const nodeRefusalSchema: SchemaNode = {
+  type: "object",
+  description:
+    "Set while the agent's pod is one its node refused to admit (it never ran), as the node's kubelet wrote it in the pod's status; a sub-agent is rebuilt with backoff, then left in dead-letter.",
+  required: ["node", "reason", "message"],
+  properties: {
+    node: string("The node the pod was bound to."),
+    reason: string(
+      "The kubelet's reason: OutOfcpu, OutOfmemory, OutOfpods, OutOf<resource>, NodeAffinity or UnexpectedAdmissionError.",
+    ),
+    message: string("The kubelet's message (Pod was rejected: ...)."),
+  },
+};
+
 /** Observed state of one agent. */
 export const agentStatusSchema: SchemaNode = {
   type: "object",
@@ -419,6 +434,7 @@ export const agentStatusSchema: SchemaNode = {
     ip: string("IP address of the agent."),
     phase: string("Phase of the agent's pod."),
     forkedFrom: string("VM this agent was forked from (sub-agents)."),
+    nodeRefusal: nodeRefusalSchema,
   },
 };
 
@@ -549,6 +565,7 @@ export const namedSchemas: readonly NamedSchema[] = [
   { name: "SecretEnvSource", schema: secretEnvSourceSchema },
   { name: "CocoonSetStatus", schema: cocoonSetStatusSchema },
   { name: "AgentStatus", schema: agentStatusSchema },
+  { name: "NodeRefusal", schema: nodeRefusalSchema },
   { name: "ToolboxStatus", schema: toolboxStatusSchema },
   { name: "Condition", schema: conditionSchema },
   { name: "SnapshotPolicy", schema: snapshotPolicySchema },

@@ -241,6 +241,12 @@ export const DELIBERATE: readonly Deliberate[] = [
       );
     },
   },
+  {
+    what: "A sub-agent whose node refused its pod (the kubelet's admission: reason `OutOfcpu`, `OutOfmemory`, `OutOfpods`, `OutOf<resource>`, `NodeAffinity` or `UnexpectedAdmissionError`) is rebuilt and dead-lettered on the same schedule, but its `agents[]` entry carries `nodeRefusal` (node, reason, message), each refused pod gets a Warning `NodeRefused`, the `SubAgentRebuilding` message ends with `(node N refused it: OutOfcpu)` and the `SubAgentDeadLetter` message names the node, the reason and the kubelet's message; the peer rebuilds it with the messages of any failure.",
+    reason:
+      "sub-agents are bound to the main agent's node, so a node without room refuses them and the peer's status and events gave no hint of it: the slot looked like a crash loop. No scenario has a node refuse a pod, so nothing is folded",
+    fold: () => undefined,
+  },
 ];
 
 const NS = "<ns>";

@@ -198,6 +198,18 @@ export interface AgentStatus {
   phase?: string;
   /** VM this agent was forked from (sub-agents). */
   forkedFrom?: string;
+  /** Set while the agent's pod is one its node refused to admit (it never ran), as the node's kubelet wrote it in the pod's status; a sub-agent is rebuilt with backoff, then left in dead-letter. */
+  nodeRefusal?: NodeRefusal;
+}
+
+/** Set while the agent's pod is one its node refused to admit (it never ran), as the node's kubelet wrote it in the pod's status; a sub-agent is rebuilt with backoff, then left in dead-letter. */
+export interface NodeRefusal {
+  /** The node the pod was bound to. */
+  node: string;
+  /** The kubelet's reason: OutOfcpu, OutOfmemory, OutOfpods, OutOf<resource>, NodeAffinity or UnexpectedAdmissionError. */
+  reason: string;
+  /** The kubelet's message (Pod was rejected: ...). */
+  message: string;
 }
 
 /** Observed state of one toolbox. */

@@ -1,10 +1,9 @@
 // The bad-input property: whatever a program or a file hands over (valid, near-valid or
 // hostile), `check` either passes it or refuses it with failures that each name a field; it
-// never throws, and it answers within 50 ms. The integration tier sends a sample of the same
+// never throws, and it answers within 50 ms of CPU time. The integration tier sends a sample of the same
 // generator to the apiserver and checks that both agree (tests/integration/bad-input.test.ts).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { performance } from "node:perf_hooks";
 import fc from "fast-check";
 import { resolveControllerOptions } from "../../../controller/options.js";
 import { UNKNOWN, check } from "../../../provider/dynamic/slots.js";
@@ -15,19 +14,26 @@ import { fleetInputsArb, namesAField, operatorArgsArb, specArb } from "../../sup
 
 const BUDGET_MS = 50;
 
+/** This process's CPU time so far, in milliseconds (user and system). */
+function cpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
 /**
- * Runs `fn` and returns its result with the time it took. A run past the budget is measured
- * once more, so a garbage-collection pause on a loaded machine is not mistaken for an input
+ * Runs `fn` and returns its result with the CPU time it took: the process's own, which other
+ * processes on a loaded machine do not add to as they add to the wall clock. A run past the
+ * budget is measured once more, so a garbage-collection pause is not mistaken for an input
  * that is slow to check (those take the same long time on every run).
  */
 async function timed<T>(fn: () => T | Promise<T>): Promise<{ value: T; ms: number }> {
-  let start = performance.now();
+  let start = cpuMs();
   let value = await fn();
-  let ms = performance.now() - start;
+  let ms = cpuMs() - start;
   if (ms > BUDGET_MS) {
-    start = performance.now();
+    start = cpuMs();
     value = await fn();
-    ms = performance.now() - start;
+    ms = cpuMs() - start;
   }
   return { value, ms };
 }

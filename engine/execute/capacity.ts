@@ -69,17 +69,34 @@ export async function forecastLive(
     nowMs: opts.nowMs ?? Date.now(),
     fanOut: opts.fanOut,
   });
+  return forecastPreview(client, preview, fleetPods);
+}
+
+/**
+ * The forecast of what `preview` creates (the fleet's live pods `fleetPods`) against the
+ * cluster's nodes and the unfinished pods bound to them in every namespace: one LIST of the
+ * nodes and one of the bound pods, none when nothing is created. `unavailable` says why it
+ * could not be made (the caller may not list nodes or pods cluster-wide). `cocoonset plan`
+ * and `pulumi preview` (provider/dynamic/dry-run.ts) share it.
+ */
+export async function forecastPreview(
+  client: KubeClient,
+  preview: PreviewCreates,
+  fleetPods: readonly Pod[],
+): Promise<LiveForecast> {
   const { creates, freed } = forecastCreates(preview, fleetPods);
   if (creates.length === 0) return { forecast: { nodes: [], placements: [], fits: true } };
   let nodes: ForecastNode[];
   let pods: Pod[];
   try {
-    nodes = (await client.list<ForecastNode & KubeObject>(paths.nodes())).items;
-    pods = (
-      await client.list<Pod>(paths.allPods(), {
-        fieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
-      })
-    ).items;
+    [nodes, pods] = await Promise.all([
+      client.list<ForecastNode & KubeObject>(paths.nodes()).then((l) => l.items),
+      client
+        .list<Pod>(paths.allPods(), {
+          fieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+        })
+        .then((l) => l.items),
+    ]);
   } catch (e) {
     return { unavailable: errorMessage(e) };
   }

@@ -39,7 +39,7 @@ const spec = (image: string): CocoonSetSpec => ({
 
 function roundsArg(argv: string[]): number {
   const i = argv.indexOf("--rounds");
-  const n = i >= 0 ? Number(argv[i + 1]) : 7;
+  const n = i >= 0 ? Number(argv[i + 1]) : 15;
   if (!Number.isInteger(n) || n < 1)
     throw new Error(`--rounds: a positive integer (got ${argv[i + 1]})`);
   return n;

@@ -27,6 +27,13 @@ export {
   sendOnePerShape,
   type ShapeGroup,
 } from "./preview-creates.js";
-export { forecastCreates, forecastLive, forecastPreview, type LiveForecast } from "./capacity.js";
+export {
+  forecastCreates,
+  forecastLive,
+  forecastOn,
+  listNodesAndPods,
+  type LiveForecast,
+  type NodesAndPods,
+} from "./capacity.js";
 export { previewPlan } from "./preview.js";
 export type { SnapshotRegistry } from "./snapshots.js";

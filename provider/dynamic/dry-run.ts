@@ -22,10 +22,12 @@
  */
 import { capacityReasons } from "../../engine/capacity/index.js";
 import {
-  forecastPreview,
+  forecastOn,
   groupByShape,
   listCocoonSetsVisible,
   listFleetPods,
+  listNodesAndPods,
+  type NodesAndPods,
   plannedCocoonSet,
   previewCreates,
   readCocoonSet,
@@ -166,17 +168,16 @@ export function forecastUnavailableWarning(why: string): string {
 }
 
 /**
- * The capacity forecast's findings for `preview` (the fleet's live pods `pods`): its
- * refusals as check failures (`refuse`) or warnings (`warn`).
+ * The capacity forecast's findings for `preview` (the fleet's live pods `pods`) on `cluster`:
+ * its refusals as check failures (`refuse`) or warnings (`warn`).
  */
-async function capacityFindings(
-  client: KubeClient,
+function capacityFindings(
+  cluster: NodesAndPods,
   preview: PreviewCreates,
   pods: readonly Pod[],
-  mode: CapacityCheck,
-): Promise<PreviewFindings> {
-  if (mode === "off") return { refusals: [], warnings: [] };
-  const live = await forecastPreview(client, preview, pods);
+  mode: "refuse" | "warn",
+): PreviewFindings {
+  const live = forecastOn(cluster, preview, pods);
   if ("unavailable" in live)
     return { refusals: [], warnings: [forecastUnavailableWarning(live.unavailable)] };
   const reasons = capacityReasons(live.forecast);
@@ -201,6 +202,10 @@ export async function dryRunRefusals(inputs: DryRunInputs): Promise<PreviewFindi
   }
   try {
     const { namespace, name } = inputs;
+    // The forecast's two LISTs go out first: the apiserver answers them while the reads below
+    // and the planner run (a preview that returns early drops them).
+    const mode = inputs.capacityCheck ?? DEFAULT_CAPACITY_CHECK;
+    const cluster = mode === "off" ? undefined : listNodesAndPods(client);
     const live = await readCocoonSet(client, namespace, name);
     // Another CocoonSet than the Fleet's, or the Fleet's gone: `up` refuses that itself.
     if (live && inputs.uid && live.metadata.uid !== inputs.uid) return NOTHING;
@@ -218,16 +223,9 @@ export async function dryRunRefusals(inputs: DryRunInputs): Promise<PreviewFindi
       fanOut: inputs.fanOut,
     });
     if (preview.creates.length === 0) return NOTHING;
-    // The forecast's two LISTs go out beside the dry runs.
-    const capacity = capacityFindings(
-      client,
-      preview,
-      pods,
-      inputs.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
-    );
-    capacity.catch(() => undefined); // awaited below; not unhandled while the dry runs run
     const admission = await admissionRefusals(client, namespace, preview, inputs.fanOut);
-    const room = await capacity;
+    const room =
+      cluster && mode !== "off" ? capacityFindings(await cluster, preview, pods, mode) : NOTHING;
     return { refusals: [...admission, ...room.refusals], warnings: room.warnings };
   } catch (e) {
     process.stderr.write(

@@ -130,6 +130,7 @@ const FLEET_PLAIN = [
   "timeoutSeconds",
   "releaseTimeoutSeconds",
   "suspendTimeoutSeconds",
+  "capacityCheck",
 ] as const;
 
 async function construct(

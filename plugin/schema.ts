@@ -156,6 +156,11 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   adoptCocoonSet: bool(
     "Take over a CocoonSet of the same name that no Fleet created (applied with kubectl or another tool): this stack then manages it and `pulumi destroy` deletes it. Without it such a CocoonSet is refused. Default false.",
   ),
+  capacityCheck: {
+    type: "string",
+    description:
+      'What `pulumi preview` (and `up`, before any pod) does when the capacity forecast says a node would refuse pods this deploy creates: `"refuse"` fails naming the node, the figures and the slots; `"warn"` prints the same lines as warnings and `up` goes on; `"off"` lists no node or pod. Default "refuse" (`"warn"` is for nodes the forecast cannot see as they will be, e.g. an autoscaled pool). Changing it alone changes no slot.',
+  },
 };
 
 const fleetOutputs: Record<string, Property> = {
@@ -239,6 +244,7 @@ export function packageSchema(version: string) {
         phase: { type: "string" },
         status: any("The CocoonSet's status after the last `pulumi up`."),
         checkNamespace: { type: "boolean" },
+        capacityCheck: { type: "string" },
       }),
       "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {
         kubeconfig: { type: "string", secret: true },

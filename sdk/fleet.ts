@@ -23,6 +23,7 @@ import {
   type CocoonSetStatus,
 } from "../engine/spec/index.js";
 import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
+import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
@@ -132,6 +133,18 @@ export interface FleetArgs {
    * @default false
    */
   adoptCocoonSet?: boolean;
+  /**
+   * What `pulumi preview` (and `up`'s own check, before any pod) does when the capacity
+   * forecast says a node would refuse pods this deploy creates (sub-agents are bound to their
+   * main agent's node, where no scheduler checks for room): `"refuse"` fails with one
+   * `[slots.N] node … the kubelet would refuse slots …` reason per node; `"warn"` prints the
+   * same lines as warnings and lets `up` go on; `"off"` lists no node or pod at all. A
+   * kubeconfig that may not list nodes and pods cluster-wide gets a warning, never a failure.
+   * Changing it alone changes no slot.
+   * @default "refuse": a forecast that refuses is the point; `"warn"` is for clusters whose
+   * nodes the forecast cannot see as they will be (an autoscaled pool adds nodes after it)
+   */
+  capacityCheck?: CapacityCheck;
 }
 
 /**
@@ -365,6 +378,7 @@ export class Fleet extends pulumi.ComponentResource {
         // resource in `dependsOn` may create, may appear in this very deploy, so preview
         // cannot ask the cluster about it.
         checkNamespace: typeof args.namespace === "string" && opts.dependsOn === undefined,
+        capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
       },
       { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );

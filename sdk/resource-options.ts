@@ -53,13 +53,14 @@ export function fleetIgnoreChanges(
         "registryInsecure",
         "registryCredentials",
         "suspendTimeoutSeconds",
+        "capacityCheck",
       ].includes(first) &&
       tail(path) === ""
     ) {
       out.slots.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck" or "*"`,
       );
     }
   }

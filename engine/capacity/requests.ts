@@ -61,10 +61,26 @@ export function amountOf(r: Resources, name: string): Quantity {
   return r[name] ?? ZERO;
 }
 
+/**
+ * Quantities read so far, by their text: a forecast reads the same few values ("100m",
+ * "256Mi") on thousands of pods. Quantities are never changed in place, so they are shared.
+ */
+const readSoFar = new Map<string, Quantity | undefined>();
+const READ_CACHE_SIZE = 4096;
+
+function quantityOf(v: string | number): Quantity | undefined {
+  if (typeof v !== "string") return parseQuantity(v);
+  if (readSoFar.has(v)) return readSoFar.get(v);
+  const q = parseQuantity(v);
+  if (readSoFar.size >= READ_CACHE_SIZE) readSoFar.clear();
+  readSoFar.set(v, q);
+  return q;
+}
+
 function read(values: Values | undefined): Resources {
   const out: Resources = {};
   for (const [k, v] of Object.entries(values ?? {})) {
-    const q = parseQuantity(v);
+    const q = quantityOf(v);
     if (q) out[k] = q;
   }
   return out;

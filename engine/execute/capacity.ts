@@ -69,19 +69,46 @@ export async function forecastLive(
     nowMs: opts.nowMs ?? Date.now(),
     fanOut: opts.fanOut,
   });
-  const { creates, freed } = forecastCreates(preview, fleetPods);
+  const { creates } = forecastCreates(preview, fleetPods);
   if (creates.length === 0) return { forecast: { nodes: [], placements: [], fits: true } };
-  let nodes: ForecastNode[];
-  let pods: Pod[];
+  return forecastOn(await listNodesAndPods(client), preview, fleetPods);
+}
+
+/** What the forecast reads of the cluster, or why it could not be read. */
+export type NodesAndPods = { nodes: ForecastNode[]; pods: Pod[] } | { unavailable: string };
+
+/**
+ * The cluster's nodes and the unfinished pods bound to them in every namespace (one LIST
+ * each, in parallel); `unavailable` says why they could not be read (the caller may not list
+ * nodes or pods cluster-wide). Never rejects. `cocoonset plan` and `pulumi preview`
+ * (provider/dynamic/dry-run.ts, which starts it before its planner runs) share it.
+ */
+export async function listNodesAndPods(client: KubeClient): Promise<NodesAndPods> {
   try {
-    nodes = (await client.list<ForecastNode & KubeObject>(paths.nodes())).items;
-    pods = (
-      await client.list<Pod>(paths.allPods(), {
-        fieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
-      })
-    ).items;
+    const [nodes, pods] = await Promise.all([
+      client.list<ForecastNode & KubeObject>(paths.nodes()).then((l) => l.items),
+      client
+        .list<Pod>(paths.allPods(), {
+          fieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+        })
+        .then((l) => l.items),
+    ]);
+    return { nodes, pods };
   } catch (e) {
     return { unavailable: errorMessage(e) };
   }
-  return { forecast: forecastCapacity({ nodes, pods, freed, creates }) };
+}
+
+/** The forecast of what `preview` creates (the fleet's live pods `fleetPods`) on `cluster`. Pure. */
+export function forecastOn(
+  cluster: NodesAndPods,
+  preview: PreviewCreates,
+  fleetPods: readonly Pod[],
+): LiveForecast {
+  const { creates, freed } = forecastCreates(preview, fleetPods);
+  if (creates.length === 0) return { forecast: { nodes: [], placements: [], fits: true } };
+  if ("unavailable" in cluster) return { unavailable: cluster.unavailable };
+  return {
+    forecast: forecastCapacity({ nodes: cluster.nodes, pods: cluster.pods, freed, creates }),
+  };
 }

@@ -23,9 +23,17 @@ export {
   groupByShape,
   plannedCocoonSet,
   previewCreates,
+  type PreviewCreates,
   sendOnePerShape,
   type ShapeGroup,
 } from "./preview-creates.js";
-export { forecastCreates, forecastLive, type LiveForecast } from "./capacity.js";
+export {
+  forecastCreates,
+  forecastLive,
+  forecastOn,
+  listNodesAndPods,
+  type LiveForecast,
+  type NodesAndPods,
+} from "./capacity.js";
 export { previewPlan } from "./preview.js";
 export type { SnapshotRegistry } from "./snapshots.js";

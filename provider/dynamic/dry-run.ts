@@ -12,17 +12,27 @@
  *   name) share the answer of the first; at most `fanOut` dry runs are in flight.
  * - Dry runs do not add up (each is checked against the quota's current usage), so the pods'
  *   usage, as admission returned them, is also summed against the namespace's ResourceQuotas.
+ * - Room on the nodes, which no dry run sees (sub-agents are bound to their main agent's node,
+ *   the scheduler bypassed): the capacity forecast (engine/capacity) of the same creates
+ *   against the cluster's nodes and the pods bound to them, one refusal per node that would
+ *   refuse slots, as the Fleet's `capacityCheck` says: check failures (`refuse`), warnings
+ *   (`warn`), or not made at all (`off`: no node or pod is listed).
  * - A cluster that cannot be asked (unreachable, credentials refused, the namespace or the
  *   CRD created later in the same deploy) is no reason to fail the preview: `up` reports it.
  */
+import { capacityReasons } from "../../engine/capacity/index.js";
 import {
+  forecastOn,
   groupByShape,
   listCocoonSetsVisible,
   listFleetPods,
+  listNodesAndPods,
+  type NodesAndPods,
   plannedCocoonSet,
   previewCreates,
   readCocoonSet,
   sendOnePerShape,
+  type PreviewCreates,
   type ShapeGroup,
 } from "../../engine/execute/index.js";
 import {
@@ -57,6 +67,25 @@ export interface DryRunInputs {
   uid?: string;
   spec: CocoonSetSpec;
   fanOut?: number;
+  /** What the capacity forecast's refusals are. @default "refuse" */
+  capacityCheck?: CapacityCheck;
+}
+
+/** What `pulumi preview` does with the slots the nodes would refuse (the Fleet's `capacityCheck`). */
+export type CapacityCheck = "refuse" | "warn" | "off";
+
+/** The values of `capacityCheck`. */
+export const CAPACITY_CHECKS: readonly CapacityCheck[] = ["refuse", "warn", "off"];
+
+/** The Fleet's default `capacityCheck` (docs/behaviour.md §7.3 says why). */
+export const DEFAULT_CAPACITY_CHECK: CapacityCheck = "refuse";
+
+/** What the preview's cluster checks found. */
+export interface PreviewFindings {
+  /** Check failures, each naming its slot. */
+  refusals: string[];
+  /** Said and not failed on (`capacityCheck: "warn"`, a forecast that could not be made). */
+  warnings: string[];
 }
 
 /** The apiserver's answer to one dry-run create. */
@@ -133,28 +162,59 @@ async function cocoonSetsServed(client: KubeClient, namespace: string): Promise<
   }
 }
 
+/** The warning of a forecast that could not be made (said once per check). */
+export function forecastUnavailableWarning(why: string): string {
+  return `the capacity forecast was not made: the kubeconfig cannot list the cluster's nodes and the pods bound to them (${why}); \`pulumi up\` may create pods the nodes refuse. Grant list on nodes and pods cluster-wide, or set the Fleet's capacityCheck: "off"`;
+}
+
 /**
- * The refusals of a deploy of `inputs`, one reason per refused pod shape and per quota the
- * new pods overflow; empty when the cluster admits everything or cannot be asked.
+ * The capacity forecast's findings for `preview` (the fleet's live pods `pods`) on `cluster`:
+ * its refusals as check failures (`refuse`) or warnings (`warn`).
  */
-export async function dryRunRefusals(inputs: DryRunInputs): Promise<string[]> {
+function capacityFindings(
+  cluster: NodesAndPods,
+  preview: PreviewCreates,
+  pods: readonly Pod[],
+  mode: "refuse" | "warn",
+): PreviewFindings {
+  const live = forecastOn(cluster, preview, pods);
+  if ("unavailable" in live)
+    return { refusals: [], warnings: [forecastUnavailableWarning(live.unavailable)] };
+  const reasons = capacityReasons(live.forecast);
+  return mode === "refuse"
+    ? { refusals: reasons, warnings: [] }
+    : { refusals: [], warnings: reasons };
+}
+
+const NOTHING: PreviewFindings = { refusals: [], warnings: [] };
+
+/**
+ * The refusals of a deploy of `inputs`, one reason per refused pod shape, per quota the new
+ * pods overflow and (by `capacityCheck`) per node that would refuse slots; empty when the
+ * cluster admits everything or cannot be asked.
+ */
+export async function dryRunRefusals(inputs: DryRunInputs): Promise<PreviewFindings> {
   let client: KubeClient;
   try {
     client = KubeClient.fromString(inputs.kubeconfig, { requestTimeoutMs: 15_000 });
   } catch {
-    return [];
+    return NOTHING;
   }
   try {
     const { namespace, name } = inputs;
+    // The forecast's two LISTs go out first: the apiserver answers them while the reads below
+    // and the planner run (a preview that returns early drops them).
+    const mode = inputs.capacityCheck ?? DEFAULT_CAPACITY_CHECK;
+    const cluster = mode === "off" ? undefined : listNodesAndPods(client);
     const live = await readCocoonSet(client, namespace, name);
     // Another CocoonSet than the Fleet's, or the Fleet's gone: `up` refuses that itself.
-    if (live && inputs.uid && live.metadata.uid !== inputs.uid) return [];
-    if (!live && inputs.uid) return [];
-    if (!live && !(await cocoonSetsServed(client, namespace))) return [];
+    if (live && inputs.uid && live.metadata.uid !== inputs.uid) return NOTHING;
+    if (!live && inputs.uid) return NOTHING;
+    if (!live && !(await cocoonSetsServed(client, namespace))) return NOTHING;
     const cs: CocoonSet = plannedCocoonSet(namespace, name, inputs.spec, live);
     // A VM name another live fleet holds refuses the whole fleet, as `up` would.
     const clash = vmNameClash(cs, await listCocoonSetsVisible(client, namespace));
-    if (clash) return [vmNameClashMessage(cs, clash)];
+    if (clash) return { refusals: [vmNameClashMessage(cs, clash)], warnings: [] };
     const pods = live ? await listFleetPods(client, cs) : [];
     const preview = previewCreates({
       cocoonSet: cs,
@@ -162,35 +222,48 @@ export async function dryRunRefusals(inputs: DryRunInputs): Promise<string[]> {
       nowMs: Date.now(),
       fanOut: inputs.fanOut,
     });
-    if (preview.creates.length === 0) return [];
-    const groups = groupByShape(preview.creates);
-    const answers = await sendOnePerShape(groups, inputs.fanOut ?? DEFAULT_FANOUT, (c) =>
-      dryRunCreate(client, c.pod),
-    );
-    const reasons = answers.flatMap(({ group, answer }) =>
-      answer.kind === "refused" ? [refusalReason(group, answer.message)] : [],
-    );
-    if (answers.some((a) => a.answer.kind === "skipped")) return reasons;
-    // Pods already refused above are not counted again.
-    const counted = answers.flatMap(({ group, answer }) =>
-      answer.kind === "admitted"
-        ? group.creates.map((c) => ({ slot: c.slot, usage: podQuotaUsage(answer.pod) }))
-        : [],
-    );
-    const order = new Map(preview.creates.map((c, i) => [c.slot, i]));
-    counted.sort((a, b) => (order.get(a.slot) ?? 0) - (order.get(b.slot) ?? 0));
-    const overflows = quotaOverflows(
-      await quotasOf(client, namespace),
-      counted,
-      preview.removed.map(podQuotaUsage),
-    );
-    return [...reasons, ...overflows.map((o) => quotaReason(namespace, o))];
+    if (preview.creates.length === 0) return NOTHING;
+    const admission = await admissionRefusals(client, namespace, preview, inputs.fanOut);
+    const room =
+      cluster && mode !== "off" ? capacityFindings(await cluster, preview, pods, mode) : NOTHING;
+    return { refusals: [...admission, ...room.refusals], warnings: room.warnings };
   } catch (e) {
     process.stderr.write(
       `cocoonset: could not dry-run the pods of ${inputs.namespace}/${inputs.name} (${errorMessage(e)}); preview goes on without\n`,
     );
-    return [];
+    return NOTHING;
   } finally {
     client.close();
   }
+}
+
+/** The dry runs' refusals and the quota overflows of the pods `preview` creates. */
+async function admissionRefusals(
+  client: KubeClient,
+  namespace: string,
+  preview: PreviewCreates,
+  fanOut?: number,
+): Promise<string[]> {
+  const groups = groupByShape(preview.creates);
+  const answers = await sendOnePerShape(groups, fanOut ?? DEFAULT_FANOUT, (c) =>
+    dryRunCreate(client, c.pod),
+  );
+  const reasons = answers.flatMap(({ group, answer }) =>
+    answer.kind === "refused" ? [refusalReason(group, answer.message)] : [],
+  );
+  if (answers.some((a) => a.answer.kind === "skipped")) return reasons;
+  // Pods already refused above are not counted again.
+  const counted = answers.flatMap(({ group, answer }) =>
+    answer.kind === "admitted"
+      ? group.creates.map((c) => ({ slot: c.slot, usage: podQuotaUsage(answer.pod) }))
+      : [],
+  );
+  const order = new Map(preview.creates.map((c, i) => [c.slot, i]));
+  counted.sort((a, b) => (order.get(a.slot) ?? 0) - (order.get(b.slot) ?? 0));
+  const overflows = quotaOverflows(
+    await quotasOf(client, namespace),
+    counted,
+    preview.removed.map(podQuotaUsage),
+  );
+  return [...reasons, ...overflows.map((o) => quotaReason(namespace, o))];
 }

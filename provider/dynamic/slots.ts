@@ -18,7 +18,7 @@ import {
   type CocoonSetStatus,
   type Pod,
 } from "../../engine/spec/index.js";
-import { dryRunRefusals } from "./dry-run.js";
+import { CAPACITY_CHECKS, type CapacityCheck, dryRunRefusals } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
   converge,
@@ -104,6 +104,12 @@ export interface SlotsInputs {
    * as plain text, false when it comes from a resource (which may create it in the same deploy).
    */
   checkNamespace?: boolean;
+  /**
+   * What `check` does with the slots the capacity forecast says the nodes would refuse:
+   * fail (`refuse`), warn and go on (`warn`), or not forecast at all (`off`). Read by
+   * `check` only; a change of it alone changes no slot. @default "refuse"
+   */
+  capacityCheck?: CapacityCheck;
 }
 
 /**
@@ -161,8 +167,20 @@ export function slotsArgumentProblems(args: {
   registryCa?: unknown;
   registryInsecure?: unknown;
   registryCredentials?: unknown;
+  capacityCheck?: unknown;
 }): { property: string; reason: string }[] {
   const out: { property: string; reason: string }[] = [];
+  const capacityCheck = args.capacityCheck;
+  if (
+    capacityCheck !== undefined &&
+    !isUnknown(capacityCheck) &&
+    !CAPACITY_CHECKS.includes(capacityCheck as CapacityCheck)
+  ) {
+    out.push({
+      property: "capacityCheck",
+      reason: `[capacityCheck] must be one of ${CAPACITY_CHECKS.map((c) => `"${c}"`).join(", ")} (got ${describeValue(capacityCheck)})`,
+    });
+  }
   const fanOut = args.fanOut;
   if (
     fanOut !== undefined &&
@@ -351,15 +369,19 @@ export async function check(
     // slots resource's step, and a check failure stops both with the reason as written.
     // Property "": the reason names the slot itself (`[slots.3] ...`), and the engine would
     // print the whole slot map as the value of `slots`.
-    for (const reason of await dryRunRefusals({
+    const found = await dryRunRefusals({
       kubeconfig: news.kubeconfig as string,
       namespace: news.namespace as string,
       name: news.name as string,
       uid: knownUid(olds, news),
       spec: news.spec as CocoonSetSpec,
       fanOut: news.fanOut as number | undefined,
-    }))
-      failures.push({ property: "", reason });
+      capacityCheck: news.capacityCheck as CapacityCheck | undefined,
+    });
+    for (const reason of found.refusals) failures.push({ property: "", reason });
+    // The provider's output reaches the CLI's output as it is: a check has no warnings of its
+    // own to return, so a warning is a line of its own, prefixed as Pulumi prefixes them.
+    for (const line of found.warnings) process.stderr.write(`warning: ${line}\n`);
   }
   return { inputs: news, failures };
 }

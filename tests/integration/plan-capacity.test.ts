@@ -14,25 +14,21 @@ import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { before, describe, test, type TestContext } from "node:test";
+import { before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
-import { FAKE_NODE_ANNOTATION } from "../../cluster/local-cluster.js";
 import { converge, runPass } from "../../engine/execute/index.js";
 import type { CocoonSet } from "../../engine/spec/index.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
+import { poolNode } from "../support/pool-node.js";
 
 const client = adminClient();
 const run = promisify(execFile);
 const BIN = fileURLToPath(new URL("../../../bin/cocoonset", import.meta.url));
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
-
-interface NodeObject extends KubeObject {
-  status?: { conditions?: { type: string; status: string }[] };
-}
 
 interface PodObject extends KubeObject {
   status?: { phase?: string; reason?: string };
@@ -56,40 +52,6 @@ interface CapacityJSON {
     node: string | null;
     short: { resource: string; free: string; requested: string }[];
   }[];
-}
-
-/** A Ready simulated node of its own in pool `pool`, with the allocatable given. */
-async function poolNode(
-  t: TestContext,
-  pool: string,
-  allocatable: Record<string, string>,
-): Promise<string> {
-  const name = `pool-${pool}`;
-  await client.create(paths.nodes(), {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: {
-      name,
-      annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
-      labels: { "kubernetes.io/hostname": name, "cocoonstack.io/pool": pool },
-    },
-    // The engine's pods tolerate this taint; pods of other tests do not.
-    spec: {
-      taints: [{ key: "virtual-kubelet.io/provider", value: "cocoon", effect: "NoSchedule" }],
-    },
-  });
-  t.after(() => client.delete(`${paths.nodes()}/${name}`));
-  await waitForObject<NodeObject>(
-    client,
-    paths.nodes(),
-    name,
-    (n) => n?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
-    { timeoutMs: 60_000, description: `node ${name} to be Ready` },
-  );
-  await client.patch(`${paths.nodes()}/${name}/status`, {
-    status: { allocatable: allocatable, capacity: allocatable },
-  });
-  return name;
 }
 
 function spec(pool: string, replicas: number): Record<string, unknown> {

@@ -142,13 +142,13 @@ describe(
         plan.errors.join("\n"),
         new RegExp(`${vm} of CocoonSet ${ns}/x-yy is already held by CocoonSet ${nsx}/yy`),
       );
-      const refusals = await dryRunRefusals({
+      const found = await dryRunRefusals({
         kubeconfig: readFileSync(testKubeconfig(), "utf8"),
         namespace: ns,
         name: "x-yy",
         spec: planned.spec,
       });
-      assert.match(refusals.join("\n"), new RegExp(`already held by CocoonSet ${nsx}/yy`));
+      assert.match(found.refusals.join("\n"), new RegExp(`already held by CocoonSet ${nsx}/yy`));
 
       // Created anyway (suspended: it would restore yy's VM): refused, nothing created.
       const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "x-yy");

@@ -14,13 +14,13 @@ export interface RoleRule {
 
 /**
  * Creates ServiceAccount `name` in `ns`, a Role with `rules` and its binding, and returns a
- * client authenticated with a short-lived token for it (TokenRequest). Close it when done.
+ * kubeconfig (text) authenticated with a short-lived token for it (TokenRequest).
  */
-export async function serviceAccountClient(
+export async function serviceAccountKubeconfig(
   ns: string,
   name: string,
   rules: RoleRule[],
-): Promise<KubeClient> {
+): Promise<string> {
   const admin = adminClient();
   await admin.create(paths.serviceAccounts(ns), {
     apiVersion: "v1",
@@ -35,21 +35,28 @@ export async function serviceAccountClient(
   });
   const token = await bindRoleAndRequestToken(admin, ns, name, 600);
   const cluster = admin.config.getCurrentCluster()!;
-  return KubeClient.fromString(
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [
-        {
-          name: "c",
-          cluster: { server: cluster.server, "certificate-authority-data": cluster.caData },
-        },
-      ],
-      users: [{ name, user: { token } }],
-      contexts: [{ name: "c", context: { cluster: "c", user: name } }],
-      "current-context": "c",
-    }),
-  );
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [
+      {
+        name: "c",
+        cluster: { server: cluster.server, "certificate-authority-data": cluster.caData },
+      },
+    ],
+    users: [{ name, user: { token } }],
+    contexts: [{ name: "c", context: { cluster: "c", user: name } }],
+    "current-context": "c",
+  });
+}
+
+/** A client of {@link serviceAccountKubeconfig}'s service account. Close it when done. */
+export async function serviceAccountClient(
+  ns: string,
+  name: string,
+  rules: RoleRule[],
+): Promise<KubeClient> {
+  return KubeClient.fromString(await serviceAccountKubeconfig(ns, name, rules));
 }
 
 /**

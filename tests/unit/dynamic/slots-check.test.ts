@@ -61,6 +61,16 @@ describe("slots check", () => {
     assert.match(t.reason, /^\[timeoutSeconds\] must be a number of seconds between 1 and 86400/);
   });
 
+  it("refuses a capacityCheck that is not refuse, warn or off, naming the field", async () => {
+    for (const capacityCheck of ["Refuse", "", 1, true]) {
+      const [f] = await failures({ capacityCheck });
+      assert.equal(f?.property, "capacityCheck", String(capacityCheck));
+      assert.match(f.reason, /^\[capacityCheck\] must be one of "refuse", "warn", "off" \(got /);
+    }
+    for (const capacityCheck of ["refuse", "warn", "off", UNKNOWN])
+      assert.deepEqual(await failures({ capacityCheck }), [], String(capacityCheck));
+  });
+
   it("refuses a registry that is not host[:port][/prefix], and a suspend timeout out of range", async () => {
     const table: [unknown, RegExp][] = [
       ["reg istry:5000", /^\[registry\] must be host\[:port\]\[\/prefix\]/],

@@ -719,8 +719,8 @@ describe("Fleet", () => {
     assert.equal(slots.inputs.providerVersion, sdk.PROVIDER_VERSION);
     assert.match(sdk.PROVIDER_VERSION, /^\d+\.\d+\.\d+.*\+slots\.\d+$/);
     assert.deepEqual(
-      [slots.inputs.namespace, slots.inputs.name, slots.inputs.fanOut],
-      ["agents", "coder", 8],
+      [slots.inputs.namespace, slots.inputs.name, slots.inputs.fanOut, slots.inputs.capacityCheck],
+      ["agents", "coder", 8, "refuse"],
     );
     const slotsOpts = seen.find((s) => s.name === "coder-slots");
     assert.ok(slotsOpts?.opts.parent === fleet, "the Slots resource's parent is the Fleet");
@@ -778,6 +778,10 @@ describe("Fleet", () => {
         /\[registry\] must be host\[:port\]\[\/prefix\].*the prefix is lower-case .*\(got "registry\.example\.com\/Snapshots"\)/,
       ],
       [{ registry: "a b:5000" }, /\[registry\] must be host\[:port\]\[\/prefix\]/],
+      [
+        { capacityCheck: "strict" },
+        /\[capacityCheck\] must be one of "refuse", "warn", "off" \(got "strict"\)/,
+      ],
     ];
     for (const [args, message] of cases) {
       const before = registered.length;

@@ -26,6 +26,7 @@ void describe("fleetIgnoreChanges", () => {
     [["fanOut", "kubeconfig"], { cocoonSet: [], slots: ["fanOut", "kubeconfig"] }],
     [["registryCredentials"], { cocoonSet: [], slots: ["registryCredentials"] }],
     [["timeoutSeconds"], { cocoonSet: [], slots: ["timeoutSeconds"] }],
+    [["capacityCheck"], { cocoonSet: [], slots: ["capacityCheck"] }],
     [["*"], { cocoonSet: ["*"], slots: ["*"] }],
   ];
   for (const [paths, want] of table) {

@@ -7,11 +7,13 @@
  * [false], `adoptCrd` [none], `adoptCocoonSet` [false], `fanOut` [8], `providerKubeconfig` (secret; when set, the
  * Operator and the Fleet go through a Kubernetes provider built from it, and nothing else
  * is told the kubeconfig), `registry` [none], `registryCa` (PEM) [none], `registryUsername`
- * and `registryPassword` (secret; together they are the Fleet's `registryCredentials`) [none].
+ * and `registryPassword` (secret; together they are the Fleet's `registryCredentials`) [none],
+ * `nodePool` [the default pool], `cpu` (each agent's cpu request) [none], `capacityCheck`
+ * [the Fleet's default].
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { Fleet, Operator, type ToolboxSpec } from "pulumi-cocoonset";
+import { Fleet, type FleetArgs, Operator, type ToolboxSpec } from "pulumi-cocoonset";
 
 const config = new pulumi.Config();
 const namespace = config.require("namespace");
@@ -51,10 +53,13 @@ const fleet = new Fleet(
           password: config.requireSecret("registryPassword"),
         }
       : undefined,
+    capacityCheck: config.get<NonNullable<FleetArgs["capacityCheck"]>>("capacityCheck"),
     spec: {
+      nodePool: config.get("nodePool"),
       agent: {
         replicas: config.getNumber("replicas") ?? 10,
         image: config.get("image") ?? "agents/coder:1",
+        resources: config.get("cpu") ? { requests: { cpu: config.require("cpu") } } : undefined,
       },
       toolboxes: config.getObject<ToolboxSpec[]>("toolboxes") ?? [],
     },

@@ -1,0 +1,172 @@
+/**
+ * Benchmark: what the capacity forecast adds to the preview of a 1,000-slot fleet.
+ *
+ * Measured on the slots resource's `check` (provider/dynamic/slots.ts), the call `pulumi
+ * preview` makes for the slots and where the forecast runs, rather than a whole `pulumi
+ * preview`: the CLI, the language host and the CocoonSet's own preview add the same seconds
+ * to both sides, which would only dilute the ratio. Baseline in the same script: the same
+ * check with `capacityCheck: "off"` (the dry runs and the quota sums, no node or pod listed)
+ * against `"refuse"` (those plus the two LISTs and the forecast). Rounds alternate the two,
+ * after one warm-up of each; the figure is the ratio of the medians (goal ≤ 1.1×).
+ *
+ * Two previews on a private cluster (2 simulated nodes) that holds a live fleet of 1 + 1,000
+ * pods, all bound to one node, so the forecast lists and counts them:
+ * - `new fleet`: a second fleet of 1,000 sub-agents (1,001 pods created; the main agent is
+ *   placed by the scheduler, the sub-agents follow it);
+ * - `image change`: the live fleet's image changes (its 1,001 pods deleted and created again,
+ *   their room freed first).
+ *
+ * Usage: `npm run bench:preview-capacity` (or `./node_modules/.bin/node
+ * dist/bench/preview-capacity.js [--rounds N]` after a build). Prints a table and writes
+ * bench/results/preview-capacity.json (with its provenance) and preview-capacity.svg.
+ */
+import { readFileSync } from "node:fs";
+import { converge } from "../engine/execute/index.js";
+import { ensureCrd } from "../engine/execute/install-crd.js";
+import { API_VERSION } from "../engine/kube/api-names.js";
+import { KubeClient, paths } from "../engine/kube/index.js";
+import { KIND, type CocoonSet, type CocoonSetSpec } from "../engine/spec/index.js";
+import { check } from "../provider/dynamic/slots.js";
+import type { CapacityCheck } from "../provider/dynamic/dry-run.js";
+import { barChart } from "./chart.js";
+import { median, note, since, startRun, table, withCluster } from "./support.js";
+
+const REPLICAS = 1000;
+const NS = "bench";
+const spec = (image: string): CocoonSetSpec => ({
+  agent: { image, replicas: REPLICAS, resources: { requests: { cpu: "100m", memory: "256Mi" } } },
+});
+
+function roundsArg(argv: string[]): number {
+  const i = argv.indexOf("--rounds");
+  const n = i >= 0 ? Number(argv[i + 1]) : 15;
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`--rounds: a positive integer (got ${argv[i + 1]})`);
+  return n;
+}
+
+interface Case {
+  preview: string;
+  /** What the check is given: the last deploy's outputs (none for a new fleet) and the new inputs. */
+  olds: Record<string, unknown>;
+  news: Record<string, unknown>;
+}
+
+interface CaseFigures {
+  preview: string;
+  rounds: number;
+  offMs: number[];
+  refuseMs: number[];
+  offMedianMs: number;
+  refuseMedianMs: number;
+  ratio: number;
+}
+
+/** One check, timed; it must pass (the fleet fits). */
+async function timedCheck(c: Case, mode: CapacityCheck): Promise<number> {
+  const t0 = performance.now();
+  const { failures } = await check(c.olds, { ...c.news, capacityCheck: mode });
+  const ms = since(t0);
+  if (failures.length > 0)
+    throw new Error(`${c.preview} (${mode}): ${failures.map((f) => f.reason).join("; ")}`);
+  return ms;
+}
+
+async function measure(c: Case, rounds: number): Promise<CaseFigures> {
+  await timedCheck(c, "off");
+  await timedCheck(c, "refuse");
+  const offMs: number[] = [];
+  const refuseMs: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    // Alternating, and each round's order swapped, so drift in load falls on both alike.
+    const order: CapacityCheck[] = i % 2 === 0 ? ["off", "refuse"] : ["refuse", "off"];
+    for (const mode of order) (mode === "off" ? offMs : refuseMs).push(await timedCheck(c, mode));
+  }
+  const offMedianMs = median(offMs);
+  const refuseMedianMs = median(refuseMs);
+  note(`${c.preview}: off ${offMedianMs} ms, refuse ${refuseMedianMs} ms (medians of ${rounds})`);
+  return {
+    preview: c.preview,
+    rounds,
+    offMs,
+    refuseMs,
+    offMedianMs,
+    refuseMedianMs,
+    ratio: Math.round((refuseMedianMs / offMedianMs) * 1000) / 1000,
+  };
+}
+
+async function main(): Promise<void> {
+  const rounds = roundsArg(process.argv.slice(2));
+  const bench = startRun("preview-capacity");
+  const results = await withCluster("cocoonset-bench-preview-capacity", 2, async (cluster) => {
+    const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
+    const kubeconfig = readFileSync(cluster.kubeconfig, "utf8");
+    await ensureCrd(client);
+    await client.create(paths.namespaces(), {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: NS },
+    });
+    const image = "ghcr.io/cocoonstack/agent:1";
+    await client.create(paths.cocoonSets(NS), {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { name: "live", namespace: NS },
+      spec: spec(image),
+    });
+    note(`creating the live fleet (1 + ${REPLICAS} pods)`);
+    const t0 = performance.now();
+    const done = await converge(client, NS, "live", { fanOut: 64, timeoutMs: 900_000 });
+    if (done.failures.length > 0)
+      throw new Error(`the live fleet: ${done.failures.map((f) => f.message).join("; ")}`);
+    note(`live fleet converged in ${since(t0)} ms`);
+    const live = await client.get<CocoonSet>(paths.cocoonSet(NS, "live"));
+    const base = { kubeconfig, namespace: NS, providerVersion: "bench", fanOut: 8 };
+    const cases: Case[] = [
+      {
+        preview: "new fleet (1,001 pods created)",
+        olds: {},
+        news: { ...base, name: "fresh", spec: spec(image) },
+      },
+      {
+        preview: "image change (1,001 pods recreated)",
+        olds: { ...base, name: "live", uid: live.metadata.uid, spec: live.spec },
+        news: {
+          ...base,
+          name: "live",
+          uid: live.metadata.uid,
+          spec: spec("ghcr.io/cocoonstack/agent:2"),
+        },
+      },
+    ];
+    const out: CaseFigures[] = [];
+    for (const c of cases) out.push(await measure(c, rounds));
+    client.close();
+    return out;
+  });
+  const rows = [
+    ["preview (check of the slots)", "off (ms)", "refuse (ms)", "ratio"],
+    ...results.map((r) => [
+      r.preview,
+      String(r.offMedianMs),
+      String(r.refuseMedianMs),
+      `${r.ratio.toFixed(2)}×`,
+    ]),
+  ];
+  process.stdout.write(
+    `cocoonset preview-capacity benchmark — ${new Date().toISOString()} (medians of ${rounds} rounds; goal ≤ 1.10×)\n${table(rows)}\n`,
+  );
+  const chart = barChart({
+    title: "The slots' preview check of 1,000 slots, with the capacity forecast and without",
+    yTitle: "median ms",
+    bars: results.flatMap((r) => [
+      { group: r.preview, series: 'capacityCheck "off"', value: r.offMedianMs },
+      { group: r.preview, series: 'capacityCheck "refuse"', value: r.refuseMedianMs },
+    ]),
+  });
+  const files = await bench.write({ replicas: REPLICAS, results }, chart);
+  process.stdout.write(`written: ${files.join(", ")}\n`);
+}
+
+await main();

@@ -16,11 +16,17 @@
  * - `image change`: the live fleet's image changes (its 1,001 pods deleted and created again,
  *   their room freed first).
  *
+ * Then the same comparison on what a user waits for: the whole `pulumi preview` (the real CLI,
+ * a local file backend, the bench's Fleet program) of the new 1,000-slot fleet next to the
+ * live one, `capacityCheck` set to "off" and to "refuse" in alternate rounds.
+ *
  * Usage: `npm run bench:preview-capacity` (or `./node_modules/.bin/node
- * dist/bench/preview-capacity.js [--rounds N]` after a build). Prints a table and writes
+ * dist/bench/preview-capacity.js [--rounds N] [--preview-rounds N]` after a build; 15 and 5). Prints a table and writes
  * bench/results/preview-capacity.json (with its provenance) and preview-capacity.svg.
  */
+import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { converge } from "../engine/execute/index.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { API_VERSION } from "../engine/kube/api-names.js";
@@ -29,7 +35,17 @@ import { KIND, type CocoonSet, type CocoonSetSpec } from "../engine/spec/index.j
 import { check } from "../provider/dynamic/slots.js";
 import type { CapacityCheck } from "../provider/dynamic/dry-run.js";
 import { barChart } from "./chart.js";
-import { median, note, since, startRun, table, withCluster } from "./support.js";
+import { BenchWorkspace } from "./pulumi-env.js";
+import {
+  median,
+  note,
+  onInterrupt,
+  repoRoot,
+  since,
+  startRun,
+  table,
+  withCluster,
+} from "./support.js";
 
 const REPLICAS = 1000;
 const NS = "bench";
@@ -37,11 +53,11 @@ const spec = (image: string): CocoonSetSpec => ({
   agent: { image, replicas: REPLICAS, resources: { requests: { cpu: "100m", memory: "256Mi" } } },
 });
 
-function roundsArg(argv: string[]): number {
-  const i = argv.indexOf("--rounds");
-  const n = i >= 0 ? Number(argv[i + 1]) : 15;
+function roundsArg(argv: string[], flag: string, fallback: number): number {
+  const i = argv.indexOf(flag);
+  const n = i >= 0 ? Number(argv[i + 1]) : fallback;
   if (!Number.isInteger(n) || n < 1)
-    throw new Error(`--rounds: a positive integer (got ${argv[i + 1]})`);
+    throw new Error(`${flag}: a positive integer (got ${argv[i + 1]})`);
   return n;
 }
 
@@ -96,8 +112,61 @@ async function measure(c: Case, rounds: number): Promise<CaseFigures> {
   };
 }
 
+/** One whole `pulumi preview` of the stack with `capacityCheck` = `mode`, timed. */
+async function timedPreview(stack: Stack, mode: CapacityCheck): Promise<number> {
+  await stack.setConfig("capacityCheck", { value: mode });
+  const t0 = performance.now();
+  const { changeSummary } = await stack.preview();
+  const ms = since(t0);
+  if (!changeSummary.create)
+    throw new Error(`the preview (${mode}) creates nothing: ${JSON.stringify(changeSummary)}`);
+  return ms;
+}
+
+/** The whole preview of a new 1,000-slot fleet, "off" against "refuse", alternating. */
+async function measureWholePreview(kubeconfigFile: string, rounds: number): Promise<CaseFigures> {
+  const programDir = join(repoRoot, "dist", "bench", "programs", "fleet");
+  const ws = await BenchWorkspace.open(programDir, "index.js", kubeconfigFile);
+  const removeScratch = onInterrupt(() => ws.dispose());
+  try {
+    const stack = await ws.stack("capacity", {
+      namespace: NS,
+      name: "fresh",
+      replicas: String(REPLICAS),
+    });
+    const c: Case = { preview: "whole pulumi preview, new fleet", olds: {}, news: {} };
+    note(`${c.preview}: warming up`);
+    await timedPreview(stack, "off");
+    await timedPreview(stack, "refuse");
+    const offMs: number[] = [];
+    const refuseMs: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      const order: CapacityCheck[] = i % 2 === 0 ? ["off", "refuse"] : ["refuse", "off"];
+      for (const mode of order)
+        (mode === "off" ? offMs : refuseMs).push(await timedPreview(stack, mode));
+      note(`${c.preview}: round ${i + 1}: off ${offMs[i]} ms, refuse ${refuseMs[i]} ms`);
+    }
+    const offMedianMs = median(offMs);
+    const refuseMedianMs = median(refuseMs);
+    return {
+      preview: c.preview,
+      rounds,
+      offMs,
+      refuseMs,
+      offMedianMs,
+      refuseMedianMs,
+      ratio: Math.round((refuseMedianMs / offMedianMs) * 1000) / 1000,
+    };
+  } finally {
+    removeScratch();
+    ws.dispose();
+  }
+}
+
 async function main(): Promise<void> {
-  const rounds = roundsArg(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  const rounds = roundsArg(argv, "--rounds", 15);
+  const previewRounds = roundsArg(argv, "--preview-rounds", 5);
   const bench = startRun("preview-capacity");
   const results = await withCluster("cocoonset-bench-preview-capacity", 2, async (cluster) => {
     const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
@@ -142,11 +211,12 @@ async function main(): Promise<void> {
     ];
     const out: CaseFigures[] = [];
     for (const c of cases) out.push(await measure(c, rounds));
+    out.push(await measureWholePreview(cluster.kubeconfig, previewRounds));
     client.close();
     return out;
   });
   const rows = [
-    ["preview (check of the slots)", "off (ms)", "refuse (ms)", "ratio"],
+    ["preview", "off (ms)", "refuse (ms)", "ratio"],
     ...results.map((r) => [
       r.preview,
       String(r.offMedianMs),
@@ -155,17 +225,18 @@ async function main(): Promise<void> {
     ]),
   ];
   process.stdout.write(
-    `cocoonset preview-capacity benchmark — ${new Date().toISOString()} (medians of ${rounds} rounds; goal ≤ 1.10×)\n${table(rows)}\n`,
+    `cocoonset preview-capacity benchmark — ${new Date().toISOString()} (medians of ${rounds} rounds of the check and ${previewRounds} of the whole preview; goal ≤ 1.10×)\n${table(rows)}\n`,
   );
   const chart = barChart({
-    title: "The slots' preview check of 1,000 slots, with the capacity forecast and without",
+    title:
+      "A 1,000-slot preview (the slots' check, and the whole pulumi preview), with the capacity forecast and without",
     yTitle: "median ms",
     bars: results.flatMap((r) => [
       { group: r.preview, series: 'capacityCheck "off"', value: r.offMedianMs },
       { group: r.preview, series: 'capacityCheck "refuse"', value: r.refuseMedianMs },
     ]),
   });
-  const files = await bench.write({ replicas: REPLICAS, results }, chart);
+  const files = await bench.write({ replicas: REPLICAS, rounds, previewRounds, results }, chart);
   process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 

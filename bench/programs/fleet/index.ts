@@ -4,7 +4,7 @@
  * at run time, so stack files never land in the source tree.
  *
  * Config: `namespace` (required, must exist), `name` [fleet], `replicas` [0], `image`
- * [ghcr.io/cocoonstack/agent:1].
+ * [ghcr.io/cocoonstack/agent:1], `capacityCheck` [the Fleet's default].
  */
 import * as pulumi from "@pulumi/pulumi";
 import { Fleet } from "pulumi-cocoonset";
@@ -17,6 +17,7 @@ const fleet = new Fleet("fleet", {
   // Generous: a slow 2-core machine must not turn a benchmark into a timeout.
   timeoutSeconds: 600,
   releaseTimeoutSeconds: 300,
+  capacityCheck: config.get<"refuse" | "warn" | "off">("capacityCheck"),
   spec: {
     agent: {
       replicas: config.getNumber("replicas") ?? 0,

@@ -102,8 +102,8 @@ let WINDOW_MS = 30_000;
 const FAILURE_TRIALS = 5;
 /** At most this many points of the Ready-pods timeline are kept per run. */
 const TIMELINE_POINTS = 200;
-/** The converge deadline: 5 minutes, plus 60 ms per pod past 1,000 (11,000 pods: 15 minutes). */
-const convergeTimeoutMs = (pods: number) => 300_000 + Math.max(0, pods - 1000) * 60;
+/** The converge deadline: 5 minutes, plus 150 ms per pod past 1,000 (11,000 pods: 30 minutes). */
+const convergeTimeoutMs = (pods: number) => 300_000 + Math.max(0, pods - 1000) * 150;
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const SIMULATE = "cocoonset.cocoonstack.io/simulate";
 /** An annotation neither controller reads: a pod change that makes a pass and changes nothing. */
@@ -1045,6 +1045,67 @@ async function main(): Promise<void> {
     });
 
   const runs: WorkloadRun[] = [];
+  /** The record and chart of the runs so far: written after every side, so a run cut short keeps what it measured. */
+  const save = async (): Promise<string[]> => {
+    const record = {
+      date: new Date().toISOString(),
+      machine: machine(),
+      cluster:
+        "a fresh private embedded cluster (2 simulated nodes) for each controller and workload",
+      peer: {
+        module: PEER_MODULE,
+        version: PEER_VERSION,
+        available: peer.ok,
+        reason: peer.ok ? undefined : peer.reason,
+      },
+      method: {
+        settleMs: SETTLE_MS,
+        windowMs: WINDOW_MS,
+        failureTrials: FAILURE_TRIALS,
+        order:
+          "per workload: ours, then ours as --shards processes (when asked), then the peer; each on a fresh private cluster; one controller at a time",
+      },
+      workloads: runs.map((r) => ({
+        ...r.workload,
+        ratios: ratios(r),
+        ours: r.ours,
+        oursMissing: r.oursMissing,
+        peer: r.peer,
+        peerMissing: r.peerMissing,
+        sharded: r.sharded,
+        shardedMissing: r.shardedMissing,
+      })),
+    };
+
+    const chart = lineChart({
+      title: "Pods Ready from the first create until converged",
+      xTitle: "seconds since the first create",
+      yTitle: "pods Ready",
+      step: true,
+      facet: { field: "workload", title: "workload (CocoonSets x sub-agents)", columns: 3 },
+      points: runs.flatMap((r) =>
+        (
+          [
+            ["ours", r.ours],
+            ["peer", r.peer],
+            [`ours, ${r.sharded?.shards ?? 0} shards`, r.sharded],
+          ] as const
+        ).flatMap(([series, f]) =>
+          (f?.readyTimeline ?? []).map((p) => ({
+            workload: r.workload.id,
+            series,
+            x: p.ms / 1000,
+            y: p.ready,
+          })),
+        ),
+      ),
+    });
+    return run.write(
+      { ...record, complete: runs.length === opts.workloads.length && finished },
+      chart,
+    );
+  };
+  let finished = false;
   for (const w of opts.workloads) {
     const r: WorkloadRun = { workload: w };
     runs.push(r);
@@ -1062,6 +1123,7 @@ async function main(): Promise<void> {
       r.oursMissing = `our run failed: ${(e as Error).message}`;
       note(r.oursMissing);
     }
+    await save();
     if (opts.shards > 1 && w.sets >= opts.shards) {
       note(`workload ${w.id}: ours as ${opts.shards} shards`);
       try {
@@ -1080,6 +1142,7 @@ async function main(): Promise<void> {
         r.shardedMissing = `the sharded run failed: ${(e as Error).message}`;
         note(r.shardedMissing);
       }
+      await save();
     }
     if (!peer.ok) {
       r.peerMissing = peer.reason;
@@ -1100,69 +1163,19 @@ async function main(): Promise<void> {
       r.peerMissing = `the peer run failed: ${(e as Error).message}`;
       note(r.peerMissing);
     }
+    await save();
   }
 
-  const record = {
-    date: new Date().toISOString(),
-    machine: machine(),
-    cluster:
-      "a fresh private embedded cluster (2 simulated nodes) for each controller and workload",
-    peer: {
-      module: PEER_MODULE,
-      version: PEER_VERSION,
-      available: peer.ok,
-      reason: peer.ok ? undefined : peer.reason,
-    },
-    method: {
-      settleMs: SETTLE_MS,
-      windowMs: WINDOW_MS,
-      failureTrials: FAILURE_TRIALS,
-      order:
-        "per workload: ours, then the peer; each on a fresh private cluster; one controller process at a time",
-    },
-    workloads: runs.map((r) => ({
-      ...r.workload,
-      ratios: ratios(r),
-      ours: r.ours,
-      oursMissing: r.oursMissing,
-      peer: r.peer,
-      peerMissing: r.peerMissing,
-      sharded: r.sharded,
-      shardedMissing: r.shardedMissing,
-    })),
-  };
-
-  const m = record.machine;
+  finished = true;
+  const m = machine();
   process.stdout.write(
     [
-      `cocoonset controller benchmark — ${record.date}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
+      `cocoonset controller benchmark — ${new Date().toISOString()}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
       ...runs.map((r) => "\n" + workloadTable(r)),
     ].join("\n") + "\n",
   );
-  const chart = lineChart({
-    title: "Pods Ready from the first create until converged",
-    xTitle: "seconds since the first create",
-    yTitle: "pods Ready",
-    step: true,
-    facet: { field: "workload", title: "workload (CocoonSets x sub-agents)", columns: 3 },
-    points: runs.flatMap((r) =>
-      (
-        [
-          ["ours", r.ours],
-          ["peer", r.peer],
-          [`ours, ${r.sharded?.shards ?? 0} shards`, r.sharded],
-        ] as const
-      ).flatMap(([series, f]) =>
-        (f?.readyTimeline ?? []).map((p) => ({
-          workload: r.workload.id,
-          series,
-          x: p.ms / 1000,
-          y: p.ready,
-        })),
-      ),
-    ),
-  });
-  const files = await run.write(record, chart);
+
+  const files = await save();
   process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 

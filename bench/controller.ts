@@ -384,7 +384,11 @@ async function untilConverged(
           );
         }
       } catch (e) {
-        if (!abort.signal.aborted && !isGone(e)) throw e;
+        // An expired watch, or a stream the apiserver cut (a reset under load): list again.
+        if (!abort.signal.aborted && !isGone(e)) {
+          note(`the pod watch broke (${(e as Error).message}); listing again`);
+          await pause(500);
+        }
       }
       if (done) return { convergeMs: since(t0()), timeline };
       if (abort.signal.aborted)
@@ -517,6 +521,8 @@ export async function measure(
       () => t0,
       convergeTimeoutMs(w.sets * podsPerSet),
     );
+    // Awaited below; a failure before then must not go unhandled meanwhile.
+    done.catch(() => undefined);
     // The watch is listed and open before the first create (a list of the pods so far).
     await pause(500);
     const cpu0 = cpus();

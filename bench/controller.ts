@@ -972,10 +972,17 @@ function shardedTable(r: WorkloadRun): string {
 }
 
 /** The command line: which workloads, whether to run the peer, the steady-state window. */
-function options(): { workloads: Workload[]; peer: boolean; shards: number; name: string } {
+function options(): {
+  workloads: Workload[];
+  peer: boolean;
+  ours: boolean;
+  shards: number;
+  name: string;
+} {
   const { values } = parseArgs({
     options: {
       workload: { type: "string", multiple: true },
+      "no-ours": { type: "boolean", default: false },
       "no-peer": { type: "boolean", default: false },
       shards: { type: "string" },
       name: { type: "string" },
@@ -1005,6 +1012,7 @@ function options(): { workloads: Workload[]; peer: boolean; shards: number; name
   return {
     workloads: ids.split(",").filter(Boolean).map(parseWorkload),
     peer: !values["no-peer"] && process.env.COCOONSET_BENCH_PEER !== "0",
+    ours: !values["no-ours"],
     shards,
     name,
   };
@@ -1115,20 +1123,22 @@ async function main(): Promise<void> {
   for (const w of opts.workloads) {
     const r: WorkloadRun = { workload: w };
     runs.push(r);
-    note(`workload ${w.id}: ours`);
-    try {
-      r.ours = await side(
-        `ours-${w.id}`,
-        async (admin) => {
-          await ensureCrd(admin);
-        },
-        startOurs,
-        w,
-      );
-    } catch (e) {
-      r.oursMissing = `our run failed: ${(e as Error).message}`;
-      note(r.oursMissing);
-    }
+    if (!opts.ours) r.oursMissing = "not run (--no-ours)";
+    else
+      try {
+        note(`workload ${w.id}: ours`);
+        r.ours = await side(
+          `ours-${w.id}`,
+          async (admin) => {
+            await ensureCrd(admin);
+          },
+          startOurs,
+          w,
+        );
+      } catch (e) {
+        r.oursMissing = `our run failed: ${(e as Error).message}`;
+        note(r.oursMissing);
+      }
     await save();
     if (opts.shards > 1 && w.sets >= opts.shards) {
       note(`workload ${w.id}: ours as ${opts.shards} shards`);

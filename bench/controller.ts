@@ -35,7 +35,7 @@ import type { ClusterState } from "../cluster/index.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
-import { KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
+import { isGone, KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
 import {
   PEER_MODULE,
   PEER_VERSION,
@@ -48,6 +48,7 @@ import {
 } from "./peer.js";
 import { lineChart } from "./chart.js";
 import {
+  cpuSeconds,
   freePort,
   loadAverage,
   machine,
@@ -101,7 +102,8 @@ let WINDOW_MS = 30_000;
 const FAILURE_TRIALS = 5;
 /** At most this many points of the Ready-pods timeline are kept per run. */
 const TIMELINE_POINTS = 200;
-const CONVERGE_TIMEOUT_MS = 300_000;
+/** The converge deadline: 5 minutes, plus 150 ms per pod past 1,000 (11,000 pods: 30 minutes). */
+const convergeTimeoutMs = (pods: number) => 300_000 + Math.max(0, pods - 1000) * 150;
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const SIMULATE = "cocoonset.cocoonstack.io/simulate";
 /** An annotation neither controller reads: a pod change that makes a pass and changes nothing. */
@@ -142,6 +144,40 @@ export interface SideFigures {
   medianReplacementReadyMs: number | null;
   /** Ready pods of the workload over time, ms since the first create (thinned). */
   readyTimeline: { ms: number; ready: number }[];
+  /**
+   * The controller's CPU seconds (user + system, `/proc/<pid>/stat`, summed over its
+   * processes): from the first create to converged, and from then to the end of the failure
+   * trials (settle, window, pokes, trials). Null where unread.
+   */
+  cpuToConvergeS?: number | null;
+  cpuAfterConvergeS?: number | null;
+  /** Per controller process (one per shard; one for an unsharded run). */
+  processes?: ProcessFigures[];
+  /**
+   * The embedded cluster's own processes over the same two spans: CPU seconds, and RSS once
+   * converged; their CPU share while converging is CPU seconds over the converge time
+   * (cores busy on average; the machine has `machine.cores`).
+   */
+  clusterProcesses?: Record<string, ClusterProcessFigures>;
+}
+
+/** One controller process: its shard, CPU seconds and RSS. */
+export interface ProcessFigures {
+  shard: string;
+  cpuToConvergeS: number | null;
+  cpuAfterConvergeS: number | null;
+  rssMiB: number;
+  peakRssMiB: number;
+}
+
+/** One process of the embedded cluster (kube-apiserver, etcd, kwok, ...). */
+export interface ClusterProcessFigures {
+  cpuToConvergeS: number | null;
+  cpuAfterConvergeS: number | null;
+  /** CPU seconds while converging over the converge time: cores busy on average. */
+  convergeCores: number | null;
+  rssMiB: number;
+  peakRssMiB: number;
 }
 
 /** One workload's run: both sides' figures, or why a side has none. */
@@ -151,36 +187,60 @@ interface WorkloadRun {
   oursMissing?: string;
   peer?: SideFigures;
   peerMissing?: string;
+  /** `--shards N`: ours again as N processes, `--shard I/N` each with leader election. */
+  sharded?: SideFigures & { shards: number };
+  shardedMissing?: string;
 }
+
+/** The embedded cluster's processes whose CPU and memory a run records. */
+const CLUSTER_PROCESSES = [
+  "kube-apiserver",
+  "etcd",
+  "kwok",
+  "kube-scheduler",
+  "kube-controller-manager",
+];
 
 const mib = (kib: number | undefined) => (kib === undefined ? NaN : Math.round(kib / 102.4) / 10);
 const live = (p: KubeObject) => !p.metadata.deletionTimestamp;
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A controller process, with where its Prometheus metrics are served (when known). */
-export type ControllerChild = Child & { metricsUrl?: string };
+export type ControllerChild = Child & {
+  metricsUrl?: string;
+  /** Every process's metrics, when the controller runs as several (shards). */
+  metricsUrls?: string[];
+  /** `I/N` of a sharded process. */
+  shard?: string;
+};
 
-/** Sum of `controller_runtime_reconcile_total` of the CocoonSet controller; null when unread. */
+/**
+ * Sum of `controller_runtime_reconcile_total` of the CocoonSet controller (over every process
+ * of a sharded run); null when unread.
+ */
 async function passesSoFar(child: ControllerChild): Promise<number | null> {
-  if (!child.metricsUrl) return null;
-  const text = await new Promise<string | null>((resolve) => {
-    const req = get(child.metricsUrl!, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (body += d));
-      res.on("end", () => resolve(res.statusCode === 200 ? body : null));
-    });
-    req.on("error", () => resolve(null));
-    req.setTimeout(5000, () => req.destroy());
-  });
-  if (text === null) return null;
+  const urls = child.metricsUrls ?? (child.metricsUrl ? [child.metricsUrl] : []);
+  if (urls.length === 0) return null;
   let n = 0;
-  for (const line of text.split("\n"))
-    if (
-      line.startsWith("controller_runtime_reconcile_total{") &&
-      /controller="cocoonset"/.test(line)
-    )
-      n += Number(line.slice(line.lastIndexOf(" ") + 1)) || 0;
+  for (const url of urls) {
+    const text = await new Promise<string | null>((resolve) => {
+      const req = get(url, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (body += d));
+        res.on("end", () => resolve(res.statusCode === 200 ? body : null));
+      });
+      req.on("error", () => resolve(null));
+      req.setTimeout(5000, () => req.destroy());
+    });
+    if (text === null) return null;
+    for (const line of text.split("\n"))
+      if (
+        line.startsWith("controller_runtime_reconcile_total{") &&
+        /controller="cocoonset"/.test(line)
+      )
+        n += Number(line.slice(line.lastIndexOf(" ") + 1)) || 0;
+  }
   return n;
 }
 
@@ -248,32 +308,97 @@ function workloadSets(prefix: string, w: Workload): { ns: string; name: string }
   }));
 }
 
-/** Ready pods of the workload, and whether every CocoonSet has all its pods Ready. */
-function readiness(
-  sets: { ns: string; name: string }[],
-  podsPerSet: number,
-  pods: KubeObject[],
-): { ready: number; converged: boolean } {
-  const bySet = new Map<string, number>();
-  let ready = 0;
-  for (const p of pods) {
-    if (!live(p) || !isReady(p)) continue;
-    ready++;
-    const key = `${p.metadata.namespace}/${p.metadata.labels?.[LABELS.name]}`;
-    bySet.set(key, (bySet.get(key) ?? 0) + 1);
-  }
-  return {
-    ready,
-    converged: sets.every((s) => (bySet.get(`${s.ns}/${s.name}`) ?? 0) >= podsPerSet),
-  };
-}
-
 /** At most `n` points of a timeline, evenly picked, the first and the last kept. */
 function thin<T>(points: T[], n: number): T[] {
   if (points.length <= n) return points;
   const out: T[] = [];
   for (let i = 0; i < n; i++) out.push(points[Math.round((i * (points.length - 1)) / (n - 1))]);
   return out;
+}
+
+/**
+ * Watches the workload's pods until every CocoonSet has `podsPerSet` Ready pods; returns
+ * the time since `t0()` and the count of Ready pods over that time. Counts are kept per
+ * event (an 11,000-pod workload is not walked again on every event). Events before `t0()`
+ * is set (non-zero) are counted but start no timeline.
+ */
+async function untilConverged(
+  admin: KubeClient,
+  sets: { ns: string; name: string }[],
+  podsPerSet: number,
+  t0: () => number,
+  timeoutMs: number,
+): Promise<{ convergeMs: number; timeline: { ms: number; ready: number }[] }> {
+  const wanted = new Set(sets.map((s) => `${s.ns}/${s.name}`));
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  let readyBySet = new Map<string, number>();
+  let counted = new Map<string, string>();
+  let ready = 0;
+  let full = 0;
+  const timeline: { ms: number; ready: number }[] = [];
+  const add = (set: string, by: number) => {
+    const before = readyBySet.get(set) ?? 0;
+    const after = before + by;
+    readyBySet.set(set, after);
+    if (before < podsPerSet && after >= podsPerSet) full++;
+    if (before >= podsPerSet && after < podsPerSet) full--;
+    ready += by;
+  };
+  const apply = (type: string, p: KubeObject) => {
+    const key = `${p.metadata.namespace}/${p.metadata.name}`;
+    const set = `${p.metadata.namespace}/${p.metadata.labels?.[LABELS.name]}`;
+    const now = type !== "DELETED" && live(p) && isReady(p) && wanted.has(set) ? set : undefined;
+    const before = counted.get(key);
+    if (before === now) return;
+    if (before) add(before, -1);
+    if (now) add(now, 1);
+    if (now) counted.set(key, now);
+    else counted.delete(key);
+    if (t0() !== 0 && ready !== timeline[timeline.length - 1]?.ready)
+      timeline.push({ ms: since(t0()), ready });
+  };
+  const converged = () => t0() !== 0 && full === wanted.size;
+  try {
+    for (;;) {
+      const list = await admin.list(ALL_PODS, { labelSelector: LABELS.name });
+      readyBySet = new Map();
+      counted = new Map();
+      ready = 0;
+      full = 0;
+      for (const p of list.items) apply("ADDED", p);
+      if (converged()) return { convergeMs: since(t0()), timeline };
+      let rv = list.metadata.resourceVersion;
+      let done = false;
+      try {
+        while (!done && !abort.signal.aborted) {
+          rv = await admin.watch(
+            ALL_PODS,
+            { labelSelector: LABELS.name, resourceVersion: rv, timeoutSeconds: 60 },
+            (ev) => {
+              if (ev.type !== "ADDED" && ev.type !== "MODIFIED" && ev.type !== "DELETED") return;
+              apply(ev.type, ev.object);
+              return (done = converged());
+            },
+            abort.signal,
+          );
+        }
+      } catch (e) {
+        // An expired watch, or a stream the apiserver cut (a reset under load): list again.
+        if (!abort.signal.aborted && !isGone(e)) {
+          note(`the pod watch broke (${(e as Error).message}); listing again`);
+          await pause(500);
+        }
+      }
+      if (done) return { convergeMs: since(t0()), timeline };
+      if (abort.signal.aborted)
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${sets.length} CocoonSets with ${podsPerSet} Ready pods each (${full} converged, ${ready} pods Ready)`,
+        );
+    }
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -329,9 +454,11 @@ export async function measure(
   kubeconfig: string,
   stateDir: string,
   side: string,
-  start: (proxyKubeconfig: string) => Promise<ControllerChild>,
+  start: (proxyKubeconfig: string) => Promise<ControllerChild | ControllerChild[]>,
   w: Workload = DEFAULT_WORKLOAD,
   teardown = true,
+  /** The embedded cluster's process ids by component name, for their CPU and RSS. */
+  clusterPids: Record<string, number> = {},
 ): Promise<SideFigures> {
   const prefix = `bench-${side}`;
   const sets = workloadSets(prefix, w);
@@ -359,41 +486,48 @@ export async function measure(
     });
   };
   const loadAtStart = loadAverage();
-  let child: ControllerChild;
+  let children: ControllerChild[];
   try {
-    child = await start(counter.kubeconfig);
+    children = ([] as ControllerChild[]).concat(await start(counter.kubeconfig));
   } catch (e) {
     await counter.close();
     throw e;
   }
-  const startRss = rssKiB(child.pid);
+  // One process, or one per shard: passes and memory are summed over them.
+  const child: ControllerChild = {
+    ...children[0],
+    metricsUrls: children.every((c) => c.metricsUrl)
+      ? children.map((c) => c.metricsUrl!)
+      : undefined,
+    stop: async (graceMs?: number) => {
+      await Promise.all(children.map((c) => c.stop(graceMs)));
+    },
+  };
+  const sumOf = (xs: (number | undefined)[]) =>
+    xs.some((x) => x === undefined) ? undefined : xs.reduce<number>((a, x) => a + (x ?? 0), 0);
+  const cpus = () => children.map((c) => cpuSeconds(c.pid));
+  const clusterCpus = () =>
+    Object.fromEntries(Object.entries(clusterPids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+  const startRss = sumOf(children.map((c) => rssKiB(c.pid)));
   note(`${side}: ready; RSS right after start ${mib(startRss)} MiB; load ${loadAtStart.join(" ")}`);
   try {
     note(`${side}: creating ${w.sets} CocoonSets × ${w.replicas} sub-agents at once`);
     const c0 = counter.snapshot();
     let t0 = 0;
-    let convergeMs = 0;
-    const timeline: { ms: number; ready: number }[] = [];
-    const done = waitForList(
+    const done = untilConverged(
       admin,
-      ALL_PODS,
-      (items) => {
-        if (t0 === 0) return false;
-        const r = readiness(sets, podsPerSet, items.filter(ours));
-        if (r.ready !== timeline[timeline.length - 1]?.ready)
-          timeline.push({ ms: since(t0), ready: r.ready });
-        if (!r.converged) return false;
-        convergeMs = since(t0);
-        return true;
-      },
-      {
-        labelSelector: LABELS.name,
-        timeoutMs: CONVERGE_TIMEOUT_MS,
-        description: `${w.sets} CocoonSets with ${podsPerSet} Ready pods each`,
-      },
+      sets,
+      podsPerSet,
+      () => t0,
+      convergeTimeoutMs(w.sets * podsPerSet),
     );
+    // Awaited below; a failure before then must not go unhandled meanwhile.
+    done.catch(() => undefined);
+    // The watch is listed and open before the first create (a list of the pods so far).
+    await pause(500);
+    const cpu0 = cpus();
+    const cluster0 = clusterCpus();
     t0 = performance.now();
-    timeline.push({ ms: 0, ready: 0 });
     await Promise.all(
       sets.map((s) =>
         admin.create(paths.cocoonSets(s.ns), {
@@ -404,7 +538,13 @@ export async function measure(
         }),
       ),
     );
-    await done;
+    const { convergeMs, timeline } = await done;
+    timeline.unshift({ ms: 0, ready: 0 });
+    const cpu1 = cpus();
+    const cluster1 = clusterCpus();
+    const clusterRss = Object.fromEntries(
+      Object.entries(clusterPids).map(([k, pid]) => [k, [rssKiB(pid), rssKiB(pid, "VmHWM")]]),
+    );
     const convergeRequests = delta(c0, counter.snapshot());
     note(`${side}: converged in ${convergeMs} ms; settling ${SETTLE_MS / 1000} s`);
 
@@ -413,8 +553,10 @@ export async function measure(
     const w0 = counter.snapshot();
     await pause(WINDOW_MS);
     const steadyRequests = delta(w0, counter.snapshot());
-    const rss = rssKiB(child.pid);
-    const peak = rssKiB(child.pid, "VmHWM");
+    const rssEach = children.map((c) => rssKiB(c.pid));
+    const peakEach = children.map((c) => rssKiB(c.pid, "VmHWM"));
+    const rss = sumOf(rssEach);
+    const peak = sumOf(peakEach);
 
     // Steady-state passes: a converged sub-agent annotated, which neither controller acts on.
     const pick = (i: number) =>
@@ -463,8 +605,46 @@ export async function measure(
     const rebuildReads = reads(delta(f0, counter.snapshot()));
     const rebuildPasses = r0 === null || r1 === null ? null : r1 - r0;
 
+    const cpu2 = cpus();
+    const cluster2 = clusterCpus();
+    const secs = (a: number | undefined, b: number | undefined) =>
+      a === undefined || b === undefined ? null : Math.round((b - a) * 100) / 100;
+    const total = (xs: (number | null)[]) =>
+      xs.some((x) => x === null)
+        ? null
+        : Math.round(xs.reduce<number>((a, x) => a + x!, 0) * 100) / 100;
+    const processes: ProcessFigures[] = children.map((c, i) => ({
+      shard: c.shard ?? "0/1",
+      cpuToConvergeS: secs(cpu0[i], cpu1[i]),
+      cpuAfterConvergeS: secs(cpu1[i], cpu2[i]),
+      rssMiB: mib(rssEach[i]),
+      peakRssMiB: mib(peakEach[i]),
+    }));
+    const clusterProcesses = Object.fromEntries(
+      Object.keys(clusterPids).map((k) => {
+        const toConverge = secs(cluster0[k], cluster1[k]);
+        return [
+          k,
+          {
+            cpuToConvergeS: toConverge,
+            cpuAfterConvergeS: secs(cluster1[k], cluster2[k]),
+            convergeCores:
+              toConverge === null
+                ? null
+                : Math.round((toConverge / (convergeMs / 1000)) * 100) / 100,
+            rssMiB: mib(clusterRss[k][0]),
+            peakRssMiB: mib(clusterRss[k][1]),
+          } satisfies ClusterProcessFigures,
+        ];
+      }),
+    );
+
     const valid = (xs: (number | null)[]) => xs.filter((x): x is number => x !== null);
     return {
+      cpuToConvergeS: total(processes.map((p) => p.cpuToConvergeS)),
+      cpuAfterConvergeS: total(processes.map((p) => p.cpuAfterConvergeS)),
+      processes,
+      clusterProcesses,
       loadAtStart,
       startRssMiB: mib(startRss),
       convergeMs,
@@ -514,6 +694,69 @@ async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
   return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });
+}
+
+/** The text of a metrics page, or null. */
+function scrape(url: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const req = get(url, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (body += d));
+      res.on("end", () => resolve(res.statusCode === 200 ? body : null));
+    });
+    req.on("error", () => resolve(null));
+    req.setTimeout(5000, () => req.destroy());
+  });
+}
+
+/**
+ * Starts the project's controller as `shards` processes, `--shard I/N` each with leader
+ * election (a Lease per shard), and waits until every one leads its shard.
+ */
+function startSharded(shards: number) {
+  return async (proxyKubeconfig: string): Promise<ControllerChild[]> => {
+    const children: ControllerChild[] = [];
+    try {
+      for (let i = 0; i < shards; i++) {
+        const [metrics, probe] = [await freePort(), await freePort()];
+        const child = startChild(
+          process.execPath,
+          [
+            join(repoRoot, "dist", "cli", "main.js"),
+            "controller",
+            "--kubeconfig",
+            proxyKubeconfig,
+            `--shard=${i}/${shards}`,
+            `--metrics-bind-address=127.0.0.1:${metrics}`,
+            `--health-probe-bind-address=127.0.0.1:${probe}`,
+          ],
+          { ...process.env, KUBECONFIG: proxyKubeconfig },
+        );
+        children.push(
+          Object.assign(child, {
+            metricsUrl: `http://127.0.0.1:${metrics}/metrics`,
+            shard: `${i}/${shards}`,
+          }),
+        );
+        await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
+      }
+      // Each shard reconciles only once it holds its Lease: wait for all of them.
+      const deadline = Date.now() + 60_000;
+      for (const c of children) {
+        for (;;) {
+          const text = (await scrape(c.metricsUrl!)) ?? "";
+          if (/^leader_election_master_status\{[^}]*\} 1$/m.test(text)) break;
+          if (Date.now() > deadline) throw new Error(`shard ${c.shard} did not lead within 60 s`);
+          await pause(200);
+        }
+      }
+      return children;
+    } catch (e) {
+      await Promise.all(children.map((c) => c.stop()));
+      throw e;
+    }
+  };
 }
 
 /** Starts the peer on the proxy kubeconfig and waits for its /readyz. */
@@ -635,6 +878,22 @@ const FIGURES: Figure[] = [
     0,
     field("medianReplacementReadyMs"),
   ],
+  ["cpuToConvergeS", () => "controller CPU to converge (s)", 2, field("cpuToConvergeS")],
+  [
+    "cpuAfterConvergeS",
+    () => "controller CPU from converged to the end of the trials (s)",
+    2,
+    field("cpuAfterConvergeS"),
+  ],
+  ...CLUSTER_PROCESSES.slice(0, 3).flatMap((k): Figure[] => [
+    [
+      `${k}.convergeCores`,
+      () => `${k} CPU while converging (cores)`,
+      2,
+      (f) => f.clusterProcesses?.[k]?.convergeCores,
+    ],
+    [`${k}.rssMiB`, () => `${k} RSS converged (MiB)`, 0, (f) => f.clusterProcesses?.[k]?.rssMiB],
+  ]),
 ];
 
 /** The ratios ours/peer of one workload, stored in the results. */
@@ -681,15 +940,52 @@ function workloadTable(r: WorkloadRun): string {
     `load average (1/5/15 min) at the start, ours: ${o?.loadAtStart.join(" ") ?? "—"}; peer: ${p?.loadAtStart.join(" ") ?? "—"}`,
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
+    ...(r.sharded || r.shardedMissing ? ["", shardedTable(r)] : []),
+  ].join("\n");
+}
+
+/** The printed table of a workload's sharded run against the one-process run. */
+function shardedTable(r: WorkloadRun): string {
+  const { ours: o, sharded: s, workload: w } = r;
+  const n = s?.shards ?? 0;
+  const num = (f: SideFigures | undefined, get: Figure[3]) => (f ? get(f) : undefined);
+  const rows = [
+    [`workload ${w.id}: ours as ${n} shards`, "1 process", `${n} shards`, `${n} shards/1`],
+    ...FIGURES.map(([, label, digits, get]) => [
+      label(w),
+      fmt(num(o, get), digits),
+      fmt(num(s, get), digits),
+      ratio(num(s, get), num(o, get)),
+    ]),
+    ...(s?.processes ?? []).map((p) => [
+      `  shard ${p.shard}: CPU to converge / after (s), RSS (MiB)`,
+      "",
+      `${fmt(p.cpuToConvergeS, 2)} / ${fmt(p.cpuAfterConvergeS, 2)}, ${fmt(p.rssMiB, 1)}`,
+      "",
+    ]),
+  ];
+  return [
+    table(rows),
+    `load average (1/5/15 min) at the start of the sharded run: ${s?.loadAtStart.join(" ") ?? "—"}`,
+    ...(r.shardedMissing ? [`sharded missing: ${r.shardedMissing}`] : []),
   ].join("\n");
 }
 
 /** The command line: which workloads, whether to run the peer, the steady-state window. */
-function options(): { workloads: Workload[]; peer: boolean } {
+function options(): {
+  workloads: Workload[];
+  peer: boolean;
+  ours: boolean;
+  shards: number;
+  name: string;
+} {
   const { values } = parseArgs({
     options: {
       workload: { type: "string", multiple: true },
+      "no-ours": { type: "boolean", default: false },
       "no-peer": { type: "boolean", default: false },
+      shards: { type: "string" },
+      name: { type: "string" },
       "settle-seconds": { type: "string" },
       "window-seconds": { type: "string" },
     },
@@ -707,15 +1003,24 @@ function options(): { workloads: Workload[]; peer: boolean } {
   SETTLE_MS = seconds(values["settle-seconds"], "settle-seconds", SETTLE_MS);
   WINDOW_MS = seconds(values["window-seconds"], "window-seconds", WINDOW_MS);
   if (WINDOW_MS === 0) throw new Error("--window-seconds must be more than 0");
+  const shards = Number(values.shards ?? 0);
+  if (!Number.isInteger(shards) || shards < 0 || shards === 1)
+    throw new Error("--shards must be a whole number of shards, 2 or more");
+  const name = values.name ?? process.env.COCOONSET_BENCH_NAME ?? "controller";
+  if (!/^[a-z0-9][a-z0-9-]*$/.test(name))
+    throw new Error("--name must be lowercase letters, digits and dashes (the results' file name)");
   return {
     workloads: ids.split(",").filter(Boolean).map(parseWorkload),
     peer: !values["no-peer"] && process.env.COCOONSET_BENCH_PEER !== "0",
+    ours: !values["no-ours"],
+    shards,
+    name,
   };
 }
 
 async function main(): Promise<void> {
   const opts = options();
-  const run = startRun("controller");
+  const run = startRun(opts.name);
   const peer: Peer = opts.peer
     ? await ensurePeer(note)
     : { ok: false, reason: "not run (--no-peer or COCOONSET_BENCH_PEER=0)" };
@@ -726,36 +1031,134 @@ async function main(): Promise<void> {
   const side = async (
     name: string,
     prepare: (admin: KubeClient) => Promise<void>,
-    start: (proxyKubeconfig: string) => Promise<ControllerChild>,
+    start: (proxyKubeconfig: string) => Promise<ControllerChild | ControllerChild[]>,
     w: Workload,
   ): Promise<SideFigures> =>
     withCluster(`cocoonset-bench-${name}`, 2, async (cluster: ClusterState) => {
       const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
+      const pids = Object.fromEntries(
+        cluster.components
+          .filter((c) => CLUSTER_PROCESSES.includes(c.name))
+          .map((c) => [c.name, c.pid]),
+      );
       try {
         await prepare(admin);
-        return await measure(admin, cluster.kubeconfig, cluster.stateDir, name, start, w, false);
+        return await measure(
+          admin,
+          cluster.kubeconfig,
+          cluster.stateDir,
+          name,
+          start,
+          w,
+          false,
+          pids,
+        );
       } finally {
         admin.close();
       }
     });
 
   const runs: WorkloadRun[] = [];
+  /** The record and chart of the runs so far: written after every side, so a run cut short keeps what it measured. */
+  const save = async (): Promise<string[]> => {
+    const record = {
+      date: new Date().toISOString(),
+      machine: machine(),
+      cluster:
+        "a fresh private embedded cluster (2 simulated nodes) for each controller and workload",
+      peer: {
+        module: PEER_MODULE,
+        version: PEER_VERSION,
+        available: peer.ok,
+        reason: peer.ok ? undefined : peer.reason,
+      },
+      method: {
+        settleMs: SETTLE_MS,
+        windowMs: WINDOW_MS,
+        failureTrials: FAILURE_TRIALS,
+        order:
+          "per workload: ours, then ours as --shards processes (when asked), then the peer; each on a fresh private cluster; one controller at a time",
+      },
+      workloads: runs.map((r) => ({
+        ...r.workload,
+        ratios: ratios(r),
+        ours: r.ours,
+        oursMissing: r.oursMissing,
+        peer: r.peer,
+        peerMissing: r.peerMissing,
+        sharded: r.sharded,
+        shardedMissing: r.shardedMissing,
+      })),
+    };
+
+    const chart = lineChart({
+      title: "Pods Ready from the first create until converged",
+      xTitle: "seconds since the first create",
+      yTitle: "pods Ready",
+      step: true,
+      facet: { field: "workload", title: "workload (CocoonSets x sub-agents)", columns: 3 },
+      points: runs.flatMap((r) =>
+        (
+          [
+            ["ours", r.ours],
+            ["peer", r.peer],
+            [`ours, ${r.sharded?.shards ?? 0} shards`, r.sharded],
+          ] as const
+        ).flatMap(([series, f]) =>
+          (f?.readyTimeline ?? []).map((p) => ({
+            workload: r.workload.id,
+            series,
+            x: p.ms / 1000,
+            y: p.ready,
+          })),
+        ),
+      ),
+    });
+    return run.write(
+      { ...record, complete: runs.length === opts.workloads.length && finished },
+      chart,
+    );
+  };
+  let finished = false;
   for (const w of opts.workloads) {
     const r: WorkloadRun = { workload: w };
     runs.push(r);
-    note(`workload ${w.id}: ours`);
-    try {
-      r.ours = await side(
-        `ours-${w.id}`,
-        async (admin) => {
-          await ensureCrd(admin);
-        },
-        startOurs,
-        w,
-      );
-    } catch (e) {
-      r.oursMissing = `our run failed: ${(e as Error).message}`;
-      note(r.oursMissing);
+    if (!opts.ours) r.oursMissing = "not run (--no-ours)";
+    else
+      try {
+        note(`workload ${w.id}: ours`);
+        r.ours = await side(
+          `ours-${w.id}`,
+          async (admin) => {
+            await ensureCrd(admin);
+          },
+          startOurs,
+          w,
+        );
+      } catch (e) {
+        r.oursMissing = `our run failed: ${(e as Error).message}`;
+        note(r.oursMissing);
+      }
+    await save();
+    if (opts.shards > 1 && w.sets >= opts.shards) {
+      note(`workload ${w.id}: ours as ${opts.shards} shards`);
+      try {
+        r.sharded = {
+          ...(await side(
+            `ours-${opts.shards}shards-${w.id}`,
+            async (admin) => {
+              await ensureCrd(admin);
+            },
+            startSharded(opts.shards),
+            w,
+          )),
+          shards: opts.shards,
+        };
+      } catch (e) {
+        r.shardedMissing = `the sharded run failed: ${(e as Error).message}`;
+        note(r.shardedMissing);
+      }
+      await save();
     }
     if (!peer.ok) {
       r.peerMissing = peer.reason;
@@ -776,66 +1179,19 @@ async function main(): Promise<void> {
       r.peerMissing = `the peer run failed: ${(e as Error).message}`;
       note(r.peerMissing);
     }
+    await save();
   }
 
-  const record = {
-    date: new Date().toISOString(),
-    machine: machine(),
-    cluster:
-      "a fresh private embedded cluster (2 simulated nodes) for each controller and workload",
-    peer: {
-      module: PEER_MODULE,
-      version: PEER_VERSION,
-      available: peer.ok,
-      reason: peer.ok ? undefined : peer.reason,
-    },
-    method: {
-      settleMs: SETTLE_MS,
-      windowMs: WINDOW_MS,
-      failureTrials: FAILURE_TRIALS,
-      order:
-        "per workload: ours, then the peer; each on a fresh private cluster; one controller process at a time",
-    },
-    workloads: runs.map((r) => ({
-      ...r.workload,
-      ratios: ratios(r),
-      ours: r.ours,
-      oursMissing: r.oursMissing,
-      peer: r.peer,
-      peerMissing: r.peerMissing,
-    })),
-  };
-
-  const m = record.machine;
+  finished = true;
+  const m = machine();
   process.stdout.write(
     [
-      `cocoonset controller benchmark — ${record.date}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
+      `cocoonset controller benchmark — ${new Date().toISOString()}, ${m.cores} cores, node ${m.node}, peer ${PEER_MODULE}@${PEER_VERSION}`,
       ...runs.map((r) => "\n" + workloadTable(r)),
     ].join("\n") + "\n",
   );
-  const chart = lineChart({
-    title: "Pods Ready from the first create until converged",
-    xTitle: "seconds since the first create",
-    yTitle: "pods Ready",
-    step: true,
-    facet: { field: "workload", title: "workload (CocoonSets x sub-agents)", columns: 3 },
-    points: runs.flatMap((r) =>
-      (
-        [
-          ["ours", r.ours],
-          ["peer", r.peer],
-        ] as const
-      ).flatMap(([series, f]) =>
-        (f?.readyTimeline ?? []).map((p) => ({
-          workload: r.workload.id,
-          series,
-          x: p.ms / 1000,
-          y: p.ready,
-        })),
-      ),
-    ),
-  });
-  const files = await run.write(record, chart);
+
+  const files = await save();
   process.stdout.write(`written: ${files.join(", ")}\n`);
 }
 

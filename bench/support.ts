@@ -4,7 +4,7 @@
  * how and where a run was made (provenance) and the results file with its chart. Nothing
  * here measures anything.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
@@ -242,6 +242,34 @@ export function rssKiB(pid: number, field: "VmRSS" | "VmHWM" = "VmRSS"): number 
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
     const m = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status);
     return m ? parseInt(m[1], 10) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`; 100 on Linux). */
+let clockTicks: number | undefined;
+function ticksPerSecond(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/**
+ * CPU seconds a process has used so far, user plus system (`utime` + `stime` of
+ * `/proc/<pid>/stat`); undefined when it cannot be read (gone, not Linux).
+ */
+export function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The fields after the command name (which may hold spaces), from field 3 on.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond();
   } catch {
     return undefined;
   }

@@ -16,7 +16,7 @@ import {
   type SnapshotRegistry,
 } from "../engine/execute/index.js";
 import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
-import type { KubeClient } from "../engine/kube/index.js";
+import { KubeApiError, type KubeClient } from "../engine/kube/index.js";
 import type { FleetCache } from "./fleet-cache.js";
 import { logWithFields } from "./logger.js";
 import {
@@ -102,21 +102,26 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
   private async read(
     key: ObjectKey,
     cache: FleetCache | undefined,
-  ): Promise<{ cs?: CocoonSet; cached?: string }> {
+  ): Promise<{ cs?: CocoonSet; cached?: string; fresh?: boolean }> {
     if (!cache) return { cs: await readCocoonSet(this.client, key.namespace, key.name) };
     const fleet = `${key.namespace}/${key.name}`;
     const cached = cache.cocoonSet(key.namespace, key.name);
     if (!cached) {
       this.written.delete(fleet);
-      cache.expectations.forget(fleet);
+      cache.forget(fleet);
       return {};
     }
     const version = cached.metadata.resourceVersion;
-    // The finalizer is added with a precondition on the live object, and a pass that met a
-    // newer CocoonSet plans again from it: read it fresh, once.
-    if (this.stale.delete(fleet) || !(cached.metadata.finalizers ?? []).includes(FINALIZER)) {
+    // A pass that met a newer CocoonSet plans again from it: read it fresh, once. (The
+    // finalizer is added from the cached copy: its patch tests the copy's resourceVersion or
+    // finalizers, so a copy the apiserver has overtaken is refused and read fresh.)
+    if (this.stale.delete(fleet)) {
       this.written.delete(fleet);
-      return { cs: await readCocoonSet(this.client, key.namespace, key.name), cached: version };
+      return {
+        cs: await readCocoonSet(this.client, key.namespace, key.name),
+        cached: version,
+        fresh: true,
+      };
     }
     const own = this.written.get(fleet);
     if (own && own.cached === version && own.cs.metadata.uid === cached.metadata.uid)
@@ -137,7 +142,7 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
     const fleet = `${key.namespace}/${key.name}`;
     if (cs.metadata.deletionTimestamp) {
       this.createLogs.delete(cs.metadata.uid ?? "");
-      cache?.expectations.forget(fleet);
+      cache?.forget(fleet);
       if (!(cs.metadata.finalizers ?? []).includes(FINALIZER)) return DONE;
       const released = await finalizeDeletion(this.client, cs, {
         timeoutMs: this.opts.releaseTimeoutMs,
@@ -150,7 +155,17 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
       return DONE;
     }
-    cs = await ensureFinalizer(this.client, cs);
+    try {
+      cs = await ensureFinalizer(this.client, cs);
+    } catch (e) {
+      // The cached copy was behind (the patch's test failed, 422, or 409): read it fresh.
+      const overtaken = KubeApiError.isInstance(e) && (e.status === 422 || e.status === 409);
+      if (!cache || read.fresh || !overtaken) throw e;
+      this.written.delete(fleet);
+      this.stale.add(fleet);
+      ctx.log.debug({}, "the cached CocoonSet was behind when adding the finalizer; reading it");
+      return requeueAfter(0);
+    }
     const readVersion = cs.metadata.resourceVersion;
     const hooks = hooksFor(ctx);
     if (cache) {
@@ -160,6 +175,7 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
         else if (pod.resourceVersion)
           cache.expectPatched(fleet, { ...pod, resourceVersion: pod.resourceVersion });
       };
+      hooks.nameHeld = (podName) => cache.nameHeld(fleet, podName);
     }
     const result = await runPass(this.client, cs, {
       fanOut: this.opts.fanOut,

@@ -6,9 +6,14 @@
  * steady pass asks the apiserver nothing. A pass never acts on a pod whose last create or
  * delete the pod watch has not shown yet (controller/expectations.ts).
  *
- * Still read from the apiserver: a pod that holds a toolbox or agent name the pass may
- * create but carries no managed-by label (the pod informer does not see it; only asked when
- * the plan would create that name), the CocoonSets a VM name may collide with when the
+ * A pass creates without reading the name first: the pod informer sees only managed pods, so
+ * a pod that is not the fleet's and holds a name the pass creates shows up as a 409 on the
+ * create. The executor then reads that one pod (engine/execute/pass.ts): the fleet's own
+ * pod is expected like a create, another's name is remembered here, and every later pass
+ * reads that name afresh (as the fresh read does) and plans the slot as blocked until the
+ * name is free (docs/behaviour.md §3.21).
+ *
+ * Still read from the apiserver: the names remembered as held, the CocoonSets a VM name may collide with when the
  * controller watches only some namespaces, the CocoonHibernations and the migration target's
  * node (asked only when a pass needs them).
  */
@@ -54,6 +59,8 @@ export class FleetCache {
    * create's answer came back settles that create when it is recorded.
    */
   private readonly goneUids = new Set<string>();
+  /** Per fleet, the pod names a create found held by a pod that is not the fleet's. */
+  private readonly heldNames = new Map<string, Set<string>>();
 
   constructor(
     private readonly client: KubeClient,
@@ -93,7 +100,7 @@ export class FleetCache {
 
   /** The reads of one pass of `cs`, from the caches. */
   readonly reads: PassReads = {
-    fleetPods: (cs) => {
+    fleetPods: async (cs) => {
       const fleet = fleetOf(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
       // Copies: the pass must not change the cache's objects.
       const pods = (this.pods?.byIndex(PODS_BY_COCOONSET, fleet) ?? []).map(
@@ -101,7 +108,15 @@ export class FleetCache {
       );
       // In the order the apiserver lists them (by name), as the fresh read has them.
       pods.sort((a, b) => ((a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1));
-      return addNameHolders(this.client, cs, pods);
+      const held = this.heldNames.get(fleet);
+      if (!held) return pods;
+      const listed = new Set(pods.map((p) => p.metadata?.name));
+      await addNameHolders(this.client, cs, pods, (name) => held.has(name));
+      // A name the pass no longer creates, found free, or now the fleet's, is forgotten.
+      const holders = new Set(pods.slice(listed.size).map((p) => p.metadata?.name));
+      for (const name of held) if (listed.has(name) || !holders.has(name)) held.delete(name);
+      if (held.size === 0) this.heldNames.delete(fleet);
+      return pods;
     },
     cocoonSetsForVmNames: async (cs) => {
       if (!this.cocoonSets?.clusterWide)
@@ -109,6 +124,19 @@ export class FleetCache {
       return this.cocoonSets.list() as unknown as CocoonSet[];
     },
   };
+
+  /** A create of the fleet's found `podName` held by a pod that is not the fleet's. */
+  nameHeld(fleet: string, podName: string): void {
+    let held = this.heldNames.get(fleet);
+    if (!held) this.heldNames.set(fleet, (held = new Set()));
+    held.add(podName);
+  }
+
+  /** Forgets what is remembered of a fleet (it was deleted). */
+  forget(fleet: string): void {
+    this.heldNames.delete(fleet);
+    this.expectations.forget(fleet);
+  }
 
   /** The pass created `pod`: expected until the watch shows its uid (unless it already has). */
   expectCreated(fleet: string, pod: { name: string; uid: string }): void {

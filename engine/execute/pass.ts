@@ -84,6 +84,15 @@ export interface EngineHooks {
   /** Progress of a fan-out: `done` of `total` creates settled. */
   progress?(done: number, total: number): void;
   /**
+   * A create met a pod of the same name that is not this CocoonSet's (409, then one GET of
+   * that name). With this hook the pass reports it here instead of failing the step, and asks
+   * to run again at once: the caller's next read must include that pod (its reads then plan
+   * the slot as blocked, §3.21, or refuse the toolbox). The controller sets it, since it
+   * creates before it reads a name; without it the pass behaves as before (the name was read
+   * before planning).
+   */
+  nameHeld?(podName: string): void;
+  /**
    * A pod write the apiserver accepted: a create (the new pod's uid), a delete (the uid
    * deleted) or an annotation patch (the resourceVersion it answered with). The controller
    * expects its pod watch to show it (controller/expectations.ts).
@@ -175,6 +184,8 @@ export interface PassResult {
   created: string[];
   /** Pods the plan deleted (names). */
   deleted: string[];
+  /** Names a create found held by a pod that is not the fleet's ({@link EngineHooks.nameHeld}). */
+  namesHeld?: string[];
   /** Pods whose steps were held back: in {@link PassOptions.outstanding} (names). */
   heldBack?: string[];
   /** Every failure as a typed error, in step order (the planner's refusals first). */
@@ -339,27 +350,30 @@ export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<
 /**
  * Adds to the fleet's labelled `pods` (in place) any pod that holds a declared toolbox's
  * name or an agent name the pass may create without the label: one GET per such name, none
- * when every pod is there.
+ * when every pod is there. With `only`, just the names it accepts are read: the controller
+ * creates first and reads a name only once a create of it met another pod (409), so it asks
+ * only for the names it has seen held (controller/fleet-cache.ts).
  */
 export async function addNameHolders(
   client: KubeClient,
   cs: CocoonSet,
   pods: Pod[],
+  only: (podName: string) => boolean = () => true,
 ): Promise<Pod[]> {
   const ns = cs.metadata.namespace ?? "default";
   const names = new Set(pods.map((p) => p.metadata?.name));
   for (const tb of cs.spec.toolboxes ?? []) {
     const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
-    if (names.has(podName)) continue;
+    if (names.has(podName) || !only(podName)) continue;
     const squatter = await client.getOrUndefined<Pod>(paths.pod(ns, podName));
     if (squatter) pods.push(squatter);
   }
   // Agent names the pass may create: a pod without the fleet's label may hold one (§3.21).
   const limit = pLimit(8);
   const holders = await Promise.all(
-    agentNamesToCheck(cs, pods).map((podName) =>
-      limit(() => client.getOrUndefined<Pod>(paths.pod(ns, podName))),
-    ),
+    agentNamesToCheck(cs, pods)
+      .filter(only)
+      .map((podName) => limit(() => client.getOrUndefined<Pod>(paths.pod(ns, podName)))),
   );
   for (const holder of holders) if (holder) pods.push(holder);
   return pods;
@@ -550,7 +564,9 @@ export async function runPass(
   }
   // A view known to be behind the pass's own writes says nothing the status may repeat.
   if (heldBack.length === 0) await writePassStatus(ctx, pods);
-  if (result.created.length > 0 || result.deleted.length > 0) result.requeueAfterMs = 0;
+  // A name found held: the next pass reads that pod and plans the slot as blocked.
+  if (result.created.length > 0 || result.deleted.length > 0 || result.namesHeld)
+    result.requeueAfterMs = 0;
   else if (heldBack.length > 0) {
     // The watch event that settles the expectation enqueues the fleet; this is the fallback.
     // A plan's "at once" came from the view that is behind: running it again before the
@@ -584,6 +600,29 @@ async function recordOwnSnapshots(ctx: PassContext, record: string): Promise<boo
   }
 }
 
+/**
+ * After a create met a pod of the same name (409): reads who holds the name. Another's pod
+ * is reported through {@link EngineHooks.nameHeld} and the pass runs again at once; this
+ * CocoonSet's own pod means the caller's view was behind, so it is reported as written, for
+ * the caller to expect it.
+ */
+async function nameHolder(ctx: PassContext, podName: string): Promise<"own" | "other" | "gone"> {
+  const { client, plan, result, hooks } = ctx;
+  const holder = await client.getOrUndefined<Pod>(paths.pod(plan.cocoonSet.namespace, podName));
+  if (!holder) return "gone";
+  const owner = holder.metadata?.ownerReferences?.find((r) => r.controller);
+  if (owner?.uid === plan.cocoonSet.uid) {
+    hooks.podWritten?.("create", { name: podName, uid: holder.metadata?.uid ?? "" });
+    return "own";
+  }
+  hooks.nameHeld?.(podName);
+  (result.namesHeld ??= []).push(podName);
+  hooks.log?.("info", "a pod that is not this CocoonSet's holds the name; planning again", {
+    pod: podName,
+  });
+  return "other";
+}
+
 /** Carries out one action of a step against the cluster (or the registry). */
 async function performAction(ctx: PassContext, step: PlanStep, action: PlanAction): Promise<void> {
   const { client, plan, result, opts, hooks } = ctx;
@@ -601,6 +640,11 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
         const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
         if (quota) result.quotaRefusal ??= quota;
         if (!isAlreadyExists(err)) throw err;
+        if (hooks.nameHeld) {
+          const holder = await nameHolder(ctx, step.podName);
+          // Another's pod is reported; for a toolbox, who holds it is now known.
+          if (holder === "other" || action.onAlreadyExists === "check-owner") return;
+        }
         if (action.onAlreadyExists === "success") return;
         if (action.onAlreadyExists === "retry-later") {
           // The previous pod of this name is still terminating.

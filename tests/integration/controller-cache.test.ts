@@ -358,3 +358,159 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
     assert.equal((await live()).status?.phase, "Running");
   });
 });
+
+/** A client that records the method and path of every request it sends. */
+function recordingClient(client: KubeClient) {
+  const sent: string[] = [];
+  const recording = Object.create(client) as KubeClient;
+  recording.request = ((method: string, path: string, opts?: { body?: unknown }) => {
+    sent.push(`${method.toUpperCase()} ${path.split("?")[0]}`);
+    return client.request.call(recording, method, path, opts);
+  }) as KubeClient["request"];
+  return { client: recording, sent };
+}
+
+describe(
+  "controller pass from the cache: create first, read a name only on 409",
+  { timeout: 120_000 },
+  () => {
+    test("no GET to converge; a foreign holder found by its create blocks the slot as the fresh read would", async (t) => {
+      const c = new Cleanup(t);
+      const ns = await controllerNamespace(c, "ctl-held");
+      const { cache } = await laggingCache(c, ns, "pods");
+      const { client, sent } = recordingClient(adminClient());
+      const reconciler = new CocoonSetReconciler(client, { cache });
+      const events: string[] = [];
+      const ctx: ReconcileContext<ControllerMetrics> = {
+        log: createLogger({ level: "silent" }),
+        events: {
+          event: (_o, type, reason, message) => {
+            events.push(`${type} ${reason} ${message}`);
+            return Promise.resolve();
+          },
+        },
+        metrics: noMetrics,
+        signal: new AbortController().signal,
+      };
+      const admin = adminClient();
+      const live = () => admin.get<CocoonSet>(paths.cocoonSet(ns, "held"));
+      const gets = () => sent.filter((s) => s.startsWith("GET "));
+
+      // What `kubectl run held-2` leaves: no fleet label, no owner.
+      await admin.create(paths.pods(ns), {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "held-2", labels: { run: "held-2" } },
+        spec: { containers: [{ name: "held-2", image: "busybox" }] },
+      });
+      await createCocoonSet(ns, "held", { replicas: 2 });
+      c.defer("remove the finalizer", async () => {
+        await admin
+          .patch(paths.cocoonSet(ns, "held"), { metadata: { finalizers: null } }, PatchType.merge)
+          .catch(() => undefined);
+      });
+      await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "held") !== undefined);
+
+      const blocked = (cs: CocoonSet) =>
+        cs.status?.conditions?.find((x) => x.type === "SlotBlocked")?.status === "True";
+      await until("2 agents Running and slot 2 blocked", async () => {
+        const r = await reconciler.reconcile({ namespace: ns, name: "held" }, ctx);
+        const cs = await live();
+        return r.requeueAfterMs !== 0 && cs.status?.readyAgents === 2 && blocked(cs);
+      });
+      // The finalizer was added from the cached copy; the only reads were of the held name,
+      // the first right after its create met the pod (409), then once per pass, as a fresh
+      // read of the fleet does for a blocked slot.
+      assert.ok(gets().length > 0, "the held name was read");
+      assert.deepEqual(
+        [...new Set(gets())],
+        [`GET ${paths.pod(ns, "held-2")}`],
+        "no GET but of the held name",
+      );
+      const creates = sent.filter((s) => s === `POST ${paths.pods(ns)}`).length;
+      assert.equal(creates, 3, "held-0, held-1, and one create of held-2 that met the holder");
+      const firstGet = sent.indexOf(`GET ${paths.pod(ns, "held-2")}`);
+      assert.ok(
+        sent.slice(0, firstGet).filter((s) => s === `POST ${paths.pods(ns)}`).length === 3,
+        "held-2 was read only after its create",
+      );
+      const cs = await live();
+      assert.equal(cs.status?.phase, "Scaling");
+      assert.deepEqual(
+        (cs.status?.agents ?? []).map((a) => a.slot),
+        [0, 1],
+      );
+      const message = cs.status?.conditions?.find((x) => x.type === "SlotBlocked")?.message ?? "";
+      assert.match(
+        message,
+        /^slot 2: pod held-2 already exists and is not this CocoonSet's \(no controller\)/,
+      );
+      assert.ok(
+        events.includes(`Warning SlotBlocked ${message}`),
+        `the SlotBlocked warning names the holder: ${events.join(" | ")}`,
+      );
+      assert.deepEqual((await fleetPods(admin, ns, "held")).map((p) => p.metadata!.name).sort(), [
+        "held-0",
+        "held-1",
+      ]);
+
+      // The holder gone: the next passes read the name, find it free, and create the slot.
+      await admin.delete(paths.pod(ns, "held-2"));
+      await until("held-2 is the fleet's", async () => {
+        await reconciler.reconcile({ namespace: ns, name: "held" }, ctx);
+        return (await fleetPods(admin, ns, "held")).length === 3;
+      });
+      const n = gets().length;
+      await until("converged", async () => {
+        await reconciler.reconcile({ namespace: ns, name: "held" }, ctx);
+        return (await live()).status?.phase === "Running";
+      });
+      assert.equal(gets().length, n, "the freed name is not read again");
+    });
+
+    test("a create that meets the fleet's own pod the cache does not show yet expects it", async (t) => {
+      const c = new Cleanup(t);
+      const ns = await controllerNamespace(c, "ctl-own");
+      const { client, watch, cache } = await laggingCache(c, ns, "pods");
+      const ctx: ReconcileContext<ControllerMetrics> = {
+        log: createLogger({ level: "silent" }),
+        events: { event: () => Promise.resolve() },
+        metrics: noMetrics,
+        signal: new AbortController().signal,
+      };
+      await createCocoonSet(ns, "own", { replicas: 1 });
+      c.defer("remove the finalizer", async () => {
+        await client
+          .patch(paths.cocoonSet(ns, "own"), { metadata: { finalizers: null } }, PatchType.merge)
+          .catch(() => undefined);
+      });
+      await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "own") !== undefined);
+      const finalized = () => (cache.cocoonSet(ns, "own")?.metadata.finalizers ?? []).length > 0;
+      // One reconciler creates the main agent while the cache does not see it; a second one
+      // on the same cache (a restarted process would re-list; this one has no expectations)
+      // plans the main agent again, meets it, reads it, and expects it.
+      watch.hold();
+      await new CocoonSetReconciler(client, { cache }).reconcile(
+        { namespace: ns, name: "own" },
+        ctx,
+      );
+      const first = (await fleetPods(client, ns, "own")).map((p) => p.metadata!.uid);
+      await until("the finalizer in the cache", finalized);
+      assert.equal(first.length, 1);
+      cache.expectations.forget(`${ns}/own`);
+      const again = await new CocoonSetReconciler(client, { cache }).reconcile(
+        { namespace: ns, name: "own" },
+        ctx,
+      );
+      assert.ok(again.requeueAfterMs !== undefined && again.requeueAfterMs > 0, "not at once");
+      assert.deepEqual(
+        (await fleetPods(client, ns, "own")).map((p) => p.metadata!.uid),
+        first,
+        "no second main agent",
+      );
+      assert.deepEqual([...cache.expectations.outstanding(`${ns}/own`)], ["own-0"]);
+      watch.release();
+      await until("the create seen", () => cache.expectations.outstanding(`${ns}/own`).size === 0);
+    });
+  },
+);

@@ -22,6 +22,7 @@ import {
   waitForObject,
   type KubeClient,
 } from "../../engine/kube/index.js";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { isReady } from "../support/cluster.js";
 import { IMAGE, SIMULATE, cocoonSet } from "../support/controller-fleet.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
@@ -535,6 +536,10 @@ export const SCENARIOS: readonly Scenario[] = [
       await vmIdsReported(client, ns, "mover", 1);
       await checkpoint("pinned", "mover", { tags: true });
       const old = await getPod(client, ns, "mover-0");
+      // A real node takes seconds to snapshot a VM; the simulator, a quarter of a second,
+      // which under load outruns the peer's cache of its own hibernate request
+      // (docs/differences.md, "A migration under load"). Both sides get the same delay.
+      await annotatePod(client, ns, old, { [SIM_ANNOTATIONS.hibernateDelayMs]: "2000" });
       await patchSpec(client, ns, "mover", { nodeName: to });
       // The old pod is hibernated and deleted, its replacement restored on the target; the
       // snapshot tag goes once the restored VM runs.

@@ -11,8 +11,8 @@ import { describe, test } from "node:test";
 import pLimit from "p-limit";
 import { controllerRules, leaderElectionRules, type PolicyRule } from "../../controller/rbac.js";
 import { toolboxPodName } from "../../engine/pods/index.js";
-import type { Pod } from "../../engine/spec/index.js";
-import { paths, type KubeObject } from "../../engine/kube/index.js";
+import { FINALIZER, type Pod } from "../../engine/spec/index.js";
+import { PatchType, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient } from "../support/cluster.js";
 import {
   createCocoonSet,
@@ -81,7 +81,34 @@ describe("each verb of the controller's generated RBAC", { timeout: 900_000 }, (
       });
 
     const scenarios: Record<string, Run> = {
-      "cocoonsets get": newFleet,
+      // The release of a deleted fleet reads the CocoonSet again when its finalizers changed
+      // under it: another holder lets go while the release waits for a held object (the
+      // controller plans from its cache and adds its finalizer from it, so this is where it
+      // still GETs a CocoonSet).
+      "cocoonsets get": afterSync(async (ns) => {
+        await convergedFleet(ns);
+        const cs = paths.cocoonSet(ns, "f");
+        // Another holder first: the release removes its own finalizer by its index.
+        await admin.patch(cs, { metadata: { finalizers: [HOLD, FINALIZER] } }, PatchType.merge);
+        const owner = await admin.get(paths.pod(ns, "f-0"));
+        await admin.create(paths.configMaps(ns), configMap("held", owner, [HOLD]));
+        await admin.delete(cs);
+        // The release deleted the held object and waits for it: its copy of the CocoonSet
+        // still lists the other finalizer first, so its own at index 1.
+        await waitForObject(
+          admin,
+          paths.configMaps(ns),
+          "held",
+          (o) => o?.metadata.deletionTimestamp !== undefined,
+          { timeoutMs: STARTUP_MS, description: `${ns}/held deleted by the release` },
+        );
+        await admin.patch(cs, { metadata: { finalizers: [FINALIZER] } }, PatchType.merge);
+        await admin.patch(
+          `${paths.configMaps(ns)}/held`,
+          { metadata: { finalizers: null } },
+          PatchType.merge,
+        );
+      }),
       "cocoonsets list": nothing,
       "cocoonsets watch": nothing,
       "cocoonsets patch": newFleet,

@@ -88,21 +88,29 @@ async function timedCheck(c: Case, mode: CapacityCheck): Promise<number> {
   return ms;
 }
 
-async function measure(c: Case, rounds: number): Promise<CaseFigures> {
-  await timedCheck(c, "off");
-  await timedCheck(c, "refuse");
+/**
+ * `timed` with "off" and "refuse": one warm-up of each, then `rounds` rounds alternating the
+ * two, each round's order swapped, so drift in load falls on both alike; the medians' ratio.
+ */
+async function alternate(
+  preview: string,
+  rounds: number,
+  timed: (mode: CapacityCheck) => Promise<number>,
+): Promise<CaseFigures> {
+  await timed("off");
+  await timed("refuse");
   const offMs: number[] = [];
   const refuseMs: number[] = [];
   for (let i = 0; i < rounds; i++) {
-    // Alternating, and each round's order swapped, so drift in load falls on both alike.
     const order: CapacityCheck[] = i % 2 === 0 ? ["off", "refuse"] : ["refuse", "off"];
-    for (const mode of order) (mode === "off" ? offMs : refuseMs).push(await timedCheck(c, mode));
+    for (const mode of order) (mode === "off" ? offMs : refuseMs).push(await timed(mode));
+    note(`${preview}: round ${i + 1}: off ${offMs[i]} ms, refuse ${refuseMs[i]} ms`);
   }
   const offMedianMs = median(offMs);
   const refuseMedianMs = median(refuseMs);
-  note(`${c.preview}: off ${offMedianMs} ms, refuse ${refuseMedianMs} ms (medians of ${rounds})`);
+  note(`${preview}: off ${offMedianMs} ms, refuse ${refuseMedianMs} ms (medians of ${rounds})`);
   return {
-    preview: c.preview,
+    preview,
     rounds,
     offMs,
     refuseMs,
@@ -134,29 +142,10 @@ async function measureWholePreview(kubeconfigFile: string, rounds: number): Prom
       name: "fresh",
       replicas: String(REPLICAS),
     });
-    const c: Case = { preview: "whole pulumi preview, new fleet", olds: {}, news: {} };
-    note(`${c.preview}: warming up`);
-    await timedPreview(stack, "off");
-    await timedPreview(stack, "refuse");
-    const offMs: number[] = [];
-    const refuseMs: number[] = [];
-    for (let i = 0; i < rounds; i++) {
-      const order: CapacityCheck[] = i % 2 === 0 ? ["off", "refuse"] : ["refuse", "off"];
-      for (const mode of order)
-        (mode === "off" ? offMs : refuseMs).push(await timedPreview(stack, mode));
-      note(`${c.preview}: round ${i + 1}: off ${offMs[i]} ms, refuse ${refuseMs[i]} ms`);
-    }
-    const offMedianMs = median(offMs);
-    const refuseMedianMs = median(refuseMs);
-    return {
-      preview: c.preview,
-      rounds,
-      offMs,
-      refuseMs,
-      offMedianMs,
-      refuseMedianMs,
-      ratio: Math.round((refuseMedianMs / offMedianMs) * 1000) / 1000,
-    };
+    note("whole pulumi preview, new fleet: warming up");
+    return await alternate("whole pulumi preview, new fleet", rounds, (mode) =>
+      timedPreview(stack, mode),
+    );
   } finally {
     removeScratch();
     ws.dispose();
@@ -210,7 +199,7 @@ async function main(): Promise<void> {
       },
     ];
     const out: CaseFigures[] = [];
-    for (const c of cases) out.push(await measure(c, rounds));
+    for (const c of cases) out.push(await alternate(c.preview, rounds, (m) => timedCheck(c, m)));
     out.push(await measureWholePreview(cluster.kubeconfig, previewRounds));
     client.close();
     return out;

@@ -13,10 +13,9 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { FAKE_NODE_ANNOTATION } from "../../cluster/local-cluster.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { ANNOTATIONS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
-import { paths, waitForList, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { paths, waitForList, waitForObject } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "../support/cluster.js";
 import {
   createCocoonSet,
@@ -30,46 +29,9 @@ import {
 import { advancePastRequeues, startInProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
 import { WarpClock } from "../support/fake-clock.js";
+import { poolNode } from "../support/pool-node.js";
 
 const client = adminClient();
-
-interface NodeObject extends KubeObject {
-  status?: { conditions?: { type: string; status: string }[] };
-}
-
-/** A Ready simulated node of its own in pool `pool`, with the allocatable given. */
-async function poolNode(
-  c: Cleanup,
-  pool: string,
-  allocatable: Record<string, string>,
-): Promise<string> {
-  const name = `pool-${pool}`;
-  await client.create(paths.nodes(), {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: {
-      name,
-      annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
-      labels: { "kubernetes.io/hostname": name, "cocoonstack.io/pool": pool },
-    },
-    // The engine's pods tolerate this taint; pods of other tests do not.
-    spec: {
-      taints: [{ key: "virtual-kubelet.io/provider", value: "cocoon", effect: "NoSchedule" }],
-    },
-  });
-  c.defer(`delete node ${name}`, async () => {
-    await client.delete(`${paths.nodes()}/${name}`);
-  });
-  await waitForObject<NodeObject>(
-    client,
-    paths.nodes(),
-    name,
-    (n) => n?.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True") ?? false,
-    { timeoutMs: 60_000, description: `node ${name} to be Ready` },
-  );
-  await setAllocatable(name, allocatable);
-  return name;
-}
 
 async function setAllocatable(node: string, values: Record<string, string>): Promise<void> {
   await client.patch(`${paths.nodes()}/${node}/status`, {
@@ -87,7 +49,7 @@ describe("cocoonset controller: a sub-agent its node refuses", { timeout: 300_00
     const ns = await controllerNamespace(c, "ctl-refused");
     const pool = `refuse-${suffix()}`;
     // Room for the main agent (1 cpu), not for the sub-agent bound next to it.
-    const node = await poolNode(c, pool, { cpu: "1500m", memory: "8Gi", pods: "10" });
+    const node = await poolNode(t, pool, { cpu: "1500m", memory: "8Gi", pods: "10" });
     const clock = new WarpClock();
     const proc = await startInProcessController(c, { namespaces: [ns], clock });
     await proc.synced();

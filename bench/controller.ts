@@ -50,11 +50,11 @@ import { lineChart } from "./chart.js";
 import {
   cpuSeconds,
   freePort,
+  imageEntrypoint,
   loadAverage,
   machine,
   median,
   note,
-  repoRoot,
   rssKiB,
   since,
   startChild,
@@ -676,13 +676,18 @@ export async function measure(
   }
 }
 
-/** Starts the project's controller on the proxy kubeconfig and waits for /readyz. */
+/**
+ * Starts the project's controller as its image does (entry point and Node flags) on the proxy
+ * kubeconfig and waits for /readyz.
+ */
 async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
   const [metrics, probe] = [await freePort(), await freePort()];
+  const image = imageEntrypoint();
   const child = startChild(
     process.execPath,
     [
-      join(repoRoot, "dist", "cli", "main.js"),
+      ...image.nodeFlags,
+      image.script,
       "controller",
       "--kubeconfig",
       proxyKubeconfig,
@@ -720,10 +725,12 @@ function startSharded(shards: number) {
     try {
       for (let i = 0; i < shards; i++) {
         const [metrics, probe] = [await freePort(), await freePort()];
+        const image = imageEntrypoint();
         const child = startChild(
           process.execPath,
           [
-            join(repoRoot, "dist", "cli", "main.js"),
+            ...image.nodeFlags,
+            image.script,
             "controller",
             "--kubeconfig",
             proxyKubeconfig,

@@ -1,7 +1,8 @@
-// The project's test command: build, lint (ESLint, Prettier, the import rules of
-// .dependency-cruiser.cjs, publint and arethetypeswrong on the packed package), unit tests,
-// then the integration, differential and e2e tiers
-// against embedded clusters started for the run (and stopped after it, pass or fail).
+// The project's test command: build; then the checks (generated files, ESLint, Prettier, the
+// import rules of .dependency-cruiser.cjs, publint and arethetypeswrong on the packed package)
+// beside the unit tests, their lines tagged `checks│` and `unit│`; then the integration,
+// differential and e2e tiers against embedded clusters started for the run (and stopped after
+// it, pass or fail).
 // `node scripts/test.mjs unit|integration|differential|e2e` runs only that tier.
 // The differential tier needs the Go peer cocoon-operator (bench/peer.ts builds it); when it
 // cannot be built the tier is skipped with the reason printed.
@@ -68,19 +69,26 @@ function must(ok) {
 }
 
 must(await step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
-if (!only) {
-  must(
-    await step("generated files are fresh", process.execPath, [
-      join("dist", "scripts", "generate-schema.js"),
-      "--check",
-    ]),
-  );
-  must(await step("lint", "npx", ["eslint", "."]));
-  must(await step("format", "npx", ["prettier", "--check", "."]));
-  must(await step("imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]));
-  must(
-    await step("package: publint, arethetypeswrong", "npm", ["run", "--silent", "lint:package"]),
-  );
+
+/**
+ * The checks after the build, one after another, stopping at the first failure: each is
+ * mostly one thread, so they run beside the unit tests (see below) rather than before them.
+ */
+async function checks(tag) {
+  const steps = [
+    [
+      "generated files are fresh",
+      process.execPath,
+      [join("dist", "scripts", "generate-schema.js"), "--check"],
+    ],
+    ["lint", "npx", ["eslint", "."]],
+    ["format", "npx", ["prettier", "--check", "."]],
+    ["imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]],
+    ["package: publint, arethetypeswrong", "npm", ["run", "--silent", "lint:package"]],
+  ];
+  for (const [title, cmd, args] of steps)
+    if (!(await step(title, cmd, args, { tag }))) return false;
+  return true;
 }
 
 /**
@@ -169,7 +177,16 @@ async function runLane(parts, env, tag) {
   return true;
 }
 
-if (tiers.includes("unit")) for (const part of partsOf("unit")) must(await runPart(part, {}, ""));
+/** The unit tier's parts, one after another; resolves true when all passed. */
+async function unitTier(tag) {
+  for (const part of partsOf("unit")) if (!(await runPart(part, {}, tag))) return false;
+  return true;
+}
+
+if (!only) {
+  const [checked, unit] = await Promise.all([checks("checks│ "), unitTier("unit│ ")]);
+  must(checked && unit);
+} else if (only === "unit") must(await unitTier(""));
 const clusterTiers = tiers.filter((t) => t !== "unit");
 if (clusterTiers.length === 0) process.exit(0);
 

@@ -85,6 +85,7 @@ describe("the controller image", { timeout: 600_000 }, () => {
     assert.equal(cfg[0].Config.User, "65532:65532");
     assert.deepEqual(cfg[0].Config.Entrypoint, [
       "/nodejs/bin/node",
+      "--max-semi-space-size=8",
       "/app/dist/controller/main.js",
     ]);
     assert.deepEqual(cfg[0].Config.Cmd, ["controller"]);

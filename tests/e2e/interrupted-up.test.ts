@@ -7,6 +7,7 @@
  */
 import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { requireBinary } from "../../cluster/toolchain-pins.js";
@@ -46,6 +47,29 @@ function pendingOperations(exported: { deployment: unknown }): { type: string; u
   return (d.pending_operations ?? []).map((p) => ({ type: p.type, urn: p.resource.urn }));
 }
 
+/**
+ * Kills every process whose environment holds `marker`: the plugins the killed `pulumi up`
+ * started run in process groups of their own, so the group kill does not reach them, and
+ * without this they outlive the test.
+ */
+function killMarked(marker: string): void {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let environ: string;
+    try {
+      environ = readFileSync(`/proc/${entry}/environ`, "latin1");
+    } catch {
+      continue; // gone already, or not ours to read
+    }
+    if (!environ.split("\0").includes(marker)) continue;
+    try {
+      process.kill(Number(entry), "SIGKILL");
+    } catch {
+      // exited between the read and the kill
+    }
+  }
+}
+
 const live = (items: KubeObject[]) => items.filter((p) => !p.metadata.deletionTimestamp);
 
 test("a pulumi up killed mid fan-out recovers with the documented steps: exactly the desired pods, no pending operations, a no-change preview", async (t) => {
@@ -59,12 +83,19 @@ test("a pulumi up killed mid fan-out recovers with the documented steps: exactly
   const selector = `${LABELS.name}=fleet`;
 
   try {
-    // `pulumi up` in a process group of its own, so the kill takes its plugins too (as when
-    // a CI job or a terminal is killed).
+    // `pulumi up` in a process group of its own, killed with the group as when a CI job or a
+    // terminal is killed; its plugins, in groups of their own, are found by a marker in the
+    // environment they inherit and killed too.
+    const marker = `COCOONSET_E2E_KILLED_UP=${ns}`;
     const up = spawn(
       requireBinary("pulumi"),
       ["up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name],
-      { cwd: program, env: { ...process.env, ...env }, stdio: "ignore", detached: true },
+      {
+        cwd: program,
+        env: { ...process.env, ...env, COCOONSET_E2E_KILLED_UP: ns },
+        stdio: "ignore",
+        detached: true,
+      },
     );
     const exited = new Promise<void>((resolve) => up.on("exit", () => resolve()));
     const atKill = await waitForList(client, paths.pods(ns), (items) => items.length >= 12, {
@@ -73,6 +104,7 @@ test("a pulumi up killed mid fan-out recovers with the documented steps: exactly
       description: "the fan-out to be under way",
     });
     process.kill(-(up.pid ?? 0), "SIGKILL");
+    killMarked(marker);
     await exited;
     assert.ok(
       atKill.length < REPLICAS + 1,

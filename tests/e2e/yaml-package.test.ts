@@ -99,7 +99,10 @@ test("a Pulumi YAML program declares the Operator and a Fleet: up, a scale-up pr
   );
   const env = scratchBackend(t);
   const run = async (...args: string[]) => {
+    const started = Date.now();
     const r = await pulumiCli(args, { cwd: dir, env });
+    // Each step's time in the report: one run of this test once took ten times its usual.
+    t.diagnostic(`pulumi ${args.slice(0, 2).join(" ")}: ${Date.now() - started} ms`);
     assert.equal(r.code, 0, `pulumi ${args.join(" ")}:\n${r.stdout}\n${r.stderr}`);
     return r;
   };

@@ -190,7 +190,8 @@ describe("controller/Dockerfile", () => {
     assert.match(
       finalStage,
       new RegExp(
-        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "${IMAGE_APP_DIR}/${CONTROLLER_ENTRY}"\\]$`,
+        // The young-generation cap: docs/controller.md, "The controller image".
+        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=8", "${IMAGE_APP_DIR}/${CONTROLLER_ENTRY}"\\]$`,
         "m",
       ),
     );

@@ -1,0 +1,16 @@
+/**
+ * `bench:controller` starts ours as the controller image does: `imageEntrypoint` reads the
+ * Node flags and the script from controller/Dockerfile's ENTRYPOINT.
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { imageEntrypoint, repoRoot } from "../../../bench/support.js";
+
+test("the image's Node flags and its script, as a file of this checkout", () => {
+  const { nodeFlags, script } = imageEntrypoint();
+  assert.deepEqual(nodeFlags, ["--max-semi-space-size=8"]);
+  assert.equal(script, join(repoRoot, "dist", "controller", "main.js"));
+  assert.ok(existsSync(script), `${script} is built`);
+});

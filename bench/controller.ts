@@ -722,10 +722,10 @@ function scrape(url: string): Promise<string | null> {
 function startSharded(shards: number) {
   return async (proxyKubeconfig: string): Promise<ControllerChild[]> => {
     const children: ControllerChild[] = [];
+    const image = imageEntrypoint();
     try {
       for (let i = 0; i < shards; i++) {
         const [metrics, probe] = [await freePort(), await freePort()];
-        const image = imageEntrypoint();
         const child = startChild(
           process.execPath,
           [

@@ -223,7 +223,6 @@ export function table(rows: string[][]): string {
     .join("\n");
 }
 
-/** A free TCP port on 127.0.0.1 (closed again before it is returned). */
 /**
  * How the controller image starts the controller: the Node flags of the ENTRYPOINT in
  * controller/Dockerfile (between the node binary and the script) and the script, as a path
@@ -242,6 +241,7 @@ export function imageEntrypoint(): { nodeFlags: string[]; script: string } {
   };
 }
 
+/** A free TCP port on 127.0.0.1 (closed again before it is returned). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();

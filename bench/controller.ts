@@ -32,6 +32,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClusterState } from "../cluster/index.js";
+import { imageEntrypoint } from "../cluster/image.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
@@ -50,7 +51,6 @@ import { lineChart } from "./chart.js";
 import {
   cpuSeconds,
   freePort,
-  imageEntrypoint,
   loadAverage,
   machine,
   median,

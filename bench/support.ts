@@ -223,24 +223,6 @@ export function table(rows: string[][]): string {
     .join("\n");
 }
 
-/**
- * How the controller image starts the controller: the Node flags of the ENTRYPOINT in
- * controller/Dockerfile (between the node binary and the script) and the script, as a path
- * under this checkout. The benchmarks start ours this way, so their RSS is the image's.
- */
-export function imageEntrypoint(): { nodeFlags: string[]; script: string } {
-  const dockerfile = readFileSync(join(repoRoot, "controller", "Dockerfile"), "utf8");
-  const line = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile);
-  if (!line) throw new Error("controller/Dockerfile has no ENTRYPOINT in exec form");
-  const words = JSON.parse(line[1]) as string[];
-  const at = words.findIndex((w) => w.endsWith(".js"));
-  if (at < 1) throw new Error(`controller/Dockerfile's ENTRYPOINT runs no script: ${line[1]}`);
-  return {
-    nodeFlags: words.slice(1, at),
-    script: join(repoRoot, words[at].replace(/^\/app\//, "")),
-  };
-}
-
 /** A free TCP port on 127.0.0.1 (closed again before it is returned). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

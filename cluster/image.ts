@@ -54,6 +54,24 @@ export class ImageError extends BrandedError {
   }
 }
 
+/**
+ * What controller/Dockerfile's ENTRYPOINT runs: the Node flags between the node binary and the
+ * script, and the script as a path under the package root, so a process started outside the
+ * image (the controller benchmark) runs as the image does.
+ */
+export function imageEntrypoint(root = PACKAGE_ROOT): { nodeFlags: string[]; script: string } {
+  const dockerfile = readFileSync(join(root, "controller", "Dockerfile"), "utf8");
+  const line = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile);
+  if (!line) throw new ImageError("controller/Dockerfile has no ENTRYPOINT in exec form");
+  const words = JSON.parse(line[1]) as string[];
+  const at = words.findIndex((w) => w.endsWith(".js"));
+  if (at < 1) throw new ImageError(`controller/Dockerfile's ENTRYPOINT runs no script: ${line[1]}`);
+  return {
+    nodeFlags: words.slice(1, at),
+    script: join(root, posix.relative(IMAGE_APP_DIR, words[at])),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The import graph
 

@@ -47,10 +47,13 @@ function pendingOperations(exported: { deployment: unknown }): { type: string; u
   return (d.pending_operations ?? []).map((p) => ({ type: p.type, urn: p.resource.urn }));
 }
 
+/** The variable that marks the environment of the `pulumi up` this test kills. */
+const KILL_MARK = "COCOONSET_E2E_KILLED_UP";
+
 /**
- * Kills every process whose environment holds `marker`: the plugins the killed `pulumi up`
- * started run in process groups of their own, so the group kill does not reach them, and
- * without this they outlive the test.
+ * Kills every process whose environment holds `marker` (`NAME=value`): the plugins the killed
+ * `pulumi up` started run in process groups of their own, so the group kill does not reach
+ * them, and without this they outlive the test.
  */
 function killMarked(marker: string): void {
   for (const entry of readdirSync("/proc")) {
@@ -86,13 +89,12 @@ test("a pulumi up killed mid fan-out recovers with the documented steps: exactly
     // `pulumi up` in a process group of its own, killed with the group as when a CI job or a
     // terminal is killed; its plugins, in groups of their own, are found by a marker in the
     // environment they inherit and killed too.
-    const marker = `COCOONSET_E2E_KILLED_UP=${ns}`;
     const up = spawn(
       requireBinary("pulumi"),
       ["up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name],
       {
         cwd: program,
-        env: { ...process.env, ...env, COCOONSET_E2E_KILLED_UP: ns },
+        env: { ...process.env, ...env, [KILL_MARK]: ns },
         stdio: "ignore",
         detached: true,
       },
@@ -104,7 +106,7 @@ test("a pulumi up killed mid fan-out recovers with the documented steps: exactly
       description: "the fan-out to be under way",
     });
     process.kill(-(up.pid ?? 0), "SIGKILL");
-    killMarked(marker);
+    killMarked(`${KILL_MARK}=${ns}`);
     await exited;
     assert.ok(
       atKill.length < REPLICAS + 1,

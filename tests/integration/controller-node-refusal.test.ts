@@ -29,15 +29,9 @@ import {
 import { advancePastRequeues, startInProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
 import { WarpClock } from "../support/fake-clock.js";
-import { poolNode } from "../support/pool-node.js";
+import { poolNode, setAllocatable } from "../support/pool-node.js";
 
 const client = adminClient();
-
-async function setAllocatable(node: string, values: Record<string, string>): Promise<void> {
-  await client.patch(`${paths.nodes()}/${node}/status`, {
-    status: { allocatable: values, capacity: values },
-  });
-}
 
 before(async () => {
   await ensureCrd(client);

@@ -11,8 +11,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
-import { clusterUp, FAKE_NODE_ANNOTATION, readState } from "../../cluster/local-cluster.js";
-import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
+import { clusterUp, readState } from "../../cluster/local-cluster.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import {
   adminClient,
   suffix,
@@ -21,6 +21,7 @@ import {
   withNamespace,
 } from "../support/cluster.js";
 import { ObjectHistory } from "../support/object-history.js";
+import { setAllocatable, simulatedNode } from "../support/pool-node.js";
 
 const client = adminClient();
 
@@ -36,33 +37,11 @@ interface PodObject extends KubeObject {
 }
 
 /** A simulated node of the test's own, Ready, with the allocatable given (set by a status patch). */
-async function ownNode(t: TestContext, allocatable: Record<string, string>): Promise<string> {
-  const name = `capacity-${suffix()}`;
-  await client.create(paths.nodes(), {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: {
-      name,
-      annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
-      labels: { "kubernetes.io/hostname": name },
-    },
-    spec: { taints: [{ key: "test.cocoonset.cocoonstack.io/capacity", effect: "NoSchedule" }] },
-  });
-  t.after(() => client.delete(`${paths.nodes()}/${name}`));
-  await waitForObject<NodeObject>(
-    client,
-    paths.nodes(),
-    name,
-    (n) => n?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
-    { timeoutMs: 60_000, description: `node ${name} to be Ready` },
-  );
-  await setAllocatable(name, allocatable);
-  return name;
-}
-
-async function setAllocatable(node: string, values: Record<string, string>): Promise<void> {
-  await client.patch(`${paths.nodes()}/${node}/status`, {
-    status: { allocatable: values, capacity: values },
+function ownNode(t: TestContext, allocatable: Record<string, string>): Promise<string> {
+  return simulatedNode(t, `capacity-${suffix()}`, {
+    labels: {},
+    taint: { key: "test.cocoonset.cocoonstack.io/capacity" },
+    allocatable,
   });
 }
 

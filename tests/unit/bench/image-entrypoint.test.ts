@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { imageEntrypoint, repoRoot } from "../../../bench/support.js";
+import { repoRoot } from "../../../bench/support.js";
+import { imageEntrypoint } from "../../../cluster/image.js";
 
 test("the image's Node flags and its script, as a file of this checkout", () => {
   const { nodeFlags, script } = imageEntrypoint();

@@ -18,7 +18,7 @@
 // one cluster's CRD never holds the other's tests. With COCOONSET_TEST_CLUSTER_DIR (a cluster
 // the caller started) everything runs in one lane on that cluster, in tier order.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -27,6 +27,17 @@ import { CONCURRENCY, SECOND_LANE, SERIAL } from "./test-groups.mjs";
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
 const cli = join("dist", "cluster", "dev-cli.js");
+
+// Node's compile cache for every Node process of the run: the test files, the controllers they
+// start, and the Node program and dynamic-provider hosts of each of the e2e tier's `pulumi`
+// commands, which load the same @pulumi/pulumi, typescript and @pulumi/kubernetes modules
+// a few hundred times (about 0.3 CPU-seconds less per `pulumi preview` measured here). A
+// folder of the run's own, removed when it ends; a caller's own NODE_COMPILE_CACHE is kept.
+if (!process.env.NODE_COMPILE_CACHE) {
+  const cache = mkdtempSync(join(tmpdir(), "cocoonset-test-node-cache-"));
+  process.env.NODE_COMPILE_CACHE = cache;
+  process.on("exit", () => rmSync(cache, { recursive: true, force: true }));
+}
 
 /**
  * Runs one step, its output shown live (each line after `tag` when lanes run side by side).

@@ -55,8 +55,12 @@ async function setUp(c: Cleanup, prefix: string, extraArgs: string[] = []) {
   return { ns, proc };
 }
 
-async function setDesire(ns: string, name: string, desire: "Hibernate" | "Wake"): Promise<void> {
-  await client.patch(paths.cocoonHibernation(ns, name), { spec: { desire } });
+/** Sets the CR's desire; resolves to the generation that asks for it. */
+async function setDesire(ns: string, name: string, desire: "Hibernate" | "Wake"): Promise<number> {
+  const patched = await client.patch<CocoonHibernation>(paths.cocoonHibernation(ns, name), {
+    spec: { desire },
+  });
+  return patched.metadata.generation ?? 0;
 }
 
 /** Waits (watch) for an event with `reason` on the named CocoonHibernation. */
@@ -178,12 +182,17 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
 
     // Wake: the VM boots again with a new id, the tag is dropped.
     const since = history.seen.lastIndexOf(caughtUp) + 1;
-    await setDesire(ns, "nap", "Wake");
+    const wake = await setDesire(ns, "nap", "Wake");
     await history.until((h) => phaseOf(h) === "Active", "Active", { since, show: phaseOf });
-    // The CocoonSet's pass also withdraws the hibernate request once no CR holds the pod
-    // (docs/behaviour.md §3.18); when it is first, the node agent may have woken the VM
-    // before this CR's reconcile, which then reads a live VM and goes straight to Active.
-    const wakePhases = history.fold(phaseOf, since).filter((p) => p !== "Hibernated");
+    // The wake's phases are those of the statuses written for the generation that asked for
+    // it: on a busy machine the CR's own reconcile of the rebuilt pod (Hibernating, then
+    // Hibernated again) can still be under way when the wake is asked for. The CocoonSet's
+    // pass also withdraws the hibernate request once no CR holds the pod (docs/behaviour.md
+    // §3.18); when it is first, the node agent may have woken the VM before this CR's
+    // reconcile, which then reads a live VM and goes straight to Active.
+    const wakePhases = history
+      .fold((h) => ((h.status?.observedGeneration ?? 0) >= wake ? phaseOf(h) : ""), since)
+      .filter((p) => p !== "" && p !== "Hibernated");
     assert.ok(
       ["Waking,Active", "Active"].includes(wakePhases.join(",")),
       `the wake's phases: ${wakePhases.join(" → ")}`,

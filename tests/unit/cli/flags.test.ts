@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -71,8 +71,9 @@ test("toolchain ensure --only with an unknown name is refused, naming it and the
   );
 });
 
-test("plan -f names what is wrong with the file itself, before any cluster is asked", () => {
+test("plan -f names what is wrong with the file itself, before any cluster is asked", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-file-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const bomb = join(dir, "bomb.yaml");
   // Each line multiplies the one before by nine: fully expanded it would be 2 * 9^4 entries.
   writeFileSync(

@@ -6,7 +6,6 @@
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
 import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -223,18 +222,7 @@ export function table(rows: string[][]): string {
     .join("\n");
 }
 
-/** A free TCP port on 127.0.0.1 (closed again before it is returned). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "../cluster/ports.js";
 
 /** Resident set size of a process in KiB (`VmRSS`), or undefined once it has exited. */
 export function rssKiB(pid: number, field: "VmRSS" | "VmHWM" = "VmRSS"): number | undefined {

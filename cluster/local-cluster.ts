@@ -29,13 +29,13 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
-import { createServer } from "node:net";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify as toYaml } from "yaml";
 import { rawRequest } from "./http.js";
 import { createClientCa, type CertificateAuthority } from "./pki.js";
+import { freePort, portFree } from "./ports.js";
 import { requireBinary, type BinaryName } from "./toolchain-pins.js";
 import { BrandedError, errorMessage } from "../engine/kube/branded-error.js";
 import { sleep } from "../engine/kube/sleep.js";
@@ -321,19 +321,6 @@ function procStartTicks(pid: number): string | undefined {
 export function isAlive(c: ComponentRecord): boolean {
   const ticks = procStartTicks(c.pid);
   return ticks !== undefined && ticks === c.startTicks;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function tail(path: string, lines = 20): string {
@@ -994,16 +981,6 @@ export function cannotRestart(st: ClusterState): string | undefined {
 function flagValue(c: ComponentRecord | undefined, flag: string): string | undefined {
   const a = c?.args?.find((x) => x.startsWith(`${flag}=`));
   return a?.slice(flag.length + 1);
-}
-
-/** True when nothing listens on 127.0.0.1:`port`. */
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once("error", () => resolve(false));
-    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
-  });
 }
 
 function logSize(path: string): number {

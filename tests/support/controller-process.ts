@@ -6,10 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { randomInt } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { get } from "node:http";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -89,49 +87,7 @@ export async function namespaceNamed(
   return name;
 }
 
-/**
- * A free TCP port on loopback for a process the test starts, which binds it itself. The port
- * is taken at random from below the kernel's ephemeral range: a port the kernel hands out
- * (`listen(0)`) could be taken as the source port of one of the machine's many outgoing
- * connections between this check and the process's bind (seen once: a registry failing with
- * "address already in use"), and two tests picking at random meet only by chance.
- */
-export async function freePort(): Promise<number> {
-  const low = ephemeralLow();
-  for (let tries = 0; low > 11_024 && tries < 100; tries++) {
-    const port = randomInt(low - 10_000, low);
-    if (await bindable(port)) return port;
-  }
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-/** The first port of the kernel's ephemeral range (32768 where it cannot be read). */
-function ephemeralLow(): number {
-  try {
-    const low = Number(
-      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0],
-    );
-    return Number.isInteger(low) && low > 0 ? low : 32_768;
-  } catch {
-    return 32_768;
-  }
-}
-
-/** True when nothing listens on `port` of loopback (bound and released at once). */
-function bindable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once("error", () => resolve(false));
-    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
-  });
-}
+export { freePort } from "../../cluster/ports.js";
 
 /** A temporary directory removed by the cleanup. */
 export function tempDir(cleanup: Cleanup, prefix: string): string {

@@ -8,6 +8,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
+import { ArgumentsError } from "../sdk/arguments-error.js";
 import { Fleet, type FleetArgs } from "../sdk/fleet.js";
 import { Operator, type OperatorArgs } from "../sdk/operator.js";
 import {
@@ -74,7 +75,7 @@ async function plain(field: string, v: unknown): Promise<unknown> {
   if (!pulumi.Output.isInstance(v)) return v;
   const o = v as unknown as { isKnown: Promise<boolean>; promise(): Promise<unknown> };
   if (!(await o.isKnown)) {
-    throw new pulumi.RunError(`[${field}] must be known when the program runs`);
+    throw new ArgumentsError("cocoonset", [`[${field}] must be known when the program runs`]);
   }
   return o.promise();
 }
@@ -85,7 +86,7 @@ async function operatorUrn(v: unknown): Promise<string | undefined> {
   if (value === undefined || value === null || value === "") return undefined;
   if (typeof value === "string") return value;
   if (pulumi.Resource.isInstance(value)) return plain("operator", value.urn) as Promise<string>;
-  throw new pulumi.RunError("[operator] must be a cocoonset:index:Operator");
+  throw new ArgumentsError("cocoonset", ["[operator] must be a cocoonset:index:Operator"]);
 }
 
 /** The inputs with the named ones resolved to plain values. */
@@ -133,7 +134,26 @@ const FLEET_PLAIN = [
   "capacityCheck",
 ] as const;
 
+/**
+ * A component's refused arguments as input property errors, which the engine prints per
+ * property for a program in any language (no traceback of the language's host); any other
+ * error as it is.
+ */
 async function construct(
+  name: string,
+  type: string,
+  inputs: pulumi.Inputs,
+  options: pulumi.ComponentResourceOptions,
+): Promise<provider.ConstructResult> {
+  try {
+    return await constructComponent(name, type, inputs, options);
+  } catch (e) {
+    if (!ArgumentsError.isInstance(e)) throw e;
+    throw new pulumi.InputPropertiesError({ message: e.message, errors: e.problems });
+  }
+}
+
+async function constructComponent(
   name: string,
   type: string,
   inputs: pulumi.Inputs,

@@ -6,16 +6,13 @@
 
 import type { FleetArgs } from "../sdk/fleet.js";
 import type { OperatorArgs } from "../sdk/operator.js";
+import { cocoonSetTypes, typeRef, type SchemaProperty } from "./schema-types.js";
 
 /** A property of the schema. */
-interface Property {
-  type?: string;
-  $ref?: string;
-  items?: Property;
-  additionalProperties?: Property;
-  description?: string;
-  secret?: boolean;
-}
+type Property = SchemaProperty;
+
+/** The spec's and the status's object types, from the CRD. */
+const crdTypes = cocoonSetTypes();
 
 const str = (description: string): Property => ({ type: "string", description });
 const int = (description: string): Property => ({ type: "integer", description });
@@ -122,9 +119,11 @@ const operatorOutputs: Record<string, Property> = {
 const fleetInputs: Record<keyof FleetArgs, Property> = {
   namespace: str("Namespace of the CocoonSet (it must exist)."),
   name: str("Name of the CocoonSet. Default: the resource name."),
-  spec: any(
-    "The CocoonSet spec (`agent`, `toolboxes`, ...), as in the CocoonSet CRD; validated by the provider.",
-  ),
+  spec: {
+    ...typeRef("CocoonSetSpec"),
+    description:
+      "The CocoonSet spec (`agent`, `toolboxes`, ...), as in the CocoonSet CRD; validated by the provider.",
+  },
   operator: {
     $ref: "#/resources/cocoonset:index:Operator",
     description:
@@ -170,9 +169,11 @@ const fleetOutputs: Record<string, Property> = {
   podPhases: stringMap("Phase of each slot's pod."),
   mainVmName: str("VM name of the main agent."),
   phase: str("The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, ...)."),
-  status: any(
-    "The CocoonSet's status after the last `pulumi up` (readyAgents, desiredAgents, readyToolboxes, desiredToolboxes, agents, toolboxes, conditions).",
-  ),
+  status: {
+    ...typeRef("CocoonSetStatus"),
+    description:
+      "The CocoonSet's status after the last `pulumi up` (readyAgents, desiredAgents, readyToolboxes, desiredToolboxes, agents, toolboxes, conditions).",
+  },
 };
 
 /** An engine-backed resource: created by the components, not meant to be declared by hand. */
@@ -196,6 +197,7 @@ export function packageSchema(version: string) {
     keywords: ["kubernetes", "category/cloud", "kind/component"],
     config: {},
     provider: {},
+    types: crdTypes.types,
     language: {
       nodejs: { packageName: "@cocoonset/pulumi-cocoonset" },
       python: { packageName: "pulumi_cocoonset" },

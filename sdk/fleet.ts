@@ -24,6 +24,7 @@ import {
 } from "../engine/spec/index.js";
 import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
 import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
+import { ArgumentsError } from "./arguments-error.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
@@ -158,9 +159,9 @@ function claimInProgram(fleet: string, namespace: string, name: string): void {
   const key = `${namespace}/${name}`;
   const other = declared.get(key);
   if (other !== undefined && other !== fleet) {
-    throw new pulumi.RunError(
-      `Fleet ${fleet}: [name] the CocoonSet ${key} is already declared by the Fleet ${other} of this program; each Fleet needs a CocoonSet of its own (give one of them another \`name\` or namespace)`,
-    );
+    throw new ArgumentsError(`Fleet ${fleet}`, [
+      `[name] the CocoonSet ${key} is already declared by the Fleet ${other} of this program; each Fleet needs a CocoonSet of its own (give one of them another \`name\` or namespace)`,
+    ]);
   }
   declared.set(key, fleet);
 }
@@ -279,7 +280,7 @@ export class Fleet extends pulumi.ComponentResource {
       );
     }
     if (problems.length > 0) {
-      throw new pulumi.RunError(`Fleet ${name}: ${problems.join("; ")}`);
+      throw new ArgumentsError(`Fleet ${name}`, problems);
     }
     if (typeof args.namespace === "string") claimInProgram(name, args.namespace, csName);
     const ignore = fleetIgnoreChanges(name, opts.ignoreChanges);

@@ -6,5 +6,6 @@
  */
 export { Operator, type OperatorArgs } from "./operator.js";
 export { Fleet, type FleetArgs } from "./fleet.js";
+export { ArgumentsError, type ArgumentProblem } from "./arguments-error.js";
 export { Slots, slotsProvider, PROVIDER_VERSION, type SlotsArgs } from "./slots.js";
 export type * from "../engine/spec/generated/types.js";

@@ -6,6 +6,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { DEFAULT_ROLLOUT_TIMEOUT_SECONDS } from "../provider/dynamic/controller-rollout.js";
 import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
+import { ArgumentsError } from "./arguments-error.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import { operatorArgumentProblems, type OperatorArgs } from "./operator-args.js";
 import {
@@ -28,7 +29,7 @@ export type { OperatorArgs };
 function assertOperatorArguments(name: string, args: OperatorArgs): void {
   const problems = operatorArgumentProblems(args);
   if (problems.length > 0) {
-    throw new pulumi.RunError(`Operator ${name}: ${problems.join("; ")}`);
+    throw new ArgumentsError(`Operator ${name}`, problems);
   }
 }
 

@@ -48,10 +48,16 @@ func main() {
 		fleet, err := cocoonset.NewFleet(ctx, "agents", &cocoonset.FleetArgs{
 			Namespace: operator.Namespace,
 			Operator:  operator,
-			Spec: pulumi.Map{
-				"agent": pulumi.Map{"replicas": pulumi.Int(replicas), "image": pulumi.String(image)},
-				"toolboxes": pulumi.Array{
-					pulumi.Map{"name": pulumi.String("browser"), "image": pulumi.String("tools/browser:1")},
+			Spec: cocoonset.CocoonSetSpecArgs{
+				Agent: cocoonset.AgentSpecArgs{
+					Replicas: pulumi.IntPtr(replicas),
+					Image:    pulumi.String(image),
+				},
+				Toolboxes: cocoonset.ToolboxSpecArray{
+					cocoonset.ToolboxSpecArgs{
+						Name:  pulumi.String("browser"),
+						Image: pulumi.StringPtr("tools/browser:1"),
+					},
 				},
 			},
 		})

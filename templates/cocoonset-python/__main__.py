@@ -28,10 +28,10 @@ fleet = cocoonset.Fleet(
     "agents",
     namespace=operator.namespace,
     operator=operator,
-    spec={
-        "agent": {"replicas": replicas, "image": image},
-        "toolboxes": [{"name": "browser", "image": "tools/browser:1"}],
-    },
+    spec=cocoonset.CocoonSetSpecArgs(
+        agent=cocoonset.AgentSpecArgs(replicas=replicas, image=image),
+        toolboxes=[cocoonset.ToolboxSpecArgs(name="browser", image="tools/browser:1")],
+    ),
 )
 
 pulumi.export("cocoonSet", fleet.cocoon_set_name)

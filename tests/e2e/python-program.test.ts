@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { requirePythonVenv } from "../../cluster/toolchain-python.js";
 import { pythonVenv, templateLifecycle, templateProgram } from "../support/language-program.js";
 
-test("a Python program from the template: preview lists the slots, up converges, a scale-up previews exactly its slots, destroy releases everything and leaves a bystander", async (t) => {
+test("a Python program from the template with typed spec arguments: a bad input is refused per property, preview lists the slots, up converges, a scale-up previews exactly its slots, destroy releases everything and leaves a bystander", async (t) => {
   const toolchainVenv = requirePythonVenv();
   const program = await templateProgram(t, "cocoonset-python", (dir) =>
     pythonVenv(dir, toolchainVenv),

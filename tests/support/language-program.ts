@@ -159,8 +159,19 @@ export async function templateLifecycle(
   await run("stack", "init", "dev");
   await run("config", "set", "namespace", ns);
   await run("config", "set", "createNamespace", "false");
-  await run("config", "set", "replicas", "2");
   await run("config", "set", "ociRegistry", registry);
+  // A bad input is refused per property, with no traceback of the language's host.
+  await run("config", "set", "replicas", "-1");
+  const refused = await pulumiCli(["preview", "--non-interactive"], {
+    cwd: program.dir,
+    env: program.env,
+  });
+  const said = `${refused.stdout}\n${refused.stderr}`;
+  assert.notEqual(refused.code, 0, said);
+  assert.match(said, /spec\.agent\.replicas/, said);
+  assert.match(said, /must be >= 0 \(got -1\)/, said);
+  assert.doesNotMatch(said, /Traceback|goroutine \d+|panic:|unhandled exception/i, said);
+  await run("config", "set", "replicas", "2");
   let destroyed = false;
   t.after(async () => {
     if (!destroyed)

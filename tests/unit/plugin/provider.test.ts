@@ -169,3 +169,41 @@ describe("components built by the package provider", () => {
     assert.deepEqual(slots.inputs.kubeconfig, secret(kubeconfig), "registered as a secret");
   });
 });
+
+describe("a component's bad arguments from another language", () => {
+  it("reach the engine as input property errors, one per property, not as a program error", async () => {
+    const p = plugin.cocoonsetProvider("1.2.3");
+    const refusal = await p.construct!(
+      "bad",
+      "cocoonset:index:Fleet",
+      {
+        namespace: "agents",
+        kubeconfig: "apiVersion: v1\nkind: Config\n",
+        spec: { agent: { replicas: -1, image: "" } },
+      },
+      {},
+    ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(pulumi.InputPropertiesError.isInstance(refusal), String(refusal));
+    const paths = refusal.errors.map((e) => e.propertyPath).sort();
+    assert.deepEqual(paths, ["spec.agent.image", "spec.agent.replicas"]);
+    const replicas = refusal.errors.find((e) => e.propertyPath === "spec.agent.replicas");
+    assert.match(replicas?.reason ?? "", /must be >= 0 \(got -1\)/);
+    assert.match(refusal.message, /^Fleet bad: \[spec\.agent/);
+  });
+
+  it("keep a problem without a path as the resource's own", () => {
+    const e = new sdk.ArgumentsError("Operator ops", ["[replicas] must be >= 1", "no path here"]);
+    assert.deepEqual(e.problems, [
+      { propertyPath: "replicas", reason: "must be >= 1" },
+      { propertyPath: "", reason: "no path here" },
+    ]);
+    assert.ok(
+      pulumi.RunError.isInstance(e),
+      "still printed without a stack in a TypeScript program",
+    );
+    assert.ok(sdk.ArgumentsError.isInstance({ ...e, __cocoonsetArgumentsError: true }));
+  });
+});

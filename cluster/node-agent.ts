@@ -51,7 +51,7 @@ import {
   SNAPSHOT_TAGS,
 } from "../engine/spec/index.js";
 import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
-import { OciRegistry, RegistryError } from "../engine/registry/oci.js";
+import { OciRegistry, type OciRegistryOptions, RegistryError } from "../engine/registry/oci.js";
 import { FAKE_NODE_ANNOTATION } from "./local-cluster.js";
 import { type AdmissionPod, KubeletAdmission } from "./node-admission.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
@@ -165,6 +165,24 @@ export interface NodeAgentOptions {
   client: KubeClient;
   /** The registry, `host:port[/prefix]`. */
   registry: string;
+  /**
+   * How to reach the registry: its CA and where credentials come from, as the controller
+   * takes them (`--oci-registry-ca-file`, `--oci-registry-docker-config`).
+   * @default http to a loopback host, the Docker keychain of the process
+   */
+  registryOptions?: Pick<OciRegistryOptions, "ca" | "keychain" | "insecure">;
+  /**
+   * The value of {@link NODE_AGENT_LABEL} that opts a namespace in: a second simulator (one
+   * that reaches another registry) takes namespaces of its own beside the cluster's.
+   * @default {@link NODE_AGENT_ENABLED}
+   */
+  optIn?: string;
+  /**
+   * Play the kubelet's admission of pods bound to simulated nodes (cluster/node-admission.ts).
+   * One simulator per cluster does: a second one leaves it to the cluster's.
+   * @default true
+   */
+  admission?: boolean;
   /** One line per transition and per error. @default silent */
   log?: (line: string) => void;
 }
@@ -199,7 +217,9 @@ class SimulatedNodeAgent implements NodeAgent {
   private readonly namespaces: Informer<KubeObject>;
   private readonly pods: Informer<AgentPod & AdmissionPod>;
   /** The kubelet's admission of every pod bound to a simulated node (cluster/node-admission.ts). */
-  private readonly admission: KubeletAdmission;
+  private readonly admission: KubeletAdmission | undefined;
+  /** The {@link NODE_AGENT_LABEL} value of the namespaces this simulator acts in. */
+  private readonly optIn: string;
   /** Names of the nodes kwok simulates. */
   private readonly simulated = new Set<string>();
   /** `node/vm` of the snapshots nodes kept for a warm restore. */
@@ -218,20 +238,24 @@ class SimulatedNodeAgent implements NodeAgent {
   constructor(opts: NodeAgentOptions) {
     this.client = opts.client;
     this.log = opts.log ?? (() => undefined);
-    this.registry = new OciRegistry(opts.registry);
+    this.registry = new OciRegistry(opts.registry, opts.registryOptions);
+    this.optIn = opts.optIn ?? NODE_AGENT_ENABLED;
     this.nodes = new Informer<KubeObject>({ client: this.client, path: paths.nodes() });
     this.namespaces = new Informer<KubeObject>({ client: this.client, path: paths.namespaces() });
     this.pods = new Informer<AgentPod & AdmissionPod>({
       client: this.client,
       path: paths.allPods(),
     });
-    this.admission = new KubeletAdmission({
-      client: this.client,
-      nodes: this.nodes,
-      pods: this.pods,
-      isSimulated: (node) => this.simulated.has(node),
-      log: this.log,
-    });
+    this.admission =
+      opts.admission === false
+        ? undefined
+        : new KubeletAdmission({
+            client: this.client,
+            nodes: this.nodes,
+            pods: this.pods,
+            isSimulated: (node) => this.simulated.has(node),
+            log: this.log,
+          });
   }
 
   /** Wires the informers' events and starts them. */
@@ -244,7 +268,7 @@ class SimulatedNodeAgent implements NodeAgent {
         this.simulated.add(n.metadata.name ?? "");
         this.kickAll((p) => p.spec?.nodeName === n.metadata.name);
         for (const p of this.pods.list())
-          if (p.spec?.nodeName === n.metadata.name) this.admission.kick(p);
+          if (p.spec?.nodeName === n.metadata.name) this.admission?.kick(p);
       },
       onUpdate: (_, n) => {
         if (isSimulatedNode(n)) this.simulated.add(n.metadata.name ?? "");
@@ -264,15 +288,15 @@ class SimulatedNodeAgent implements NodeAgent {
     });
     this.pods.addHandlers({
       onAdd: (p) => {
-        this.admission.kick(p);
+        this.admission?.kick(p);
         this.kick(p);
       },
       onUpdate: (_, p) => {
-        this.admission.kick(p);
+        this.admission?.kick(p);
         this.kick(p);
       },
       onDelete: (p) => {
-        this.admission.forget(p);
+        this.admission?.forget(p);
         this.remember(p);
         this.onGone(p);
         const uid = p.metadata.uid ?? "";
@@ -294,7 +318,7 @@ class SimulatedNodeAgent implements NodeAgent {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.admission.stop();
+    this.admission?.stop();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     await Promise.all([this.nodes.stop(), this.namespaces.stop(), this.pods.stop()]);
@@ -303,9 +327,7 @@ class SimulatedNodeAgent implements NodeAgent {
   // --- which pods, and their newest copies
 
   private optedIn(ns: string | undefined): boolean {
-    return (
-      this.namespaces.get(ns ?? "")?.metadata.labels?.[NODE_AGENT_LABEL] === NODE_AGENT_ENABLED
-    );
+    return this.namespaces.get(ns ?? "")?.metadata.labels?.[NODE_AGENT_LABEL] === this.optIn;
   }
 
   private eligible(p: AgentPod): boolean {

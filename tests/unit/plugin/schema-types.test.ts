@@ -27,7 +27,7 @@ interface Node {
 const root = (cocoonSetCrd.spec.versions as { schema: { openAPIV3Schema: Node } }[])[0].schema
   .openAPIV3Schema;
 const schema = packageSchema("0.0.0");
-const types = schema.types as Record<string, SchemaObjectType>;
+const types = schema.types;
 
 /** The object type a property refers to. */
 function deref(p: SchemaProperty): SchemaObjectType {

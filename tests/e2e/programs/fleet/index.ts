@@ -9,7 +9,7 @@
  * is told the kubeconfig), `registry` [none], `registryCa` (PEM) [none], `registryUsername`
  * and `registryPassword` (secret; together they are the Fleet's `registryCredentials`) [none],
  * `nodePool` [the default pool], `cpu` (each agent's cpu request) [none], `capacityCheck`
- * [the Fleet's default].
+ * [the Fleet's default], `suspend` [false].
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -55,6 +55,7 @@ const fleet = new Fleet(
       : undefined,
     capacityCheck: config.get<NonNullable<FleetArgs["capacityCheck"]>>("capacityCheck"),
     spec: {
+      suspend: config.getBoolean("suspend"),
       nodePool: config.get("nodePool"),
       agent: {
         replicas: config.getNumber("replicas") ?? 10,

@@ -35,8 +35,11 @@ export interface AccessCheck {
   namespace?: string;
   /** Which deploy step needs it. */
   for: string;
-  /** `fleet`: any Fleet deploy; `operator`: only a program that deploys an Operator. */
-  scope: "fleet" | "operator";
+  /**
+   * `fleet`: any Fleet deploy needs it; `forecast`: without it preview makes no capacity
+   * forecast; `operator`: only a program that deploys an Operator needs it.
+   */
+  scope: "fleet" | "forecast" | "operator";
 }
 
 /** The answer to one {@link AccessCheck}. */
@@ -187,8 +190,8 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       verb: "list",
       group: "",
       resource: "nodes",
-      for: "preview forecasts room on the nodes (capacityCheck)",
-      scope: "fleet",
+      for: "preview forecasts room on the nodes (capacityCheck) and makes no forecast without it",
+      scope: "forecast",
     },
     ...operator(
       "customresourcedefinitions",

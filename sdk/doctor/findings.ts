@@ -318,7 +318,7 @@ function crdFindings(f: DoctorFacts): Finding[] {
         return {
           check: "crd",
           severity: "error",
-          message: `${c.name} is not installed, so no Fleet can be created: ${INSTALL_CRDS}`,
+          message: `${c.name} is not installed (a Fleet needs the CocoonSet CRD, the controller both): ${INSTALL_CRDS}`,
         };
       case "unreadable":
         return {
@@ -367,17 +367,38 @@ function controllerFindings(f: DoctorFacts): Finding[] {
 
 function accessFindings(f: DoctorFacts): Finding[] {
   const missing = f.access.filter((a) => !a.allowed);
-  const out: Finding[] = missing.map(({ check: c, reason }) => {
+  const line = (c: AccessCheck, verbs: string[], reason?: string): Finding => {
     const where = c.namespace ? ` in namespace ${c.namespace}` : " (cluster-wide)";
     const grant = c.namespace
       ? "a Role (or ClusterRole) bound to you"
       : "a ClusterRole bound to you";
+    const what =
+      c.scope === "operator"
+        ? `, which only a program that deploys an Operator needs (${c.for})`
+        : `: ${c.for}`;
     return {
       check: "rbac",
       severity: c.scope === "fleet" ? "error" : "warn",
-      message: `you cannot ${c.verb} ${resourceName(c)}${where}: ${c.for}${c.scope === "operator" ? " (only a program that deploys an Operator needs it)" : ""}; ask for ${grant} with verb ${c.verb} on ${resourceName(c)}${reason ? ` [${reason}]` : ""}`,
+      message: `you cannot ${verbs.join(", ")} ${resourceName(c)}${where}${what}; ask for ${grant} with ${verbs.length === 1 ? "verb" : "verbs"} ${verbs.join(", ")} on ${resourceName(c)}${reason ? ` [${reason}]` : ""}`,
     };
-  });
+  };
+  // A Fleet's rights one line per missing verb; an Operator's, which a platform team often
+  // holds instead of the fleet's owner, one line per resource.
+  const out: Finding[] = missing
+    .filter((a) => a.check.scope !== "operator")
+    .map((a) => line(a.check, [a.check.verb], a.reason));
+  const byResource = new Map<string, AccessFact[]>();
+  for (const a of missing.filter((x) => x.check.scope === "operator")) {
+    const key = `${resourceName(a.check)} ${a.check.namespace ?? ""}`;
+    byResource.set(key, [...(byResource.get(key) ?? []), a]);
+  }
+  for (const group of byResource.values())
+    out.push(
+      line(
+        group[0].check,
+        group.map((a) => a.check.verb),
+      ),
+    );
   const fleetChecks = f.access.filter((a) => a.check.scope === "fleet");
   const opChecks = f.access.filter((a) => a.check.scope === "operator");
   if (fleetChecks.length > 0 && fleetChecks.every((a) => a.allowed))

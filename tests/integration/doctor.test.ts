@@ -18,8 +18,7 @@ import { startAuthRegistry } from "../support/auth-registry.js";
 import { serviceAccountKubeconfig } from "../support/service-account.js";
 import { readState } from "../../cluster/local-cluster.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
-import { CRD_NAME } from "../../engine/spec/index.js";
-import { paths, waitForObject } from "../../engine/kube/index.js";
+import { removeCrd } from "../support/crd.js";
 import { requiredAccess } from "../../sdk/doctor/findings.js";
 
 const cleanup = new Cleanup({ after });
@@ -33,7 +32,8 @@ async function doctor(args: string[], env: Record<string, string> = {}): Promise
     ...env,
   });
   // The output is the report's evidence; print it for the run's log.
-  process.stdout.write(`$ cocoonset doctor ${args.join(" ")}\n${r.stdout}${r.stderr}\n`);
+  if (!args.includes("-o"))
+    process.stdout.write(`$ cocoonset doctor ${args.join(" ")}\n${r.stdout}${r.stderr}\n`);
   return r;
 }
 
@@ -155,20 +155,16 @@ describe("cocoonset doctor", { timeout: 180_000 }, () => {
   });
 
   it("no CRD", async () => {
-    const admin = adminClient();
-    await admin.delete(paths.crd(CRD_NAME));
-    await waitForObject(admin, paths.crds(), CRD_NAME, (o) => o === undefined, {
-      timeoutMs: 60_000,
-      description: "the CocoonSet CRD to be gone",
-    });
+    await removeCrd();
     try {
       const r = await doctor(["-n", "default"]);
       assert.equal(r.status, 1, r.stdout + r.stderr);
       assert.deepEqual(lines(r, "ERROR"), [
-        "ERROR crd         cocoonsets.cocoonset.cocoonstack.io is not installed, so no Fleet can be created: deploy an Operator (its `pulumi up` installs them), or `cocoonset manifests | kubectl apply --server-side -f -`",
+        "ERROR crd         cocoonsets.cocoonset.cocoonstack.io is not installed (a Fleet needs the CocoonSet CRD, the controller both): deploy an Operator (its `pulumi up` installs them), or `cocoonset manifests | kubectl apply --server-side -f -`",
+        "ERROR crd         cocoonhibernations.cocoonset.cocoonstack.io is not installed (a Fleet needs the CocoonSet CRD, the controller both): deploy an Operator (its `pulumi up` installs them), or `cocoonset manifests | kubectl apply --server-side -f -`",
       ]);
     } finally {
-      await ensureCrd(admin);
+      await ensureCrd(adminClient());
     }
   });
 });

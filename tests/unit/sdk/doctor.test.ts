@@ -98,7 +98,7 @@ describe("doctor findings", () => {
       name: "no CRD",
       change: (f) => (f.crds[0].state = "missing"),
       severity: "error",
-      line: /cocoonsets.cocoonset.cocoonstack.io is not installed.*cocoonset manifests/,
+      line: /cocoonsets.cocoonset.cocoonstack.io is not installed \(a Fleet needs the CocoonSet CRD.*cocoonset manifests/,
     },
     {
       name: "another version's CRD",
@@ -138,7 +138,7 @@ describe("doctor findings", () => {
         a.allowed = false;
       },
       severity: "warn",
-      line: /you cannot create customresourcedefinitions.apiextensions.k8s.io \(cluster-wide\).*only a program that deploys an Operator/,
+      line: /you cannot create customresourcedefinitions.apiextensions.k8s.io \(cluster-wide\), which only a program that deploys an Operator needs/,
     },
     {
       name: "a caller who cannot list nodes (preview makes no forecast)",
@@ -228,6 +228,17 @@ describe("doctor findings", () => {
     const fs = doctorFindings(facts);
     assert.deepEqual(bad(fs), []);
     assert.match(fs.at(-1)!.message, /no snapshot registry given/);
+  });
+
+  it("an Operator's missing rights: one line per resource", () => {
+    const facts = healthy();
+    for (const a of facts.access) if (a.check.resource === "deployments") a.allowed = false;
+    const lines = doctorFindings(facts).filter((f) => f.check === "rbac" && f.severity === "warn");
+    assert.equal(lines.length, 1);
+    assert.match(
+      lines[0].message,
+      /^you cannot get, create, patch, delete deployments.apps in namespace cocoonset-system, which only a program that deploys an Operator needs .*verbs get, create, patch, delete on deployments.apps$/,
+    );
   });
 
   it("one line per missing verb", () => {

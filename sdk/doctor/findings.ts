@@ -88,6 +88,8 @@ export type RegistryCall = { ok: true } | { ok: false; status: number; error: st
 export interface RegistryFact {
   /** `host[:port][/prefix]`. */
   address: string;
+  /** `host[:port]`, as the Docker keychain keys it. */
+  host: string;
   /** Where the address came from (a flag, the environment, the controller's arguments). */
   from: string;
   /** `GET /v2/` without credentials: 200 or 401 means it speaks the registry API. */
@@ -525,7 +527,7 @@ function registryFindings(f: DoctorFacts): Finding[] {
       severity: "error",
       message: `the Docker keychain cannot be read (${r.credentials.error}): fix the Docker config (--oci-registry-docker-config, $DOCKER_CONFIG)`,
     });
-  const login = `docker login ${r.address.split("/")[0]} (or --oci-registry-docker-config DIR)`;
+  const login = `docker login ${r.host} (or --oci-registry-docker-config DIR)`;
   const refused = (call: RegistryCall & { ok: false }, what: string): Finding => ({
     check: "registry",
     severity: "error",

@@ -207,7 +207,13 @@ async function readRegistry(target: RegistryTarget): Promise<RegistryFact> {
   } catch (e) {
     credentials = { error: errorMessage(e) };
   }
-  const fact: RegistryFact = { address: target.address, from: target.from, ping, credentials };
+  const fact: RegistryFact = {
+    address: target.address,
+    host: client.host,
+    from: target.from,
+    ping,
+    credentials,
+  };
   if (!ping.ok) return fact;
   fact.pull = await attempt(() => client.listTags(PROBE_REPOSITORY));
   if (fact.pull.ok) fact.push = await attempt(() => client.probePush(PROBE_REPOSITORY));

@@ -53,6 +53,7 @@ function healthy(): DoctorFacts {
     pools: [{ pool: "default", nodes: [node("vk-1"), node("vk-2")] }],
     registry: {
       address: "r.example/snapshots",
+      host: "r.example",
       from: "--oci-registry",
       ping: { ok: true },
       credentials: true,

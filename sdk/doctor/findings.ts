@@ -528,17 +528,19 @@ function registryFindings(f: DoctorFacts): Finding[] {
       message: `the Docker keychain cannot be read (${r.credentials.error}): fix the Docker config (--oci-registry-docker-config, $DOCKER_CONFIG)`,
     });
   const login = `docker login ${r.host} (or --oci-registry-docker-config DIR)`;
+  // The registry's JSON error body adds nothing to the status for a person.
+  const short = (error: string) => error.replace(/\s*[{[][\s\S]*$/, "");
   const refused = (call: RegistryCall & { ok: false }, what: string): Finding => ({
     check: "registry",
     severity: "error",
     message:
       call.status === 401
         ? r.credentials === true
-          ? `${at} refuses the Docker keychain's credentials to ${what} (${call.error}): log in again, ${login}`
+          ? `${at} refuses the Docker keychain's credentials to ${what} (${short(call.error)}): log in again, ${login}`
           : `${at} asks for credentials to ${what} and the Docker keychain has none for it: ${login}`
         : call.status === 403
           ? `${at} denies ${what} to these credentials (HTTP 403): grant them push, pull and delete on the snapshots' repositories`
-          : `${at} failed to ${what} (${call.error})`,
+          : `${at} failed to ${what} (${short(call.error)})`,
   });
   if (r.pull && !r.pull.ok) out.push(refused(r.pull, "read tags"));
   else if (r.push && !r.push.ok) out.push(refused(r.push, "push"));

@@ -357,7 +357,7 @@ function pathOf(cmd: Command): string {
 export function commandProblems(c: DocCommand, world: CommandWorld): string[] {
   if (c.cli === "npm run") {
     const args = c.args.filter((a) => !a.startsWith("-"));
-    if (args.length === 0) return [];
+    if (args.length === 0 || (c.synopsis && isPlaceholder(args[0]))) return [];
     return args[0]
       .split("|")
       .filter((s) => !(s in world.scripts))

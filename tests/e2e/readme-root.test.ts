@@ -38,10 +38,12 @@ describe("the README's 'from the root' block", { timeout: 900_000 }, () => {
   // writes (Pulumi.dev.yaml) lands in the copy.
   for (const entry of ["bin", "dist", "node_modules", "examples", "package.json", "Pulumi.yaml"])
     symlinkSync(join(root, entry), join(work, entry));
-  // Only what a new shell has: no kubeconfig, Pulumi or cluster settings of the test run.
+  // Only what a new shell has: no kubeconfig, Pulumi or cluster settings of the test run
+  // (where the toolchain's binaries are, COCOONSET_TOOLCHAIN_DIR or COCOONSET_BIN_DIR, stays).
   const env: Record<string, string> = {};
+  const dropped = /^(KUBECONFIG$|PULUMI_|COCOONSET_(CLUSTER_DIR|TEST_|REGISTRY)|XDG_STATE_HOME$)/;
   for (const [k, v] of Object.entries(process.env))
-    if (v !== undefined && !/^(KUBECONFIG|PULUMI_|COCOONSET_|XDG_STATE_HOME)/.test(k)) env[k] = v;
+    if (v !== undefined && !dropped.test(k)) env[k] = v;
   env.HOME = home;
   // The toolchain already built stays where it is (the cache is not under HOME's test copy).
   env.XDG_CACHE_HOME = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");

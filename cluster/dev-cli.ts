@@ -3,19 +3,6 @@
  * (the toolchain, the embedded cluster, the demo and the controller image). It is not part
  * of the published package; `cocoonset` is the product's command.
  */
-import { newProgram } from "../cli/common.js";
-import { registerCluster } from "./commands/cluster-command.js";
-import { registerDemo } from "./commands/demo-command.js";
-import { registerImage } from "./commands/image-command.js";
-import { registerToolchain } from "./commands/toolchain-command.js";
+import { devProgram } from "./dev-program.js";
 
-const program = newProgram(
-  "cocoonset-dev",
-  "Development tooling of pulumi-cocoonset: the pinned toolchain, the embedded local cluster, the demo and the controller image",
-);
-registerToolchain(program);
-registerCluster(program);
-registerDemo(program);
-registerImage(program);
-
-await program.parseAsync(process.argv);
+await devProgram().parseAsync(process.argv);

@@ -11,6 +11,7 @@ export const SERIAL = {
     "migration-target.test.js": "cordons a node of the cluster",
     "migration.test.js": "labels the cluster's nodes with a snapshot class",
     "controller-rbac.test.js": "its controllers watch every namespace",
+    "doctor.test.js": "removes the CRD",
   },
   differential: { "peer.test.js": "replaces the CRD with the peer's" },
   e2e: {

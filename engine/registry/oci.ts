@@ -502,4 +502,34 @@ export class OciRegistry {
     if (r.status !== 201) return this.fail(r, `PUT ${repo}:${reference}`);
     return header(r, "docker-content-digest") ?? digestOf(manifest);
   }
+
+  /**
+   * `GET /v2/` without credentials, the registry API's version check: its HTTP status (200,
+   * or 401 from a registry that asks for credentials). Rejects with a RegistryError of status
+   * 0 when no answer came.
+   */
+  async ping(): Promise<number> {
+    const url = new URL("/v2/", this.origin);
+    const r = await this.send("GET", url, {}).catch((e: unknown) => {
+      throw new RegistryError(`GET ${url.origin}/v2/: ${errorMessage(e)}`, 0);
+    });
+    return r.status;
+  }
+
+  /**
+   * Whether these credentials may push to `name`: starts a blob upload there and cancels it,
+   * so nothing is written. Throws the registry's refusal (401, 403) as a RegistryError.
+   */
+  async probePush(name: string): Promise<void> {
+    const repo = this.repository(name);
+    const start = await this.call("POST", `/v2/${repo}/blobs/uploads/`, repo);
+    if (start.status !== 202) return this.fail(start, `starting an upload to ${repo}`);
+    const location = header(start, "location");
+    // The cancel is a courtesy: an upload session left open expires on its own, and a
+    // registry may not let these credentials delete.
+    if (location)
+      await this.call("DELETE", new URL(location, this.origin).toString(), repo).catch(
+        () => undefined,
+      );
+  }
 }

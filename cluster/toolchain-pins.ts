@@ -51,6 +51,11 @@ export interface ToolchainPins {
   groups: Record<string, ToolGroup>;
   /** The `pulumi` package of PyPI for Python programs (cluster/toolchain-python.ts). */
   python?: { pulumi: string };
+  /**
+   * The groups each command needs (`cluster`, `demo`, `test`), by group name: what
+   * `toolchain ensure --for NAME` ensures. Not in any cache key.
+   */
+  needs?: Record<string, string[]>;
 }
 
 /** Names of every binary the project uses, in build order. */
@@ -181,6 +186,31 @@ function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undef
   for (const [g, group] of Object.entries(pins.groups))
     if (groupFiles(group).includes(name as BinaryName)) return [g, group];
   return undefined;
+}
+
+/** The commands `needs` names (`cluster`, `demo`, `test`). */
+export function needsNames(pins: ToolchainPins = loadPins()): string[] {
+  return Object.keys(pins.needs ?? {}).filter((k) => !k.startsWith("$"));
+}
+
+/**
+ * The groups the command `purpose` needs (`needs` of `toolchain.json`), in the pin file's
+ * group order.
+ * @throws ToolchainError naming the purpose and the valid ones, or a group the pins lack
+ */
+export function groupsFor(purpose: string, pins: ToolchainPins = loadPins()): string[] {
+  const names = needsNames(pins);
+  const list = names.includes(purpose) ? pins.needs![purpose] : undefined;
+  if (!list)
+    throw new ToolchainError(
+      `[for] unknown command "${purpose}": choose from ${names.join(", ")} (the needs of toolchain.json)`,
+    );
+  const unknown = list.filter((g) => !pins.groups[g]);
+  if (unknown.length > 0)
+    throw new ToolchainError(
+      `[needs.${purpose}] names no group of toolchain.json: "${unknown.join('", "')}"`,
+    );
+  return Object.keys(pins.groups).filter((g) => list.includes(g));
 }
 
 /** Every binary name in build order. */

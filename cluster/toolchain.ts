@@ -46,6 +46,7 @@ import {
   groupDir,
   groupFiles,
   groupKey,
+  groupsFor,
   langhostsDir,
   loadPins,
   locate,
@@ -267,8 +268,20 @@ export interface EnsureOptions {
    * else), are found or built. @default all
    */
   only?: string[];
+  /**
+   * The groups this command needs (`needs` of `toolchain.json`: `cluster`, `demo`, `test`),
+   * added to {@link only}; progress then names the command and the groups it lacks.
+   */
+  for?: string;
   progress?: Progress;
 }
+
+/** How the progress lines name the command of {@link EnsureOptions.for}. */
+const PURPOSE_TITLES: Record<string, string> = {
+  cluster: "the embedded cluster needs",
+  demo: "the demo needs",
+  test: "the tests need",
+};
 
 /** The binaries `only` names (binary or group names), in build order. */
 export function resolveOnly(only: string[] | undefined, pins: ToolchainPins): BinaryName[] {
@@ -506,7 +519,9 @@ export interface EnsureReport {
 export async function ensureToolchainReport(opts: EnsureOptions = {}): Promise<EnsureReport> {
   const pins = loadPins();
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
-  const wanted = new Set(resolveOnly(opts.only, pins));
+  const only =
+    opts.for === undefined ? opts.only : [...groupsFor(opts.for, pins), ...(opts.only ?? [])];
+  const wanted = new Set(resolveOnly(only, pins));
   const out = binDir(pins);
   mkdirSync(out, { recursive: true });
   let sources: ReturnType<GroupCtx["sources"]> | undefined;
@@ -519,9 +534,21 @@ export async function ensureToolchainReport(opts: EnsureOptions = {}): Promise<E
   };
   const located: Located[] = [];
   const placed: BinaryName[] = [];
+  const missingOf = (groupName: string) =>
+    groupFiles(pins.groups[groupName])
+      .filter((n) => wanted.has(n))
+      .filter((n) => !locate(n, pins).path);
+  if (opts.for !== undefined) {
+    const needed = groupsFor(opts.for, pins);
+    const lacking = needed.filter((g) => missingOf(g).length > 0);
+    if (lacking.length > 0)
+      progress(
+        `toolchain: ${PURPOSE_TITLES[opts.for] ?? `${opts.for} needs`} ${needed.length} groups; ${needed.length - lacking.length} ready, ${lacking.length} to fetch or build: ${lacking.join(", ")}`,
+      );
+  }
   for (const groupName of Object.keys(pins.groups)) {
     const names = groupFiles(pins.groups[groupName]).filter((n) => wanted.has(n));
-    const missing = names.filter((n) => !locate(n, pins).path);
+    const missing = missingOf(groupName);
     if (missing.length > 0) {
       const bin = await ensureGroup(groupName, missing, ctx);
       for (const n of missing) placeLink(join(bin, n), join(out, n));

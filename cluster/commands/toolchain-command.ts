@@ -20,10 +20,17 @@ export function registerToolchain(program: Command): void {
       "--only <names...>",
       "only these binaries, or the binaries of these groups (e.g. kubernetes, pulumi-yaml) (default: all)",
     )
+    .option(
+      "--for <command>",
+      "only the groups this command needs (the needs of cluster/toolchain.json): cluster (what `cluster up` runs), demo (that and pulumi, its Kubernetes provider and Node.js host), test (every group and the Python virtualenv)",
+    )
     .option("--json", "print where each binary is as JSON")
     .action(
-      action(async (opts: { only?: string[]; json?: boolean }) => {
-        const { located, placed } = await ensureToolchainReport({ only: opts.only });
+      action(async (opts: { only?: string[]; for?: string; json?: boolean }) => {
+        const { located, placed } = await ensureToolchainReport({
+          only: opts.only,
+          for: opts.for,
+        });
         if (placed.length > 0) {
           const say = (l: string) => process.stderr.write(l + "\n");
           const absent = CHECK_BINARIES.filter((b) => !locate(b).path);

@@ -11,6 +11,26 @@ import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BrandedError } from "../engine/kube/branded-error.js";
 
+/**
+ * Where a binary's project publishes it built (cluster/toolchain-release.ts): an archive, or
+ * the bare binary, per platform. Not in any cache key: a binary from its release and one
+ * built from the same pins share the group's folder.
+ */
+export interface ReleaseAsset {
+  /** URL template: `{os}` and `{arch}` as Go names them (`linux`, `amd64`), mapped by {@link os}/{@link arch}. */
+  url: string;
+  /** The binary's path inside the `.tar.gz` (same placeholders); absent for a bare binary. */
+  path?: string;
+  /** The project's names for Go's architectures (Pulumi's `x64`), when they differ. */
+  arch?: Record<string, string>;
+  os?: Record<string, string>;
+  /**
+   * sha256 of the file at {@link url}, by `<os>-<arch>`. A platform without one always builds
+   * from source.
+   */
+  sha256?: Record<string, string>;
+}
+
 /** One wrapper module and the binaries built from it. */
 export interface ToolGroup {
   module: string;
@@ -43,6 +63,8 @@ export interface ToolGroup {
    * from the folder of source archives ({@link langhostsDir}).
    */
   sourceArchive?: string;
+  /** Binary name → its official release download, taken instead of a build when verified. */
+  release?: Record<string, ReleaseAsset>;
 }
 
 /** The contents of `cluster/toolchain.json`. */

@@ -94,7 +94,7 @@ export function registerToolchain(program: Command): void {
         process.stdout.write("groups:\n");
         for (const g of st.groups)
           process.stdout.write(
-            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"}${g.source ? `; built from the ${g.source}` : ""})\n`,
+            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"}${g.source ? `; ${g.source.includes("release archive") ? g.source.replaceAll("\n", "; ") : `built from the ${g.source}`}` : ""})\n`,
           );
       }),
     );

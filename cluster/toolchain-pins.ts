@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,6 +65,18 @@ export interface ToolGroup {
   sourceArchive?: string;
   /** Binary name → its official release download, taken instead of a build when verified. */
   release?: Record<string, ReleaseAsset>;
+  /**
+   * The group whose release ships these files too (`pulumi`: its archive holds Pulumi's
+   * language hosts of the same version): a file of this group without a version flag is
+   * taken from PATH when it sits beside that group's binary at its pinned version.
+   */
+  shippedWith?: string;
+  /**
+   * The Pulumi plugin this group's binary is (`resource-kubernetes`): taken from Pulumi's
+   * plugin cache (`$PULUMI_HOME/plugins/<plugin>-v<version>/`), where Pulumi installs a
+   * plugin under its version, when the group folder lacks it.
+   */
+  pulumiPlugin?: string;
 }
 
 /** The contents of `cluster/toolchain.json`. */
@@ -252,25 +264,81 @@ export function langhostsDir(): string {
   );
 }
 
+/** Answers of {@link versionOk} in this process, by file (and its size and time) and probe. */
+const versionAnswers = new Map<string, boolean>();
+
 /** True when the binary at `path` reports the pinned version (never without a probe). */
 export function versionOk(path: string, group: ToolGroup): boolean {
   if (!group.versionMatch) return false;
   const args = group.versionArgsOf?.[basename(path)] ?? group.versionArgs;
+  let key: string;
+  try {
+    const st = statSync(path);
+    key = JSON.stringify([path, st.size, st.mtimeMs, st.ino, args, group.versionMatch]);
+  } catch {
+    return false;
+  }
+  const known = versionAnswers.get(key);
+  if (known !== undefined) return known;
   const r = spawnSync(path, args, { encoding: "utf8", timeout: 20_000 });
-  return r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
+  const ok = r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
+  versionAnswers.set(key, ok);
+  return ok;
+}
+
+/** The first `name` on PATH that reports `group`'s pinned version. */
+function onPath(name: string, group: ToolGroup): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, name);
+    if (existsSync(p) && versionOk(p, group)) return p;
+  }
+  return undefined;
+}
+
+/**
+ * A file without a version flag found where its release put it: beside the binary of the
+ * group it ships with ({@link ToolGroup.shippedWith}) at that group's pinned version, or in
+ * Pulumi's plugin cache under the pinned version ({@link ToolGroup.pulumiPlugin}).
+ */
+function installedBeside(
+  name: BinaryName,
+  group: ToolGroup,
+  pins: ToolchainPins,
+): Pick<Located, "path" | "source"> | undefined {
+  const ship = group.shippedWith ? pins.groups[group.shippedWith] : undefined;
+  if (ship && ship.version === group.version) {
+    for (const b of Object.keys(ship.binaries)) {
+      const found = onPath(b, ship);
+      const p = found && join(dirname(found), name);
+      if (p && existsSync(p)) return { path: p, source: "path" };
+    }
+  }
+  if (group.pulumiPlugin) {
+    const home = process.env.PULUMI_HOME || join(homedir(), ".pulumi");
+    const version = (group.stamp ?? group.version).replace(/^v/, "");
+    const dir = join(home, "plugins", `${group.pulumiPlugin}-v${version}`);
+    const p = join(dir, name);
+    // Pulumi marks a plugin folder it is still filling with a `.partial` file beside it.
+    if (existsSync(p) && !existsSync(`${dir}.partial`))
+      return { path: p, source: "pulumi-plugins" };
+  }
+  return undefined;
 }
 
 /** Where a binary was found, and how. */
 export interface Located {
   name: BinaryName;
   path?: string;
-  source?: "configured" | "kubebuilder-assets" | "cache" | "path";
+  source?: "configured" | "kubebuilder-assets" | "cache" | "path" | "pulumi-plugins";
 }
 
 /**
  * Finds a binary without building: `$COCOONSET_BIN_DIR`, then `$KUBEBUILDER_ASSETS`
  * (etcd, kube-apiserver, kubectl), then the cache, then `PATH`. Binaries outside the cache
- * are used only when their version output matches the pin.
+ * are used only when their version output matches the pin; those without a version flag
+ * only where their release put them at the pinned version (beside a `pulumi` of the pinned
+ * version for Pulumi's language hosts, Pulumi's plugin cache for the Kubernetes provider).
  */
 export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
   const cached = join(binDir(pins), name);
@@ -289,12 +357,10 @@ export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Loca
     if (existsSync(p) && (trusted || versionOk(p, group))) return { name, path: p, source };
   }
   if (existsSync(cached)) return { name, path: cached, source: "cache" };
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (!dir) continue;
-    const p = join(dir, name);
-    if (existsSync(p) && versionOk(p, group)) return { name, path: p, source: "path" };
-  }
-  return { name };
+  const onPathAt = group.versionMatch ? onPath(name, group) : undefined;
+  if (onPathAt) return { name, path: onPathAt, source: "path" };
+  const beside = group.versionMatch ? undefined : installedBeside(name, group, pins);
+  return beside ? { name, ...beside } : { name };
 }
 
 /** Path of a binary, or a ToolchainError saying how to get it. */

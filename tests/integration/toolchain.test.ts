@@ -32,6 +32,7 @@ function bareEnv(toolchainDir: string): NodeJS.ProcessEnv {
   env.COCOONSET_TOOLCHAIN_DIR = toolchainDir;
   // No release downloads: what is not found is built (and, without Go, fails).
   env.COCOONSET_RELEASE_BASE_URL = "none";
+  env.PULUMI_HOME = join(toolchainDir, "pulumi-home");
   delete env.COCOONSET_BIN_DIR;
   delete env.KUBEBUILDER_ASSETS;
   return env;

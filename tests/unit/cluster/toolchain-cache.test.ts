@@ -243,6 +243,7 @@ describe("ensure takes binaries from the old layout instead of building them", (
       XDG_CACHE_HOME: d,
       // No release downloads: what is not found is built.
       COCOONSET_RELEASE_BASE_URL: "none",
+      PULUMI_HOME: join(d, "pulumi-home"),
     };
     delete env.COCOONSET_TOOLCHAIN_DIR;
     delete env.COCOONSET_BIN_DIR;

@@ -91,6 +91,15 @@ function pinning(sha256: string): ToolchainPins {
   return p;
 }
 
+/** tar and gzip of this machine, for the archives (GNU tar runs gzip). */
+const tools = Object.fromEntries(
+  ["tar", "gzip"].map((tool) => {
+    const found = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
+    assert.ok(found, `${tool} is on this machine's PATH`);
+    return [tool, realpathSync(found)];
+  }),
+);
+
 /**
  * A PATH with Node, tar and gzip and no Go (a build fails at once), plus `extra` (binary name
  * → what it prints), and a cache of its own.
@@ -100,16 +109,13 @@ function machine(extra: Record<string, string> = {}): string {
   const bin = join(d, "path");
   mkdirSync(bin);
   symlinkSync(process.execPath, join(bin, "node"));
-  for (const tool of ["tar", "gzip"]) {
-    const found = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
-    assert.ok(found, `${tool} is on this machine's PATH`);
-    symlinkSync(realpathSync(found), join(bin, tool));
-  }
+  for (const [tool, path] of Object.entries(tools)) symlinkSync(path, join(bin, tool));
   for (const [name, output] of Object.entries(extra))
     writeFileSync(join(bin, name), `#!/bin/sh\necho '${output}'\n`, { mode: 0o755 });
   process.env.PATH = bin;
   process.env.XDG_CACHE_HOME = join(d, "cache");
   process.env.COCOONSET_TOOLCHAIN_DIR = join(d, "toolchain");
+  process.env.PULUMI_HOME = join(d, "pulumi-home");
   return d;
 }
 
@@ -306,5 +312,44 @@ describe("binaries already on PATH", () => {
     assert.deepEqual(report.placed, ["etcd"]);
     assert.notEqual(report.located[0].path, join(d, "path", "etcd"));
     assert.equal(report.located[0].source, "cache");
+  });
+
+  test("Pulumi's Node.js host beside a pulumi of the pinned version: used; beside another, not", () => {
+    for (const [version, used] of [
+      ["v3.274.1", true],
+      ["v3.274.0", false],
+    ] as const) {
+      const d = machine({
+        pulumi: version,
+        "pulumi-language-nodejs": "a host",
+        "pulumi-resource-pulumi-nodejs": "a script",
+      });
+      for (const name of ["pulumi-language-nodejs", "pulumi-resource-pulumi-nodejs"] as const)
+        assert.deepEqual(
+          locate(name, pins),
+          used ? { name, path: join(d, "path", name), source: "path" } : { name },
+          `${name} beside pulumi ${version}`,
+        );
+    }
+  });
+
+  test("the Kubernetes provider in Pulumi's plugin cache: used at the pinned version only, and not while Pulumi still fills it", () => {
+    const name = "pulumi-resource-kubernetes";
+    for (const [folder, partial, used] of [
+      ["resource-kubernetes-v4.25.0", false, true],
+      ["resource-kubernetes-v4.25.0", true, false],
+      ["resource-kubernetes-v4.24.0", false, false],
+    ] as const) {
+      machine();
+      const plugins = join(process.env.PULUMI_HOME!, "plugins");
+      mkdirSync(join(plugins, folder), { recursive: true });
+      writeFileSync(join(plugins, folder, name), "#!/bin/sh\n", { mode: 0o755 });
+      if (partial) writeFileSync(join(plugins, `${folder}.partial`), "");
+      assert.deepEqual(
+        locate(name, pins),
+        used ? { name, path: join(plugins, folder, name), source: "pulumi-plugins" } : { name },
+        `${folder}${partial ? " (partial)" : ""}`,
+      );
+    }
   });
 });

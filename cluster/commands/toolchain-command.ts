@@ -14,7 +14,7 @@ export function registerToolchain(program: Command): void {
     );
   tc.command("ensure")
     .description(
-      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where); after building anything, runs `toolchain check` once on a throwaway cluster (a toolchain found whole is not checked again)",
+      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH), else take it from its project's release archive when toolchain.json pins its sha256 (COCOONSET_RELEASE_BASE_URL: a mirror, or none), else build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where); after placing anything, runs `toolchain check` once on a throwaway cluster (a toolchain found whole is not checked again)",
     )
     .option(
       "--only <names...>",

@@ -5,11 +5,31 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BrandedError } from "../engine/kube/branded-error.js";
+
+/**
+ * Where a binary's project publishes it built (cluster/toolchain-release.ts): an archive, or
+ * the bare binary, per platform. Not in any cache key: a binary from its release and one
+ * built from the same pins share the group's folder.
+ */
+export interface ReleaseAsset {
+  /** URL template: `{os}` and `{arch}` as Go names them (`linux`, `amd64`), mapped by {@link os}/{@link arch}. */
+  url: string;
+  /** The binary's path inside the `.tar.gz` (same placeholders); absent for a bare binary. */
+  path?: string;
+  /** The project's names for Go's architectures (Pulumi's `x64`), when they differ. */
+  arch?: Record<string, string>;
+  os?: Record<string, string>;
+  /**
+   * sha256 of the file at {@link url}, by `<os>-<arch>`. A platform without one always builds
+   * from source.
+   */
+  sha256?: Record<string, string>;
+}
 
 /** One wrapper module and the binaries built from it. */
 export interface ToolGroup {
@@ -43,6 +63,20 @@ export interface ToolGroup {
    * from the folder of source archives ({@link langhostsDir}).
    */
   sourceArchive?: string;
+  /** Binary name → its official release download, taken instead of a build when verified. */
+  release?: Record<string, ReleaseAsset>;
+  /**
+   * The group whose release ships these files too (`pulumi`: its archive holds Pulumi's
+   * language hosts of the same version): a file of this group without a version flag is
+   * taken from PATH when it sits beside that group's binary at its pinned version.
+   */
+  shippedWith?: string;
+  /**
+   * The Pulumi plugin this group's binary is (`resource-kubernetes`): taken from Pulumi's
+   * plugin cache (`$PULUMI_HOME/plugins/<plugin>-v<version>/`), where Pulumi installs a
+   * plugin under its version, when the group folder lacks it.
+   */
+  pulumiPlugin?: string;
 }
 
 /** The contents of `cluster/toolchain.json`. */
@@ -51,6 +85,11 @@ export interface ToolchainPins {
   groups: Record<string, ToolGroup>;
   /** The `pulumi` package of PyPI for Python programs (cluster/toolchain-python.ts). */
   python?: { pulumi: string };
+  /**
+   * The groups each command needs (`cluster`, `demo`, `test`), by group name: what
+   * `toolchain ensure --for NAME` ensures. Not in any cache key.
+   */
+  needs?: Record<string, string[]>;
 }
 
 /** Names of every binary the project uses, in build order. */
@@ -183,6 +222,31 @@ function groupOf(pins: ToolchainPins, name: string): [string, ToolGroup] | undef
   return undefined;
 }
 
+/** The commands `needs` names (`cluster`, `demo`, `test`). */
+export function needsNames(pins: ToolchainPins = loadPins()): string[] {
+  return Object.keys(pins.needs ?? {}).filter((k) => !k.startsWith("$"));
+}
+
+/**
+ * The groups the command `purpose` needs (`needs` of `toolchain.json`), in the pin file's
+ * group order.
+ * @throws ToolchainError naming the purpose and the valid ones, or a group the pins lack
+ */
+export function groupsFor(purpose: string, pins: ToolchainPins = loadPins()): string[] {
+  const names = needsNames(pins);
+  const list = names.includes(purpose) ? pins.needs![purpose] : undefined;
+  if (!list)
+    throw new ToolchainError(
+      `[for] unknown command "${purpose}": choose from ${names.join(", ")} (the needs of toolchain.json)`,
+    );
+  const unknown = list.filter((g) => !pins.groups[g]);
+  if (unknown.length > 0)
+    throw new ToolchainError(
+      `[needs.${purpose}] names no group of toolchain.json: "${unknown.join('", "')}"`,
+    );
+  return Object.keys(pins.groups).filter((g) => list.includes(g));
+}
+
 /** Every binary name in build order. */
 export function allBinaries(pins: ToolchainPins = loadPins()): BinaryName[] {
   return Object.values(pins.groups).flatMap(groupFiles);
@@ -200,25 +264,81 @@ export function langhostsDir(): string {
   );
 }
 
+/** Answers of {@link versionOk} in this process, by file (and its size and time) and probe. */
+const versionAnswers = new Map<string, boolean>();
+
 /** True when the binary at `path` reports the pinned version (never without a probe). */
 export function versionOk(path: string, group: ToolGroup): boolean {
   if (!group.versionMatch) return false;
   const args = group.versionArgsOf?.[basename(path)] ?? group.versionArgs;
+  let key: string;
+  try {
+    const st = statSync(path);
+    key = JSON.stringify([path, st.size, st.mtimeMs, st.ino, args, group.versionMatch]);
+  } catch {
+    return false;
+  }
+  const known = versionAnswers.get(key);
+  if (known !== undefined) return known;
   const r = spawnSync(path, args, { encoding: "utf8", timeout: 20_000 });
-  return r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
+  const ok = r.status === 0 && `${r.stdout}${r.stderr}`.includes(group.versionMatch);
+  versionAnswers.set(key, ok);
+  return ok;
+}
+
+/** The first `name` on PATH that reports `group`'s pinned version. */
+function onPath(name: string, group: ToolGroup): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, name);
+    if (existsSync(p) && versionOk(p, group)) return p;
+  }
+  return undefined;
+}
+
+/**
+ * A file without a version flag found where its release put it: beside the binary of the
+ * group it ships with ({@link ToolGroup.shippedWith}) at that group's pinned version, or in
+ * Pulumi's plugin cache under the pinned version ({@link ToolGroup.pulumiPlugin}).
+ */
+function installedBeside(
+  name: BinaryName,
+  group: ToolGroup,
+  pins: ToolchainPins,
+): Pick<Located, "path" | "source"> | undefined {
+  const ship = group.shippedWith ? pins.groups[group.shippedWith] : undefined;
+  if (ship && ship.version === group.version) {
+    for (const b of Object.keys(ship.binaries)) {
+      const found = onPath(b, ship);
+      const p = found && join(dirname(found), name);
+      if (p && existsSync(p)) return { path: p, source: "path" };
+    }
+  }
+  if (group.pulumiPlugin) {
+    const home = process.env.PULUMI_HOME || join(homedir(), ".pulumi");
+    const version = (group.stamp ?? group.version).replace(/^v/, "");
+    const dir = join(home, "plugins", `${group.pulumiPlugin}-v${version}`);
+    const p = join(dir, name);
+    // Pulumi marks a plugin folder it is still filling with a `.partial` file beside it.
+    if (existsSync(p) && !existsSync(`${dir}.partial`))
+      return { path: p, source: "pulumi-plugins" };
+  }
+  return undefined;
 }
 
 /** Where a binary was found, and how. */
 export interface Located {
   name: BinaryName;
   path?: string;
-  source?: "configured" | "kubebuilder-assets" | "cache" | "path";
+  source?: "configured" | "kubebuilder-assets" | "cache" | "path" | "pulumi-plugins";
 }
 
 /**
  * Finds a binary without building: `$COCOONSET_BIN_DIR`, then `$KUBEBUILDER_ASSETS`
  * (etcd, kube-apiserver, kubectl), then the cache, then `PATH`. Binaries outside the cache
- * are used only when their version output matches the pin.
+ * are used only when their version output matches the pin; those without a version flag
+ * only where their release put them at the pinned version (beside a `pulumi` of the pinned
+ * version for Pulumi's language hosts, Pulumi's plugin cache for the Kubernetes provider).
  */
 export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Located {
   const cached = join(binDir(pins), name);
@@ -237,12 +357,10 @@ export function locate(name: BinaryName, pins: ToolchainPins = loadPins()): Loca
     if (existsSync(p) && (trusted || versionOk(p, group))) return { name, path: p, source };
   }
   if (existsSync(cached)) return { name, path: cached, source: "cache" };
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (!dir) continue;
-    const p = join(dir, name);
-    if (existsSync(p) && versionOk(p, group)) return { name, path: p, source: "path" };
-  }
-  return { name };
+  const onPathAt = group.versionMatch ? onPath(name, group) : undefined;
+  if (onPathAt) return { name, path: onPathAt, source: "path" };
+  const beside = group.versionMatch ? undefined : installedBeside(name, group, pins);
+  return beside ? { name, ...beside } : { name };
 }
 
 /** Path of a binary, or a ToolchainError saying how to get it. */

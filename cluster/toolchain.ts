@@ -46,6 +46,7 @@ import {
   groupDir,
   groupFiles,
   groupKey,
+  groupsFor,
   langhostsDir,
   loadPins,
   locate,
@@ -61,6 +62,7 @@ import {
 } from "./toolchain-migration.js";
 import { acquireLock, readText } from "./toolchain-lock.js";
 import { ensurePythonVenv } from "./toolchain-python.js";
+import { fetchReleaseBinaries, type ReleaseOptions } from "./toolchain-release.js";
 
 export type Progress = (line: string) => void;
 
@@ -267,8 +269,24 @@ export interface EnsureOptions {
    * else), are found or built. @default all
    */
   only?: string[];
+  /**
+   * The groups this command needs (`needs` of `toolchain.json`: `cluster`, `demo`, `test`),
+   * added to {@link only}; progress then names the command and the groups it lacks.
+   */
+  for?: string;
   progress?: Progress;
+  /** The release downloads' mirror and timeout (tests). */
+  release?: Partial<Omit<ReleaseOptions, "progress">>;
+  /** @default the pins of `toolchain.json` (tests give others) */
+  pins?: ToolchainPins;
 }
+
+/** How the progress lines name the command of {@link EnsureOptions.for}. */
+const PURPOSE_TITLES: Record<string, string> = {
+  cluster: "the embedded cluster needs",
+  demo: "the demo needs",
+  test: "the tests need",
+};
 
 /** The binaries `only` names (binary or group names), in build order. */
 export function resolveOnly(only: string[] | undefined, pins: ToolchainPins): BinaryName[] {
@@ -299,6 +317,8 @@ interface GroupCtx {
   /** Old-layout folders and the pin sets whose keys are known, computed once when needed. */
   sources: () => { folders: OldBinFolder[]; known: Map<string, ToolchainPins> };
   goChecked: { done: boolean };
+  /** Options of the release downloads, one set of unreachable hosts for the whole run. */
+  release: ReleaseOptions;
 }
 
 /**
@@ -326,7 +346,13 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
     mkdirSync(bin, { recursive: true });
 
     if (group.sourceArchive) {
-      // Never in the old layout (which held shims of these names): built, or nothing.
+      // Never in the old layout (which held shims of these names): the release, else built.
+      const files = groupFiles(group);
+      const fromRelease = await fetchReleaseBinaries(groupName, group, files, bin, ctx.release);
+      if (fromRelease.size === files.length) {
+        recordRelease(dir, fromRelease, true);
+        return bin;
+      }
       if (!ctx.goChecked.done) {
         checkGo(pins);
         ctx.goChecked.done = true;
@@ -349,6 +375,16 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
         `toolchain: ${groupName}: took ${name} from ${dirname(path)} (${verdict === "same-pins" ? "built from the same pins" : "its version matches the pin"}${group.versionMatch ? ", version checked" : ""})`,
       );
     }
+
+    // The official release archives, where their checksums are pinned.
+    const fromRelease = await fetchReleaseBinaries(
+      groupName,
+      group,
+      absent(names),
+      bin,
+      ctx.release,
+    );
+    if (fromRelease.size > 0) recordRelease(dir, fromRelease, false);
 
     const missing = absent(names);
     if (missing.length === 0) return bin;
@@ -385,8 +421,17 @@ async function ensureGroup(groupName: string, names: string[], ctx: GroupCtx): P
   }
 }
 
-/** The file in a language host's group folder that says where its build came from. */
+/**
+ * The file in a group folder that says where its binaries came from: a language host's
+ * build, or the release archives binaries were taken from.
+ */
 const SOURCE_FILE = "source";
+
+/** Notes in the group's `source` file the release archive each binary came from. */
+function recordRelease(dir: string, from: Map<string, string>, whole: boolean): void {
+  const lines = [...from].map(([name, url]) => `${name}: release archive ${url}\n`).join("");
+  writeFileSync(join(dir, SOURCE_FILE), lines, { flag: whole ? "w" : "a" });
+}
 
 /** Where a language host's build came from (`module proxy` or the archives), if known. */
 export function builtFrom(groupName: string, pins: ToolchainPins = loadPins()): string | undefined {
@@ -504,9 +549,11 @@ export interface EnsureReport {
 
 /** {@link ensureToolchain}, saying also which binaries it placed. */
 export async function ensureToolchainReport(opts: EnsureOptions = {}): Promise<EnsureReport> {
-  const pins = loadPins();
+  const pins = opts.pins ?? loadPins();
   const progress = opts.progress ?? ((l: string) => process.stderr.write(l + "\n"));
-  const wanted = new Set(resolveOnly(opts.only, pins));
+  const only =
+    opts.for === undefined ? opts.only : [...groupsFor(opts.for, pins), ...(opts.only ?? [])];
+  const wanted = new Set(resolveOnly(only, pins));
   const out = binDir(pins);
   mkdirSync(out, { recursive: true });
   let sources: ReturnType<GroupCtx["sources"]> | undefined;
@@ -516,12 +563,25 @@ export async function ensureToolchainReport(opts: EnsureOptions = {}): Promise<E
     sources: () =>
       (sources ??= { folders: oldBinFolders(), known: knownPinSets(pins, pinHistory()) }),
     goChecked: { done: false },
+    release: { progress, unreachable: new Set(), ...opts.release },
   };
   const located: Located[] = [];
   const placed: BinaryName[] = [];
+  const missingOf = (groupName: string) =>
+    groupFiles(pins.groups[groupName])
+      .filter((n) => wanted.has(n))
+      .filter((n) => !locate(n, pins).path);
+  if (opts.for !== undefined) {
+    const needed = groupsFor(opts.for, pins);
+    const lacking = needed.filter((g) => missingOf(g).length > 0);
+    if (lacking.length > 0)
+      progress(
+        `toolchain: ${PURPOSE_TITLES[opts.for] ?? `${opts.for} needs`} ${needed.length} groups; ${needed.length - lacking.length} ready, ${lacking.length} to fetch or build: ${lacking.join(", ")}`,
+      );
+  }
   for (const groupName of Object.keys(pins.groups)) {
     const names = groupFiles(pins.groups[groupName]).filter((n) => wanted.has(n));
-    const missing = names.filter((n) => !locate(n, pins).path);
+    const missing = missingOf(groupName);
     if (missing.length > 0) {
       const bin = await ensureGroup(groupName, missing, ctx);
       for (const n of missing) placeLink(join(bin, n), join(out, n));
@@ -559,7 +619,7 @@ export function toolchainStatus(): {
       key: groupKey(name, pins),
       dir,
       built: groupFiles(g).filter((b) => isFile(join(dir, "bin", b))),
-      ...(g.sourceArchive ? { source: builtFrom(name, pins) } : {}),
+      ...(g.sourceArchive || g.release ? { source: builtFrom(name, pins) } : {}),
     };
   });
   return {

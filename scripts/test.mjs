@@ -201,7 +201,9 @@ if (!only) {
 const clusterTiers = tiers.filter((t) => t !== "unit");
 if (clusterTiers.length === 0) process.exit(0);
 
-must(await step("toolchain", process.execPath, [cli, "toolchain", "ensure"]));
+// The groups the tests need beyond the demo's (Distribution, the YAML, Python and Go hosts,
+// the Python virtualenv) are fetched or built here, with their own progress lines.
+must(await step("toolchain", process.execPath, [cli, "toolchain", "ensure", "--for", "test"]));
 let parts;
 try {
   parts = clusterTiers.flatMap(partsOf);

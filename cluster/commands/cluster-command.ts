@@ -59,17 +59,7 @@ export function registerCluster(program: Command): void {
           // Refuse a wrong OS or a folder that is not the cluster's before building anything.
           assertSupportedPlatform();
           assertOwnStateDir(resolveStateDir(opts.stateDir ?? defaultStateDir()));
-          await ensureToolchain({
-            only: [
-              "etcd",
-              "kube-apiserver",
-              "kube-controller-manager",
-              "kube-scheduler",
-              "kwok",
-              "kubectl",
-              "registry",
-            ],
-          });
+          await ensureToolchain({ for: "cluster" });
           const st = await clusterUp({
             stateDir: opts.stateDir,
             nodes: opts.nodes,

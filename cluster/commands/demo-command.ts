@@ -104,9 +104,13 @@ export function registerDemo(program: Command): void {
         process.once("SIGTERM", onSignal);
         try {
           const started = Date.now();
-          await step(1, "toolchain: find or build etcd, Kubernetes, kwok and Pulumi", async () => {
-            await ensureToolchain({ progress: (l) => say(`    ${l}`) });
-          });
+          await step(
+            1,
+            "toolchain: find, fetch or build etcd, Kubernetes, kwok, the registry and Pulumi",
+            async () => {
+              await ensureToolchain({ for: "demo", progress: (l) => say(`    ${l}`) });
+            },
+          );
           const cluster = await step(
             2,
             "embedded cluster: etcd, apiserver, controllers, 2 kwok nodes",

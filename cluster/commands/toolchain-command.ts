@@ -14,16 +14,23 @@ export function registerToolchain(program: Command): void {
     );
   tc.command("ensure")
     .description(
-      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH) or build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where); after building anything, runs `toolchain check` once on a throwaway cluster (a toolchain found whole is not checked again)",
+      "find each pinned binary (COCOONSET_BIN_DIR, KUBEBUILDER_ASSETS, the cache, PATH), else take it from its project's release archive when toolchain.json pins its sha256 (COCOONSET_RELEASE_BASE_URL: a mirror, or none), else build it once from Go modules into the cache, one folder per group of cluster/toolchain.json (COCOONSET_TOOLCHAIN_DIR overrides where); after placing anything, runs `toolchain check` once on a throwaway cluster (a toolchain found whole is not checked again)",
     )
     .option(
       "--only <names...>",
       "only these binaries, or the binaries of these groups (e.g. kubernetes, pulumi-yaml) (default: all)",
     )
+    .option(
+      "--for <command>",
+      "only the groups this command needs (the needs of cluster/toolchain.json): cluster (what `cluster up` runs), demo (that and pulumi, its Kubernetes provider and Node.js host), test (every group and the Python virtualenv)",
+    )
     .option("--json", "print where each binary is as JSON")
     .action(
-      action(async (opts: { only?: string[]; json?: boolean }) => {
-        const { located, placed } = await ensureToolchainReport({ only: opts.only });
+      action(async (opts: { only?: string[]; for?: string; json?: boolean }) => {
+        const { located, placed } = await ensureToolchainReport({
+          only: opts.only,
+          for: opts.for,
+        });
         if (placed.length > 0) {
           const say = (l: string) => process.stderr.write(l + "\n");
           const absent = CHECK_BINARIES.filter((b) => !locate(b).path);
@@ -87,7 +94,7 @@ export function registerToolchain(program: Command): void {
         process.stdout.write("groups:\n");
         for (const g of st.groups)
           process.stdout.write(
-            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"}${g.source ? `; built from the ${g.source}` : ""})\n`,
+            `  ${g.name.padEnd(28)} ${g.dir} (${g.built.length ? `holds ${g.built.join(", ")}` : "empty"}${g.source ? `; ${g.source.includes("release archive") ? g.source.replaceAll("\n", "; ") : `built from the ${g.source}`}` : ""})\n`,
           );
       }),
     );

@@ -30,6 +30,9 @@ function cocoonset(args: string[], env: NodeJS.ProcessEnv = process.env) {
 function bareEnv(toolchainDir: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, PATH: dirname(process.execPath) };
   env.COCOONSET_TOOLCHAIN_DIR = toolchainDir;
+  // No release downloads: what is not found is built (and, without Go, fails).
+  env.COCOONSET_RELEASE_BASE_URL = "none";
+  env.PULUMI_HOME = join(toolchainDir, "pulumi-home");
   delete env.COCOONSET_BIN_DIR;
   delete env.KUBEBUILDER_ASSETS;
   return env;

@@ -71,6 +71,15 @@ test("toolchain ensure --only with an unknown name is refused, naming it and the
   );
 });
 
+test("toolchain ensure --for an unknown command is refused, naming the valid ones", () => {
+  const r = run(["toolchain", "ensure", "--for", "demos"], devCli);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(
+    r.stderr,
+    'cocoonset: [for] unknown command "demos": choose from cluster, demo, test (the needs of toolchain.json)\n',
+  );
+});
+
 test("plan -f names what is wrong with the file itself, before any cluster is asked", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "cocoonset-plan-file-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

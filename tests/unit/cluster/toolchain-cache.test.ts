@@ -241,6 +241,9 @@ describe("ensure takes binaries from the old layout instead of building them", (
       ...process.env,
       PATH: dirname(process.execPath),
       XDG_CACHE_HOME: d,
+      // No release downloads: what is not found is built.
+      COCOONSET_RELEASE_BASE_URL: "none",
+      PULUMI_HOME: join(d, "pulumi-home"),
     };
     delete env.COCOONSET_TOOLCHAIN_DIR;
     delete env.COCOONSET_BIN_DIR;
@@ -390,6 +393,7 @@ describe("the group lock", () => {
       ...process.env,
       PATH: dirname(process.execPath), // no Go: a build would fail at once
       COCOONSET_TOOLCHAIN_DIR: dir,
+      COCOONSET_RELEASE_BASE_URL: "none",
     };
     delete env.COCOONSET_BIN_DIR;
     delete env.KUBEBUILDER_ASSETS;

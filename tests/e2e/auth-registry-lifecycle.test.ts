@@ -125,7 +125,9 @@ test("suspend, wake and destroy of a Fleet through a registry with htpasswd auth
   );
   for (const vm of vms) {
     assert.ok(
-      agentLog.some((l) => l.includes(`${vm} ready`) && l.includes(`restored from ${reg.host}`)),
+      agentLog.some(
+        (l) => l.includes(`${vm} ready`) && l.includes(`restored from ${vm}:hibernate`),
+      ),
       `${vm} was restored from the registry: ${agentLog.join("\n")}`,
     );
   }

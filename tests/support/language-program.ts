@@ -161,7 +161,12 @@ export async function templateLifecycle(
   await run("config", "set", "createNamespace", "false");
   await run("config", "set", "ociRegistry", registry);
   // A bad input is refused per property, with no traceback of the language's host.
-  await run("config", "set", "replicas", "-1");
+  // `--` so that -1 is a value, not a flag (after it every word is positional).
+  const negative = await pulumiCli(["config", "set", "replicas", "--non-interactive", "--", "-1"], {
+    cwd: program.dir,
+    env: program.env,
+  });
+  assert.equal(negative.code, 0, negative.stderr);
   const refused = await pulumiCli(["preview", "--non-interactive"], {
     cwd: program.dir,
     env: program.env,

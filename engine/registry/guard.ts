@@ -209,6 +209,10 @@ export class GuardedRegistry implements TagClient {
   private readonly concurrency: number;
   private readonly waitMs: number;
   private readonly clock: GuardClock;
+  /** Told when the breaker changes kind; the controller's metrics set it. */
+  onStateChange?: (state: BreakerState) => void;
+  /** Told each call's result; the controller's metrics set it. */
+  onCall?: (result: "ok" | "failed" | "slow" | "refused") => void;
 
   constructor(
     private readonly inner: TagClient,
@@ -218,6 +222,8 @@ export class GuardedRegistry implements TagClient {
     this.concurrency = Math.max(1, opts.concurrency ?? 4);
     this.waitMs = Math.max(1, opts.waitMs ?? 2_000);
     this.clock = opts.clock ?? realClock;
+    this.onStateChange = opts.onStateChange;
+    this.onCall = opts.onCall;
   }
 
   hasManifest(name: string, reference: string): Promise<boolean> {
@@ -264,7 +270,7 @@ export class GuardedRegistry implements TagClient {
   private set(next: BreakerState): void {
     const before = this.state.kind;
     this.state = next;
-    if (next.kind !== before) this.opts.onStateChange?.(next);
+    if (next.kind !== before) this.onStateChange?.(next);
   }
 
   private settle(outcome: Outcome, probe: boolean): void {
@@ -272,7 +278,7 @@ export class GuardedRegistry implements TagClient {
   }
 
   private refuse(what: string, retryAfterMs: number): RegistryUnansweredError {
-    this.opts.onCall?.("refused");
+    this.onCall?.("refused");
     const s = this.state;
     const last = s.kind === "closed" ? "" : `; last: ${s.lastError}`;
     return new RegistryUnansweredError(
@@ -295,7 +301,7 @@ export class GuardedRegistry implements TagClient {
         this.inFlight--;
         this.release();
         if (!counted) this.settle(outcome, probe);
-        this.opts.onCall?.(counted ? "slow" : outcome.ok ? "ok" : "failed");
+        this.onCall?.(counted ? "slow" : outcome.ok ? "ok" : "failed");
         if (!waiting) return;
         waiting = false;
         this.clock.clearTimeout(timer);
@@ -323,7 +329,7 @@ export class GuardedRegistry implements TagClient {
           // A probe that never got a turn: the requests ahead of it are not answered either.
           this.settle({ ok: false, error: `no free request slot within ${this.waitMs} ms` }, probe);
         }
-        this.opts.onCall?.("slow");
+        this.onCall?.("slow");
         reject(
           new RegistryUnansweredError(
             `${what}: snapshot registry ${this.opts.name} did not answer within ${this.waitMs} ms${started ? "" : ` (${this.concurrency} requests already waiting on it)`}`,

@@ -8,7 +8,12 @@ import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js";
 import { DEFAULT_FANOUT } from "../engine/spec/index.js";
-import { describeValue, namespaceNameProblem } from "../engine/spec/index.js";
+import {
+  describeValue,
+  escapeUnsafeText,
+  namespaceNameProblem,
+  redactUserinfo,
+} from "../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/address.js";
 import { MAX_SHARDS, parseShard, UNSHARDED, type Shard } from "./shard.js";
 
@@ -393,7 +398,9 @@ export function resolveControllerOptions(
   };
   const fail = (from: string, rule: string, value: string): never => {
     // A long value is cut to a prefix and its length: echoing kilobytes back helps nobody.
-    const got = value.length > 60 ? describeValue(value) : `"${value}"`;
+    // Never an address's credentials, never a character that would act on a terminal.
+    const shown = redactUserinfo(value);
+    const got = shown.length > 60 ? describeValue(shown) : `"${escapeUnsafeText(shown)}"`;
     throw new OptionsError(`[${from}] ${rule} (got ${got})`);
   };
 

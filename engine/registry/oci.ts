@@ -29,7 +29,12 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { rootCertificates } from "node:tls";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
-import { isLoopbackRegistryHost, plainHttpProblem } from "./address.js";
+import {
+  isLoopbackRegistryHost,
+  plainHttpProblem,
+  redactRegistryAddress,
+  userinfoOf,
+} from "./address.js";
 import { dockerKeychain, type Keychain, type RegistryCredential } from "./keychain.js";
 
 /** Media type of an OCI image manifest. */
@@ -185,13 +190,20 @@ export class OciRegistry {
     const trimmed = base.replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
     const slash = trimmed.indexOf("/");
     const host = slash < 0 ? trimmed : trimmed.slice(0, slash);
-    if (host === "") throw new RegistryError(`[registry] "${base}" names no host`, 0);
+    // Errors show the address without its userinfo, and an address with one is refused.
+    const shown = redactRegistryAddress(base);
+    if (userinfoOf(base) !== undefined)
+      throw new RegistryError(
+        `[registry] "${shown}" carries credentials (user:password@host): give them in a Docker config instead`,
+        0,
+      );
+    if (host === "") throw new RegistryError(`[registry] "${shown}" names no host`, 0);
     this.prefix = slash < 0 ? "" : trimmed.slice(slash + 1);
     const loopback = isLoopbackRegistryHost(host);
     const insecure = opts.insecure === true || opts.plainHttp === true;
     if (opts.plainHttp === undefined) {
       const problem = plainHttpProblem(base, insecure);
-      if (problem) throw new RegistryError(`[registry] "${base}" ${problem}`, 0);
+      if (problem) throw new RegistryError(`[registry] "${shown}" ${problem}`, 0);
     }
     const plain = opts.plainHttp ?? (scheme ? scheme === "http" : loopback || insecure);
     this.host = host;

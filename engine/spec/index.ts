@@ -23,6 +23,7 @@ export { HIBERNATION_CRD_NAME, HIBERNATION_PLURAL } from "./hibernation-schema.j
 export type { Pod, PodManifest } from "./kube-types.js";
 export { cocoonSetNameProblem, namespaceNameProblem, objectNameProblem } from "./names.js";
 export { stableJson } from "./stable-json.js";
+export { escapeUnsafeText, hasUnsafeText, redactUserinfo, safeText } from "./safe-text.js";
 export {
   describeValue,
   formatFailure,

@@ -247,6 +247,12 @@ export const DELIBERATE: readonly Deliberate[] = [
       "sub-agents are bound to the main agent's node, so a node without room refuses them and the peer's status and events gave no hint of it: the slot looked like a crash loop. No scenario has a node refuse a pod, so nothing is folded",
     fold: () => undefined,
   },
+  {
+    what: "The CRD's `spec.agent.image` and `spec.toolboxes[].image` take printable ASCII without spaces only (pattern `^[!-~]*$`): a control character (an ANSI escape, BEL), whitespace or any non-ASCII character (a right-to-left override, a zero-width space) is refused, naming the field; the peer's CRD takes any string.",
+    reason:
+      "an image reference is printable ASCII in every grammar, and a control or format character in it reached logs, events and `kubectl` output, where it can recolour, ring, hide or reorder what an operator reads. The differential stories use plain references, so nothing is folded",
+    fold: () => undefined,
+  },
 ];
 
 const NS = "<ns>";

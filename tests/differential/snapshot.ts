@@ -253,6 +253,12 @@ export const DELIBERATE: readonly Deliberate[] = [
       "an image reference is printable ASCII in every grammar, and a control or format character in it reached logs, events and `kubectl` output, where it can recolour, ring, hide or reorder what an operator reads. The differential stories use plain references, so nothing is folded",
     fold: () => undefined,
   },
+  {
+    what: "A pass refused because the snapshot registry is unanswered (three calls in a row without an answer, then a cool-down in which it is not asked) posts a Warning `SnapshotRegistryUnanswered` and requeues for the end of the cool-down; a reconcile waits at most 2 s for a registry call. The peer writes no event and waits out each call's timeout on a worker.",
+    reason:
+      "a hung registry held every worker of the peer for its timeout, so fleets that need no registry stalled too; the event says why the fleet does not move. The differential stories' registry answers, so nothing is folded",
+    fold: () => undefined,
+  },
 ];
 
 const NS = "<ns>";

@@ -2,16 +2,18 @@
  * A hung snapshot registry delays only the fleets that need it (issue: every tag check
  * waited out its timeout on a reconcile worker, so a frozen registry starved every fleet).
  *
- * A registry of the test's own (the toolchain's `registry`, as the embedded cluster runs it) is frozen with SIGSTOP while
- * four retain-suspend fleets in one namespace wait on it, with a controller of two workers
- * and a five-minute request timeout. Then:
+ * A registry of the test's own (the toolchain's `registry`, as the embedded cluster runs
+ * it) is frozen with SIGSTOP while four retain-suspend fleets and a slot-release wake in one
+ * namespace wait on it, with a controller of two workers and a five-minute request timeout.
+ * Then:
  * - the frozen fleets' passes are refused at once (Warning SnapshotRegistryUnanswered), the
- *   fleets stay Suspending with their pods as they were;
+ *   suspending fleets stay Suspending with their pods as they were, the wake creates no pod;
  * - `/readyz/registry` answers 503 naming the registry, `/readyz` stays 200 and names it;
  * - a scale-up of a fleet in another namespace converges while the registry is still frozen,
  *   with no registry request ended by its timeout yet (so before any registry timeout could
  *   have elapsed);
- * - after SIGCONT, every frozen fleet converges to Suspended and `/readyz/registry` is 200.
+ * - after SIGCONT, every suspending fleet converges to Suspended, the wake to Running, and
+ *   `/readyz/registry` is 200.
  * The scale-up's time with the registry answering and frozen is reported as a diagnostic.
  */
 import assert from "node:assert/strict";
@@ -78,11 +80,25 @@ describe("a hung snapshot registry (SIGSTOP)", { timeout: 600_000 }, () => {
     // The snapshots the node agent would push to this registry (it pushes to the cluster's).
     const oci = new OciRegistry(reg.address);
     for (const n of names) await pushTag(oci, `vk-${frozenNs}-${n}-0`, SNAPSHOT_TAGS.hibernate);
+    // A fleet that will wake from a slot release: suspended (its pod gone) while the registry
+    // answers; its wake needs the registry's word on its snapshot.
+    await createCocoonSet(frozenNs, "wake", { hibernatePolicy: "release" });
+    await waitForPods(frozenNs, "wake", 1, vmReady, "wake's VM booted");
+    await pushTag(oci, `vk-${frozenNs}-wake-0`, SNAPSHOT_TAGS.hibernate);
+    await patchSpec(frozenNs, "wake", { suspend: true });
+    await waitForSet(
+      frozenNs,
+      "wake",
+      (cs) => cs.status?.phase === "Suspended" && (cs.status.agents ?? []).length === 0,
+      "wake Suspended, its seat released",
+    );
+    await waitForPods(frozenNs, "wake", 0, () => true, "wake's pod gone");
 
     const answering = await scaleUp(freeNs, "free", 2);
 
     reg.freeze();
     for (const n of names) await patchSpec(frozenNs, n, { suspend: true });
+    await patchSpec(frozenNs, "wake", { suspend: false });
     // Each fleet's VM hibernates (the simulator), then its pass needs the frozen registry.
     for (const n of names)
       await waitForPods(
@@ -117,7 +133,7 @@ describe("a hung snapshot registry (SIGSTOP)", { timeout: 600_000 }, () => {
     const frozen = await scaleUp(freeNs, "free", 3);
 
     // Still frozen, and no registry request has ended: not one by its timeout.
-    assert.equal(reg.proc.signalCode, null);
+    assert.equal(reg.frozen(), true);
     assert.equal(
       await proc.metric("cocoonset_snapshot_registry_calls_total", { result: "failed" }),
       0,
@@ -136,6 +152,7 @@ describe("a hung snapshot registry (SIGSTOP)", { timeout: 600_000 }, () => {
       assert.equal(cs.status?.phase, "Suspending", `${n} waits for the registry`);
       assert.equal((await fleetPods(client, frozenNs, n)).length, 1, `${n}'s pod is kept`);
     }
+    assert.deepEqual(await fleetPods(client, frozenNs, "wake"), [], "no wake without the registry");
 
     reg.thaw();
     for (const n of names)
@@ -148,6 +165,16 @@ describe("a hung snapshot registry (SIGSTOP)", { timeout: 600_000 }, () => {
         `${n} Suspended once the registry answers`,
         180_000,
       );
+    await waitForSet(
+      frozenNs,
+      "wake",
+      (cs) =>
+        cs.status?.phase === "Running" &&
+        cs.status.observedGeneration === cs.metadata.generation &&
+        (cs.status.agents ?? []).every((a) => !!a.vmID),
+      "wake Running once the registry answers",
+      180_000,
+    );
     const after = await proc.probe("/readyz/registry");
     assert.equal(after.status, 200, after.body);
 

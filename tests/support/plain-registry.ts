@@ -5,6 +5,7 @@
  * answered, as a hung registry) and thaw it (SIGCONT).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { requireBinary } from "../../cluster/toolchain-pins.js";
 import { type Cleanup, freePort } from "./controller-process.js";
@@ -18,6 +19,8 @@ export interface PlainRegistry {
   freeze(): void;
   /** SIGCONT: it answers again, the requests that waited included. */
   thaw(): void;
+  /** Whether the process is stopped now (state `T` in `/proc/<pid>/stat`). */
+  frozen(): boolean;
 }
 
 /** `GET /v2/`'s status, or 0 without an answer within 2 s. */
@@ -63,5 +66,10 @@ export async function startPlainRegistry(c: Cleanup): Promise<PlainRegistry> {
     proc,
     freeze: () => proc.kill("SIGSTOP"),
     thaw: () => proc.kill("SIGCONT"),
+    frozen: () => {
+      // The state follows the command's name, which is in parentheses.
+      const stat = readFileSync(`/proc/${proc.pid}/stat`, "utf8");
+      return stat.slice(stat.lastIndexOf(")") + 2).startsWith("T");
+    },
   };
 }

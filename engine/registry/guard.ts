@@ -151,6 +151,8 @@ export class RegistryUnansweredError extends BrandedError {
 export interface TagClient {
   hasManifest(name: string, reference: string): Promise<boolean>;
   deleteManifest(name: string, reference: string): Promise<void>;
+  /** Ends the requests in flight (at shutdown). */
+  close?(): void;
 }
 
 /** The timers and time {@link GuardedRegistry} uses (tests inject a manual clock). */
@@ -234,6 +236,11 @@ export class GuardedRegistry implements TagClient {
     return this.guard(`DELETE ${name}:${reference}`, () =>
       this.inner.deleteManifest(name, reference),
     );
+  }
+
+  /** Ends the requests still in flight, which no caller waits for any more (at shutdown). */
+  close(): void {
+    this.inner.close?.();
   }
 
   /** The breaker now, for `/readyz/registry`, events and tests. */

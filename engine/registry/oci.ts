@@ -181,6 +181,8 @@ export class OciRegistry {
   private basic?: string;
   /** Every secret value seen, to keep out of error messages. */
   private readonly secrets = new Set<string>();
+  /** Aborted by {@link close}: a request still waiting on a hung registry ends with it. */
+  private readonly closing = new AbortController();
 
   constructor(
     readonly base: string,
@@ -247,7 +249,7 @@ export class OciRegistry {
           ...headers,
           ...(body === undefined ? {} : { "content-length": String(Buffer.byteLength(body)) }),
         },
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.closing.signal]),
       };
       const req =
         url.protocol === "https:"
@@ -431,6 +433,14 @@ export class OciRegistry {
         a.status,
       );
     throw new RegistryError(`${what}: HTTP ${a.status} ${text}`.trim(), a.status);
+  }
+
+  /**
+   * Ends every request in flight (each fails as unanswered) and any later one: at shutdown,
+   * requests a caller stopped waiting for must not keep the process alive.
+   */
+  close(): void {
+    this.closing.abort(new Error("the registry client was closed"));
   }
 
   /** Whether `name:reference` (a tag or a digest) has a manifest. 404 is false. */

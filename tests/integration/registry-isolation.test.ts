@@ -13,7 +13,8 @@
  *   with no registry request ended by its timeout yet (so before any registry timeout could
  *   have elapsed);
  * - after SIGCONT, every suspending fleet converges to Suspended, the wake to Running, and
- *   `/readyz/registry` is 200.
+ *   `/readyz/registry` is 200;
+ * - frozen again, with a request waiting on it, the controller exits 0 at once on SIGTERM.
  * The scale-up's time with the registry answering and frozen is reported as a diagnostic.
  */
 import assert from "node:assert/strict";
@@ -177,6 +178,18 @@ describe("a hung snapshot registry (SIGSTOP)", { timeout: 600_000 }, () => {
     );
     const after = await proc.probe("/readyz/registry");
     assert.equal(after.status, 200, after.body);
+
+    // Stopped while a request waits on the frozen registry, the controller exits at once: a
+    // request no reconcile waits for is ended, not waited out (its timeout is 5 minutes).
+    reg.freeze();
+    const from = proc.lines.length;
+    await patchSpec(frozenNs, "wake", { suspend: true });
+    await proc.waitForLog(
+      "a pass that stopped waiting for the frozen registry",
+      (l) => /did not answer within 2000 ms/.test(String(l.err)),
+      { from, timeoutMs: 120_000 },
+    );
+    assert.deepEqual(await proc.stop("SIGTERM", 20_000), { code: 0, signal: null });
 
     t.diagnostic(
       `unrelated scale-up: ${Math.round(answering)} ms with the registry answering, ${Math.round(frozen)} ms with it frozen`,

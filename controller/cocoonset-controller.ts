@@ -16,13 +16,14 @@ import {
 } from "../engine/kube/index.js";
 import { reapNamespace } from "../engine/release/index.js";
 import { OciRegistry } from "../engine/registry/oci.js";
+import { GuardedRegistry } from "../engine/registry/guard.js";
 import { readCaBundle } from "../engine/registry/ca.js";
 import { dockerKeychain } from "../engine/registry/keychain.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS } from "../engine/spec/index.js";
 import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonset-reconciler.js";
 import type { Kind } from "./cache.js";
-import { CocoonSetMetrics } from "./cocoonset-metrics.js";
+import { CocoonSetMetrics, registerRegistryMetrics } from "./cocoonset-metrics.js";
 import { FleetCache, FLEET_POD_INDEXES } from "./fleet-cache.js";
 import { hibernationController } from "./hibernation-controller.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
@@ -143,6 +144,8 @@ export interface ControllerDeps {
   hibernation?: Reconciler<HibernationMetrics>;
   /** The reconciler's informer-backed reads: the session's CocoonSet and pod caches feed it. */
   cache?: FleetCache;
+  /** The guarded snapshot registry: its series and its `/readyz/registry` check. */
+  registry?: GuardedRegistry;
 }
 
 /**
@@ -154,7 +157,11 @@ export function registryClientOf(
   options: Partial<
     Pick<
       ControllerOptions,
-      "ociRegistry" | "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+      | "ociRegistry"
+      | "ociRegistryCaFile"
+      | "ociRegistryInsecure"
+      | "ociRegistryDockerConfig"
+      | "ociRegistryTimeoutMs"
     >
   >,
 ): OciRegistry | undefined {
@@ -170,6 +177,31 @@ export function registryClientOf(
         ? { env: { ...process.env, DOCKER_CONFIG: options.ociRegistryDockerConfig } }
         : {},
     ),
+    timeoutMs: options.ociRegistryTimeoutMs,
+  });
+}
+
+/** How long a reconcile waits for one registry call before it requeues instead. */
+export const REGISTRY_WAIT_MS = 2_000;
+
+/** Registry requests in flight at once, whatever the number of workers. */
+export const REGISTRY_CONCURRENCY = 4;
+
+/**
+ * The controller's registry: the client of {@link registryClientOf} behind a circuit breaker,
+ * a bound on requests in flight and a wait budget (engine/registry/guard.ts), so a registry
+ * that hangs holds no reconcile worker for its timeout.
+ */
+export function guardedRegistryOf(
+  options: Parameters<typeof registryClientOf>[0],
+): GuardedRegistry | undefined {
+  const client = registryClientOf(options);
+  if (!client) return undefined;
+  return new GuardedRegistry(client, {
+    // The host only: a registry address never carries credentials into a message.
+    name: client.host,
+    concurrency: REGISTRY_CONCURRENCY,
+    waitMs: Math.min(REGISTRY_WAIT_MS, options.ociRegistryTimeoutMs ?? REGISTRY_WAIT_MS),
   });
 }
 
@@ -182,13 +214,16 @@ export function reconcilerOptionsOf(
     Partial<
       Pick<
         ControllerOptions,
-        "ociRegistryCaFile" | "ociRegistryInsecure" | "ociRegistryDockerConfig"
+        | "ociRegistryCaFile"
+        | "ociRegistryInsecure"
+        | "ociRegistryDockerConfig"
+        | "ociRegistryTimeoutMs"
       >
     >,
 ): CocoonSetReconcilerOptions {
   return {
     fanOut: options.fanoutConcurrency,
-    registry: registryClientOf(options),
+    registry: guardedRegistryOf(options),
     hibernateTimeoutMs: options.hibernateTimeoutMs,
     wakeTimeoutMs: options.wakeTimeoutMs,
   };
@@ -202,6 +237,7 @@ export function cocoonSetControllerDeps(
   const cache = opts.cache ?? new FleetCache(client, { now: opts.now });
   return {
     cache,
+    registry: opts.registry instanceof GuardedRegistry ? opts.registry : undefined,
     reconciler: new CocoonSetReconciler(client, { ...opts, cache }),
     hibernation: new HibernationReconciler(client, {
       registry: opts.registry,
@@ -238,6 +274,18 @@ export const ownedPods: Watch = {
   updateMatters: podChangeMatters,
 };
 
+/**
+ * `/readyz/registry`: 503 while the snapshot registry is unanswered (its breaker open or
+ * half-open). Informational: `/readyz` itself names it but stays 200, since the controller
+ * still serves every fleet that does not need the registry (docs/controller.md).
+ */
+export function registryCheck(guard: GuardedRegistry): () => CheckResult {
+  return () => {
+    const s = guard.status();
+    return { ok: !s.unanswered, reason: s.reason };
+  };
+}
+
 /** The CocoonSet controller, for the manager. */
 export function cocoonSetController(
   deps: ControllerDeps,
@@ -250,7 +298,11 @@ export function cocoonSetController(
     updateMatters: cocoonSetChangeMatters,
     watches: [ownedPods],
     reconciler: deps.reconciler,
-    metrics: (registry) => new CocoonSetMetrics(registry),
+    metrics: (registry) => {
+      if (deps.registry) registerRegistryMetrics(registry, deps.registry);
+      return new CocoonSetMetrics(registry);
+    },
+    checks: deps.registry ? { registry: registryCheck(deps.registry) } : undefined,
     attach: cache
       ? (shared) => cache.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name))
       : undefined,

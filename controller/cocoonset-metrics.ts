@@ -4,7 +4,8 @@
  * CocoonSet controller's (rebuilds, dead-letters, the reaper, owner release, slot release)
  * and the CocoonHibernation controller's (the Hibernating and Waking phase durations).
  */
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { GuardedRegistry } from "../engine/registry/guard.js";
 import { METRIC_NAMES } from "./metrics.js";
 import type { ControllerMetrics, HibernationMetrics } from "./types.js";
 
@@ -129,4 +130,28 @@ export class HibernationPhaseMetrics implements HibernationMetrics {
   phaseDuration(metric: string, result: string, seconds: number): void {
     this.phaseDurations[metric]?.observe({ result }, seconds);
   }
+}
+
+/**
+ * The snapshot registry guard's series: calls by result (`ok`, `failed`: no answer or a 5xx,
+ * `slow`: the caller stopped waiting, `refused`: not asked, the breaker open) and whether the
+ * registry is unanswered now (the breaker open or half-open).
+ */
+export function registerRegistryMetrics(registry: Registry, guard: GuardedRegistry): void {
+  const calls = new Counter({
+    name: METRIC_NAMES.registryCalls,
+    help: "Snapshot registry calls by result (ok, failed, slow, refused)",
+    labelNames: ["result"],
+    registers: [registry],
+  });
+  for (const r of ["ok", "failed", "slow", "refused"]) calls.inc({ result: r }, 0);
+  new Gauge({
+    name: METRIC_NAMES.registryUnanswered,
+    help: "1 while the snapshot registry's circuit breaker is open or half-open, else 0",
+    registers: [registry],
+    collect() {
+      this.set(guard.status().unanswered ? 1 : 0);
+    },
+  });
+  guard.onCall = (result) => calls.inc({ result });
 }

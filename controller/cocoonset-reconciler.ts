@@ -11,11 +11,13 @@ import {
   onlyOvertaken,
   readCocoonSet,
   runPass,
+  SnapshotRegistryFailure,
   type CreateLogs,
   type EngineHooks,
   type SnapshotRegistry,
 } from "../engine/execute/index.js";
-import { FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
+import { EVENT_REASONS, FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
+import { GuardedRegistry } from "../engine/registry/guard.js";
 import { KubeApiError, type KubeClient } from "../engine/kube/index.js";
 import type { FleetCache } from "./fleet-cache.js";
 import { logWithFields } from "./logger.js";
@@ -207,10 +209,37 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       ctx.log.debug({}, "the CocoonSet changed during the pass; planned again on a fresh read");
       return requeueAfter(0);
     }
+    const wait = registryWait(this.opts.registry, result);
+    if (wait !== undefined) {
+      // The registry is unanswered: this pass changed nothing; it comes back when the breaker
+      // lets a call through again, without holding a worker meanwhile.
+      hooks.event?.(
+        result.cocoonSet,
+        "Warning",
+        EVENT_REASONS.snapshotRegistryUnanswered,
+        `${passFailureSummary(result)}; requeued in ${Math.ceil(wait / 1000)}s`,
+      );
+      return requeueAfter(wait);
+    }
     if (result.failures.length > 0) {
       // One bounded line however many steps failed (the runtime logs it once per pass).
       throw new PassError(passFailureSummary(result), result);
     }
     return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
   }
+}
+
+/**
+ * How long to wait before the next pass when this one failed only for want of the snapshot
+ * registry and the registry's breaker is open (engine/registry/guard.ts); undefined otherwise
+ * (the error goes to the queue's backoff as any other).
+ */
+export function registryWait(
+  registry: unknown,
+  result: { failures: readonly unknown[] },
+): number | undefined {
+  if (!(registry instanceof GuardedRegistry) || !registry.status().unanswered) return undefined;
+  if (result.failures.length === 0) return undefined;
+  if (!result.failures.every((f) => SnapshotRegistryFailure.isInstance(f))) return undefined;
+  return registry.retryAfterMs();
 }

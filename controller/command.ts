@@ -121,7 +121,12 @@ export function registerController(program: Command, deps: ControllerDepsFactory
       try {
         await ensureReachable(client);
         const d = await deps({ options, client });
-        await runController(options, d, { client });
+        try {
+          await runController(options, d, { client });
+        } finally {
+          // Requests to a hung registry that no reconcile waits for must not hold the exit.
+          d.registry?.close();
+        }
       } finally {
         client.close();
       }

@@ -13,6 +13,7 @@ import type { Logger } from "pino";
 import { paths, type KubeClient, type ObjectLike } from "../engine/kube/index.js";
 import type { EventRecorder as EventRecorderContract, EventType } from "./types.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
+import { safeText } from "../engine/spec/index.js";
 
 /** The `reportingController` of every event. */
 export const REPORTING_CONTROLLER = "cocoonset-controller";
@@ -88,7 +89,8 @@ export class KubeEventRecorder implements EventRecorderContract {
       type,
       reason: reason.slice(0, 128),
       action: action.slice(0, 128),
-      note: truncateBytes(note, 1024),
+      // Whatever a value in it holds, the note cannot act on a terminal or show a credential.
+      note: truncateBytes(safeText(note), 1024),
       reportingController: REPORTING_CONTROLLER,
       reportingInstance: this.identity.slice(0, 128),
       regarding: {

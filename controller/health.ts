@@ -100,6 +100,8 @@ export interface ProbeChecks {
   healthz: () => CheckResult;
   /** Readiness: caches synced and the CRD present. */
   readyz: () => CheckResult;
+  /** Informational checks, each served at `/readyz/<name>`. */
+  named?: Record<string, () => CheckResult>;
 }
 
 /** Serves `GET /healthz` and `GET /readyz`: 200 "ok" or 503 with the reason. */
@@ -112,5 +114,12 @@ export function startProbeServer(bind: BindAddress, checks: ProbeChecks): Promis
         .writeHead(r.ok ? 200 : 503, { "content-type": "text/plain; charset=utf-8" })
         .end(`${r.reason}\n`);
     };
-  return listen(bind, { "/healthz": probe(checks.healthz), "/readyz": probe(checks.readyz) });
+  const named = Object.fromEntries(
+    Object.entries(checks.named ?? {}).map(([n, check]) => [`/readyz/${n}`, probe(check)]),
+  );
+  return listen(bind, {
+    ...named,
+    "/healthz": probe(checks.healthz),
+    "/readyz": probe(checks.readyz),
+  });
 }

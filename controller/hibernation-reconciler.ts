@@ -5,6 +5,7 @@
  * hibernate annotation and its VM's tag.
  * Behaviour: docs/behaviour.md §3.18.
  */
+import { GuardedRegistry } from "../engine/registry/guard.js";
 import {
   HibernationRefused,
   runHibernationPass,
@@ -88,6 +89,20 @@ export class HibernationReconciler implements Reconciler<HibernationMetrics> {
       now: this.opts.now,
       hooks: hooksFor(ctx),
     });
+    // A registry whose breaker is open: back when it is asked again, without a thrown error's
+    // growing backoff (which would outlast the outage).
+    const guard = this.opts.registry;
+    if (
+      result.refusal?.kind === "snapshot-registry-unanswered" &&
+      guard instanceof GuardedRegistry &&
+      guard.status().unanswered
+    ) {
+      ctx.log.warn(
+        { refusal: result.refusal.detail },
+        "the snapshot registry is unanswered; requeued",
+      );
+      return requeueAfter(guard.retryAfterMs());
+    }
     // The runtime retries a thrown reconcile with backoff (a registry that did not answer).
     if (result.refusal) throw new HibernationRefused(result.refusal);
     return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);

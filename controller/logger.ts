@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { pino, type DestinationStream, type Logger } from "pino";
 import type { ObjectKey } from "./types.js";
+import { escapeUnsafeText, redactUserinfo } from "../engine/spec/index.js";
 
 /** Log levels accepted by `--log-level`. */
 export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
@@ -31,10 +32,15 @@ export const MAX_LOG_ENTRIES = 32;
  * then has a bound whatever a caller passes.
  */
 export function boundLogValue(value: unknown, depth = 0): unknown {
-  if (typeof value === "string")
-    return value.length <= MAX_LOG_STRING
-      ? value
-      : `${value.slice(0, MAX_LOG_STRING)}… (${value.length} characters)`;
+  if (typeof value === "string") {
+    // JSON escapes the C0 controls; the rest that could act on a terminal (C1, the
+    // bidirectional overrides, zero-width characters) and any address's userinfo are
+    // taken care of here.
+    const safe = escapeUnsafeText(redactUserinfo(value), { json: true });
+    return safe.length <= MAX_LOG_STRING
+      ? safe
+      : `${safe.slice(0, MAX_LOG_STRING)}… (${safe.length} characters)`;
+  }
   if (value instanceof Error)
     return boundLogValue({ type: value.name, message: value.message, stack: value.stack }, depth);
   if (value === null || typeof value !== "object") return value;

@@ -25,6 +25,8 @@ export const METRIC_NAMES = {
   slotReleasePodsDeleted: "cocoonset_slot_release_pods_deleted_total",
   slotReleaseWake: "cocoonset_slot_release_wake_total",
   slotReleaseWakeUnschedulable: "cocoonset_slot_release_wake_unschedulable_total",
+  registryCalls: "cocoonset_snapshot_registry_calls_total",
+  registryUnanswered: "cocoonset_snapshot_registry_unanswered",
   reconcile: "controller_runtime_reconcile_total",
   reconcileErrors: "controller_runtime_reconcile_errors_total",
   reconcileTime: "controller_runtime_reconcile_time_seconds",

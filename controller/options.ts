@@ -8,7 +8,12 @@ import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js";
 import { DEFAULT_FANOUT } from "../engine/spec/index.js";
-import { describeValue, namespaceNameProblem } from "../engine/spec/index.js";
+import {
+  describeValue,
+  escapeUnsafeText,
+  namespaceNameProblem,
+  redactUserinfo,
+} from "../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../engine/registry/address.js";
 import { MAX_SHARDS, parseShard, UNSHARDED, type Shard } from "./shard.js";
 
@@ -54,6 +59,8 @@ export interface ControllerOptions {
    * `DOCKER_CONFIG` names it. @default `$DOCKER_CONFIG`, else `~/.docker`
    */
   ociRegistryDockerConfig?: string;
+  /** Deadline of one request to the snapshot registry. @default 10000 (10s) */
+  ociRegistryTimeoutMs?: number;
   /** How long a CocoonHibernation may stay Hibernating. @default 180000 (3m) */
   hibernateTimeoutMs?: number;
   /** How long a CocoonHibernation may stay Waking. @default 300000 (5m) */
@@ -79,6 +86,7 @@ export interface ControllerFlags {
   ociRegistryCaFile?: string;
   ociRegistryInsecure?: string | boolean;
   ociRegistryDockerConfig?: string;
+  ociRegistryTimeout?: string;
   hibernateTimeout?: string;
   wakeTimeout?: string;
 }
@@ -246,6 +254,15 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
       "folder of the Docker config.json the snapshot registry's credentials come from (auths, credHelpers, credsStore); a mounted kubernetes.io/dockerconfigjson Secret whose .dockerconfigjson is projected as config.json is one",
   },
   {
+    key: "ociRegistryTimeout",
+    valueName: "<duration>",
+    flag: "--oci-registry-timeout",
+    env: "OCI_REGISTRY_TIMEOUT",
+    defaultText: "10s",
+    description:
+      "deadline of one request to the snapshot registry; a reconcile waits at most 2s (or this, when shorter) for an answer, and after 3 requests in a row without one the registry is not asked for a cool-down (5s, doubling to 1m) while the fleets that need it requeue",
+  },
+  {
     key: "hibernateTimeout",
     valueName: "<duration>",
     flag: "--hibernate-timeout",
@@ -302,6 +319,18 @@ export function parseNamespaceOption(text: string): string {
 /** Parses `--hibernate-timeout` / `--wake-timeout`: as `--reap-interval`, in milliseconds. */
 export function parseTransitionTimeoutOption(text: string): number {
   return parseReapIntervalOption(text);
+}
+
+/** Parses `--oci-registry-timeout`: 1s to 5m, in milliseconds. */
+export function parseRegistryTimeoutOption(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new InvalidValueError("must be a duration such as 10s or 1m");
+  }
+  if (ms < 1000 || ms > 300_000) throw new InvalidValueError("must be from 1s to 5m");
+  return ms;
 }
 
 /** Parses `--leader-election-lease-duration`: whole seconds, 2s to 1h, in milliseconds. */
@@ -369,7 +398,9 @@ export function resolveControllerOptions(
   };
   const fail = (from: string, rule: string, value: string): never => {
     // A long value is cut to a prefix and its length: echoing kilobytes back helps nobody.
-    const got = value.length > 60 ? describeValue(value) : `"${value}"`;
+    // Never an address's credentials, never a character that would act on a terminal.
+    const shown = redactUserinfo(value);
+    const got = shown.length > 60 ? describeValue(shown) : `"${escapeUnsafeText(shown)}"`;
     throw new OptionsError(`[${from}] ${rule} (got ${got})`);
   };
 
@@ -470,6 +501,8 @@ export function resolveControllerOptions(
     );
   const ociRegistryCaFile = pick("ociRegistryCaFile")?.value.trim() || undefined;
   const ociRegistryDockerConfig = pick("ociRegistryDockerConfig")?.value.trim() || undefined;
+  const rt = pick("ociRegistryTimeout");
+  const ociRegistryTimeoutMs = rt ? parse(rt, parseRegistryTimeoutOption) : 10_000;
 
   const ht = pick("hibernateTimeout");
   const hibernateTimeoutMs = ht ? parse(ht, parseTransitionTimeoutOption) : 180_000;
@@ -495,6 +528,7 @@ export function resolveControllerOptions(
     ociRegistryCaFile,
     ociRegistryInsecure,
     ociRegistryDockerConfig,
+    ociRegistryTimeoutMs,
     hibernateTimeoutMs,
     wakeTimeoutMs,
   };

@@ -106,6 +106,12 @@ export interface Controller<M = unknown> {
   readyPending?: string;
   /** The warning logged while the gate fails. @default "not ready" */
   notReadyMessage?: string;
+  /**
+   * Named informational checks, served at `/readyz/<name>` (503 while failing) and named in
+   * `/readyz`'s body, which they do not fail: something outside the controller (the snapshot
+   * registry) that only some reconciles need.
+   */
+  checks?: Record<string, () => CheckResult>;
   /** What a thrown reconcile error leads to. @default "backoff" (per-key rate-limited requeue) */
   errorPolicy?(error: unknown, key: ObjectKey): ErrorAction;
   tasks?: PeriodicTask<M>[];
@@ -263,7 +269,21 @@ export class Manager {
           .join(", ");
         return { ok: false, reason: `caches not synced: ${detail}` };
       }
-      return { ok: true, reason: "ok" };
+      return withChecks({ ok: true, reason: "ok" });
+    };
+    const named: Record<string, () => CheckResult> = Object.assign(
+      {},
+      ...this.controllers.map((c) => c.def.checks ?? {}),
+    ) as Record<string, () => CheckResult>;
+    const withChecks = (r: CheckResult): CheckResult => {
+      const failing = Object.entries(named)
+        .map(([n, check]) => [n, check()] as const)
+        .filter(([, c]) => !c.ok);
+      if (failing.length === 0) return r;
+      return {
+        ok: r.ok,
+        reason: [r.reason, ...failing.map(([n, c]) => `[-]${n}: ${c.reason}`)].join("\n"),
+      };
     };
 
     const servers: { close(): Promise<void> }[] = [];
@@ -275,7 +295,9 @@ export class Manager {
       const probeBind = parseBindAddress(opts.healthProbeBindAddress);
       const m = metricsBind ? await startMetricsServer(metricsBind, metrics.registry) : undefined;
       if (m) servers.push(m);
-      const p = probeBind ? await startProbeServer(probeBind, { healthz, readyz }) : undefined;
+      const p = probeBind
+        ? await startProbeServer(probeBind, { healthz, readyz, named })
+        : undefined;
       if (p) servers.push(p);
       runtime.onListening?.({ metrics: m?.port ?? 0, probes: p?.port ?? 0 });
       // With `:0` the ports are chosen here: log what was bound so users and tests find them.

@@ -18,6 +18,7 @@ export {
   podSelector,
   readCocoonSet,
   runPass,
+  SnapshotRegistryFailure,
 } from "./pass.js";
 export {
   groupByShape,

@@ -17,6 +17,10 @@ const REGISTRY_PATH_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
  */
 export function parseRegistryAddress(text: string): string {
   const t = text.trim();
+  if (userinfoOf(t) !== undefined)
+    throw new InvalidValueError(
+      "must not carry credentials (user:password@host): the registry's credentials come from a Docker config (its auths, credHelpers or credsStore), never from the address",
+    );
   const rule =
     "must be host[:port][/prefix] (e.g. 127.0.0.1:5000 or registry.example.com/snapshots), optionally with http:// or https://";
   const rest = t.replace(/^https?:\/\//, "").replace(/\/+$/, "");
@@ -32,6 +36,25 @@ export function parseRegistryAddress(text: string): string {
       `${rule}; the prefix is lower-case letters, digits and . _ - between slashes`,
     );
   return t;
+}
+
+/**
+ * The userinfo (`user[:password]`) of a registry address, if it has one: whatever precedes
+ * an `@` in the part before the first `/` (after the scheme).
+ */
+export function userinfoOf(address: string): string | undefined {
+  const rest = address.trim().replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  const authority = rest.split("/")[0];
+  const at = authority.lastIndexOf("@");
+  return at < 0 ? undefined : authority.slice(0, at);
+}
+
+/** A registry address as messages may show it: its userinfo replaced by `[redacted]`. */
+export function redactRegistryAddress(address: string): string {
+  const info = userinfoOf(address);
+  if (info === undefined) return address;
+  const i = address.indexOf(`${info}@`);
+  return `${address.slice(0, i)}[redacted]@${address.slice(i + info.length + 1)}`;
 }
 
 /** Whether a registry host (`host[:port]`) is a loopback address. */

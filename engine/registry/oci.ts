@@ -29,7 +29,12 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { rootCertificates } from "node:tls";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
-import { isLoopbackRegistryHost, plainHttpProblem } from "./address.js";
+import {
+  isLoopbackRegistryHost,
+  plainHttpProblem,
+  redactRegistryAddress,
+  userinfoOf,
+} from "./address.js";
 import { dockerKeychain, type Keychain, type RegistryCredential } from "./keychain.js";
 
 /** Media type of an OCI image manifest. */
@@ -176,6 +181,8 @@ export class OciRegistry {
   private basic?: string;
   /** Every secret value seen, to keep out of error messages. */
   private readonly secrets = new Set<string>();
+  /** Aborted by {@link close}: a request still waiting on a hung registry ends with it. */
+  private readonly closing = new AbortController();
 
   constructor(
     readonly base: string,
@@ -185,13 +192,20 @@ export class OciRegistry {
     const trimmed = base.replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
     const slash = trimmed.indexOf("/");
     const host = slash < 0 ? trimmed : trimmed.slice(0, slash);
-    if (host === "") throw new RegistryError(`[registry] "${base}" names no host`, 0);
+    // Errors show the address without its userinfo, and an address with one is refused.
+    const shown = redactRegistryAddress(base);
+    if (userinfoOf(base) !== undefined)
+      throw new RegistryError(
+        `[registry] "${shown}" carries credentials (user:password@host): give them in a Docker config instead`,
+        0,
+      );
+    if (host === "") throw new RegistryError(`[registry] "${shown}" names no host`, 0);
     this.prefix = slash < 0 ? "" : trimmed.slice(slash + 1);
     const loopback = isLoopbackRegistryHost(host);
     const insecure = opts.insecure === true || opts.plainHttp === true;
     if (opts.plainHttp === undefined) {
       const problem = plainHttpProblem(base, insecure);
-      if (problem) throw new RegistryError(`[registry] "${base}" ${problem}`, 0);
+      if (problem) throw new RegistryError(`[registry] "${shown}" ${problem}`, 0);
     }
     const plain = opts.plainHttp ?? (scheme ? scheme === "http" : loopback || insecure);
     this.host = host;
@@ -235,7 +249,7 @@ export class OciRegistry {
           ...headers,
           ...(body === undefined ? {} : { "content-length": String(Buffer.byteLength(body)) }),
         },
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.closing.signal]),
       };
       const req =
         url.protocol === "https:"
@@ -419,6 +433,14 @@ export class OciRegistry {
         a.status,
       );
     throw new RegistryError(`${what}: HTTP ${a.status} ${text}`.trim(), a.status);
+  }
+
+  /**
+   * Ends every request in flight (each fails as unanswered) and any later one: at shutdown,
+   * requests a caller stopped waiting for must not keep the process alive.
+   */
+  close(): void {
+    this.closing.abort(new Error("the registry client was closed"));
   }
 
   /** Whether `name:reference` (a tag or a digest) has a manifest. 404 is false. */

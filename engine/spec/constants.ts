@@ -192,6 +192,11 @@ export const EVENT_REASONS = {
   migrationRefused: "MigrationRefused",
   /** A sub-agent's node refused its pod (the kubelet's admission: `OutOfcpu`, ...) (Warning). */
   nodeRefused: "NodeRefused",
+  /**
+   * A pass needed the snapshot registry while its circuit breaker was open: refused at once
+   * and requeued for when the registry is asked again (Warning, controller only).
+   */
+  snapshotRegistryUnanswered: "SnapshotRegistryUnanswered",
 } as const;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */

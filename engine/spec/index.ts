@@ -4,6 +4,7 @@ export {
   ANNOTATIONS,
   CRD_NAME,
   DEFAULT_FANOUT,
+  EVENT_REASONS,
   FINALIZER,
   KIND,
   LABELS,
@@ -22,6 +23,7 @@ export { HIBERNATION_CRD_NAME, HIBERNATION_PLURAL } from "./hibernation-schema.j
 export type { Pod, PodManifest } from "./kube-types.js";
 export { cocoonSetNameProblem, namespaceNameProblem, objectNameProblem } from "./names.js";
 export { stableJson } from "./stable-json.js";
+export { escapeUnsafeText, hasUnsafeText, redactUserinfo, safeText } from "./safe-text.js";
 export {
   describeValue,
   formatFailure,

@@ -57,6 +57,13 @@ export const QUANTITY_BOUND_RULE =
 /** Text with no whitespace (an image reference); empty passes unless minLength says otherwise. */
 export const NO_WHITESPACE_PATTERN = "^[^ \\t\\n\\v\\f\\r]*$";
 /**
+ * An image reference: printable ASCII without spaces (`!` to `~`), as every reference grammar
+ * (registry host, repository path, tag, digest) is. Refuses control characters (an ANSI
+ * escape, BEL), whitespace and every non-ASCII character (a right-to-left override, a
+ * zero-width space), which would otherwise reach logs, events and `kubectl` output.
+ */
+export const IMAGE_PATTERN = "^[!-~]*$";
+/**
  * Longest CocoonSet name: it is the value of the pods' `cocoonset.cocoonstack.io/name` label,
  * and label values have at most 63 characters.
  */
@@ -297,7 +304,7 @@ export const agentSpecSchema: SchemaNode = {
     image: string("VM image of every agent.", {
       minLength: 1,
       maxLength: MAX_TEXT_LENGTH,
-      pattern: NO_WHITESPACE_PATTERN,
+      pattern: IMAGE_PATTERN,
     }),
     mode: { ...agentModeSchema, default: DEFAULT_AGENT_MODE },
     envFrom: {
@@ -335,7 +342,7 @@ export const toolboxSpecSchema: SchemaNode = {
     ),
     image: string("VM image of the toolbox.", {
       maxLength: MAX_TEXT_LENGTH,
-      pattern: NO_WHITESPACE_PATTERN,
+      pattern: IMAGE_PATTERN,
     }),
     mode: { ...toolboxModeSchema, default: DEFAULT_TOOLBOX_MODE },
     staticIP: string("IP of the adopted VM (static mode).", { maxLength: MAX_OBJECT_NAME_LENGTH }),

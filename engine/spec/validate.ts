@@ -11,6 +11,7 @@ import {
   LABEL_VALUE_PATTERN,
   DNS_SUBDOMAIN_PATTERN,
   NO_WHITESPACE_PATTERN,
+  IMAGE_PATTERN,
   OPTIONAL_DNS_SUBDOMAIN_PATTERN,
   QUANTITY_BOUND_RULE,
   QUANTITY_PATTERN,
@@ -18,6 +19,7 @@ import {
   type SchemaNode,
 } from "./schema-source.js";
 import { errorMessage } from "../kube/branded-error.js";
+import { redactUserinfo, safeText } from "./safe-text.js";
 
 /** One rejected field: a dotted path relative to the spec, and the rule it breaks. */
 export interface ValidationFailure {
@@ -40,6 +42,8 @@ const PATTERN_RULES: Record<string, string> = {
   [QUANTITY_PATTERN]:
     "must be a quantity such as 10Gi, 512Mi, 500m or 2 (an exponent has at most 3 digits)",
   [NO_WHITESPACE_PATTERN]: "must not contain whitespace",
+  [IMAGE_PATTERN]:
+    "must be an image reference: printable ASCII without whitespace, control or non-ASCII characters",
   [DNS_SUBDOMAIN_PATTERN]:
     "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
   [OPTIONAL_DNS_SUBDOMAIN_PATTERN]:
@@ -331,8 +335,10 @@ function plainCopy(
 
 /** A value as a short, printable text for an error message. */
 export function describeValue(value: unknown): string {
+  // What an error echoes of a value is printable and carries no address's credentials
+  // (redacted before any cut, so a cut cannot leave half a password).
   if (typeof value === "string" && value.length > 60) {
-    return `${JSON.stringify(value.slice(0, 60))}... (${value.length} characters)`;
+    return `${safeText(JSON.stringify(redactUserinfo(value).slice(0, 60)))}... (${value.length} characters)`;
   }
   let text: string;
   try {
@@ -343,6 +349,7 @@ export function describeValue(value: unknown): string {
   } catch {
     text = Object.prototype.toString.call(value);
   }
+  text = safeText(text);
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 

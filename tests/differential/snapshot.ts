@@ -247,6 +247,18 @@ export const DELIBERATE: readonly Deliberate[] = [
       "sub-agents are bound to the main agent's node, so a node without room refuses them and the peer's status and events gave no hint of it: the slot looked like a crash loop. No scenario has a node refuse a pod, so nothing is folded",
     fold: () => undefined,
   },
+  {
+    what: "The CRD's `spec.agent.image` and `spec.toolboxes[].image` take printable ASCII without spaces only (pattern `^[!-~]*$`): a control character (an ANSI escape, BEL), whitespace or any non-ASCII character (a right-to-left override, a zero-width space) is refused, naming the field; the peer's CRD takes any string.",
+    reason:
+      "an image reference is printable ASCII in every grammar, and a control or format character in it reached logs, events and `kubectl` output, where it can recolour, ring, hide or reorder what an operator reads. The differential stories use plain references, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A pass refused because the snapshot registry is unanswered (three calls in a row without an answer, then a cool-down in which it is not asked) posts a Warning `SnapshotRegistryUnanswered` and requeues for the end of the cool-down; a reconcile waits at most 2 s for a registry call. The peer writes no event and waits out each call's timeout on a worker.",
+    reason:
+      "a hung registry held every worker of the peer for its timeout, so fleets that need no registry stalled too; the event says why the fleet does not move. The differential stories' registry answers, so nothing is folded",
+    fold: () => undefined,
+  },
 ];
 
 const NS = "<ns>";

@@ -49,7 +49,7 @@ test("preview refuses a namespace that is not a DNS label, a namespace that does
     [
       "a blank image",
       { image: " " },
-      /\[spec\.agent\.image\] must not contain whitespace \(got " "\)/,
+      /\[spec\.agent\.image\] must be an image reference: printable ASCII without whitespace, control or non-ASCII characters \(got " "\)/,
     ],
   ];
   for (const [what, change, message] of cases) {

@@ -12,7 +12,7 @@ import fc from "fast-check";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { UNKNOWN, check } from "../../provider/dynamic/slots.js";
 import { API_VERSION } from "../../engine/kube/api-names.js";
-import { KIND } from "../../engine/spec/index.js";
+import { hasUnsafeText, KIND } from "../../engine/spec/index.js";
 import { KubeApiError, paths } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { fleetInputsArb } from "../support/bad-input.js";
@@ -120,6 +120,32 @@ void describe("bad input: check and the apiserver agree", () => {
         "spec.agent.resources.limits.cpu",
       ],
       ["image ' '", "img", { agent: { image: " " } }, "spec.agent.image"],
+      // Control and format characters, which would reach logs, events and terminals.
+      [
+        "image with an ANSI escape",
+        "ansi",
+        { agent: { image: "agents/coder:1\u001b[31m" } },
+        "spec.agent.image",
+      ],
+      ["image with a BEL", "bel", { agent: { image: "agents/coder:1\u0007" } }, "spec.agent.image"],
+      [
+        "image with a right-to-left override",
+        "rlo",
+        { agent: { image: "agents/\u202eredoc:1" } },
+        "spec.agent.image",
+      ],
+      [
+        "image with a C1 control",
+        "csi",
+        { agent: { image: "agents/coder:1\u009b2J" } },
+        "spec.agent.image",
+      ],
+      [
+        "toolbox image with a zero-width space",
+        "zwsp",
+        { agent, toolboxes: [{ name: "web", image: "tools/web\u200b:1" }] },
+        "spec.toolboxes[0].image",
+      ],
       [
         "a 64-character name",
         "a".repeat(64),
@@ -147,6 +173,9 @@ void describe("bad input: check and the apiserver agree", () => {
         },
       );
       assert.notDeepEqual(checked.failures, [], `${label}: check accepts it`);
+      // What check says echoes the value escaped: nothing in it acts on a terminal.
+      for (const f of checked.failures)
+        assert.ok(!hasUnsafeText(f.reason), `${label}: ${JSON.stringify(f.reason)}`);
       await assert.rejects(
         client.create(`${paths.cocoonSets(ns)}?dryRun=All`, {
           apiVersion: API_VERSION,

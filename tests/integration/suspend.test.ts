@@ -9,8 +9,9 @@
  * - a VM slow to hibernate holds Suspending; a VM whose hibernation fails is terminal and,
  *   as in cocoon-operator, not waited for (Suspended without its tag), then rebuilt once
  *   unsuspended;
- * - a registry that does not answer fails the pass closed: the fleet stays Suspending and
- *   the reconcile error names the probe.
+ * - a registry that does not answer fails the pass closed: the fleet stays Suspending, the
+ *   reconcile error names the probe, and once the registry's breaker is open the fleet gets
+ *   Warning SnapshotRegistryUnanswered and is asked again after each cool-down.
  *
  * Every wait is a watch on the CocoonSet or its pods.
  */
@@ -288,12 +289,15 @@ describe(
       const now = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
       assert.equal(phaseOf(now), "Suspending", "never Suspended without the registry's word");
       assert.ok(!history.fold(phaseOf).includes("Suspended"));
-      // A second failed reconcile shows it keeps failing closed rather than giving up.
-      await proc.waitForLog(
-        "the probe retried",
-        (l) => l.msg === "reconcile failed; requeued with backoff" && Number(l.attempt) >= 2,
-        { from },
-      );
+      // Three calls without an answer open the registry's breaker: the fleet then says so
+      // (Warning SnapshotRegistryUnanswered) and is asked again after each cool-down, failing
+      // closed every time rather than giving up.
+      const unanswered = (l: { reason?: unknown; msg: string }) =>
+        l.reason === "SnapshotRegistryUnanswered" && /; requeued in \d+s$/.test(l.msg);
+      await proc.waitForLog("the registry taken for unanswered", unanswered, { from });
+      await proc.waitForLog("asked again after the cool-down", unanswered, {
+        from: proc.lines.findLastIndex(unanswered) + 1,
+      });
       assert.equal(phaseOf(await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"))), "Suspending");
     });
 

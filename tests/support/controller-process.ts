@@ -327,7 +327,9 @@ export class ControllerLog {
   }
 
   /** GET a probe endpoint. */
-  async probe(path: "/healthz" | "/readyz"): Promise<{ status: number; body: string }> {
+  async probe(
+    path: "/healthz" | "/readyz" | `/readyz/${string}`,
+  ): Promise<{ status: number; body: string }> {
     return httpGet((await this.ports()).probes, path);
   }
 }

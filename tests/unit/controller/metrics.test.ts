@@ -4,8 +4,10 @@ import { register } from "prom-client";
 import {
   CocoonSetMetrics,
   HibernationPhaseMetrics,
+  registerRegistryMetrics,
 } from "../../../controller/cocoonset-metrics.js";
 import { Metrics, METRIC_NAMES } from "../../../controller/metrics.js";
+import { GuardedRegistry } from "../../../engine/registry/guard.js";
 
 describe("controller metrics", () => {
   test("exports exactly the documented names with their labels", async () => {
@@ -13,6 +15,13 @@ describe("controller metrics", () => {
     // What the two controllers register on the manager's registry.
     const cs = new CocoonSetMetrics(m.registry);
     const hib = new HibernationPhaseMetrics(m.registry);
+    // With --oci-registry: the registry guard's series.
+    const guard = new GuardedRegistry(
+      { hasManifest: () => Promise.resolve(true), deleteManifest: () => Promise.resolve() },
+      { name: "reg.example" },
+    );
+    registerRegistryMetrics(m.registry, guard);
+    await guard.hasManifest("vm", "hibernate");
     cs.rebuild("ns1", "fleet");
     cs.deadLetter("ns1", "fleet");
     cs.reapDeleted("Pod", "Expired", 2);
@@ -85,6 +94,9 @@ describe("controller metrics", () => {
       'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
       'cocoonset_slot_release_wake_total{namespace="ns1",cocoonset="nap",placement="hint-node"} 1',
       'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
+      'cocoonset_snapshot_registry_calls_total{result="ok"} 1',
+      'cocoonset_snapshot_registry_calls_total{result="refused"} 0',
+      "cocoonset_snapshot_registry_unanswered 0",
     ];
     for (const line of expected) assert.ok(text.includes(line), `missing: ${line}\n${text}`);
     const types = new Set(

@@ -32,6 +32,7 @@ describe("controller options", () => {
       ociRegistryCaFile: undefined,
       ociRegistryInsecure: false,
       ociRegistryDockerConfig: undefined,
+      ociRegistryTimeoutMs: 10_000,
       hibernateTimeoutMs: 180_000,
       wakeTimeoutMs: 300_000,
     });
@@ -56,6 +57,7 @@ describe("controller options", () => {
         OCI_REGISTRY_CA_FILE: "/etc/ca.pem",
         OCI_REGISTRY_INSECURE: "true",
         DOCKER_CONFIG: "/etc/docker-auth",
+        OCI_REGISTRY_TIMEOUT: "30s",
         COCOONSET_HIBERNATE_TIMEOUT: "10s",
         COCOONSET_WAKE_TIMEOUT: "1m",
       },
@@ -78,6 +80,7 @@ describe("controller options", () => {
       ociRegistryCaFile: "/etc/ca.pem",
       ociRegistryInsecure: true,
       ociRegistryDockerConfig: "/etc/docker-auth",
+      ociRegistryTimeoutMs: 30_000,
       hibernateTimeoutMs: 10_000,
       wakeTimeoutMs: 60_000,
     });
@@ -233,6 +236,18 @@ describe("controller options", () => {
     ],
     ["--reap-interval 5x", { reapInterval: "5x" }, {}, /\[--reap-interval\]/],
     [
+      "--oci-registry-timeout 500ms",
+      { ociRegistryTimeout: "500ms" },
+      {},
+      /\[--oci-registry-timeout\] must be from 1s to 5m/,
+    ],
+    [
+      "--oci-registry-timeout soon",
+      { ociRegistryTimeout: "soon" },
+      {},
+      /\[--oci-registry-timeout\] must be a duration/,
+    ],
+    [
       "--reap-interval 10ms",
       { reapInterval: "10ms" },
       {},
@@ -318,7 +333,7 @@ describe("controller options", () => {
   }
 
   test("every option documents a flag, an env var and a default", () => {
-    assert.equal(CONTROLLER_OPTIONS.length, 19);
+    assert.equal(CONTROLLER_OPTIONS.length, 20);
     for (const o of CONTROLLER_OPTIONS) {
       assert.match(o.flag, /^--[a-z-]+$/);
       // OCI_REGISTRY is the name the node agent and cocoon-operator read: one for the stack;

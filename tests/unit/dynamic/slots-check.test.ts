@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { UNKNOWN, check } from "../../../provider/dynamic/slots.js";
+import { hasUnsafeText } from "../../../engine/spec/index.js";
 
 const good = {
   kubeconfig: "apiVersion: v1\nkind: Config\n",
@@ -33,8 +34,17 @@ describe("slots check", () => {
     const [f] = await failures({ spec: { agent: { image: " " } } });
     assert.deepEqual(f, {
       property: "",
-      reason: '[spec.agent.image] must not contain whitespace (got " ")',
+      reason:
+        '[spec.agent.image] must be an image reference: printable ASCII without whitespace, control or non-ASCII characters (got " ")',
     });
+  });
+
+  it("an image with an ANSI escape or a right-to-left override is refused by the same validator, the echo escaped", async () => {
+    for (const image of ["agents/coder:1\u001b[31m", "agents/\u202eredoc:1"]) {
+      const [f] = await failures({ spec: { agent: { image } } });
+      assert.match(f.reason, /^\[spec\.agent\.image\] must be an image reference: printable ASCII/);
+      assert.ok(!hasUnsafeText(f.reason), JSON.stringify(f.reason));
+    }
   });
 
   it("refuses CocoonSet names of 64 to 253 characters", async () => {

@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import {
   cocoonSetNameProblem,
   formatFailure,
+  hasUnsafeText,
   validateCocoonSetSpec,
 } from "../../../engine/spec/index.js";
 import {
@@ -127,14 +128,58 @@ describe("the validator bounds quantities, in the schema the CRD is generated fr
   });
 });
 
+describe("the validator refuses images with control, format or non-ASCII characters", () => {
+  const bad: [string, string][] = [
+    ["an ANSI colour escape", "ghcr.io/acme/agent:1\u001b[31m"],
+    ["a BEL", "ghcr.io/acme/agent:1\u0007"],
+    ["a right-to-left override", "ghcr.io/acme/\u202etnega:1"],
+    ["a C1 control (CSI)", "ghcr.io/acme/agent:1\u009b2J"],
+    ["a zero-width space", "ghcr.io/acme/age\u200bnt:1"],
+    ["a DEL", "ghcr.io/acme/agent:1\u007f"],
+    ["a non-ASCII letter", "ghcr.io/acme/agënt:1"],
+  ];
+  for (const [name, image] of bad)
+    it(`${name}: agent and toolbox image refused, naming the field; the echo is escaped`, () => {
+      for (const [spec, property] of [
+        [{ agent: { image } }, "agent.image"],
+        [{ agent, toolboxes: [{ name: "web", image }] }, "toolboxes[0].image"],
+      ] as const) {
+        const f = failureAt(spec, property);
+        assert.equal(
+          f.reason,
+          "must be an image reference: printable ASCII without whitespace, control or non-ASCII characters",
+        );
+        const text = formatFailure(f);
+        assert.ok(text.startsWith(`[${property}] must be an image reference`), text);
+        assert.equal(hasUnsafeText(text), false, JSON.stringify(text));
+      }
+    });
+
+  it("every printable ASCII reference is accepted", () => {
+    for (const image of [
+      "ghcr.io/acme/agent:1",
+      "localhost:5000/a_b/c-d.e:v1.2",
+      "agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+      "https://images.example.com/vm.qcow2?x=1&y=~2",
+    ])
+      assert.equal(validateCocoonSetSpec({ agent: { image } }).ok, true, image);
+  });
+});
+
 describe("the validator refuses blank images and values that are not plain data", () => {
   it("image ' ' is refused, naming the field and the value given", () => {
     const f = failureAt({ agent: { image: " " } }, "agent.image");
-    assert.equal(f.reason, "must not contain whitespace");
-    assert.equal(formatFailure(f), '[agent.image] must not contain whitespace (got " ")');
+    assert.equal(
+      f.reason,
+      "must be an image reference: printable ASCII without whitespace, control or non-ASCII characters",
+    );
+    assert.equal(
+      formatFailure(f),
+      '[agent.image] must be an image reference: printable ASCII without whitespace, control or non-ASCII characters (got " ")',
+    );
     assert.equal(
       failureAt({ agent, toolboxes: [{ name: "web", image: "\t" }] }, "toolboxes[0].image").reason,
-      "must not contain whitespace",
+      "must be an image reference: printable ASCII without whitespace, control or non-ASCII characters",
     );
   });
 

@@ -858,7 +858,10 @@ describe("Fleet", () => {
 
   it("refuses a spec of plain values naming the field, before anything is registered", () => {
     const cases: [unknown, RegExp][] = [
-      [{ agent: { image: " " } }, /\[spec\.agent\.image\] must not contain whitespace \(got " "\)/],
+      [
+        { agent: { image: " " } },
+        /\[spec\.agent\.image\] must be an image reference: printable ASCII without whitespace, control or non-ASCII characters \(got " "\)/,
+      ],
       [{ agent: { image: "a:1", replicas: -1 } }, /\[spec\.agent\.replicas\]/],
       ["agents/coder:1", /\[spec\] must be an object/],
     ];

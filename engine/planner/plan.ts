@@ -103,6 +103,7 @@ import {
 } from "../snapshots/lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
 import { rfc3339Seconds } from "../plan/status.js";
+import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -659,10 +660,96 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
       phase,
       blocked: pass.blocked,
       migrationRefused: pass.migrationRefused,
+      waitingFor: waitingFor(pass, steps),
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
+    announceStall(plan, pass.cs.status, status);
   }
+  // A fleet under way is looked at again when its deadline runs out, event or not.
+  const recheck = storedDeadlineRecheckMs(pass.cs, pass.input.nowMs);
+  if (recheck !== undefined && !mutatesPods)
+    plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? recheck, recheck);
   return plan;
+}
+
+/** The Warning of an exceeded progress deadline, posted with the status that first says it. */
+export function announceStall(
+  plan: Plan,
+  stored: CocoonSetStatus | undefined,
+  next: CocoonSetStatus,
+): void {
+  const message = deadlineWarning(stored, next);
+  if (message === undefined) return;
+  plan.steps.push({
+    target: { role: "main", slot: 0 },
+    decision: "stalled",
+    podName: agentPodName(plan.cocoonSet.name, 0),
+    why: message,
+    actions: [
+      {
+        kind: "event",
+        type: "Warning",
+        reason: EVENT_REASONS.progressDeadlineExceeded,
+        message: `${plan.cocoonSet.namespace}/${plan.cocoonSet.name}: ${message}`,
+      },
+    ],
+  });
+}
+
+/**
+ * What a pass waits for, one line each, for the progress deadline's message: the steps that
+ * say why they wait, the members still coming up, the dead-lettered slots, and the refusals.
+ */
+function waitingFor(pass: Pass, steps: readonly PlanStep[]): string[] {
+  const out: string[] = [];
+  for (const s of steps) {
+    const member = memberLabel(s.target);
+    if (s.why) {
+      out.push(s.why.startsWith(member) ? s.why : `${member}: ${s.why}`);
+      continue;
+    }
+    switch (s.decision) {
+      case "wait-main":
+        out.push(`main agent: pod ${s.podName} is not Ready`);
+        break;
+      case "wait-hibernation":
+        out.push(`${member}: the VM of pod ${s.podName} has not hibernated yet`);
+        break;
+      case "wait-wake":
+      case "wait-migration":
+        out.push(`${member}: the restored VM of pod ${s.podName} is not live yet`);
+        break;
+      case "wait-backoff":
+      case "wait-vanished":
+        out.push(`${member}: pod ${s.podName} is recreated with backoff`);
+        break;
+      case "main-failed":
+        out.push(`main agent: pod ${s.podName} failed and is not rebuilt automatically`);
+        break;
+    }
+  }
+  const pods = classifyPods(pass.cs, pass.input.pods);
+  for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
+    if (
+      slot <= pass.replicas &&
+      pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE
+    )
+      out.push(
+        `slot ${slot}: pod ${pod.metadata?.name ?? ""} is in dead-letter (edit the spec to retry it)`,
+      );
+  for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
+    if (slot <= pass.replicas && !isReady(pod) && !isTerminal(pod))
+      out.push(`slot ${slot}: pod ${pod.metadata?.name ?? ""} is not Ready${pendingWhy(pod)}`);
+  for (const r of pass.refusals) out.push(r.message);
+  return out;
+}
+
+/** `: <the scheduler's message>` for a pod the scheduler cannot place, else "". */
+function pendingWhy(pod: Pod): string {
+  const c = pod.status?.conditions?.find(
+    (x) => x.type === "PodScheduled" && x.status === "False" && x.reason === "Unschedulable",
+  );
+  return c ? ` (unschedulable: ${c.message ?? ""})` : "";
 }
 
 /** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */

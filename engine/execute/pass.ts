@@ -12,6 +12,7 @@
 import pLimit from "p-limit";
 import {
   agentNamesToCheck,
+  isFollowedMember,
   migrationStartTarget,
   type TargetNodeFacts,
   needsHibernationTargets,
@@ -610,8 +611,9 @@ async function nameHolder(ctx: PassContext, podName: string): Promise<"own" | "o
   const { client, plan, result, hooks } = ctx;
   const holder = await client.getOrUndefined<Pod>(paths.pod(plan.cocoonSet.namespace, podName));
   if (!holder) return "gone";
-  const owner = holder.metadata?.ownerReferences?.find((r) => r.controller);
-  if (owner?.uid === plan.cocoonSet.uid) {
+  // Expected like a create only when the watch can show it: a pod that names this CocoonSet
+  // as its controller but lacks the labels it selects on would be waited for for ever.
+  if (isFollowedMember(result.cocoonSet, holder)) {
     hooks.podWritten?.("create", { name: podName, uid: holder.metadata?.uid ?? "" });
     return "own";
   }
@@ -722,7 +724,13 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
       // Persisted before the step's next action: a phase that marks work in flight.
       result.cocoonSet = await client.patch<CocoonSet>(
         paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-        { status: { ...action.status, observedGeneration: result.cocoonSet.metadata.generation } },
+        {
+          status: {
+            ...action.status,
+            observedGeneration: result.cocoonSet.metadata.generation,
+            ...statusClears(action.status),
+          },
+        },
         PatchType.merge,
       );
       result.statusWritten = true;
@@ -860,7 +868,7 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
       path,
       {
         ...(precondition && { metadata: { resourceVersion: cs.metadata.resourceVersion } }),
-        status: { ...status, observedGeneration: cs.metadata.generation },
+        status: { ...status, observedGeneration: cs.metadata.generation, ...statusClears(status) },
       },
       PatchType.merge,
     );
@@ -871,6 +879,14 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
     return;
   }
   result.statusWritten = true;
+}
+
+/**
+ * The optional status fields a merge patch must remove explicitly (null) when the new status
+ * leaves them out: `lastProgressTime` is kept only while the fleet is under way.
+ */
+function statusClears(status: CocoonSetStatus): Record<string, null> {
+  return status.lastProgressTime === undefined ? { lastProgressTime: null } : {};
 }
 
 /** Keeps the pruned create log plus a record for each create that went through. */

@@ -3,6 +3,7 @@
 // the rest of the fleet goes on. Pure; the executor reads the holders
 // (engine/execute/pass.ts). Behaviour: docs/behaviour.md §3.21.
 import { classifyPods, isOwnedPod } from "../pods/classify.js";
+import { LABELS, MANAGED_BY } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { agentPodName } from "../pods/pod-builder.js";
@@ -27,10 +28,34 @@ export function controllerOf(pod: Pod): string {
   return ref ? `${ref.kind}/${ref.name}` : "no controller";
 }
 
+/**
+ * Whether a pod is one the controller created for `cs` and can follow: the fleet's own
+ * (its name label and controller uid, {@link isOwnedPod}) and carrying the managed-by label
+ * that the controller's pod cache selects on. A pod that names the CocoonSet as its
+ * controller without these labels is someone else's: an ownerReference is anyone's to write.
+ */
+export function isFollowedMember(cs: CocoonSet, pod: Pod): boolean {
+  return isOwnedPod(cs, pod) && pod.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+}
+
+/** Who holds a name, for messages: the pod's controller, or what it claims and lacks. */
+export function holderOf(cs: CocoonSet, holder: Pod): string {
+  const ref = holder.metadata?.ownerReferences?.find((r) => r.controller === true);
+  const claimsThis = ref !== undefined && ref.uid !== undefined && ref.uid === cs.metadata.uid;
+  if (!claimsThis) return controllerOf(holder);
+  const labels = holder.metadata?.labels ?? {};
+  const missing = [
+    labels[LABELS.name] === cs.metadata.name ? "" : `${LABELS.name}=${cs.metadata.name ?? ""}`,
+    labels[LABELS.managedBy] === MANAGED_BY ? "" : `${LABELS.managedBy}=${MANAGED_BY}`,
+  ].filter((x) => x !== "");
+  return `its ownerReference names this CocoonSet, but it lacks the label(s) ${missing.join(", ")} that the CocoonSet's pods carry: the controller did not create it`;
+}
+
 /** The Warning's and the condition's text for one blocked member. */
-export function blockedMessage(member: string, holder: Pod): string {
+export function blockedMessage(member: string, holder: Pod, cs?: CocoonSet): string {
   const name = holder.metadata?.name ?? "";
-  return `${member}: pod ${name} already exists and is not this CocoonSet's (${controllerOf(holder)}); the slot stays empty until that pod is deleted or renamed`;
+  const who = cs ? holderOf(cs, holder) : controllerOf(holder);
+  return `${member}: pod ${name} already exists and is not this CocoonSet's (${who}); the slot stays empty until that pod is deleted or renamed`;
 }
 
 /**

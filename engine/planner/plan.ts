@@ -234,7 +234,7 @@ function memberLabel(target: PlanTarget): string {
 function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
-  const message = blockedMessage(memberLabel(target), holder);
+  const message = blockedMessage(memberLabel(target), holder, pass.cs);
   (pass.blocked ??= []).push(message);
   pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
   pass.waits.push(BLOCKED_POLL_MS);

@@ -23,6 +23,8 @@ import {
   type SnapshotFacts,
 } from "../lifecycle/index.js";
 import {
+  ADMISSION_REASON,
+  deadlineWarning,
   holdBackSteps,
   quotaBlockedStatus,
   quotaRefusalOf,
@@ -51,6 +53,7 @@ import {
 } from "../snapshots/index.js";
 import {
   ANNOTATIONS,
+  EVENT_REASONS,
   LABELS,
   type CocoonHibernation,
   type CocoonSet,
@@ -202,6 +205,11 @@ export interface PassResult {
   cocoonSet: CocoonSet;
   /** The ResourceQuota that refused a create of this pass, as the apiserver named it. */
   quotaRefusal?: QuotaRefusal;
+  /**
+   * The apiserver's message when its admission (Pod Security, a webhook, a policy; not a
+   * quota) refused a create of this pass (403).
+   */
+  admissionRefusal?: string;
   /** Creates not sent because a ResourceQuota had refused one before them in this pass. */
   unsentCreates?: number;
 }
@@ -641,6 +649,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
         // carries it): the one place the engine reads an error's text, an outside one.
         const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
         if (quota) result.quotaRefusal ??= quota;
+        else if (isForbidden(err)) result.admissionRefusal ??= errorMessage(err);
         if (!isAlreadyExists(err)) throw err;
         if (hooks.nameHeld) {
           const holder = await nameHolder(ctx, step.podName);
@@ -827,7 +836,10 @@ async function executeSteps(ctx: PassContext): Promise<void> {
         limit(async () => {
           // Once a ResourceQuota refused a create, the creates still to start would be refused
           // alike: they are not sent (the next pass tries again).
-          if (result.quotaRefusal && s.actions[0]?.kind === "create-pod") {
+          if (
+            (result.quotaRefusal || result.admissionRefusal !== undefined) &&
+            s.actions[0]?.kind === "create-pod"
+          ) {
             result.unsentCreates = (result.unsentCreates ?? 0) + 1;
           } else await runStep(s);
           done++;
@@ -850,13 +862,13 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
   let status: CocoonSetStatus | undefined;
   if (plan.status && result.failures.length === 0) {
     status = plan.status;
-  } else if (result.quotaRefusal) {
+  } else if (result.quotaRefusal || result.admissionRefusal !== undefined) {
     const blocked = quotaBlockedStatus({
       cocoonSet: cs,
       pods,
       nowMs: (opts.now ?? Date.now)(),
       vanishingSlots: vanishingSlots(plan.createLog),
-      refusal: result.quotaRefusal,
+      refusal: result.quotaRefusal ?? { admission: result.admissionRefusal ?? "" },
       missing: plan.steps.filter((s) => s.actions.some((a) => a.kind === "create-pod")).length,
     });
     if (!statusEqual(cs.status, blocked)) status = blocked;
@@ -879,6 +891,24 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
     return;
   }
   result.statusWritten = true;
+  if (status === plan.status) return;
+  // A refusal's status is written here, not planned: its Warnings are posted here too, once
+  // each (while the stored status already says the same, nothing is posted).
+  const hooks = ctx.hooks;
+  const refusalOf = (s: CocoonSetStatus | undefined) =>
+    s?.conditions?.find((c) => c.type === "ReplicaFailure" && c.reason === ADMISSION_REASON)
+      ?.message;
+  const refusal = refusalOf(status);
+  if (refusal !== undefined && refusal !== refusalOf(cs.status))
+    hooks.event?.(result.cocoonSet, "Warning", EVENT_REASONS.failedCreate, refusal);
+  const stall = deadlineWarning(cs.status, status);
+  if (stall !== undefined)
+    hooks.event?.(
+      result.cocoonSet,
+      "Warning",
+      EVENT_REASONS.progressDeadlineExceeded,
+      `${plan.cocoonSet.namespace}/${plan.cocoonSet.name}: ${stall}`,
+    );
 }
 
 /**

@@ -62,6 +62,7 @@ import {
   SUSPEND_POLL_MS,
   asksHibernate,
   hibernationGate,
+  missingTagWhy,
   suspendUnanswered,
   suspendsRetaining,
   type SnapshotFacts,
@@ -816,7 +817,14 @@ function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Pl
         actions: [hibernateAction(pod, ANNOTATION_TRUE)],
       });
     } else if (pending.has(podName)) {
-      pass.steps.push({ target, decision: "wait-hibernation", podName, actions: [] });
+      const why = missingTagWhy(pass.cs, pod, facts.hibernate);
+      pass.steps.push({
+        target,
+        decision: "wait-hibernation",
+        podName,
+        ...(why !== undefined ? { why: `${memberLabel(target)}: ${why}` } : {}),
+        actions: [],
+      });
     }
   }
   if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);

@@ -2,7 +2,7 @@
 export { agentNamesToCheck, isFollowedMember } from "./blocked.js";
 export { MIGRATE_POLL_MS, migrationStartTarget, type TargetNodeFacts } from "./migrate.js";
 export { needsHibernationTargets, restoreProbes } from "./restore-intent.js";
-export { unschedulableMessage } from "./slot-release.js";
+export { unschedulableMessage } from "./unschedulable.js";
 export {
   ownSnapshotFacts,
   SNAPSHOT_OWNER_ANNOTATION,

@@ -54,7 +54,9 @@ function describeStep(step: PlanStep): string {
     migrate: () => "hibernate (migration to spec.nodeName)",
     "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
     "wait-migration": () =>
-      step.why ? `wait (migration: ${step.why.replace(/^[^:]*: /, "")})` : "wait (migration)",
+      step.why
+        ? `wait (migration: ${step.why.replace(/^\[spec\.nodeName\] /, "")})`
+        : "wait (migration)",
     "migrate-evict": () => "delete on the old node (migration: snapshot taken)",
     "migrate-restore": () => "create on spec.nodeName, restoring its snapshot (migration)",
     "migrate-wake": () => "wake in place (migration)",

@@ -624,6 +624,8 @@ function announce(pass: Pass): void {
       type: "MigrationRefused",
       reason: EVENT_REASONS.migrationRefused,
     },
+    // A migration's restore the scheduler cannot place: the wake has no seat there.
+    { decision: "wait-migration", type: "MigrationRefused", reason: EVENT_REASONS.wakeNoCapacity },
   ];
   for (const n of notices) {
     const stored = told(n.type);
@@ -975,7 +977,19 @@ export function planPass(input: PlanInput): Plan {
       actions: [],
     });
     pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+    // No main agent to go on with (a released seat's wake): nothing is created on a node that
+    // cannot take it; the wake waits, said, and looks at the node again.
+    if (!pods.main) {
+      const stored = cs.status?.phase;
+      return finish(
+        pass,
+        true,
+        stored === "Suspended" || stored === "Waking" ? "Waking" : undefined,
+      );
+    }
   } else if (migration) {
+    // A restore the scheduler cannot place on the target is said in MigrationRefused.
+    if (migration.unschedulable !== undefined) pass.migrationRefused = [migration.unschedulable];
     pass.steps.push(...migration.steps);
     pass.refusals.push(...migration.refusals);
     pass.waits.push(migration.waitMs);

@@ -13,6 +13,7 @@ import pLimit from "p-limit";
 import {
   agentNamesToCheck,
   isFollowedMember,
+  placementNodeToRead,
   migrationStartTarget,
   type TargetNodeFacts,
   needsHibernationTargets,
@@ -517,9 +518,12 @@ export async function planLive(
     ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
     : undefined;
   const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
+  const bindTo = placementNodeToRead(cs, pods);
+  const placementNode = bindTo === undefined ? undefined : await readTargetNode(client, bindTo);
   const plan = planPass({
     fleets,
     targetNode,
+    placementNode,
     hibernations,
     cocoonSet: cs,
     pods,

@@ -79,3 +79,17 @@ export function agentNamesToCheck(cs: CocoonSet, pods: readonly Pod[]): string[]
     if (missing(slot)) out.push(agentPodName(name, slot));
   return out;
 }
+
+/**
+ * The node the next pass binds new sub-agents to, for the executor to read (placement.ts):
+ * the main agent's node, when it is Ready and some sub-agent slot has no pod listed.
+ * Undefined when the pass creates no sub-agent.
+ */
+export function placementNodeToRead(cs: CocoonSet, pods: readonly Pod[]): string | undefined {
+  const main = classifyPods(cs, pods).main;
+  const node = main?.spec?.nodeName ?? "";
+  if (node === "") return undefined;
+  const name = cs.metadata.name ?? "";
+  const subAgent = agentNamesToCheck(cs, pods).some((n) => n !== agentPodName(name, 0));
+  return subAgent ? node : undefined;
+}

@@ -242,10 +242,11 @@ export function planMigration(
     return {
       refused: `[spec.nodeName] ${problem}: the migration is refused and the main agent stays where it runs`,
     };
-  // Before a restore onto the target (a released seat's wake, or after an evict): a target
-  // that cannot take it is said, and the restore is not pinned there by the migration.
+  // Before a restore onto the target that no migration of ours started (a released seat's
+  // wake with nodeName set): a target that cannot take it is said, and nothing is pinned
+  // there. Mid-move (Migrating stored) the restore goes on, and an unschedulable one is said.
   const restoreProblem =
-    !main && tagged && input.targetNode?.name === desired && desired !== ""
+    !main && tagged && !migratingNow(cs) && input.targetNode?.name === desired && desired !== ""
       ? targetNodeProblem(cs, input.targetNode)
       : undefined;
   if (restoreProblem !== undefined)

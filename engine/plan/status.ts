@@ -44,6 +44,11 @@ export interface StatusInput {
    */
   migrationRefused?: readonly string[];
   /**
+   * Why new members are not placed on the node they are bound to (placement.ts), for the
+   * PlacementBlocked condition; undefined when the pass did not look.
+   */
+  placementBlocked?: readonly string[];
+  /**
    * What the pass waits for, one line each (progress.ts): named by the condition
    * `Progressing` once the progress deadline is exceeded. @default none
    */
@@ -280,6 +285,12 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     input.migrationRefused,
     ["TargetNodeUnfit", "NoRefusal"],
     "no migration is refused",
+  );
+  notice(
+    "PlacementBlocked",
+    input.placementBlocked,
+    ["NodeUnfit", "NodeFit"],
+    "the node the new members are bound to takes them",
   );
 
   const status = compact<CocoonSetStatus>({

@@ -79,6 +79,7 @@ import {
   type HibernationTarget,
 } from "../lifecycle/restore-intent.js";
 import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
+import { unschedulableMessage } from "../lifecycle/unschedulable.js";
 import type {
   GenerationStamp,
   Plan,
@@ -105,6 +106,7 @@ import {
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
 import { rfc3339Seconds } from "../plan/status.js";
 import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
+import { placementProblem, type PlacementNode } from "../capacity/placement.js";
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -143,7 +145,15 @@ export interface PlanInput {
   fleets?: readonly CocoonSet[];
   /** The target node of a migration about to start, as read (migrate.ts). @default unread */
   targetNode?: TargetNodeFacts;
+  /**
+   * The node new sub-agents are bound to (the main agent's), as read: a cordoned node or an
+   * untolerated NoSchedule taint keeps them from being created (placement.ts). @default unread
+   */
+  placementNode?: PlacementNode;
 }
+
+/** How often a pass looks again at a node that did not take new members (no watch on nodes). */
+export const PLACEMENT_POLL_MS = 30_000;
 
 /** How often a refused migration looks at its target node again (no watch on nodes). */
 export const MIGRATION_REFUSED_POLL_MS = 30_000;
@@ -220,6 +230,8 @@ interface Pass {
   blocked?: string[];
   /** Why a migration is refused; undefined when the pass did not look. */
   migrationRefused?: string[];
+  /** Why new members are not placed; undefined when the pass did not look. */
+  placementBlocked?: string[];
 }
 
 /** How a member is named in messages. */
@@ -308,7 +320,16 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
     return undefined;
   }
   if (!isReady(main)) {
-    pass.steps.push({ target, decision: "wait-main", podName, actions: [] });
+    const unplaced = unschedulableMessage(main);
+    pass.steps.push({
+      target,
+      decision: "wait-main",
+      podName,
+      ...(unplaced !== undefined
+        ? { why: `main agent: pod ${podName} cannot be scheduled: ${unplaced}` }
+        : {}),
+      actions: [],
+    });
     pass.waits.push(MAIN_RETRY_MS);
     return undefined;
   }
@@ -442,6 +463,14 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
+  // The node the new sub-agents are bound to must take them (the kubelet would not refuse).
+  const node = pass.input.placementNode;
+  const unfit =
+    node && node.name === main.spec?.nodeName
+      ? placementProblem(buildAgentPod(pass.cs, 1, placement), node)
+      : undefined;
+  const unplaced: number[] = [];
+  if (node && node.name === main.spec?.nodeName) pass.placementBlocked = [];
   // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
   pass.blocked ??= [];
   for (let slot = 1; slot <= pass.replicas; slot++) {
@@ -452,6 +481,17 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     }
     const podName = agentPodName(pass.name, slot);
     if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    if (unfit !== undefined) {
+      unplaced.push(slot);
+      pass.steps.push({
+        target: { role: "sub-agent", slot },
+        decision: "wait-placement",
+        podName,
+        why: `slot ${slot}: pod ${podName} is not created: ${unfit}`,
+        actions: [],
+      });
+      continue;
+    }
     const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
     if (recreate.waitMs > 0) {
       pass.steps.push({
@@ -496,6 +536,12 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     }
   }
   pass.steps.push(...creates);
+  if (unplaced.length > 0) {
+    pass.placementBlocked = [
+      `sub-agent slot(s) ${unplaced.join(", ")} not created: ${unfit ?? ""} (sub-agents are bound to the main agent's node)`,
+    ];
+    pass.waits.push(PLACEMENT_POLL_MS);
+  }
   for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
     if (slot <= pass.replicas) continue;
     const pod = subAgents.get(slot) as Pod;
@@ -627,6 +673,15 @@ function announce(pass: Pass): void {
     // A migration's restore the scheduler cannot place: the wake has no seat there.
     { decision: "wait-migration", type: "MigrationRefused", reason: EVENT_REASONS.wakeNoCapacity },
   ];
+  const placement = pass.placementBlocked?.[0];
+  const first = pass.steps.find((s) => s.decision === "wait-placement");
+  if (placement !== undefined && first && told("PlacementBlocked") !== placement)
+    first.actions.push({
+      kind: "event",
+      type: "Warning",
+      reason: EVENT_REASONS.nodeUnfit,
+      message: placement,
+    });
   for (const n of notices) {
     const stored = told(n.type);
     for (const s of pass.steps)
@@ -663,6 +718,7 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
       phase,
       blocked: pass.blocked,
       migrationRefused: pass.migrationRefused,
+      placementBlocked: pass.placementBlocked,
       waitingFor: waitingFor(pass, steps),
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;

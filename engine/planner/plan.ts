@@ -470,7 +470,8 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       ? placementProblem(buildAgentPod(pass.cs, 1, placement), node)
       : undefined;
   const unplaced: number[] = [];
-  if (node && node.name === main.spec?.nodeName) pass.placementBlocked = [];
+  // Every missing slot is looked at here: the list is complete (empty clears the condition).
+  pass.placementBlocked = [];
   // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
   pass.blocked ??= [];
   for (let slot = 1; slot <= pass.replicas; slot++) {

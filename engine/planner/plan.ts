@@ -106,6 +106,7 @@ import {
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
 import { rfc3339Seconds } from "../plan/status.js";
 import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
+import { staticVmClash, staticVmClashMessage } from "../snapshots/static-vms.js";
 import { placementProblem, type PlacementNode } from "../capacity/placement.js";
 
 /** Inputs of {@link planPass}. */
@@ -928,8 +929,8 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
  * touched; the condition and a Warning are written once (while the message stays the same)
  * and the error is reported on every pass until the clash is gone.
  */
-function planVmNameRefusal(pass: Pass, clash: VmNameClash): Plan {
-  const message = vmNameClashMessage(pass.cs, clash);
+function planVmNameRefusal(pass: Pass, clash: VmNameClash | string): Plan {
+  const message = typeof clash === "string" ? clash : vmNameClashMessage(pass.cs, clash);
   pass.refusals.push({ kind: "vm-name-clash", message });
   const said = pass.cs.status?.conditions?.some(
     (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
@@ -998,6 +999,9 @@ export function planPass(input: PlanInput): Plan {
   }
   const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
   if (clash) return planVmNameRefusal(pass, clash);
+  // A static toolbox's VM id or IP another live fleet holds is refused alike (static-vms.ts).
+  const staticClash = input.fleets ? staticVmClash(cs, input.fleets) : undefined;
+  if (staticClash) return planVmNameRefusal(pass, staticVmClashMessage(cs, staticClash));
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))

@@ -787,6 +787,12 @@ function waitingFor(pass: Pass, steps: readonly PlanStep[]): string[] {
       case "main-failed":
         out.push(`main agent: pod ${s.podName} failed and is not rebuilt automatically`);
         break;
+      case "dead-letter":
+        out.push(`${member}: pod ${s.podName} exhausted its rebuilds and is left in dead-letter`);
+        break;
+      case "rebuild":
+        out.push(`${member}: pod ${s.podName} failed and is rebuilt`);
+        break;
     }
   }
   const pods = classifyPods(pass.cs, pass.input.pods);

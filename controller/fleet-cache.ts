@@ -14,8 +14,9 @@
  * name is free (docs/behaviour.md §3.21).
  *
  * Still read from the apiserver: the names remembered as held, the CocoonSets a VM name may collide with when the
- * controller watches only some namespaces, the CocoonHibernations and the migration target's
- * node (asked only when a pass needs them).
+ * controller watches only some namespaces, the CocoonHibernations, the migration target's
+ * node and the main agent's node before sub-agents are created next to it (asked only when a
+ * pass needs them).
  */
 import { addNameHolders, listCocoonSetsVisible, type PassReads } from "../engine/execute/index.js";
 import type { KubeClient, KubeObject } from "../engine/kube/index.js";

@@ -185,7 +185,7 @@ function matchesRequirement(
   }
 }
 
-function tolerates(
+export function tolerates(
   tolerations: readonly Toleration[],
   taint: { key: string; value?: string; effect: string },
 ): boolean {

@@ -25,3 +25,4 @@ export {
 } from "./forecast.js";
 export { forecastToJSON, renderForecast, slotRanges } from "./render.js";
 export { capacityReasons } from "./reasons.js";
+export { placementProblem, type PlacementNode } from "./placement.js";

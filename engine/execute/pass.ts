@@ -12,6 +12,8 @@
 import pLimit from "p-limit";
 import {
   agentNamesToCheck,
+  isFollowedMember,
+  placementNodeToRead,
   migrationStartTarget,
   type TargetNodeFacts,
   needsHibernationTargets,
@@ -22,6 +24,8 @@ import {
   type SnapshotFacts,
 } from "../lifecycle/index.js";
 import {
+  ADMISSION_REASON,
+  deadlineWarning,
   holdBackSteps,
   quotaBlockedStatus,
   quotaRefusalOf,
@@ -50,6 +54,7 @@ import {
 } from "../snapshots/index.js";
 import {
   ANNOTATIONS,
+  EVENT_REASONS,
   LABELS,
   type CocoonHibernation,
   type CocoonSet,
@@ -201,6 +206,11 @@ export interface PassResult {
   cocoonSet: CocoonSet;
   /** The ResourceQuota that refused a create of this pass, as the apiserver named it. */
   quotaRefusal?: QuotaRefusal;
+  /**
+   * The apiserver's message when its admission (Pod Security, a webhook, a policy; not a
+   * quota) refused a create of this pass (403).
+   */
+  admissionRefusal?: string;
   /** Creates not sent because a ResourceQuota had refused one before them in this pass. */
   unsentCreates?: number;
 }
@@ -508,9 +518,12 @@ export async function planLive(
     ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
     : undefined;
   const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
+  const bindTo = placementNodeToRead(cs, pods);
+  const placementNode = bindTo === undefined ? undefined : await readTargetNode(client, bindTo);
   const plan = planPass({
     fleets,
     targetNode,
+    placementNode,
     hibernations,
     cocoonSet: cs,
     pods,
@@ -610,8 +623,9 @@ async function nameHolder(ctx: PassContext, podName: string): Promise<"own" | "o
   const { client, plan, result, hooks } = ctx;
   const holder = await client.getOrUndefined<Pod>(paths.pod(plan.cocoonSet.namespace, podName));
   if (!holder) return "gone";
-  const owner = holder.metadata?.ownerReferences?.find((r) => r.controller);
-  if (owner?.uid === plan.cocoonSet.uid) {
+  // Expected like a create only when the watch can show it: a pod that names this CocoonSet
+  // as its controller but lacks the labels it selects on would be waited for for ever.
+  if (isFollowedMember(result.cocoonSet, holder)) {
     hooks.podWritten?.("create", { name: podName, uid: holder.metadata?.uid ?? "" });
     return "own";
   }
@@ -639,6 +653,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
         // carries it): the one place the engine reads an error's text, an outside one.
         const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
         if (quota) result.quotaRefusal ??= quota;
+        else if (isForbidden(err)) result.admissionRefusal ??= errorMessage(err);
         if (!isAlreadyExists(err)) throw err;
         if (hooks.nameHeld) {
           const holder = await nameHolder(ctx, step.podName);
@@ -722,7 +737,13 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
       // Persisted before the step's next action: a phase that marks work in flight.
       result.cocoonSet = await client.patch<CocoonSet>(
         paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-        { status: { ...action.status, observedGeneration: result.cocoonSet.metadata.generation } },
+        {
+          status: {
+            ...action.status,
+            observedGeneration: result.cocoonSet.metadata.generation,
+            ...statusClears(action.status),
+          },
+        },
         PatchType.merge,
       );
       result.statusWritten = true;
@@ -819,7 +840,10 @@ async function executeSteps(ctx: PassContext): Promise<void> {
         limit(async () => {
           // Once a ResourceQuota refused a create, the creates still to start would be refused
           // alike: they are not sent (the next pass tries again).
-          if (result.quotaRefusal && s.actions[0]?.kind === "create-pod") {
+          if (
+            (result.quotaRefusal || result.admissionRefusal !== undefined) &&
+            s.actions[0]?.kind === "create-pod"
+          ) {
             result.unsentCreates = (result.unsentCreates ?? 0) + 1;
           } else await runStep(s);
           done++;
@@ -842,13 +866,13 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
   let status: CocoonSetStatus | undefined;
   if (plan.status && result.failures.length === 0) {
     status = plan.status;
-  } else if (result.quotaRefusal) {
+  } else if (result.quotaRefusal || result.admissionRefusal !== undefined) {
     const blocked = quotaBlockedStatus({
       cocoonSet: cs,
       pods,
       nowMs: (opts.now ?? Date.now)(),
       vanishingSlots: vanishingSlots(plan.createLog),
-      refusal: result.quotaRefusal,
+      refusal: result.quotaRefusal ?? { admission: result.admissionRefusal ?? "" },
       missing: plan.steps.filter((s) => s.actions.some((a) => a.kind === "create-pod")).length,
     });
     if (!statusEqual(cs.status, blocked)) status = blocked;
@@ -860,7 +884,7 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
       path,
       {
         ...(precondition && { metadata: { resourceVersion: cs.metadata.resourceVersion } }),
-        status: { ...status, observedGeneration: cs.metadata.generation },
+        status: { ...status, observedGeneration: cs.metadata.generation, ...statusClears(status) },
       },
       PatchType.merge,
     );
@@ -871,6 +895,32 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
     return;
   }
   result.statusWritten = true;
+  if (status === plan.status) return;
+  // A refusal's status is written here, not planned: its Warnings are posted here too, once
+  // each (while the stored status already says the same, nothing is posted).
+  const hooks = ctx.hooks;
+  const refusalOf = (s: CocoonSetStatus | undefined) =>
+    s?.conditions?.find((c) => c.type === "ReplicaFailure" && c.reason === ADMISSION_REASON)
+      ?.message;
+  const refusal = refusalOf(status);
+  if (refusal !== undefined && refusal !== refusalOf(cs.status))
+    hooks.event?.(result.cocoonSet, "Warning", EVENT_REASONS.failedCreate, refusal);
+  const stall = deadlineWarning(cs.status, status);
+  if (stall !== undefined)
+    hooks.event?.(
+      result.cocoonSet,
+      "Warning",
+      EVENT_REASONS.progressDeadlineExceeded,
+      `${plan.cocoonSet.namespace}/${plan.cocoonSet.name}: ${stall}`,
+    );
+}
+
+/**
+ * The optional status fields a merge patch must remove explicitly (null) when the new status
+ * leaves them out: `lastProgressTime` is kept only while the fleet is under way.
+ */
+function statusClears(status: CocoonSetStatus): Record<string, null> {
+  return status.lastProgressTime === undefined ? { lastProgressTime: null } : {};
 }
 
 /** Keeps the pruned create log plus a record for each create that went through. */

@@ -3,6 +3,7 @@
 // the rest of the fleet goes on. Pure; the executor reads the holders
 // (engine/execute/pass.ts). Behaviour: docs/behaviour.md §3.21.
 import { classifyPods, isOwnedPod } from "../pods/classify.js";
+import { LABELS, MANAGED_BY } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { agentPodName } from "../pods/pod-builder.js";
@@ -27,10 +28,34 @@ export function controllerOf(pod: Pod): string {
   return ref ? `${ref.kind}/${ref.name}` : "no controller";
 }
 
+/**
+ * Whether a pod is one the controller created for `cs` and can follow: the fleet's own
+ * (its name label and controller uid, {@link isOwnedPod}) and carrying the managed-by label
+ * that the controller's pod cache selects on. A pod that names the CocoonSet as its
+ * controller without these labels is someone else's: an ownerReference is anyone's to write.
+ */
+export function isFollowedMember(cs: CocoonSet, pod: Pod): boolean {
+  return isOwnedPod(cs, pod) && pod.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+}
+
+/** Who holds a name, for messages: the pod's controller, or what it claims and lacks. */
+export function holderOf(cs: CocoonSet, holder: Pod): string {
+  const ref = holder.metadata?.ownerReferences?.find((r) => r.controller === true);
+  const claimsThis = ref !== undefined && ref.uid !== undefined && ref.uid === cs.metadata.uid;
+  if (!claimsThis) return controllerOf(holder);
+  const labels = holder.metadata?.labels ?? {};
+  const missing = [
+    labels[LABELS.name] === cs.metadata.name ? "" : `${LABELS.name}=${cs.metadata.name ?? ""}`,
+    labels[LABELS.managedBy] === MANAGED_BY ? "" : `${LABELS.managedBy}=${MANAGED_BY}`,
+  ].filter((x) => x !== "");
+  return `its ownerReference names this CocoonSet, but it lacks the label(s) ${missing.join(", ")} that the CocoonSet's pods carry: the controller did not create it`;
+}
+
 /** The Warning's and the condition's text for one blocked member. */
-export function blockedMessage(member: string, holder: Pod): string {
+export function blockedMessage(member: string, holder: Pod, cs?: CocoonSet): string {
   const name = holder.metadata?.name ?? "";
-  return `${member}: pod ${name} already exists and is not this CocoonSet's (${controllerOf(holder)}); the slot stays empty until that pod is deleted or renamed`;
+  const who = cs ? holderOf(cs, holder) : controllerOf(holder);
+  return `${member}: pod ${name} already exists and is not this CocoonSet's (${who}); the slot stays empty until that pod is deleted or renamed`;
 }
 
 /**
@@ -53,4 +78,18 @@ export function agentNamesToCheck(cs: CocoonSet, pods: readonly Pod[]): string[]
   for (let slot = 1; slot <= (cs.spec.agent?.replicas ?? 0); slot++)
     if (missing(slot)) out.push(agentPodName(name, slot));
   return out;
+}
+
+/**
+ * The node the next pass binds new sub-agents to, for the executor to read (placement.ts):
+ * the main agent's node, when it is Ready and some sub-agent slot has no pod listed.
+ * Undefined when the pass creates no sub-agent.
+ */
+export function placementNodeToRead(cs: CocoonSet, pods: readonly Pod[]): string | undefined {
+  const main = classifyPods(cs, pods).main;
+  const node = main?.spec?.nodeName ?? "";
+  if (node === "") return undefined;
+  const name = cs.metadata.name ?? "";
+  const subAgent = agentNamesToCheck(cs, pods).some((n) => n !== agentPodName(name, 0));
+  return subAgent ? node : undefined;
 }

@@ -11,6 +11,7 @@ import type { MigrationDecision, PlanAction, Refusal, PlanStep } from "../plan/p
 import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal, vmLive } from "../pods/pod-state.js";
 import { asksHibernate, hibernationGate, type SnapshotFacts } from "./suspend.js";
+import { unschedulableMessage } from "./unschedulable.js";
 import { hibernationHeld, type HibernationTarget } from "../snapshots/hibernation-targets.js";
 
 /** Requeue delay while a migration waits (the registry has no watch; as upstream polls). */
@@ -79,6 +80,8 @@ export interface MigrationPlan {
    * effect); when false the pass writes status Migrating after its steps as usual.
    */
   persistsPhase: boolean;
+  /** The restore's pod cannot be scheduled on the target: why (the MigrationRefused condition). */
+  unschedulable?: string;
 }
 
 /** Whether the phase Migrating is stored: the durable mark of a migration in flight. */
@@ -132,7 +135,10 @@ export function migrationStartTarget(
 ): string | undefined {
   const desired = cs.spec.nodeName ?? "";
   const main = owned.main;
-  if (desired === "" || !main || asksHibernate(main)) return undefined;
+  if (desired === "") return undefined;
+  // No main agent: a restore onto the target may be next (after a release or an evict).
+  if (!main) return migrationConsults(cs, owned, hibernations) ? desired : undefined;
+  if (asksHibernate(main)) return undefined;
   const node = main.spec?.nodeName ?? "";
   if (node === "" || node === desired) return undefined;
   return migrationConsults(cs, owned, hibernations) ? desired : undefined;
@@ -236,6 +242,17 @@ export function planMigration(
     return {
       refused: `[spec.nodeName] ${problem}: the migration is refused and the main agent stays where it runs`,
     };
+  // Before a restore onto the target that no migration of ours started (a released seat's
+  // wake with nodeName set): a target that cannot take it is said, and nothing is pinned
+  // there. Mid-move (Migrating stored) the restore goes on, and an unschedulable one is said.
+  const restoreProblem =
+    !main && tagged && !migratingNow(cs) && input.targetNode?.name === desired && desired !== ""
+      ? targetNodeProblem(cs, input.targetNode)
+      : undefined;
+  if (restoreProblem !== undefined)
+    return {
+      refused: `[spec.nodeName] ${restoreProblem}: the main agent is not restored there; it waits for the node (or a change of spec.nodeName)`,
+    };
   if (!tagged) {
     if (!elsewhere || !main) return undefined;
     if (asksHibernate(main)) return handled([mainStep(cs, "wait-migration", [])], true);
@@ -278,6 +295,13 @@ export function planMigration(
   if (!vmLive(main)) {
     // Without the stored phase this is a wake of some other kind in flight, not ours.
     if (!migratingNow(cs)) return undefined;
+    // The restore cannot be placed (the target cordoned or full mid-move): said, not silent.
+    const unplaced = unschedulableMessage(main);
+    if (unplaced !== undefined) {
+      const step = mainStep(cs, "wait-migration", []);
+      step.why = `[spec.nodeName] the restore pod ${main.metadata?.name ?? ""} cannot be scheduled on node "${desired || pin}": ${unplaced}`;
+      return { ...handled([step]), unschedulable: step.why };
+    }
     return handled([mainStep(cs, "wait-migration", [])]);
   }
   return handled([mainStep(cs, "migrate-complete", [dropTag])], true);

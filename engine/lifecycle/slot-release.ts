@@ -3,6 +3,7 @@
 // the main agent from it, preferring the node it hibernated on. Pure: the registry facts
 // come in as an input, the decisions go out as plan steps the executor carries out.
 // Behaviour: docs/behaviour.md §3.16; the upstream it matches: docs/lifecycle-design.md.
+import { unschedulableMessage } from "./unschedulable.js";
 import { classifyPods, isOwnedPod, type ClassifiedPods } from "../pods/classify.js";
 import {
   ANNOTATIONS,
@@ -43,14 +44,6 @@ export function suspendsReleasing(cs: CocoonSet): boolean {
 /** The node hint a release suspend left on the CocoonSet ("" when none). */
 export function hibernatedOnNode(cs: CocoonSet): string {
   return cs.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] ?? "";
-}
-
-/** The scheduler's message when the pod is Unschedulable, else undefined. */
-export function unschedulableMessage(pod: Pod): string | undefined {
-  const c = (pod.status?.conditions ?? []).find(
-    (x) => x.type === "PodScheduled" && x.status === "False" && x.reason === "Unschedulable",
-  );
-  return c ? (c.message ?? "") : undefined;
 }
 
 /** How a wake stands, read from the phase, the hint and the main agent. */

@@ -1,7 +1,12 @@
 // Suspend with hibernatePolicy retain: when a pod counts as hibernated, and the pass's
 // registry facts. Pure. Behaviour: docs/behaviour.md §3.15; the upstream it matches:
 // docs/lifecycle-design.md.
-import { ANNOTATIONS, ANNOTATION_TRUE, LIFECYCLE_STATES } from "../spec/constants.js";
+import {
+  ANNOTATIONS,
+  ANNOTATION_TRUE,
+  LIFECYCLE_STATES,
+  SNAPSHOT_TAGS,
+} from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { isTerminal, isTerminating } from "../pods/pod-state.js";
@@ -55,6 +60,23 @@ export function hibernationGate(
     if (vm === undefined || !snapshots.has(vm)) pending.push(pod.metadata?.name ?? "");
   }
   return { pending: pending.sort(), counted };
+}
+
+/**
+ * Why the gate still waits for a pod whose VM reports hibernated: its `<vm>:hibernate` tag is
+ * not in the registry. The node agent pushed it before it reported, so the tag was removed
+ * since (a registry clean-up, a registry without persistent storage restarted), and no
+ * second one comes by itself. Undefined for a pod the gate waits for in the usual way.
+ */
+export function missingTagWhy(
+  cs: CocoonSet,
+  pod: Pod,
+  snapshots: ReadonlySet<string>,
+): string | undefined {
+  if (!gated(pod)) return undefined;
+  const vm = awaitingTag(cs, pod);
+  if (vm === undefined || snapshots.has(vm)) return undefined;
+  return `pod ${pod.metadata?.name ?? ""}: its VM reports hibernated but the snapshot tag ${vm}:${SNAPSHOT_TAGS.hibernate} is not in the registry (removed since it was pushed); the node agent pushes no second one: put the tag back, or wake the fleet (suspend: false) and suspend it again`;
 }
 
 /** Whether the gate waits for this pod at all: managed, not terminal, not being deleted. */

@@ -1,5 +1,8 @@
 /** The plan's vocabulary (actions, steps, refusals), the status it derives, its rendering and the report of a failed pass. Only what other layers use is exported here. */
 export {
+  ADMISSION_REASON,
+  admissionMessage,
+  type AdmissionRefusal,
   quotaBlockedStatus,
   type QuotaRefusal,
   quotaRefusalOf,
@@ -16,3 +19,8 @@ export type {
   Refusal,
 } from "./plan-types.js";
 export { statusEqual } from "./status.js";
+export {
+  deadlineWarning,
+  progressDeadlineSeconds,
+  PROGRESS_DEADLINE_EXCEEDED,
+} from "./progress.js";

@@ -77,28 +77,49 @@ export const QUOTA_CONDITION = { type: "ReplicaFailure", reason: "QuotaExceeded"
  * The next status written from a pass without a refusal leaves the condition out.
  */
 export function quotaBlockedStatus(
-  input: StatusInput & { refusal: QuotaRefusal; missing: number },
+  input: StatusInput & { refusal: QuotaRefusal | AdmissionRefusal; missing: number },
 ): CocoonSetStatus {
   // A phase the planner reads back (Failed, a suspend's, a wake's, a migration's) marks work
   // in flight: it stays. Only the phases the pods alone decide are derived.
   const stored = input.cocoonSet.status?.phase;
   const derivedOnly = stored === undefined || ["Pending", "Scaling", "Running"].includes(stored);
+  const generation = input.cocoonSet.metadata.generation;
+  const r = input.refusal;
+  const message =
+    "quota" in r
+      ? `ResourceQuota ${clip(r.quota, 63)} refuses the pods of ${input.missing} missing member(s)${r.detail ? ` (${r.detail})` : ""}; they are created once the quota has room`
+      : admissionMessage(r, input.missing);
   const status = deriveStatus({
     ...input,
     phase: input.phase ?? (derivedOnly ? undefined : stored),
+    waitingFor: [...(input.waitingFor ?? []), message],
   });
-  const generation = input.cocoonSet.metadata.generation;
-  const { quota, detail } = input.refusal;
   const refused = condition(
     input.cocoonSet.status?.conditions,
     {
       type: QUOTA_CONDITION.type,
       status: "True",
-      reason: QUOTA_CONDITION.reason,
-      message: `ResourceQuota ${clip(quota, 63)} refuses the pods of ${input.missing} missing member(s)${detail ? ` (${detail})` : ""}; they are created once the quota has room`,
+      reason: "quota" in r ? QUOTA_CONDITION.reason : ADMISSION_REASON,
+      message,
       ...(generation !== undefined ? { observedGeneration: generation } : {}),
     },
     input.nowMs,
   );
   return { ...status, conditions: [...(status.conditions ?? []), refused] };
+}
+
+/**
+ * A pod create the apiserver's admission refused (403) other than a ResourceQuota: Pod
+ * Security (`restricted`), a validating webhook or policy. `message` is the apiserver's.
+ */
+export interface AdmissionRefusal {
+  admission: string;
+}
+
+/** The reason of `ReplicaFailure` for an admission refusal, as a ReplicaSet's: `FailedCreate`. */
+export const ADMISSION_REASON = "FailedCreate";
+
+/** The condition's (and the Warning's) text of an admission refusal. */
+export function admissionMessage(r: AdmissionRefusal, missing: number): string {
+  return `the apiserver refuses to create the pods of ${missing} missing member(s): ${clip(r.admission, 400)}; they are created once the namespace's admission (Pod Security, webhooks, policies) allows them`;
 }

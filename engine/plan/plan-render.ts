@@ -36,7 +36,8 @@ function describeStep(step: PlanStep): string {
     "main-failed": () => "failed (no automatic rebuild)",
     recovered: () => "recovered (Ready again)",
     hibernate: () => "hibernate (suspend)",
-    "wait-hibernation": () => "wait (hibernating)",
+    "wait-hibernation": () =>
+      step.why ? `wait (hibernating: ${step.why.replace(/^[^:]*: /, "")})` : "wait (hibernating)",
     wake: () => "wake (unsuspend)",
     "release-stash": () => "record the VM names and the node hint (slot release)",
     release: () => "delete (slot release: VM hibernated, seat freed)",
@@ -48,9 +49,14 @@ function describeStep(step: PlanStep): string {
     "wake-complete": () => "drop its snapshot tag (wake done)",
     "wait-release": () => "wait (released pod still terminating)",
     blocked: () => `blocked: ${(step.why ?? "").replace(/^[^:]*: /, "")}`,
+    "wait-placement": () => `wait (placement: ${(step.why ?? "").replace(/^[^:]*: /, "")})`,
+    stalled: () => `no progress within the deadline: ${step.why ?? ""}`,
     migrate: () => "hibernate (migration to spec.nodeName)",
     "migrate-drop-stale": () => "drop a stale snapshot tag (migration)",
-    "wait-migration": () => "wait (migration)",
+    "wait-migration": () =>
+      step.why
+        ? `wait (migration: ${step.why.replace(/^\[spec\.nodeName\] /, "")})`
+        : "wait (migration)",
     "migrate-evict": () => "delete on the old node (migration: snapshot taken)",
     "migrate-restore": () => "create on spec.nodeName, restoring its snapshot (migration)",
     "migrate-wake": () => "wake in place (migration)",

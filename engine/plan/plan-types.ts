@@ -66,6 +66,16 @@ export type Decision =
   | "refuse-vm-names"
   /** Another pod holds the member's name: the slot stays empty (blocked.ts). */
   | "blocked"
+  /**
+   * The node the member must land on is cordoned or has a `NoSchedule` taint its pod does not
+   * tolerate: the pod is not created (placement.ts).
+   */
+  | "wait-placement"
+  /**
+   * The fleet made no progress towards its spec for its deadline (progress.ts): a Warning
+   * names what it waits for, once per message.
+   */
+  | "stalled"
   /** A step of a migration to `spec.nodeName` (migrate.ts). */
   | MigrationDecision;
 
@@ -134,7 +144,10 @@ export interface PlanStep {
    * loss is recorded on the CocoonSet and announced before the step's own actions.
    */
   lostSnapshot?: LostSnapshotMark;
-  /** blocked, migrate-refused: what stops it (the holder of the name, the unfit node). */
+  /**
+   * blocked, migrate-refused, wait-placement, stalled, and waits that can last (a hibernation,
+   * an unschedulable restore): what stops it (the holder of the name, the unfit node, ...).
+   */
   why?: string;
   /** rebuild, wait-backoff, dead-letter: the sub-agent's pod is one its node refused. */
   nodeRefusal?: NodeRefusal;

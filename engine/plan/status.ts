@@ -16,6 +16,7 @@ import type { Pod } from "../spec/kube-types.js";
 import { isReady, isTerminal } from "../pods/pod-state.js";
 import { nodeRefusal } from "../pods/node-refusal.js";
 import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
+import { deadlineCondition, judgeProgress, progressDeadlineSeconds } from "./progress.js";
 
 /** Inputs of {@link deriveStatus}. */
 export interface StatusInput {
@@ -42,6 +43,16 @@ export interface StatusInput {
    * condition; undefined when the pass did not look.
    */
   migrationRefused?: readonly string[];
+  /**
+   * Why new members are not placed on the node they are bound to (placement.ts), for the
+   * PlacementBlocked condition; undefined when the pass did not look.
+   */
+  placementBlocked?: readonly string[];
+  /**
+   * What the pass waits for, one line each (progress.ts): named by the condition
+   * `Progressing` once the progress deadline is exceeded. @default none
+   */
+  waitingFor?: readonly string[];
 }
 
 /** metav1.Time has second precision; writing the same precision keeps round trips equal. */
@@ -275,8 +286,14 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     ["TargetNodeUnfit", "NoRefusal"],
     "no migration is refused",
   );
+  notice(
+    "PlacementBlocked",
+    input.placementBlocked,
+    ["NodeUnfit", "NodeFit"],
+    "the node the new members are bound to takes them",
+  );
 
-  return compact<CocoonSetStatus>({
+  const status = compact<CocoonSetStatus>({
     observedGeneration: generation,
     phase,
     readyAgents,
@@ -287,6 +304,22 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     toolboxes,
     conditions,
   });
+  // The progress deadline: judged on what this status says against the stored one.
+  const verdict = judgeProgress({
+    previous: cs.status,
+    next: status,
+    deadlineSeconds: progressDeadlineSeconds(cs),
+    waitingFor: input.waitingFor ?? [],
+    nowMs: input.nowMs,
+  });
+  if (verdict.lastProgressTime !== undefined) status.lastProgressTime = verdict.lastProgressTime;
+  if (verdict.exceeded !== undefined)
+    status.conditions = conditions.map((c) =>
+      c.type === "Progressing"
+        ? deadlineCondition(previous, verdict.exceeded as string, generation, input.nowMs)
+        : c,
+    );
+  return status;
 }
 
 function canonical(value: unknown): unknown {

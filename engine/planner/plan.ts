@@ -62,6 +62,7 @@ import {
   SUSPEND_POLL_MS,
   asksHibernate,
   hibernationGate,
+  missingTagWhy,
   suspendUnanswered,
   suspendsRetaining,
   type SnapshotFacts,
@@ -78,6 +79,7 @@ import {
   type HibernationTarget,
 } from "../lifecycle/restore-intent.js";
 import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
+import { unschedulableMessage } from "../lifecycle/unschedulable.js";
 import type {
   GenerationStamp,
   Plan,
@@ -103,6 +105,9 @@ import {
 } from "../snapshots/lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
 import { rfc3339Seconds } from "../plan/status.js";
+import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
+import { staticVmClash, staticVmClashMessage } from "../snapshots/static-vms.js";
+import { placementProblem, type PlacementNode } from "../capacity/placement.js";
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -141,7 +146,15 @@ export interface PlanInput {
   fleets?: readonly CocoonSet[];
   /** The target node of a migration about to start, as read (migrate.ts). @default unread */
   targetNode?: TargetNodeFacts;
+  /**
+   * The node new sub-agents are bound to (the main agent's), as read: a cordoned node or an
+   * untolerated NoSchedule taint keeps them from being created (placement.ts). @default unread
+   */
+  placementNode?: PlacementNode;
 }
+
+/** How often a pass looks again at a node that did not take new members (no watch on nodes). */
+export const PLACEMENT_POLL_MS = 30_000;
 
 /** How often a refused migration looks at its target node again (no watch on nodes). */
 export const MIGRATION_REFUSED_POLL_MS = 30_000;
@@ -218,6 +231,8 @@ interface Pass {
   blocked?: string[];
   /** Why a migration is refused; undefined when the pass did not look. */
   migrationRefused?: string[];
+  /** Why new members are not placed; undefined when the pass did not look. */
+  placementBlocked?: string[];
 }
 
 /** How a member is named in messages. */
@@ -233,7 +248,7 @@ function memberLabel(target: PlanTarget): string {
 function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
-  const message = blockedMessage(memberLabel(target), holder);
+  const message = blockedMessage(memberLabel(target), holder, pass.cs);
   (pass.blocked ??= []).push(message);
   pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
   pass.waits.push(BLOCKED_POLL_MS);
@@ -306,7 +321,16 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
     return undefined;
   }
   if (!isReady(main)) {
-    pass.steps.push({ target, decision: "wait-main", podName, actions: [] });
+    const unplaced = unschedulableMessage(main);
+    pass.steps.push({
+      target,
+      decision: "wait-main",
+      podName,
+      ...(unplaced !== undefined
+        ? { why: `main agent: pod ${podName} cannot be scheduled: ${unplaced}` }
+        : {}),
+      actions: [],
+    });
     pass.waits.push(MAIN_RETRY_MS);
     return undefined;
   }
@@ -440,6 +464,15 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
+  // The node the new sub-agents are bound to must take them (the kubelet would not refuse).
+  const node = pass.input.placementNode;
+  const unfit =
+    node && node.name === main.spec?.nodeName
+      ? placementProblem(buildAgentPod(pass.cs, 1, placement), node)
+      : undefined;
+  const unplaced: number[] = [];
+  // Every missing slot is looked at here: the list is complete (empty clears the condition).
+  pass.placementBlocked = [];
   // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
   pass.blocked ??= [];
   for (let slot = 1; slot <= pass.replicas; slot++) {
@@ -450,6 +483,17 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     }
     const podName = agentPodName(pass.name, slot);
     if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    if (unfit !== undefined) {
+      unplaced.push(slot);
+      pass.steps.push({
+        target: { role: "sub-agent", slot },
+        decision: "wait-placement",
+        podName,
+        why: `slot ${slot}: pod ${podName} is not created: ${unfit}`,
+        actions: [],
+      });
+      continue;
+    }
     const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
     if (recreate.waitMs > 0) {
       pass.steps.push({
@@ -494,6 +538,12 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
     }
   }
   pass.steps.push(...creates);
+  if (unplaced.length > 0) {
+    pass.placementBlocked = [
+      `sub-agent slot(s) ${unplaced.join(", ")} not created: ${unfit ?? ""} (sub-agents are bound to the main agent's node)`,
+    ];
+    pass.waits.push(PLACEMENT_POLL_MS);
+  }
   for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
     if (slot <= pass.replicas) continue;
     const pod = subAgents.get(slot) as Pod;
@@ -622,7 +672,18 @@ function announce(pass: Pass): void {
       type: "MigrationRefused",
       reason: EVENT_REASONS.migrationRefused,
     },
+    // A migration's restore the scheduler cannot place: the wake has no seat there.
+    { decision: "wait-migration", type: "MigrationRefused", reason: EVENT_REASONS.wakeNoCapacity },
   ];
+  const placement = pass.placementBlocked?.[0];
+  const first = pass.steps.find((s) => s.decision === "wait-placement");
+  if (placement !== undefined && first && told("PlacementBlocked") !== placement)
+    first.actions.push({
+      kind: "event",
+      type: "Warning",
+      reason: EVENT_REASONS.nodeUnfit,
+      message: placement,
+    });
   for (const n of notices) {
     const stored = told(n.type);
     for (const s of pass.steps)
@@ -659,10 +720,103 @@ function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan 
       phase,
       blocked: pass.blocked,
       migrationRefused: pass.migrationRefused,
+      placementBlocked: pass.placementBlocked,
+      waitingFor: waitingFor(pass, steps),
     });
     if (!statusEqual(pass.cs.status, status)) plan.status = status;
+    announceStall(plan, pass.cs.status, status);
   }
+  // A fleet under way is looked at again when its deadline runs out, event or not.
+  const recheck = storedDeadlineRecheckMs(pass.cs, pass.input.nowMs);
+  if (recheck !== undefined && !mutatesPods)
+    plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? recheck, recheck);
   return plan;
+}
+
+/** The Warning of an exceeded progress deadline, posted with the status that first says it. */
+export function announceStall(
+  plan: Plan,
+  stored: CocoonSetStatus | undefined,
+  next: CocoonSetStatus,
+): void {
+  const message = deadlineWarning(stored, next);
+  if (message === undefined) return;
+  plan.steps.push({
+    target: { role: "main", slot: 0 },
+    decision: "stalled",
+    podName: agentPodName(plan.cocoonSet.name, 0),
+    why: message,
+    actions: [
+      {
+        kind: "event",
+        type: "Warning",
+        reason: EVENT_REASONS.progressDeadlineExceeded,
+        message: `${plan.cocoonSet.namespace}/${plan.cocoonSet.name}: ${message}`,
+      },
+    ],
+  });
+}
+
+/**
+ * What a pass waits for, one line each, for the progress deadline's message: the steps that
+ * say why they wait, the members still coming up, the dead-lettered slots, and the refusals.
+ */
+function waitingFor(pass: Pass, steps: readonly PlanStep[]): string[] {
+  const out: string[] = [];
+  for (const s of steps) {
+    const member = memberLabel(s.target);
+    if (s.why) {
+      out.push(s.why.startsWith(member) ? s.why : `${member}: ${s.why}`);
+      continue;
+    }
+    switch (s.decision) {
+      case "wait-main":
+        out.push(`main agent: pod ${s.podName} is not Ready`);
+        break;
+      case "wait-hibernation":
+        out.push(`${member}: the VM of pod ${s.podName} has not hibernated yet`);
+        break;
+      case "wait-wake":
+      case "wait-migration":
+        out.push(`${member}: the restored VM of pod ${s.podName} is not live yet`);
+        break;
+      case "wait-backoff":
+      case "wait-vanished":
+        out.push(`${member}: pod ${s.podName} is recreated with backoff`);
+        break;
+      case "main-failed":
+        out.push(`main agent: pod ${s.podName} failed and is not rebuilt automatically`);
+        break;
+      case "dead-letter":
+        out.push(`${member}: pod ${s.podName} exhausted its rebuilds and is left in dead-letter`);
+        break;
+      case "rebuild":
+        out.push(`${member}: pod ${s.podName} failed and is rebuilt`);
+        break;
+    }
+  }
+  const pods = classifyPods(pass.cs, pass.input.pods);
+  for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
+    if (
+      slot <= pass.replicas &&
+      pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE
+    )
+      out.push(
+        `slot ${slot}: pod ${pod.metadata?.name ?? ""} is in dead-letter (edit the spec to retry it)`,
+      );
+  for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
+    if (slot <= pass.replicas && !isReady(pod) && !isTerminal(pod))
+      out.push(`slot ${slot}: pod ${pod.metadata?.name ?? ""} is not Ready${pendingWhy(pod)}`);
+  for (const r of pass.refusals) out.push(r.message);
+  return out;
+}
+
+/** `: <the scheduler's message>` for a pod the scheduler cannot place, else "". */
+function pendingWhy(pod: Pod): string {
+  const c = pod.status?.conditions?.find(
+    (x) => x.type === "PodScheduled" && x.status === "False" && x.reason === "Unschedulable",
+  );
+  return c ? ` (unschedulable: ${c.message ?? ""})` : "";
 }
 
 /** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
@@ -729,7 +883,14 @@ function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Pl
         actions: [hibernateAction(pod, ANNOTATION_TRUE)],
       });
     } else if (pending.has(podName)) {
-      pass.steps.push({ target, decision: "wait-hibernation", podName, actions: [] });
+      const why = missingTagWhy(pass.cs, pod, facts.hibernate);
+      pass.steps.push({
+        target,
+        decision: "wait-hibernation",
+        podName,
+        ...(why !== undefined ? { why: `${memberLabel(target)}: ${why}` } : {}),
+        actions: [],
+      });
     }
   }
   if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);
@@ -774,8 +935,8 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
  * touched; the condition and a Warning are written once (while the message stays the same)
  * and the error is reported on every pass until the clash is gone.
  */
-function planVmNameRefusal(pass: Pass, clash: VmNameClash): Plan {
-  const message = vmNameClashMessage(pass.cs, clash);
+function planVmNameRefusal(pass: Pass, clash: VmNameClash | string): Plan {
+  const message = typeof clash === "string" ? clash : vmNameClashMessage(pass.cs, clash);
   pass.refusals.push({ kind: "vm-name-clash", message });
   const said = pass.cs.status?.conditions?.some(
     (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
@@ -844,6 +1005,9 @@ export function planPass(input: PlanInput): Plan {
   }
   const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
   if (clash) return planVmNameRefusal(pass, clash);
+  // A static toolbox's VM id or IP another live fleet holds is refused alike (static-vms.ts).
+  const staticClash = input.fleets ? staticVmClash(cs, input.fleets) : undefined;
+  if (staticClash) return planVmNameRefusal(pass, staticVmClashMessage(cs, staticClash));
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
@@ -880,7 +1044,19 @@ export function planPass(input: PlanInput): Plan {
       actions: [],
     });
     pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+    // No main agent to go on with (a released seat's wake): nothing is created on a node that
+    // cannot take it; the wake waits, said, and looks at the node again.
+    if (!pods.main) {
+      const stored = cs.status?.phase;
+      return finish(
+        pass,
+        true,
+        stored === "Suspended" || stored === "Waking" ? "Waking" : undefined,
+      );
+    }
   } else if (migration) {
+    // A restore the scheduler cannot place on the target is said in MigrationRefused.
+    if (migration.unschedulable !== undefined) pass.migrationRefused = [migration.unschedulable];
     pass.steps.push(...migration.steps);
     pass.refusals.push(...migration.refusals);
     pass.waits.push(migration.waitMs);

@@ -14,3 +14,4 @@ export {
   vmNameClashMessage,
   vmNamesFreeToDrop,
 } from "./vm-names.js";
+export { staticVmClash, staticVmClashMessage, type StaticClash } from "./static-vms.js";

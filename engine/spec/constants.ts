@@ -197,7 +197,22 @@ export const EVENT_REASONS = {
    * and requeued for when the registry is asked again (Warning, controller only).
    */
   snapshotRegistryUnanswered: "SnapshotRegistryUnanswered",
+  /**
+   * The fleet made no progress towards its spec for `spec.progressDeadlineSeconds` (Warning);
+   * also the reason of the condition `Progressing` `False` it sets.
+   */
+  progressDeadlineExceeded: "ProgressDeadlineExceeded",
+  /** The apiserver's admission refused a pod create (403, not a quota) (Warning). */
+  failedCreate: "FailedCreate",
+  /**
+   * A member's pod is not created because the node it must land on is cordoned or carries a
+   * `NoSchedule` taint the pod does not tolerate (Warning).
+   */
+  nodeUnfit: "NodeUnfit",
 } as const;
+
+/** Seconds without progress after which a fleet reports `ProgressDeadlineExceeded`. */
+export const DEFAULT_PROGRESS_DEADLINE_SECONDS = 600;
 
 /** Metric names (without the `cocoonset_` prefix) the plan asks the executor to count. */
 export const PLAN_METRICS = {

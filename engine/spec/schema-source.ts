@@ -373,6 +373,13 @@ export const cocoonSetSpecSchema: SchemaNode = {
       { maxLength: 63, pattern: LABEL_VALUE_PATTERN },
     ),
     snapshotPolicy: { ...snapshotPolicySchema, default: DEFAULT_SNAPSHOT_POLICY },
+    progressDeadlineSeconds: {
+      type: "integer",
+      description:
+        "Seconds the fleet may go without progress towards its spec (a phase, a member or a generation changing) before the condition Progressing turns False with reason ProgressDeadlineExceeded, naming what it waits for, and a Warning is posted; 600 when unset.",
+      minimum: 1,
+      maximum: 2147483647,
+    },
     hibernatePolicy: { ...hibernatePolicySchema, default: DEFAULT_HIBERNATE_POLICY },
     snapshotCompatibilityClass: string(
       "Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set.",
@@ -497,6 +504,10 @@ export const cocoonSetStatusSchema: SchemaNode = {
       minimum: 0,
     },
     phase: phaseSchema,
+    lastProgressTime: string(
+      "While the fleet is under way (not Running or Suspended): when it last moved towards its spec (a new generation observed, the phase, a count or a member changed). The progress deadline counts from it.",
+      { format: "date-time" },
+    ),
     readyAgents: count("Ready agents, main included."),
     desiredAgents: count("Desired agents: 1 + agent.replicas."),
     readyToolboxes: count("Ready toolboxes."),

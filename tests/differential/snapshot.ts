@@ -259,6 +259,30 @@ export const DELIBERATE: readonly Deliberate[] = [
       "a hung registry held every worker of the peer for its timeout, so fleets that need no registry stalled too; the event says why the fleet does not move. The differential stories' registry answers, so nothing is folded",
     fold: () => undefined,
   },
+  {
+    what: "A fleet that is neither `Running` nor `Suspended` and whose status has not moved (generation, phase, counts, members) for `spec.progressDeadlineSeconds` (default 600) gets `Progressing` `False` with reason `ProgressDeadlineExceeded`, a message naming what it waits for, and a Warning of that reason; while under way its status keeps `lastProgressTime`. The peer has no deadline and leaves such a fleet in its phase without a word.",
+    reason:
+      "a slot held by another pod, a vanished snapshot tag, an unschedulable restore or refused creates left fleets in a phase for ever with nothing in their status or events. The field `lastProgressTime` is not among the compared ones, and no scenario stays under way for ten minutes, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A pass whose pod create the namespace's admission refuses (403 other than a quota: Pod Security, a webhook, a policy) writes the status with a condition `ReplicaFailure`, reason `FailedCreate`, quoting the apiserver, posts a Warning `FailedCreate` once, and sends no further create that pass; the peer writes no status while a create fails.",
+    reason:
+      "in a namespace enforcing Pod Security `restricted` the fleet's status stayed empty: no phase, no condition, no event. No scenario has such a namespace, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "Sub-agents are not created while their main agent's node is cordoned or has a `NoSchedule`/`NoExecute` taint they do not tolerate (condition `PlacementBlocked`, reason `NodeUnfit`, and a Warning `NodeUnfit`); a static toolbox's `staticVMID` or `staticIP` another live fleet holds is refused as a VM name clash is; a released seat's wake to a `spec.nodeName` that is missing, cordoned or unfit is refused (`MigrationRefused`, phase `Waking`, no pod) and a migration's restore the scheduler cannot place posts `WakeNoCapacity` and sets `MigrationRefused`. The peer binds the sub-agents there, copies the static identity, and waits in `Migrating` silently.",
+    reason:
+      "a pod bound by `nodeName` skips the scheduler, so the kubelet admitted sub-agents on a cordoned or tainted node; a static identity is anyone's to write in a CocoonSet; and a restore pinned to a node that cannot take it stayed `Migrating` for ever. No scenario cordons or taints a main agent's node or claims a static identity, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A pod holding a member's name that names the CocoonSet as its controller but lacks the fleet's labels (`cocoonset.cocoonstack.io/name`, `app.kubernetes.io/managed-by`) is another's pod: the slot is blocked (`SlotBlocked`, naming the labels it lacks), not waited for as the fleet's own.",
+    reason:
+      "an ownerReference is anyone's to write in the namespace, and the controller's pod cache selects on those labels, so it waited for ever for a pod it would never see. No scenario plants such a pod, so nothing is folded",
+    fold: () => undefined,
+  },
 ];
 
 const NS = "<ns>";

@@ -508,7 +508,9 @@ void describe("engine: rebuild backoff and dead-letter", () => {
     }
 
     const uid = await failPod(ns, slotPod);
-    clock = lastDeleted + 3_600_000;
+    // Well past the last backoff (30 s), within the progress deadline (600 s): the only
+    // Warning is the dead-letter's.
+    clock = lastDeleted + 60_000;
     const rec = recorder();
     const parked = await pass(client, ns, name, { now, hooks: rec.hooks });
     assert.deepEqual(

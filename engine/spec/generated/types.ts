@@ -34,6 +34,8 @@ export interface CocoonSetSpec {
    * @default "always"
    */
   snapshotPolicy?: SnapshotPolicy;
+  /** Seconds the fleet may go without progress towards its spec (a phase, a member or a generation changing) before the condition Progressing turns False with reason ProgressDeadlineExceeded, naming what it waits for, and a Warning is posted; 600 when unset. */
+  progressDeadlineSeconds?: number;
   /**
    * Whether a suspended fleet keeps (retain) or frees (release) its scheduling seat.
    * @default "retain"
@@ -164,6 +166,8 @@ export interface CocoonSetStatus {
   observedGeneration?: number;
   /** Coarse state of the fleet. */
   phase?: CocoonSetPhase;
+  /** While the fleet is under way (not Running or Suspended): when it last moved towards its spec (a new generation observed, the phase, a count or a member changed). The progress deadline counts from it. */
+  lastProgressTime?: string;
   /** Ready agents, main included. */
   readyAgents: number;
   /** Desired agents: 1 + agent.replicas. */

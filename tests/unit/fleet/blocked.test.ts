@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { BLOCKED_POLL_MS } from "../../../engine/lifecycle/blocked.js";
-import { agentNamesToCheck } from "../../../engine/lifecycle/index.js";
+import { agentNamesToCheck, isFollowedMember } from "../../../engine/lifecycle/index.js";
 import { planToJSON, renderPlan, type Plan } from "../../../engine/plan/index.js";
 import { planPass } from "../../../engine/planner/index.js";
 import type { CocoonSet, Pod } from "../../../engine/spec/index.js";
@@ -112,5 +112,51 @@ describe("a member's name held by a pod that is not the fleet's", () => {
     assert.deepEqual(decisions(p), ["demo-0:blocked"]);
     assert.equal(p.status?.phase, "Pending");
     assert.match(blockedCondition(p)?.message ?? "", /^main agent: pod demo-0 /);
+  });
+});
+
+describe("a holder whose ownerReference names the fleet (forged: the labels are missing)", () => {
+  const cs = cocoonSet({}, { replicas: 2 });
+  const forged = (labels: Record<string, string>): Pod => ({
+    ...foreign("demo-2"),
+    metadata: {
+      name: "demo-2",
+      namespace: "team",
+      uid: "uid-forged",
+      labels,
+      ownerReferences: [
+        {
+          apiVersion: "cocoonset.cocoonstack.io/v1",
+          kind: "CocoonSet",
+          name: "demo",
+          uid: cs.metadata.uid ?? "",
+          controller: true,
+        },
+      ],
+    },
+  });
+  it("is named with what it lacks, not as this CocoonSet's own", () => {
+    const p = plan(cs, [mainPod(cs), subPod(cs, 1), forged({ run: "demo-2" })]);
+    const want =
+      "slot 2: pod demo-2 already exists and is not this CocoonSet's (its ownerReference names this CocoonSet, but it lacks the label(s) cocoonset.cocoonstack.io/name=demo, app.kubernetes.io/managed-by=cocoonset that the CocoonSet's pods carry: the controller did not create it); the slot stays empty until that pod is deleted or renamed";
+    assert.equal(blockedCondition(p)?.message, want);
+    assert.deepEqual(
+      events(p).map((e) => [e.reason, e.message]),
+      [["SlotBlocked", want]],
+    );
+    assert.match(renderPlan(p), /^slot 2: blocked: pod demo-2 already exists .*lacks the label/m);
+  });
+  it("a followed member needs the fleet's and the managed-by labels besides the owner", () => {
+    const table: [Record<string, string>, boolean][] = [
+      [{}, false],
+      [{ "cocoonset.cocoonstack.io/name": "demo" }, false],
+      [{ "app.kubernetes.io/managed-by": "cocoonset" }, false],
+      [
+        { "cocoonset.cocoonstack.io/name": "demo", "app.kubernetes.io/managed-by": "cocoonset" },
+        true,
+      ],
+    ];
+    for (const [labels, want] of table)
+      assert.equal(isFollowedMember(cs, forged(labels)), want, JSON.stringify(labels));
   });
 });

@@ -160,3 +160,90 @@ describe("a restore pod pinned to a target no longer asked for is replaced", () 
     assert.deepEqual(decisions(p), ["demo-0:wait-migration"]);
   });
 });
+
+describe("issue 39, finding 7: a restore onto a target that cannot take it is said", () => {
+  /** A release-suspended fleet being woken with `nodeName` set; its tag is there. */
+  const waking = (phase: "Suspended" | "Waking"): CocoonSet => ({
+    ...cocoonSet({ nodeName: "node-b", hibernatePolicy: "release" }),
+    metadata: {
+      ...cocoonSet().metadata,
+      annotations: { [ANNOTATIONS.hibernatedOnNode]: "node-a" },
+    },
+    status: { ...statusWith("Running"), phase, readyAgents: 0 },
+  });
+
+  it("the executor reads the target before a restore with no main agent", () => {
+    const cs = waking("Suspended");
+    assert.equal(migrationStartTarget(cs, classifyPods(cs, [])), "node-b");
+  });
+
+  const unfit: [string, TargetNodeFacts, RegExp][] = [
+    ["missing", { name: "node-b" }, /node "node-b" does not exist/],
+    ["cordoned", node("node-b", { cordoned: true }), /node "node-b" is cordoned/],
+  ];
+  for (const [what, facts, why] of unfit)
+    it(`${what}: no pod is pinned there; Waking, MigrationRefused (condition and one Warning) name the node`, () => {
+      const p = plan(waking("Suspended"), [], facts, tags(VM));
+      assert.deepEqual(decisions(p), ["demo-0:migrate-refused"]);
+      assert.equal(p.mutatesPods, false);
+      assert.equal(p.status?.phase, "Waking");
+      const c = p.status?.conditions?.find((x) => x.type === "MigrationRefused");
+      assert.equal(c?.status, "True");
+      assert.match(c?.message ?? "", why);
+      assert.match(c?.message ?? "", /the main agent is not restored there/);
+      assert.deepEqual(
+        p.steps[0].actions.map((a) => (a.kind === "event" ? `${a.type} ${a.reason}` : a.kind)),
+        ["Warning MigrationRefused"],
+      );
+      // Past the deadline the Progressing condition names it too.
+      const late = plan({ ...waking("Suspended"), status: p.status }, [], facts, tags(VM));
+      assert.equal(late.status, undefined, "nothing new to write before the deadline");
+      const stalled = planPass({
+        cocoonSet: { ...waking("Suspended"), status: p.status },
+        pods: [],
+        nowMs: NOW + 600_000,
+        snapshots: tags(VM),
+        targetNode: facts,
+      });
+      const progressing = stalled.status?.conditions?.find((x) => x.type === "Progressing");
+      assert.equal(progressing?.reason, "ProgressDeadlineExceeded");
+      assert.match(progressing?.message ?? "", why);
+    });
+
+  it("the target cordoned mid-move: the unschedulable restore is named (WakeNoCapacity once, MigrationRefused True)", () => {
+    const pod = live(buildAgentPod(cocoonSet({ nodeName: "node-b" }), 0), false);
+    delete pod.spec!.nodeName;
+    pod.status = {
+      phase: "Pending",
+      conditions: [
+        {
+          type: "PodScheduled",
+          status: "False",
+          reason: "Unschedulable",
+          message: "0/3 nodes are available: 1 node(s) were unschedulable.",
+        },
+      ],
+    };
+    const restoring = withAnnotations(pod, { [ANNOTATIONS.restoreFromHibernate]: "true" });
+    const cs: CocoonSet = { ...cocoonSet({ nodeName: "node-b" }), status: statusWith("Migrating") };
+    const p = plan(cs, [restoring], undefined, tags(VM));
+    assert.deepEqual(decisions(p), ["demo-0:wait-migration"]);
+    const why =
+      '[spec.nodeName] the restore pod demo-0 cannot be scheduled on node "node-b": 0/3 nodes are available: 1 node(s) were unschedulable.';
+    assert.equal(p.steps[0].why, why);
+    assert.deepEqual(
+      p.steps[0].actions.map((a) => (a.kind === "event" ? [a.type, a.reason, a.message] : a.kind)),
+      [["Warning", "WakeNoCapacity", why]],
+    );
+    assert.equal(p.status?.phase, "Migrating");
+    const c = p.status?.conditions?.find((x) => x.type === "MigrationRefused");
+    assert.equal(c?.status, "True");
+    assert.equal(c?.message, why);
+    const again = plan({ ...cs, status: p.status }, [restoring], undefined, tags(VM));
+    assert.deepEqual(again.steps[0].actions, [], "announced once");
+    assert.match(
+      renderPlan(p),
+      /^main: wait \(migration: the restore pod demo-0 cannot be scheduled/m,
+    );
+  });
+});

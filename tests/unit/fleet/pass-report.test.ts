@@ -128,3 +128,38 @@ describe("quotaBlockedStatus", () => {
     );
   });
 });
+
+describe("quotaBlockedStatus with an admission refusal (Pod Security, a webhook)", () => {
+  const cs = cocoonSet({}, { replicas: 1 });
+  const admission =
+    'POST /api/v1/namespaces/q/pods: HTTP 403 Forbidden: pods "demo-0" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true';
+  it("writes ReplicaFailure with reason FailedCreate quoting the apiserver, and the deadline names it", () => {
+    const first = quotaBlockedStatus({
+      cocoonSet: cs,
+      pods: [],
+      nowMs: NOW,
+      refusal: { admission },
+      missing: 1,
+    });
+    assert.equal(first.phase, "Pending");
+    const c = first.conditions?.find((x) => x.type === "ReplicaFailure");
+    assert.equal(c?.reason, "FailedCreate");
+    assert.equal(
+      c?.message,
+      `the apiserver refuses to create the pods of 1 missing member(s): ${admission}; they are created once the namespace's admission (Pod Security, webhooks, policies) allows them`,
+    );
+    const later = quotaBlockedStatus({
+      cocoonSet: { ...cs, status: first },
+      pods: [],
+      nowMs: NOW + 600_000,
+      refusal: { admission },
+      missing: 1,
+    });
+    const progressing = later.conditions?.find((x) => x.type === "Progressing");
+    assert.equal(progressing?.reason, "ProgressDeadlineExceeded");
+    assert.match(
+      progressing?.message ?? "",
+      /waiting for: the apiserver refuses to create the pods/,
+    );
+  });
+});

@@ -289,3 +289,47 @@ describe("the registry facts a pass needs (what the executor asks before plannin
     assert.deepEqual(snapshotProbes(cs, [failed(hibernatedPod(main)), hibernatedPod(one)]), []);
   });
 });
+
+describe("a suspended fleet whose :hibernate tag disappears (issue 39, finding 6)", () => {
+  it("goes Suspending, names the missing tag, and past the deadline says ProgressDeadlineExceeded with a Warning", () => {
+    const cs = suspended({}, 1);
+    const pods = convergedPods(cs).map((p) => hibernatedPod(p));
+    const [main, one] = pods.map(vmOf);
+    // Suspended once both tags were there.
+    const rested = plan(cs, pods, tags(main, one));
+    assert.equal(rested.status?.phase, "Suspended");
+    assert.equal(rested.status?.lastProgressTime, undefined);
+    // The registry loses slot 1's tag: Suspending, the step says why, the clock starts.
+    const atRest = { ...cs, status: rested.status };
+    const lost = planPass({ cocoonSet: atRest, pods, nowMs: NOW, snapshots: tags(main) });
+    assert.equal(lost.status?.phase, "Suspending");
+    const wait = lost.steps.find((s) => s.decision === "wait-hibernation");
+    assert.equal(
+      wait?.why,
+      `slot 1: pod demo-1: its VM reports hibernated but the snapshot tag ${one}:hibernate is not in the registry (removed since it was pushed); the node agent pushes no second one: put the tag back, or wake the fleet (suspend: false) and suspend it again`,
+    );
+    assert.match(
+      renderPlan(lost),
+      /^slot 1: wait \(hibernating: pod demo-1: its VM reports hibernated but the snapshot tag/m,
+    );
+    const progressing = (p: Plan) => p.status?.conditions?.find((c) => c.type === "Progressing");
+    assert.equal(progressing(lost)?.reason, "Stable", "as before, until the deadline");
+    // Ten minutes later, nothing moved.
+    const stored = { ...cs, status: lost.status };
+    const late = planPass({ cocoonSet: stored, pods, nowMs: NOW + 600_000, snapshots: tags(main) });
+    assert.equal(progressing(late)?.status, "False");
+    assert.equal(progressing(late)?.reason, "ProgressDeadlineExceeded");
+    assert.match(
+      progressing(late)?.message ?? "",
+      new RegExp(
+        `phase Suspending: waiting for: slot 1: pod demo-1: its VM reports hibernated but the snapshot tag ${one}:hibernate is not in the registry`,
+      ),
+    );
+    assert.deepEqual(
+      late.steps.flatMap((s) =>
+        s.actions.flatMap((a) => (a.kind === "event" ? [[a.type, a.reason]] : [])),
+      ),
+      [["Warning", "ProgressDeadlineExceeded"]],
+    );
+  });
+});

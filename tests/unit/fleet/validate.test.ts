@@ -22,6 +22,18 @@ describe("validateCocoonSetSpec rejects bad input, naming the field and the rule
   const table: [string, unknown, string, string][] = [
     ["negative replicas", { agent: { ...agent, replicas: -1 } }, "agent.replicas", "must be >= 0"],
     [
+      "a progress deadline of 0",
+      { agent, progressDeadlineSeconds: 0 },
+      "progressDeadlineSeconds",
+      "must be >= 1",
+    ],
+    [
+      "a fractional progress deadline",
+      { agent, progressDeadlineSeconds: 1.5 },
+      "progressDeadlineSeconds",
+      "must be an integer",
+    ],
+    [
       "absurd replicas",
       { agent: { ...agent, replicas: 1_000_000 } },
       "agent.replicas",

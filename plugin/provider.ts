@@ -8,7 +8,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
-import { ArgumentsError } from "../sdk/arguments-error.js";
+import { type ArgumentProblem, ArgumentsError } from "../sdk/arguments-error.js";
 import { Fleet, type FleetArgs } from "../sdk/fleet.js";
 import { Operator, type OperatorArgs } from "../sdk/operator.js";
 import {
@@ -19,7 +19,7 @@ import {
 import { fleetGuardProvider } from "../sdk/fleet-guard.js";
 import { useResources } from "../sdk/resource-factory.js";
 import { slotsProvider } from "../sdk/slots.js";
-import { packageResources, token } from "./resources.js";
+import { PackageResource, packageResources, token } from "./resources.js";
 import { packageSchema } from "./schema.js";
 import { secretKeys, unwrapSecrets, wrapSecrets } from "./secrets.js";
 
@@ -30,6 +30,10 @@ export const engines: Record<string, pulumi.dynamic.ResourceProvider> = {
   [token("ControllerRollout")]: controllerRolloutProvider,
   [token("CrdGuard")]: crdGuardProvider,
   [token("FleetGuard")]: fleetGuardProvider,
+  [token("ArgumentsRefusal")]: {
+    check: (olds, news) => argumentsRefusalProvider.check!(olds, news),
+    create: (inputs) => argumentsRefusalProvider.create(inputs),
+  },
 };
 
 /** The type token of a URN (`urn:pulumi:stack::project::parent$type::name`). */
@@ -149,9 +153,41 @@ async function construct(
     return await constructComponent(name, type, inputs, options);
   } catch (e) {
     if (!ArgumentsError.isInstance(e)) throw e;
-    throw new pulumi.InputPropertiesError({ message: e.message, errors: e.problems });
+    // The component stands, holding one resource whose `check` fails with the problems: the
+    // engine prints each as a property failure and fails the deployment before anything is
+    // written, as for any resource's bad input, while the program's registration of the
+    // component succeeds. (A failed construct reaches a Python program as "resource monitor
+    // shut down", which its host prints with a traceback.)
+    const refused = new pulumi.ComponentResource(type, name, {}, options);
+    const refusal = new PackageResource(
+      token("ArgumentsRefusal"),
+      `${name}-arguments`,
+      { component: e.message, problems: e.problems },
+      { parent: refused },
+    );
+    // Registered before the component is answered for.
+    await new Promise((resolve) => refusal.urn.apply(resolve));
+    return { urn: refused.urn, state: {} };
   }
 }
+
+/**
+ * The provider of `cocoonset:index:ArgumentsRefusal`: its `check` refuses the problems it is
+ * given, one failure per property; nothing else is ever asked of it.
+ */
+export const argumentsRefusalProvider: pulumi.dynamic.ResourceProvider = {
+  check(_olds: unknown, news: { problems?: ArgumentProblem[] }) {
+    const failures = (news.problems ?? []).map((p) => ({
+      property: p.propertyPath,
+      reason: p.reason,
+    }));
+    return Promise.resolve({ inputs: news, failures });
+  },
+  create() {
+    // A programmer error: the engine never creates a resource whose check failed.
+    return Promise.reject(new Error("cocoonset: an ArgumentsRefusal is never created"));
+  },
+};
 
 async function constructComponent(
   name: string,

@@ -28,7 +28,7 @@ class PackageSlots extends pulumi.CustomResource {
 }
 
 /** A resource kind whose outputs nobody reads. */
-class PackageResource extends pulumi.CustomResource {}
+export class PackageResource extends pulumi.CustomResource {}
 
 /** The factory the package provider switches the components to. */
 export const packageResources: ResourceFactory = {

@@ -276,6 +276,13 @@ export function packageSchema(version: string) {
           requireCrd: { type: "boolean" },
         },
       ),
+      "cocoonset:index:ArgumentsRefusal": engineResource(
+        "A component's refused arguments: its check fails with one failure per property, so nothing is deployed.",
+        {
+          component: { type: "string" },
+          problems: any("Each refused argument: its property path and the rule it breaks."),
+        },
+      ),
       "cocoonset:index:CrdGuard": engineResource(
         "Refuses to delete the CRD while CocoonSets are left.",
         {

@@ -61,6 +61,7 @@ describe("the package schema", () => {
       ([type, r]) => `${type} ${"isComponent" in r ? "component" : "custom"}`,
     );
     assert.deepEqual(kinds.sort(), [
+      "cocoonset:index:ArgumentsRefusal custom",
       "cocoonset:index:ControllerRollout custom",
       "cocoonset:index:CrdGuard custom",
       "cocoonset:index:Fleet component",
@@ -73,6 +74,7 @@ describe("the package schema", () => {
     assert.deepEqual(fleet.requiredInputs, ["namespace", "spec"]);
     assert.equal(fleet.inputProperties.operator.$ref, "#/resources/cocoonset:index:Operator");
     for (const [type, r] of Object.entries(s.resources)) {
+      if (type === "cocoonset:index:ArgumentsRefusal") continue; // it talks to no cluster
       assert.equal(r.inputProperties.kubeconfig?.secret, true, `${type}: kubeconfig is secret`);
     }
   });
@@ -171,9 +173,9 @@ describe("components built by the package provider", () => {
 });
 
 describe("a component's bad arguments from another language", () => {
-  it("reach the engine as input property errors, one per property, not as a program error", async () => {
+  it("reach the engine as failures of a resource's check, one per property, not as a failed construct", async () => {
     const p = plugin.cocoonsetProvider("1.2.3");
-    const refusal = await p.construct!(
+    const built = await p.construct!(
       "bad",
       "cocoonset:index:Fleet",
       {
@@ -182,16 +184,23 @@ describe("a component's bad arguments from another language", () => {
         spec: { agent: { replicas: -1, image: "" } },
       },
       {},
-    ).then(
-      () => undefined,
-      (e: unknown) => e,
     );
-    assert.ok(pulumi.InputPropertiesError.isInstance(refusal), String(refusal));
-    const paths = refusal.errors.map((e) => e.propertyPath).sort();
-    assert.deepEqual(paths, ["spec.agent.image", "spec.agent.replicas"]);
-    const replicas = refusal.errors.find((e) => e.propertyPath === "spec.agent.replicas");
+    assert.deepEqual(built.state, {}, "the component stands, empty");
+    const refusal = registered.find((r) => r.type === "cocoonset:index:ArgumentsRefusal");
+    assert.ok(refusal, "a refusal resource is registered");
+    assert.equal(refusal.name, "bad-arguments");
+    assert.equal(
+      registered.filter((r) => r.type.startsWith("kubernetes:") && r.name.startsWith("bad")).length,
+      0,
+      "nothing of the fleet is declared",
+    );
+    const urn =
+      "urn:pulumi:s::p::cocoonset:index:Fleet$cocoonset:index:ArgumentsRefusal::bad-arguments";
+    const checked = await p.check!(urn, {}, refusal.inputs);
+    const failures = (checked.failures ?? []).map((f) => f.property).sort();
+    assert.deepEqual(failures, ["spec.agent.image", "spec.agent.replicas"]);
+    const replicas = checked.failures?.find((f) => f.property === "spec.agent.replicas");
     assert.match(replicas?.reason ?? "", /must be >= 0 \(got -1\)/);
-    assert.match(refusal.message, /^Fleet bad: \[spec\.agent/);
   });
 
   it("keep a problem without a path as the resource's own", () => {

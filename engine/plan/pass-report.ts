@@ -121,5 +121,5 @@ export const ADMISSION_REASON = "FailedCreate";
 
 /** The condition's (and the Warning's) text of an admission refusal. */
 export function admissionMessage(r: AdmissionRefusal, missing: number): string {
-  return `the apiserver refuses to create the pods of ${missing} missing member(s): ${clip(r.admission, 400)}; they are created once the namespace's admission (Pod Security, webhooks, policies) allows them`;
+  return `the apiserver refuses to create the pods of ${missing} missing member(s): ${clip(r.admission, 400)}; they are created once the apiserver allows them (the namespace's admission: Pod Security, webhooks, policies; or the RBAC of whoever creates them)`;
 }

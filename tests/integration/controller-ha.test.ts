@@ -263,10 +263,17 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
       (await proc.metric("rest_client_requests_total", { code: "403", method: "POST" })) > 0,
     );
     assert.deepEqual(await fleetPods(client, ns, "blocked"), [], "no pod was created");
-    const blocked = await client.get<CocoonSet & { status?: unknown }>(
-      paths.cocoonSet(ns, "blocked"),
+    // The status says it too, as for any refused create (ReplicaFailure FailedCreate).
+    const blocked = await waitForObject<CocoonSet>(
+      client,
+      paths.cocoonSets(ns),
+      "blocked",
+      (o) => !!o?.status?.conditions?.some((c) => c.type === "ReplicaFailure"),
+      { description: "the ReplicaFailure condition of blocked" },
     );
-    assert.equal(blocked.status, undefined, "no status was written");
+    const replicaFailure = blocked!.status!.conditions!.find((c) => c.type === "ReplicaFailure")!;
+    assert.equal(replicaFailure.reason, "FailedCreate");
+    assert.match(replicaFailure.message ?? "", /cannot create resource "pods"/);
     assert.equal(
       proc.lines.slice(from).filter((l) => l.msg === "created pod").length,
       0,

@@ -146,7 +146,7 @@ describe("quotaBlockedStatus with an admission refusal (Pod Security, a webhook)
     assert.equal(c?.reason, "FailedCreate");
     assert.equal(
       c?.message,
-      `the apiserver refuses to create the pods of 1 missing member(s): ${admission}; they are created once the namespace's admission (Pod Security, webhooks, policies) allows them`,
+      `the apiserver refuses to create the pods of 1 missing member(s): ${admission}; they are created once the apiserver allows them (the namespace's admission: Pod Security, webhooks, policies; or the RBAC of whoever creates them)`,
     );
     const later = quotaBlockedStatus({
       cocoonSet: { ...cs, status: first },

@@ -41,6 +41,7 @@ import {
   type SlotCreateLog,
   type SlotCreateRecord,
 } from "../pods/index.js";
+import { attributedView, memberRole, memberVm, recordUpdate } from "../attribution/index.js";
 import {
   wakeProbes,
   hibernationTargets,
@@ -56,6 +57,7 @@ import {
   type CocoonSetStatus,
   type Pod,
 } from "../spec/index.js";
+import type { VMRecord } from "../spec/generated/types.js";
 import {
   isAlreadyExists,
   isConflict,
@@ -478,8 +480,41 @@ export async function readTargetNode(client: KubeClient, name: string): Promise<
   }
 }
 
+/**
+ * The pods this process created, by CocoonSet uid then member, until the CocoonSet's status
+ * records them (engine/attribution): a pass whose view of the status is older than its own
+ * creates still knows them as members. One map per copy of the engine; the provider and the
+ * controller each keep theirs for as long as the process lives.
+ */
+const CREATED = new Map<string, Map<string, VMRecord>>();
+
+/** The pods this process created for `cs` and knows as members (see {@link CREATED}). */
+export function createdRecords(cs: CocoonSet): ReadonlyMap<string, VMRecord> {
+  return CREATED.get(cs.metadata.uid ?? "") ?? new Map();
+}
+
+/** Forgets what this process created for `cs` (its deletion is done). */
+export function forgetCreated(cs: CocoonSet): void {
+  CREATED.delete(cs.metadata.uid ?? "");
+}
+
+function rememberCreated(cs: CocoonSet, podName: string, podUID: string): void {
+  const name = cs.metadata.name ?? "";
+  const member = podName.slice(name.length + 1);
+  if (podUID === "" || !podName.startsWith(`${name}-`) || memberRole(member) === undefined) return;
+  const uid = cs.metadata.uid ?? "";
+  const mine = CREATED.get(uid) ?? new Map<string, VMRecord>();
+  mine.set(member, { vm: memberVm(cs, member), podUID });
+  CREATED.set(uid, mine);
+}
+
 /** A plan of the live cluster, the pods and the registry facts it was planned with. */
 export interface LivePlan {
+  /**
+   * The CocoonSet as planned: the one read, with what the engine knows of its members that
+   * its status does not say yet (engine/attribution).
+   */
+  view: CocoonSet;
   plan: Plan;
   pods: Pod[];
   snapshots: SnapshotFacts | undefined;
@@ -494,11 +529,13 @@ export interface LivePlan {
  */
 export async function planLive(
   client: KubeClient,
-  cs: CocoonSet,
+  read: CocoonSet,
   opts: PassOptions,
 ): Promise<LivePlan> {
   const reads = opts.reads ?? apiReads(client);
-  const pods = await reads.fleetPods(cs);
+  const pods = await reads.fleetPods(read);
+  // Every decision below reads the fleet's members and VMs from the engine's own record.
+  const cs = attributedView(read, pods, createdRecords(read));
   const fleets = await readFleetsForVmNames(client, cs, pods, reads);
   // A fleet refused for its VM names asks the registry nothing about them.
   const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
@@ -519,7 +556,7 @@ export async function planLive(
     createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
     snapshots,
   });
-  return { plan, pods, snapshots, record };
+  return { view: cs, plan, pods, snapshots, record };
 }
 
 /** What the executor of one pass works with; `result.cocoonSet` is the latest CocoonSet. */
@@ -564,6 +601,7 @@ export async function runPass(
   }
   // A view known to be behind the pass's own writes says nothing the status may repeat.
   if (heldBack.length === 0) await writePassStatus(ctx, pods);
+  await writeRecord(ctx, live.view);
   // A name found held: the next pass reads that pod and plans the slot as blocked.
   if (result.created.length > 0 || result.deleted.length > 0 || result.namesHeld)
     result.requeueAfterMs = 0;
@@ -581,6 +619,30 @@ export async function runPass(
     result.requeueAfterMs = STALLED_REQUEUE_MS;
   }
   return result;
+}
+
+/**
+ * Writes into `status.vms` what the engine knows of the fleet's members and its status does not
+ * say yet (engine/attribution): the pods this pass created, and those of earlier passes whose
+ * record did not land. A merge of the map's keys: no precondition is needed, and no other
+ * writer's key is touched. A failure is noted; the process still knows them (CREATED).
+ */
+async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
+  const { client, plan, result, hooks } = ctx;
+  const known = attributedView(view, [], createdRecords(view));
+  const update = recordUpdate(result.cocoonSet, known);
+  if (!update) return;
+  try {
+    result.cocoonSet = await client.patch<CocoonSet>(
+      paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name),
+      { status: { vms: update } },
+      PatchType.merge,
+    );
+    hooks.log?.("debug", "recorded the fleet's members", { members: Object.keys(update).join(",") });
+  } catch (e) {
+    if (isNotFound(e)) return;
+    result.failures.push(new StepFailure(plan.cocoonSet.name, "member record", e));
+  }
 }
 
 /** Writes the fleet's record of its own snapshots; false (a failure noted) when it cannot. */
@@ -631,6 +693,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
     case "create-pod": {
       try {
         const created = await client.create<Pod>(paths.pods(ns), action.pod);
+        rememberCreated(result.cocoonSet, step.podName, created.metadata?.uid ?? "");
         result.created.push(step.podName);
         hooks.podWritten?.("create", { name: step.podName, uid: created.metadata?.uid ?? "" });
         hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });

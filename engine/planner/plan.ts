@@ -2,6 +2,7 @@
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
+import { memberPodVm } from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -436,8 +437,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
 
 /** Triage of existing slots, fan-out of the missing ones, then scale-down. */
 function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
-  const mainVMName =
-    main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
+  const mainVMName = vmNameFor(pass.namespace, pass.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
   // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
@@ -757,7 +757,7 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
     if (!asksHibernate(pod) || isTerminating(pod)) continue;
     // A CocoonHibernation that wants this pod hibernated keeps its request.
     if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
-    const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+    const vm = memberPodVm(pass.cs, pod);
     const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
     pass.steps.push({
       target,

@@ -12,5 +12,4 @@ export {
   needsVmNameCheck,
   vmNameClash,
   vmNameClashMessage,
-  vmNamesFreeToDrop,
 } from "./vm-names.js";

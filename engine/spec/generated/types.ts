@@ -176,6 +176,8 @@ export interface CocoonSetStatus {
   agents?: AgentStatus[];
   /** Toolboxes by name. */
   toolboxes?: ToolboxStatus[];
+  /** The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion. */
+  vms?: Record<string, VMRecord>;
   /** Ready and Progressing conditions. */
   conditions?: Condition[];
 }
@@ -230,6 +232,14 @@ export interface ToolboxStatus {
   connType?: ConnType;
   /** VNC port of the toolbox, when one is exposed. */
   vncPort?: number;
+}
+
+/** A VM this CocoonSet named for one member, and the uid of the last pod it created for that member. Written only by the engine (the status subresource): what it believes about the fleet's pods and VMs (docs/security.md). */
+export interface VMRecord {
+  /** The VM's name, vk-<namespace>-<cocoonset>-<member>. */
+  vm: string;
+  /** The uid of the last pod the engine created for this member. */
+  podUID?: string;
 }
 
 /** A status condition (meta/v1 Condition). */

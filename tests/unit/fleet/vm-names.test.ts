@@ -19,8 +19,8 @@ import {
   hibernationsInFlight,
   teardownVmNames,
   vmNameClash,
-  vmNamesFreeToDrop,
 } from "../../../engine/snapshots/index.js";
+import { vmsFreeToDrop } from "../../../engine/attribution/index.js";
 import {
   VM_NAME_CONDITION,
   VM_NAME_CONFLICT_REASON,
@@ -212,16 +212,16 @@ describe("VM names across fleets", () => {
     const holder = fleet("q-x", "yy", { ran: true });
     const refused = fleet("q-x", "yy");
     const sameNameNew = fleet("q", "x-yy", { uid: "new-uid" });
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], [gone, holder]), {
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], { fleets: [gone, holder] }), {
       drop: ["vk-q-x-yy-9"],
-      kept: [{ vm: "vk-q-x-yy-0", holders: ["q-x/yy"] }],
+      kept: [{ vm: "vk-q-x-yy-0", holders: ["CocoonSet q-x/yy"] }],
     });
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone]).drop, ["vk-q-x-yy-0"]);
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone] }).drop, ["vk-q-x-yy-0"]);
     // Asking for the name is not holding a tag of it.
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, refused]).drop, [
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone, refused] }).drop, [
       "vk-q-x-yy-0",
     ]);
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, sameNameNew]).drop, [
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone, sameNameNew] }).drop, [
       "vk-q-x-yy-0",
     ]);
   });

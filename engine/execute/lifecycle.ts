@@ -110,7 +110,8 @@ export async function finalizeDeletion(
   if (opts.registry) {
     await waitForHibernationsInFlight(client, cs, deadline, opts.log);
     // The record, plus what this process created and has not recorded yet (pass.ts).
-    vms = teardownVmNames(cs, await listFleetPods(client, cs), createdRecords(cs));
+    const pods = await listFleetPods(client, cs);
+    vms = teardownVmNames(attributedView(cs, pods, createdRecords(cs)), pods);
     const stash = deleteVmNamesStash(cs, vms);
     if (stash !== undefined) {
       const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");

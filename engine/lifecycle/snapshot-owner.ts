@@ -67,7 +67,7 @@ export function ownSnapshotFacts(
   for (const n of stash.split(",")) if (n.trim() !== "") own.add(n.trim());
   // The two annotations are the fleet's own writes, but anyone who may edit the CocoonSet
   // may write them too: they are believed only for VMs the engine recorded for this fleet.
-  const mine = new Set(recordedVms(cs));
+  const mine = new Set([...recordedVms(cs), ...pods.map((p) => memberPodVm(cs, p))]);
   const vouched = new Set(trusted);
   return {
     hibernate: new Set(

@@ -14,10 +14,10 @@ import {
 } from "../spec/constants.js";
 import { isOwnedPod } from "../pods/classify.js";
 import { isTerminal } from "../pods/pod-state.js";
-import type { CocoonSet, VMRecord } from "../spec/generated/types.js";
+import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { namespaceOf } from "../pods/pod-builder.js";
-import { attributedView, recordedVms } from "../attribution/attribution.js";
+import { memberPodVm, recordedVms } from "../attribution/attribution.js";
 import { DEFAULT_SNAPSHOT_POLICY } from "../spec/schema-source.js";
 
 /** One registry tag the deletion drops. */
@@ -36,17 +36,14 @@ export function parseDeleteVmNames(raw: string | undefined): string[] {
 
 /**
  * Every VM the deletion concerns, sorted and unique: the ones the engine recorded for the
- * fleet (engine/attribution), members scaled away, released or hibernated included. A fleet
- * whose status predates the record adds the VMs its old status named and its pods' by the
- * old rules. No pod annotation and no CocoonSet annotation is read: anyone who may edit them
- * could otherwise name another fleet's, namespace's or pod's VM.
+ * fleet (engine/attribution), members scaled away, released or hibernated included, and those
+ * of its recorded members among `pods`. `cs` is the fleet as the engine plans it
+ * (`attributedView`). No pod annotation and no CocoonSet annotation is read: anyone who may
+ * edit them could otherwise name another fleet's, namespace's or pod's VM.
  */
-export function teardownVmNames(
-  cs: CocoonSet,
-  pods: readonly Pod[],
-  created?: ReadonlyMap<string, VMRecord>,
-): string[] {
-  return recordedVms(attributedView(cs, pods, created));
+export function teardownVmNames(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  const members = pods.map((p) => memberPodVm(cs, p)).filter((vm) => vm !== "");
+  return [...new Set([...recordedVms(cs), ...members])].sort();
 }
 
 /**

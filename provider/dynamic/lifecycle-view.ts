@@ -5,7 +5,6 @@
  * wait (lifecycle-wait.ts) feed it the cluster's objects.
  * Behaviour: docs/behaviour.md §7.4.
  */
-import { attributedView } from "../../engine/attribution/index.js";
 import { asksHibernate } from "../../engine/lifecycle/index.js";
 import type { Plan } from "../../engine/plan/index.js";
 import { isOwnedPod, isTerminal, isTerminating } from "../../engine/pods/index.js";
@@ -51,10 +50,7 @@ function managed(pod: Pod): boolean {
 
 /** The pods a suspend or a wake concerns: owned, managed, live and not terminal. */
 export function lifecyclePods(cs: CocoonSet, pods: readonly Pod[]): Pod[] {
-  const view = attributedView(cs, pods);
-  return pods.filter(
-    (p) => isOwnedPod(view, p) && managed(p) && !isTerminal(p) && !isTerminating(p),
-  );
+  return pods.filter((p) => isOwnedPod(cs, p) && managed(p) && !isTerminal(p) && !isTerminating(p));
 }
 
 /**

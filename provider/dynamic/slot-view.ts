@@ -3,7 +3,6 @@
  * number ("0" is the main agent) or toolbox name, each value the VM description its pod
  * carries. `pulumi preview --diff` prints one line per added, removed or changed key.
  */
-import { attributedView } from "../../engine/attribution/index.js";
 import { API_VERSION } from "../../engine/kube/api-names.js";
 import {
   isReady,
@@ -132,8 +131,7 @@ export function liveSlots(
   pods: readonly Pod[],
   desired: SlotMap,
 ): { slots: SlotMap; status: Record<string, SlotStatus> } {
-  // Members as the engine recorded them (engine/attribution).
-  const classified = classifyPods(attributedView(cs, pods), pods);
+  const classified = classifyPods(cs, pods);
   const slots: SlotMap = {};
   const status: Record<string, SlotStatus> = {};
   const record = (key: string, pod: Pod, drifted: boolean) => {

@@ -635,14 +635,27 @@ async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
   try {
     result.cocoonSet = await client.patch<CocoonSet>(
       paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name),
-      { status: { vms: update } },
+      // A status is written whole the first time: the schema requires its counts.
+      { status: { ...(result.cocoonSet.status ? {} : firstCounts(view)), vms: update } },
       PatchType.merge,
     );
-    hooks.log?.("debug", "recorded the fleet's members", { members: Object.keys(update).join(",") });
+    hooks.log?.("debug", "recorded the fleet's members", {
+      members: Object.keys(update).join(","),
+    });
   } catch (e) {
     if (isNotFound(e)) return;
     result.failures.push(new StepFailure(plan.cocoonSet.name, "member record", e));
   }
+}
+
+/** The counts a CocoonSet's first status must carry, as nothing is ready yet. */
+function firstCounts(cs: CocoonSet): Omit<CocoonSetStatus, "vms"> {
+  return {
+    readyAgents: 0,
+    desiredAgents: 1 + Math.max(0, cs.spec.agent?.replicas ?? 0),
+    readyToolboxes: 0,
+    desiredToolboxes: (cs.spec.toolboxes ?? []).length,
+  };
 }
 
 /** Writes the fleet's record of its own snapshots; false (a failure noted) when it cannot. */

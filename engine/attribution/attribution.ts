@@ -30,7 +30,8 @@ const nsOf = (cs: CocoonSet) => cs.metadata.namespace ?? "default";
 /** A member key as the engine writes it: `0`, a slot `[1-9][0-9]*`, or a toolbox name. */
 export function memberRole(member: string): "main" | "sub-agent" | "toolbox" | undefined {
   if (member === "0") return "main";
-  if (/^[1-9][0-9]*$/.test(member)) return Number.isSafeInteger(Number(member)) ? "sub-agent" : undefined;
+  if (/^[1-9][0-9]*$/.test(member))
+    return Number.isSafeInteger(Number(member)) ? "sub-agent" : undefined;
   // Toolbox names never are all digits (the CRD refuses them): `00` is no member.
   if (/^[0-9]+$/.test(member) || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(member)) return undefined;
   return "toolbox";
@@ -160,8 +161,7 @@ export function recordUpdate(cs: CocoonSet, view: CocoonSet): Record<string, VMR
   const out: Record<string, VMRecord> = {};
   for (const [member, entry] of Object.entries(view.status?.vms ?? {})) {
     const h = have[member];
-    if (!h || h.vm !== entry.vm || (h.podUID ?? "") !== (entry.podUID ?? ""))
-      out[member] = entry;
+    if (!h || h.vm !== entry.vm || (h.podUID ?? "") !== (entry.podUID ?? "")) out[member] = entry;
   }
   return Object.keys(out).length > 0 ? out : undefined;
 }
@@ -298,7 +298,10 @@ export function attributePodVm(pod: Pod, fleets: readonly CocoonSet[]): PodVmAtt
   }
   const held = fleets
     .filter((f) => !f.metadata.deletionTimestamp && f !== owner)
-    .filter((f) => desiredVms(f).includes(expected) || recordedVms(attributedView(f, [])).includes(expected))
+    .filter(
+      (f) =>
+        desiredVms(f).includes(expected) || recordedVms(attributedView(f, [])).includes(expected),
+    )
     .map((f) => `CocoonSet ${fleetKey(f)}`)
     .sort();
   if (held.length > 0) {

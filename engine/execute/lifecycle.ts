@@ -185,16 +185,11 @@ async function waitForHibernationsInFlight(
     pods: first.join(","),
   });
   try {
-    await waitForList<Pod>(
-      client,
-      paths.pods(ns),
-      (items) => inFlight(items).length === 0,
-      {
-        labelSelector: podSelector(name),
-        timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
-        description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
-      },
-    );
+    await waitForList<Pod>(client, paths.pods(ns), (items) => inFlight(items).length === 0, {
+      labelSelector: podSelector(name),
+      timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
+      description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
+    });
   } catch (e) {
     if (!(e instanceof WaitTimeoutError)) throw e;
     log?.("warn", "hibernations still in flight; the deletion goes on and their tags may stay", {

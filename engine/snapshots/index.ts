@@ -8,8 +8,4 @@ export {
   teardownTags,
   teardownVmNames,
 } from "./teardown.js";
-export {
-  needsVmNameCheck,
-  vmNameClash,
-  vmNameClashMessage,
-} from "./vm-names.js";
+export { needsVmNameCheck, vmNameClash, vmNameClashMessage } from "./vm-names.js";

@@ -102,7 +102,6 @@ export function wakeProbes(
   const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
   const vms = new Set<string>();
   for (const pod of members)
-    if (pod && wakesFromSnapshot(pod, hibernations))
-      vms.add(memberPodVm(cs, pod));
+    if (pod && wakesFromSnapshot(pod, hibernations)) vms.add(memberPodVm(cs, pod));
   return [...vms].sort();
 }

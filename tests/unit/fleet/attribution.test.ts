@@ -78,7 +78,7 @@ function claimant(cs: CocoonSet, member: string, uid: string, vm?: string): Pod 
       ],
     },
     status: { phase: "Running" },
-  } as Pod;
+  };
 }
 
 describe("attribution: who is a member", () => {
@@ -169,7 +169,7 @@ describe("attribution: who else holds a VM", () => {
         uid: "d",
         annotations: { [ANNOTATIONS.vmName]: "vk-acme-prod-db" },
       },
-    } as Pod;
+    };
     const hold = standaloneHold(db, [gone, holderFleet]);
     assert.deepEqual(hold, { namespace: "acme-prod", name: "db", vm: "vk-acme-prod-db" });
     const decision = vmsFreeToDrop(
@@ -178,7 +178,7 @@ describe("attribution: who else holds a VM", () => {
       {
         fleets: [gone, holderFleet],
         hibernations: [{ namespace: "acme-prod", name: "db-nap", vm: "vk-acme-prod-db" }],
-        standalone: [hold!],
+        standalone: [hold],
       },
     );
     assert.deepEqual(decision.drop, ["vk-acme-prod-0"]);

@@ -214,11 +214,16 @@ describe("VM names across fleets", () => {
     const holder = fleet("q-x", "yy", { ran: true });
     const refused = fleet("q-x", "yy");
     const sameNameNew = fleet("q", "x-yy", { uid: "new-uid" });
-    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], { fleets: [gone, holder] }), {
-      drop: ["vk-q-x-yy-9"],
-      kept: [{ vm: "vk-q-x-yy-0", holders: ["CocoonSet q-x/yy"] }],
-    });
-    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone] }).drop, ["vk-q-x-yy-0"]);
+    assert.deepEqual(
+      vmsFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], { fleets: [gone, holder] }),
+      {
+        drop: ["vk-q-x-yy-9"],
+        kept: [{ vm: "vk-q-x-yy-0", holders: ["CocoonSet q-x/yy"] }],
+      },
+    );
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone] }).drop, [
+      "vk-q-x-yy-0",
+    ]);
     // Asking for the name is not holding a tag of it.
     assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone, refused] }).drop, [
       "vk-q-x-yy-0",
@@ -278,7 +283,8 @@ describe("a CocoonHibernation acts only on a VM name the controller can attribut
       pod: member(fleet("p18", "ghost"), 0),
     },
     {
-      title: "a pod that claims a fleet's slot (labels, controller reference) without being recorded",
+      title:
+        "a pod that claims a fleet's slot (labels, controller reference) without being recorded",
       pod: member(own, 0),
       refused: /is held by CocoonSet p18\/crew/,
     },

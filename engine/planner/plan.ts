@@ -2,7 +2,7 @@
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
-import { memberPodVm } from "../attribution/attribution.js";
+import { memberPodVm, unrecordedClaim } from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -221,6 +221,12 @@ interface Pass {
   migrationRefused?: string[];
 }
 
+/**
+ * How long a pod that claims this CocoonSet without being recorded is waited for before its
+ * slot is reported blocked: longer than a pass that created it takes to record it.
+ */
+export const UNRECORDED_GRACE_MS = 30_000;
+
 /** How a member is named in messages. */
 function memberLabel(target: PlanTarget): string {
   if (target.role === "main") return "main agent";
@@ -234,6 +240,17 @@ function memberLabel(target: PlanTarget): string {
 function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
+  // A pod that claims this CocoonSet and is not recorded may be another writer's create of
+  // moments ago (`pulumi up` and the controller both create; the record lands at the end of
+  // the creating pass): it is waited for quietly first, and never adopted (docs/security.md).
+  const claim = unrecordedClaim(pass.cs, holder);
+  const born = Date.parse(holder.metadata?.creationTimestamp ?? "");
+  if (claim !== "" && Number.isFinite(born) && pass.input.nowMs - born < UNRECORDED_GRACE_MS) {
+    const why = `pod ${podName} ${claim}; waiting for its record`;
+    pass.steps.push({ target, decision: "blocked", podName, why, actions: [] });
+    pass.waits.push(MAIN_RETRY_MS);
+    return true;
+  }
   const message = blockedMessage(memberLabel(target), holder);
   (pass.blocked ??= []).push(message);
   pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });

@@ -18,6 +18,9 @@ import {
   vmsFreeToDrop,
 } from "../../../engine/attribution/index.js";
 import { classifyPods } from "../../../engine/pods/index.js";
+import { planPass } from "../../../engine/planner/index.js";
+import { UNRECORDED_GRACE_MS } from "../../../engine/planner/plan.js";
+import { NOW } from "./fixtures.js";
 import { teardownVmNames } from "../../../engine/snapshots/index.js";
 import {
   ANNOTATIONS,
@@ -305,5 +308,33 @@ describe("attribution: properties over forged metadata", () => {
         },
       ),
     );
+  });
+});
+
+describe("attribution: a pod that claims a slot without being recorded", () => {
+  const cs = fleet("q", "web", {});
+  cs.spec.agent.replicas = 0;
+  const plan = (ageMs: number) => {
+    const pod = claimant(cs, "0", "forged");
+    pod.metadata!.creationTimestamp = new Date(NOW - ageMs).toISOString();
+    return planPass({ cocoonSet: cs, pods: [pod], nowMs: NOW });
+  };
+  it("is never adopted: nothing is created, deleted or annotated for it", () => {
+    for (const p of [plan(1000), plan(UNRECORDED_GRACE_MS + 1000)]) {
+      assert.deepEqual(
+        p.steps.map((s) => [s.podName, s.decision]),
+        [["web-0", "blocked"]],
+      );
+      assert.ok(
+        p.steps[0].actions.every((a) => a.kind === "event"),
+        "at most a Warning",
+      );
+    }
+  });
+  it("is waited for quietly at first (another writer's create not recorded yet), then reported", () => {
+    const slotBlocked = (p: ReturnType<typeof plan>) =>
+      p.status?.conditions?.find((c) => c.type === "SlotBlocked")?.status;
+    assert.equal(slotBlocked(plan(1000)), undefined);
+    assert.equal(slotBlocked(plan(UNRECORDED_GRACE_MS + 1000)), "True");
   });
 });

@@ -8,6 +8,7 @@
  * anyone's to write who may write the object: they never make a pod a member or give a VM
  * its name. Pure; the trust model: docs/security.md.
  */
+import { createHash } from "node:crypto";
 import { ANNOTATIONS, KIND, LABELS, ROLES } from "../spec/constants.js";
 import type { CocoonSet, VMRecord } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
@@ -87,8 +88,28 @@ function labelledMember(cs: CocoonSet, pod: Pod): string | undefined {
 }
 
 /**
+ * The pod annotation that carries the token of the engine's create (its SHA-256 is recorded
+ * in `status.vms` before the create). Outside the peer's `cocoonset.cocoonstack.io/` keys.
+ */
+export const CREATE_TOKEN_ANNOTATION = "attribution.cocoonset.cocoonstack.io/create-token";
+
+/** The SHA-256 (hex) of a create token, as the record keeps it. */
+export function tokenDigest(token: string): string {
+  return createHash("sha256").update(token).digest("hex");
+}
+
+/** Whether the pod carries the token whose digest the entry recorded. */
+function carriesToken(pod: Pod, entry: VMRecord): boolean {
+  const token = pod.metadata?.annotations?.[CREATE_TOKEN_ANNOTATION] ?? "";
+  return !!entry.createToken && token !== "" && tokenDigest(token) === entry.createToken;
+}
+
+/**
  * The member `pod` is of `cs`, or undefined: the record names the pod's uid under a member
- * whose pod name it bears. Labels, annotations and ownerReferences are not read.
+ * whose pod name it bears, or the pod carries the token of the create the record announced
+ * for that member (the engine stopped between the create and the record of its uid: the
+ * token is known to no one else until the pod exists, and then the pod holds the name).
+ * Labels, ownerReferences and every other annotation are not read.
  */
 export function memberOf(cs: CocoonSet, pod: Pod): string | undefined {
   // A CocoonSet that never went through {@link attributedView} (a planner's unit input) is
@@ -99,7 +120,8 @@ export function memberOf(cs: CocoonSet, pod: Pod): string | undefined {
   if (uid === "") return undefined;
   const name = cs.metadata.name ?? "";
   for (const [member, entry] of vmRecords(cs)) {
-    if (entry.podUID === uid && pod.metadata?.name === memberPodName(name, member)) return member;
+    if (pod.metadata?.name !== memberPodName(name, member)) continue;
+    if (entry.podUID === uid || carriesToken(pod, entry)) return member;
   }
   return undefined;
 }
@@ -127,7 +149,8 @@ export function attributedView(
   created: ReadonlyMap<string, VMRecord> = new Map(),
 ): CocoonSet {
   const legacy = predatesRecord(cs);
-  if (created.size === 0 && cs.status?.vms !== undefined) return cs;
+  const tokened = tokenMembers(cs, pods);
+  if (created.size === 0 && tokened.size === 0 && cs.status?.vms !== undefined) return cs;
   const vms: Record<string, VMRecord> = {};
   if (legacy) {
     // The VMs the old status names for its members stay the fleet's (its teardown needs them).
@@ -146,8 +169,23 @@ export function attributedView(
     }
   }
   Object.assign(vms, cs.status?.vms ?? {});
-  for (const [member, entry] of created) vms[member] = entry;
+  for (const [member, podUID] of tokened) vms[member] = { ...vms[member], podUID };
+  // A pod created for a member keeps the member's mark (the pod restores; see below).
+  for (const [member, entry] of created) vms[member] = { ...vms[member], ...entry };
   return { ...cs, status: { ...emptyStatus, ...cs.status, vms } };
+}
+
+/** Members whose announced create's pod is listed under a uid the record does not have yet. */
+function tokenMembers(cs: CocoonSet, pods: readonly Pod[]): Map<string, string> {
+  const out = new Map<string, string>();
+  if (cs.status?.vms === undefined) return out;
+  for (const pod of pods) {
+    const member = memberOf(cs, pod);
+    const uid = pod.metadata?.uid ?? "";
+    if (member !== undefined && uid !== "" && cs.status.vms[member]?.podUID !== uid)
+      out.set(member, uid);
+  }
+  return out;
 }
 
 const emptyStatus = { readyAgents: 0, desiredAgents: 0, readyToolboxes: 0, desiredToolboxes: 0 };
@@ -161,7 +199,17 @@ export function recordUpdate(cs: CocoonSet, view: CocoonSet): Record<string, VMR
   const out: Record<string, VMRecord> = {};
   for (const [member, entry] of Object.entries(view.status?.vms ?? {})) {
     const h = have[member];
-    if (!h || h.vm !== entry.vm || (h.podUID ?? "") !== (entry.podUID ?? "")) out[member] = entry;
+    if (
+      !h ||
+      h.vm !== entry.vm ||
+      (h.podUID ?? "") !== (entry.podUID ?? "") ||
+      (h.hibernated ?? false) !== (entry.hibernated ?? false)
+    )
+      // A cleared mark is written as null: a merge patch keeps what it does not name.
+      out[member] =
+        h?.hibernated === true && entry.hibernated !== true
+          ? ({ ...entry, hibernated: null } as unknown as VMRecord)
+          : entry;
   }
   return Object.keys(out).length > 0 ? out : undefined;
 }
@@ -310,6 +358,74 @@ export function attributePodVm(pod: Pod, fleets: readonly CocoonSet[]): PodVmAtt
     };
   }
   return { vm: expected };
+}
+
+function withoutMark(entry: VMRecord): VMRecord {
+  const rest = { ...entry };
+  delete rest.hibernated;
+  return rest;
+}
+
+/**
+ * The view with each recorded member's `hibernated` mark brought up to date from what the
+ * node agent reports of the member's own pod: set once the pod reports its VM hibernated and
+ * `ownTags` (the fleet's own `:hibernate` tags, as the registry answered) holds the member's
+ * VM; cleared once the pod reports its VM ready and no hibernation is asked. A member
+ * without a pod keeps its mark: its next pod restores (behaviour: docs/lifecycle.md).
+ */
+export function withHibernationMarks(
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  ownTags: ReadonlySet<string> | undefined,
+): CocoonSet {
+  const vms: Record<string, VMRecord> = { ...(cs.status?.vms ?? {}) };
+  let changed = false;
+  for (const pod of pods) {
+    if (pod.metadata?.deletionTimestamp) continue;
+    const member = memberOf(cs, pod);
+    const entry = member === undefined ? undefined : vms[member];
+    if (member === undefined || !entry) continue;
+    const a = pod.metadata?.annotations ?? {};
+    const state = a[ANNOTATIONS.lifecycleState] ?? "";
+    if (state === "hibernated" && ownTags?.has(entry.vm) && entry.hibernated !== true) {
+      vms[member] = { ...entry, hibernated: true };
+      changed = true;
+    } else if (state === "ready" && a[ANNOTATIONS.hibernate] === undefined && entry.hibernated) {
+      vms[member] = withoutMark(entry);
+      changed = true;
+    }
+  }
+  // A member the spec no longer asks for waits for nothing: scaled up again, it starts fresh.
+  const desired = new Set(desiredVms(cs));
+  for (const [member, entry] of Object.entries(vms)) {
+    if (entry.hibernated && !desired.has(entry.vm)) {
+      vms[member] = withoutMark(entry);
+      changed = true;
+    }
+  }
+  return changed && cs.status ? { ...cs, status: { ...cs.status, vms } } : cs;
+}
+
+/**
+ * The VMs of members whose record says they wait in their snapshot and that have no pod (it
+ * was deleted meanwhile), sorted: a pass of a fleet that is not suspended asks the registry
+ * for their tags, to restore the member's next pod from it.
+ */
+export function recordedWakeProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  if (cs.spec?.suspend === true) return [];
+  const present = new Set(
+    pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => memberOf(cs, p)),
+  );
+  return [...vmRecords(cs)]
+    .filter(([member, e]) => e.hibernated === true && !present.has(member))
+    .map(([, e]) => e.vm)
+    .sort();
+}
+
+/** Whether the record says the member's VM waits in its snapshot (see {@link withHibernationMarks}). */
+export function recordedHibernated(cs: CocoonSet, member: string): string | undefined {
+  const entry = vmRecords(cs).get(member);
+  return entry?.hibernated === true ? entry.vm : undefined;
 }
 
 /** Why a pod that claims to be a member is not one, for messages; "" when it makes no claim. */

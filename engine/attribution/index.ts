@@ -1,5 +1,6 @@
 /** Who a pod, a VM and a snapshot tag belong to, from the engine's own records only (docs/security.md). Only what other layers use is exported here. */
 export {
+  CREATE_TOKEN_ANNOTATION,
   attributedView,
   attributePodVm,
   desiredVms,
@@ -13,14 +14,18 @@ export {
   otherHolders,
   type PodVmAttribution,
   predatesRecord,
+  recordedHibernated,
   recordedVms,
+  recordedWakeProbes,
   recordUpdate,
   standaloneCandidates,
   standaloneHold,
+  tokenDigest,
   type StandaloneHold,
   unrecordedClaim,
   type VmHolders,
   vmNameFor,
   vmRecords,
   vmsFreeToDrop,
+  withHibernationMarks,
 } from "./attribution.js";

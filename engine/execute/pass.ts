@@ -41,7 +41,17 @@ import {
   type SlotCreateLog,
   type SlotCreateRecord,
 } from "../pods/index.js";
-import { attributedView, memberRole, memberVm, recordUpdate } from "../attribution/index.js";
+import { randomBytes } from "node:crypto";
+import {
+  CREATE_TOKEN_ANNOTATION,
+  attributedView,
+  memberRole,
+  memberVm,
+  recordedWakeProbes,
+  recordUpdate,
+  tokenDigest,
+  withHibernationMarks,
+} from "../attribution/index.js";
 import {
   wakeProbes,
   hibernationTargets,
@@ -393,7 +403,9 @@ export async function readOwnSnapshotFacts(
   hibernations: readonly HibernationTarget[] = [],
 ): Promise<{ facts: SnapshotFacts | undefined; record?: string }> {
   if (!registry) return { facts: undefined };
-  const vouched = restoreProbes(cs, pods, hibernations);
+  // A member the record says waits in its snapshot, whose pod is gone, restores its next
+  // pod from its own tag (engine/attribution).
+  const vouched = [...restoreProbes(cs, pods, hibernations), ...recordedWakeProbes(cs, pods)];
   const vms = new Set([
     ...snapshotProbes(cs, pods),
     ...vouched,
@@ -535,12 +547,23 @@ export async function planLive(
   const reads = opts.reads ?? apiReads(client);
   const pods = await reads.fleetPods(read);
   // Every decision below reads the fleet's members and VMs from the engine's own record.
-  const cs = attributedView(read, pods, createdRecords(read));
-  const fleets = await readFleetsForVmNames(client, cs, pods, reads);
+  const read0 = attributedView(read, pods, createdRecords(read));
+  const fleets = await readFleetsForVmNames(client, read0, pods, reads);
   // A fleet refused for its VM names asks the registry nothing about them.
-  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
-  const hibernations = await readHibernationTargets(client, registry, cs, pods);
-  const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
+  const registry = fleets && vmNameClash(read0, fleets) ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, read0, pods);
+  const { facts: snapshots, record } = await readOwnSnapshotFacts(
+    registry,
+    read0,
+    pods,
+    hibernations,
+  );
+  // The record's hibernation marks follow what the registry and the node agent say now.
+  const cs = withHibernationMarks(
+    read0,
+    pods,
+    snapshots && !("error" in snapshots) ? snapshots.hibernate : undefined,
+  );
   const target = registry
     ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
     : undefined;
@@ -593,6 +616,7 @@ export async function runPass(
     // Before any step: a slot release or a migration deletes the pod that was the evidence.
     if (!(await recordOwnSnapshots(ctx, record))) return result;
   }
+  if (!(await announceCreates(ctx))) return result;
   await executeSteps(ctx);
   if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
   if (opts.signal?.aborted === true) {
@@ -645,6 +669,44 @@ async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
   } catch (e) {
     if (isNotFound(e)) return;
     result.failures.push(new StepFailure(plan.cocoonSet.name, "member record", e));
+  }
+}
+
+/**
+ * Before the pass creates pods: each create gets a random token on its pod, and the token's
+ * digest goes into `status.vms` first (engine/attribution). Should the process stop after a
+ * create and before the record of the pod's uid, the next pass still knows that pod as the
+ * member's; no one else can make a pod carry a token only its digest was shown of. False (a
+ * failure noted, nothing created) when the record cannot be written.
+ */
+async function announceCreates(ctx: PassContext): Promise<boolean> {
+  const { client, plan, result } = ctx;
+  const cs = result.cocoonSet;
+  const name = plan.cocoonSet.name;
+  const entries: Record<string, VMRecord> = {};
+  for (const step of plan.steps)
+    for (const action of step.actions) {
+      if (action.kind !== "create-pod") continue;
+      const member = step.podName.slice(name.length + 1);
+      if (!step.podName.startsWith(`${name}-`) || memberRole(member) === undefined) continue;
+      const token = randomBytes(16).toString("hex");
+      action.pod.metadata.annotations = {
+        ...action.pod.metadata.annotations,
+        [CREATE_TOKEN_ANNOTATION]: token,
+      };
+      entries[member] = { vm: memberVm(cs, member), createToken: tokenDigest(token) };
+    }
+  if (Object.keys(entries).length === 0) return true;
+  try {
+    result.cocoonSet = await client.patch<CocoonSet>(
+      paths.cocoonSetStatus(plan.cocoonSet.namespace, name),
+      { status: { ...(cs.status ? {} : firstCounts(cs)), vms: entries } },
+      PatchType.merge,
+    );
+    return true;
+  } catch (e) {
+    result.failures.push(new StepFailure(name, "create announcement", e));
+    return false;
   }
 }
 

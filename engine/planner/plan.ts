@@ -2,7 +2,7 @@
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
-import { memberPodVm, unrecordedClaim } from "../attribution/attribution.js";
+import { memberPodVm, recordedHibernated, unrecordedClaim } from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -266,7 +266,15 @@ function restoring<P extends Pod & { metadata: { name: string } }>(
   pass: Pass,
   pod: P,
 ): { pod: P; lost?: string } | undefined {
-  const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
+  // A member the record says waits in its snapshot (its pod was deleted during a wake, say)
+  // restores from it as a Hibernated CocoonHibernation would have it (engine/attribution).
+  const member = pod.metadata.name.slice(pass.name.length + 1);
+  const waiting =
+    pass.cs.spec.suspend !== true && recordedHibernated(pass.cs, member) !== undefined;
+  const targets = waiting
+    ? [...(pass.input.hibernations ?? []), { pod: pod.metadata.name, phase: "Hibernated" }]
+    : pass.input.hibernations;
+  const r = applyRestoreIntent(pod, targets, pass.input.snapshots);
   if ("refusal" in r) {
     pass.refusals.push(r.refusal);
     return undefined;

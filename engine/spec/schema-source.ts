@@ -464,6 +464,14 @@ export const vmRecordSchema: SchemaNode = {
   properties: {
     vm: string("The VM's name, vk-<namespace>-<cocoonset>-<member>."),
     podUID: string("The uid of the last pod the engine created for this member."),
+    createToken: string(
+      "The SHA-256 (hex) of the token the engine put on the pod it was about to create for this member, written before the create: a pod carrying the token is that create's, should the engine stop before it recorded the pod's uid.",
+    ),
+    hibernated: {
+      type: "boolean",
+      description:
+        "The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot.",
+    },
   },
 };
 

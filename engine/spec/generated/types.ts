@@ -240,6 +240,10 @@ export interface VMRecord {
   vm: string;
   /** The uid of the last pod the engine created for this member. */
   podUID?: string;
+  /** The SHA-256 (hex) of the token the engine put on the pod it was about to create for this member, written before the create: a pod carrying the token is that create's, should the engine stop before it recorded the pod's uid. */
+  createToken?: string;
+  /** The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot. */
+  hibernated?: boolean;
 }
 
 /** A status condition (meta/v1 Condition). */

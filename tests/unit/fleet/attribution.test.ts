@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
+  CREATE_TOKEN_ANNOTATION,
   attributedView,
   attributePodVm,
   memberOf,
@@ -12,10 +13,13 @@ import {
   otherHolders,
   predatesRecord,
   recordedVms,
+  recordedWakeProbes,
   recordUpdate,
   standaloneCandidates,
   standaloneHold,
+  tokenDigest,
   vmsFreeToDrop,
+  withHibernationMarks,
 } from "../../../engine/attribution/index.js";
 import { classifyPods } from "../../../engine/pods/index.js";
 import { planPass } from "../../../engine/planner/index.js";
@@ -336,5 +340,104 @@ describe("attribution: a pod that claims a slot without being recorded", () => {
       p.status?.conditions?.find((c) => c.type === "SlotBlocked")?.status;
     assert.equal(slotBlocked(plan(1000)), undefined);
     assert.equal(slotBlocked(plan(UNRECORDED_GRACE_MS + 1000)), "True");
+  });
+});
+
+describe("attribution: a create announced in the record, and the hibernation marks", () => {
+  const withToken = (pod: Pod, token: string): Pod => ({
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      annotations: { ...pod.metadata?.annotations, [CREATE_TOKEN_ANNOTATION]: token },
+    },
+  });
+
+  it("a pod carrying the announced token is the member's, and its uid gets recorded", () => {
+    const cs = fleet("q", "web", {
+      "0": { vm: "vk-q-web-0", podUID: "old", createToken: tokenDigest("secret") },
+    });
+    const mine = withToken(claimant(cs, "0", "new"), "secret");
+    assert.equal(memberOf(cs, mine), "0");
+    assert.equal(memberOf(cs, withToken(claimant(cs, "0", "new"), "guess")), undefined);
+    // The digest itself, copied onto a pod, is no token.
+    assert.equal(
+      memberOf(cs, withToken(claimant(cs, "0", "new"), tokenDigest("secret"))),
+      undefined,
+    );
+    const view = attributedView(cs, [mine]);
+    assert.deepEqual(recordUpdate(cs, view), {
+      "0": { vm: "vk-q-web-0", podUID: "new", createToken: tokenDigest("secret") },
+    });
+  });
+
+  const state = (pod: Pod, s: string, asked = false): Pod => ({
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      annotations: {
+        ...pod.metadata?.annotations,
+        [ANNOTATIONS.lifecycleState]: s,
+        ...(asked ? { [ANNOTATIONS.hibernate]: "true" } : {}),
+      },
+    },
+  });
+
+  it("marks a member hibernated when its pod reports it and its own tag is there; clears it once running", () => {
+    const cs = fleet("q", "web", { "0": { vm: "vk-q-web-0", podUID: "u0" } });
+    const hib = withHibernationMarks(
+      cs,
+      [state(claimant(cs, "0", "u0"), "hibernated", true)],
+      new Set(["vk-q-web-0"]),
+    );
+    assert.equal(hib.status?.vms?.["0"]?.hibernated, true);
+    // No tag (or the registry not asked): no mark.
+    assert.equal(
+      withHibernationMarks(cs, [state(claimant(cs, "0", "u0"), "hibernated", true)], undefined),
+      cs,
+    );
+    // Its pod gone: the mark stays, and the pass asks for the tag to restore the next pod.
+    assert.deepEqual(recordedWakeProbes(hib, []), ["vk-q-web-0"]);
+    assert.deepEqual(recordedWakeProbes({ ...hib, spec: { ...hib.spec, suspend: true } }, []), []);
+    // Woken: cleared, and the clear is written as null.
+    const woken = withHibernationMarks(hib, [state(claimant(cs, "0", "u0"), "ready")], new Set());
+    assert.equal(woken.status?.vms?.["0"]?.hibernated, undefined);
+    assert.deepEqual(recordUpdate(hib, woken), {
+      "0": { vm: "vk-q-web-0", podUID: "u0", hibernated: null },
+    });
+    // A forged pod reporting hibernated marks nothing.
+    assert.equal(
+      withHibernationMarks(
+        cs,
+        [state(claimant(cs, "0", "forged"), "hibernated")],
+        new Set(["vk-q-web-0"]),
+      ),
+      cs,
+    );
+  });
+
+  it("a member the spec no longer asks for loses its mark", () => {
+    const cs = fleet("q", "web", { "7": { vm: "vk-q-web-7", hibernated: true } });
+    assert.equal(withHibernationMarks(cs, [], undefined).status?.vms?.["7"]?.hibernated, undefined);
+  });
+
+  it("a pod created for a marked member restores from the fleet's tag, or reports it lost", () => {
+    const cs = fleet("q", "web", { "0": { vm: "vk-q-web-0", hibernated: true } });
+    cs.spec.agent.replicas = 0;
+    const restore = planPass({
+      cocoonSet: cs,
+      pods: [],
+      nowMs: NOW,
+      snapshots: { hibernate: new Set(["vk-q-web-0"]) },
+    });
+    const create = restore.steps.find((s) => s.decision === "create")?.actions[0];
+    assert.ok(create?.kind === "create-pod");
+    assert.equal(create.pod.metadata.annotations?.[ANNOTATIONS.restoreFromHibernate], "true");
+    const lost = planPass({
+      cocoonSet: cs,
+      pods: [],
+      nowMs: NOW,
+      snapshots: { hibernate: new Set() },
+    });
+    assert.equal(lost.steps.find((s) => s.decision === "create")?.lostSnapshot?.vm, "vk-q-web-0");
   });
 });

@@ -370,7 +370,8 @@ function withoutMark(entry: VMRecord): VMRecord {
  * The view with each recorded member's `hibernated` mark brought up to date from what the
  * node agent reports of the member's own pod: set once the pod reports its VM hibernated and
  * `ownTags` (the fleet's own `:hibernate` tags, as the registry answered) holds the member's
- * VM; cleared once the pod reports its VM ready and no hibernation is asked. A member
+ * VM; cleared once the pod reports its VM ready and no hibernation is asked, or its VM
+ * failed. A member
  * without a pod keeps its mark: its next pod restores (behaviour: docs/lifecycle.md).
  */
 export function withHibernationMarks(
@@ -390,7 +391,12 @@ export function withHibernationMarks(
     if (state === "hibernated" && ownTags?.has(entry.vm) && entry.hibernated !== true) {
       vms[member] = { ...entry, hibernated: true };
       changed = true;
-    } else if (state === "ready" && a[ANNOTATIONS.hibernate] === undefined && entry.hibernated) {
+    } else if (
+      entry.hibernated &&
+      // Running again, or its wake failed (the snapshot is unusable; the loss is reported
+      // once, by the wake): the member's next pod starts fresh.
+      ((state === "ready" && a[ANNOTATIONS.hibernate] === undefined) || state === "failed")
+    ) {
       vms[member] = withoutMark(entry);
       changed = true;
     }

@@ -24,12 +24,10 @@ import {
   ANNOTATIONS,
   FINALIZER,
   KIND,
-  type CocoonHibernation,
   type CocoonSet,
   type Pod,
 } from "../spec/index.js";
 import {
-  KubeApiError,
   isNotFound,
   PatchType,
   paths,
@@ -43,6 +41,7 @@ import {
   listCocoonSetsVisible,
   createdRecords,
   forgetCreated,
+  listHibernationsVisible,
   listFleetPods,
   podSelector,
   readCocoonSet,
@@ -234,26 +233,6 @@ async function vmsFreeToDrop(
       drop: [],
       kept: vms.map((vm) => ({ vm, holders: [`unknown (${errorMessage(e)})`] })),
     };
-  }
-}
-
-/** Every CocoonHibernation the credentials may list: the cluster's, else one namespace's. */
-async function listHibernationsVisible(
-  client: KubeClient,
-  namespace: string,
-): Promise<CocoonHibernation[]> {
-  const absent = (e: unknown) => KubeApiError.isInstance(e) && e.status === 404;
-  try {
-    return (await client.list<CocoonHibernation>(paths.cocoonHibernations())).items;
-  } catch (e) {
-    if (absent(e)) return [];
-    if (!(KubeApiError.isInstance(e) && e.status === 403)) throw e;
-  }
-  try {
-    return (await client.list<CocoonHibernation>(paths.cocoonHibernations(namespace))).items;
-  } catch (e) {
-    if (absent(e)) return [];
-    throw e;
   }
 }
 

@@ -51,11 +51,13 @@ import {
   recordUpdate,
   tokenDigest,
   withHibernationMarks,
+  type HibernationHold,
 } from "../attribution/index.js";
 import {
   wakeProbes,
   hibernationTargets,
   needsVmNameCheck,
+  vmHeldByHibernation,
   vmNameClash,
   type HibernationTarget,
 } from "../snapshots/index.js";
@@ -477,6 +479,40 @@ export async function listCocoonSetsVisible(
   }
 }
 
+/** Every CocoonHibernation the credentials may list: the cluster's, else one namespace's. */
+export async function listHibernationsVisible(
+  client: KubeClient,
+  namespace: string,
+): Promise<CocoonHibernation[]> {
+  const absent = (e: unknown) => KubeApiError.isInstance(e) && e.status === 404;
+  try {
+    return (await client.list<CocoonHibernation>(paths.cocoonHibernations())).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    if (!(KubeApiError.isInstance(e) && e.status === 403)) throw e;
+  }
+  try {
+    return (await client.list<CocoonHibernation>(paths.cocoonHibernations(namespace))).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    throw e;
+  }
+}
+
+/**
+ * The VMs live CocoonHibernations recorded, when a pass may create pods (`fleets` was read)
+ * with a registry: a fleet is refused a VM one of them holds (engine/attribution).
+ */
+async function readHibernationHolds(client: KubeClient, cs: CocoonSet): Promise<HibernationHold[]> {
+  return (await listHibernationsVisible(client, cs.metadata.namespace ?? "default"))
+    .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+    .map((h) => ({
+      namespace: h.metadata.namespace ?? "default",
+      name: h.metadata.name ?? "",
+      vm: h.status?.vmName ?? "",
+    }));
+}
+
 /**
  * The node a migration would start towards (§3.17). Any error is kept as the answer: the
  * planner refuses a target it could not check (a controller without `get` on nodes).
@@ -550,7 +586,12 @@ export async function planLive(
   const read0 = attributedView(read, pods, createdRecords(read));
   const fleets = await readFleetsForVmNames(client, read0, pods, reads);
   // A fleet refused for its VM names asks the registry nothing about them.
-  const registry = fleets && vmNameClash(read0, fleets) ? undefined : opts.registry;
+  const hibernationHolds =
+    fleets && opts.registry ? await readHibernationHolds(client, read0) : undefined;
+  const refused =
+    (fleets && vmNameClash(read0, fleets)) ||
+    (hibernationHolds && vmHeldByHibernation(read0, hibernationHolds));
+  const registry = refused ? undefined : opts.registry;
   const hibernations = await readHibernationTargets(client, registry, read0, pods);
   const { facts: snapshots, record } = await readOwnSnapshotFacts(
     registry,
@@ -570,6 +611,7 @@ export async function planLive(
   const targetNode = target === undefined ? undefined : await readTargetNode(client, target);
   const plan = planPass({
     fleets,
+    hibernationHolds,
     targetNode,
     hibernations,
     cocoonSet: cs,
@@ -589,6 +631,12 @@ interface PassContext {
   result: PassResult;
   opts: PassOptions;
   hooks: EngineHooks;
+  /**
+   * The CocoonSet as the pass's own record writes left it (`status.vms`). Kept apart from
+   * `result.cocoonSet`, whose resourceVersion stays the one planned from: the preconditions
+   * of the history and status writes must still catch a view another writer overtook.
+   */
+  recorded?: CocoonSet;
 }
 
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
@@ -616,7 +664,11 @@ export async function runPass(
     // Before any step: a slot release or a migration deletes the pod that was the evidence.
     if (!(await recordOwnSnapshots(ctx, record))) return result;
   }
-  if (!(await announceCreates(ctx))) return result;
+  // What the record lacks before the steps (a hibernation mark that moved): written first, so
+  // the pass that acts on the member next reads it.
+  if (opts.signal?.aborted !== true) await writeRecord(ctx, live.view);
+  // An aborted pass starts nothing, so it announces nothing either.
+  if (opts.signal?.aborted !== true && !(await announceCreates(ctx))) return result;
   await executeSteps(ctx);
   if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
   if (opts.signal?.aborted === true) {
@@ -654,13 +706,18 @@ export async function runPass(
 async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
   const { client, plan, result, hooks } = ctx;
   const known = attributedView(view, [], createdRecords(view));
-  const update = recordUpdate(result.cocoonSet, known);
+  const update = recordUpdate(ctx.recorded ?? result.cocoonSet, known);
   if (!update) return;
   try {
-    result.cocoonSet = await client.patch<CocoonSet>(
+    ctx.recorded = await client.patch<CocoonSet>(
       paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name),
       // A status is written whole the first time: the schema requires its counts.
-      { status: { ...(result.cocoonSet.status ? {} : firstCounts(view)), vms: update } },
+      {
+        status: {
+          ...((ctx.recorded ?? result.cocoonSet).status ? {} : firstCounts(view)),
+          vms: update,
+        },
+      },
       PatchType.merge,
     );
     hooks.log?.("debug", "recorded the fleet's members", {
@@ -698,7 +755,7 @@ async function announceCreates(ctx: PassContext): Promise<boolean> {
     }
   if (Object.keys(entries).length === 0) return true;
   try {
-    result.cocoonSet = await client.patch<CocoonSet>(
+    ctx.recorded = await client.patch<CocoonSet>(
       paths.cocoonSetStatus(plan.cocoonSet.namespace, name),
       { status: { ...(cs.status ? {} : firstCounts(cs)), vms: entries } },
       PatchType.merge,

@@ -2,7 +2,12 @@
 // the rebuild history and the time, it returns what the executor must do, in order. The
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
-import { memberPodVm, recordedHibernated, unrecordedClaim } from "../attribution/attribution.js";
+import {
+  memberPodVm,
+  recordedHibernated,
+  unrecordedClaim,
+  type HibernationHold,
+} from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -91,6 +96,7 @@ import type { CocoonSetPhase } from "../spec/generated/types.js";
 import {
   VM_NAME_CONDITION,
   VM_NAME_CONFLICT_REASON,
+  vmHeldByHibernation,
   vmNameClash,
   vmNameClashMessage,
   type VmNameClash,
@@ -140,6 +146,11 @@ export interface PlanInput {
    * another live fleet holds is refused (vm-names.ts). Omitted: not checked.
    */
   fleets?: readonly CocoonSet[];
+  /**
+   * The VMs live CocoonHibernations recorded (engine/attribution): a fleet that asks for one
+   * of them, not recorded by itself, is refused as for a fleet's. Omitted: not checked.
+   */
+  hibernationHolds?: readonly HibernationHold[];
   /** The target node of a migration about to start, as read (migrate.ts). @default unread */
   targetNode?: TargetNodeFacts;
 }
@@ -269,8 +280,12 @@ function restoring<P extends Pod & { metadata: { name: string } }>(
   // A member the record says waits in its snapshot (its pod was deleted during a wake, say)
   // restores from it as a Hibernated CocoonHibernation would have it (engine/attribution).
   const member = pod.metadata.name.slice(pass.name.length + 1);
+  // A loss already reported (the wake found the tag gone) is not reported again.
+  const marked = recordedHibernated(pass.cs, member);
   const waiting =
-    pass.cs.spec.suspend !== true && recordedHibernated(pass.cs, member) !== undefined;
+    pass.cs.spec.suspend !== true &&
+    marked !== undefined &&
+    !readLostSnapshots(pass.cs).has(marked);
   const targets = waiting
     ? [...(pass.input.hibernations ?? []), { pod: pod.metadata.name, phase: "Hibernated" }]
     : pass.input.hibernations;
@@ -867,7 +882,9 @@ export function planPass(input: PlanInput): Plan {
     pass.refusals.push(...nameErrors);
     return finish(pass, false);
   }
-  const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
+  const clash =
+    (input.fleets ? vmNameClash(cs, input.fleets) : undefined) ??
+    (input.hibernationHolds ? vmHeldByHibernation(cs, input.hibernationHolds) : undefined);
   if (clash) return planVmNameRefusal(pass, clash);
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;

@@ -8,4 +8,9 @@ export {
   teardownTags,
   teardownVmNames,
 } from "./teardown.js";
-export { needsVmNameCheck, vmNameClash, vmNameClashMessage } from "./vm-names.js";
+export {
+  needsVmNameCheck,
+  vmHeldByHibernation,
+  vmNameClash,
+  vmNameClashMessage,
+} from "./vm-names.js";

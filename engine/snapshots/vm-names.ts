@@ -8,7 +8,12 @@
  * on a VM another fleet holds. Who holds a name is what the engine recorded (engine/
  * attribution), never a prefix or an annotation. Pure; behaviour: docs/behaviour.md §2.7.
  */
-import { attributedView, desiredVms, recordedVms } from "../attribution/attribution.js";
+import {
+  attributedView,
+  desiredVms,
+  recordedVms,
+  type HibernationHold,
+} from "../attribution/attribution.js";
 import { LABELS } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
@@ -70,8 +75,10 @@ function outranks(other: CocoonSet, cs: CocoonSet, shared: ReadonlySet<string>):
 /** A fleet's VM name that another live fleet holds. */
 export interface VmNameClash {
   vm: string;
-  /** The fleet that holds it, `namespace/name`. */
+  /** The fleet (or CocoonHibernation) that holds it, `namespace/name`. */
   holder: string;
+  /** What holds it. @default "CocoonSet" */
+  holderKind?: "CocoonSet" | "CocoonHibernation";
 }
 
 /**
@@ -94,9 +101,28 @@ export function vmNameClash(cs: CocoonSet, fleets: readonly CocoonSet[]): VmName
   return undefined;
 }
 
-/** The refusal's message, naming both fleets. */
+/** The refusal's message, naming both holders. */
 export function vmNameClashMessage(cs: CocoonSet, clash: VmNameClash): string {
-  return `VM name ${clash.vm} of CocoonSet ${fleetKey(cs)} is already held by CocoonSet ${clash.holder} (VM names are vk-<namespace>-<cocoonset>-<member>, so the two collide); nothing is created for ${fleetKey(cs)}: rename one of them`;
+  const holder = clash.holderKind ?? "CocoonSet";
+  return `VM name ${clash.vm} of CocoonSet ${fleetKey(cs)} is already held by ${holder} ${clash.holder} (VM names are vk-<namespace>-<cocoonset>-<member>, so the two collide); nothing is created for ${fleetKey(cs)}: rename one of them`;
+}
+
+/**
+ * The first VM name `cs` asks for, and has not recorded itself, that a live CocoonHibernation
+ * recorded (a standalone pod's VM hibernated by it: `vk-acme-prod-db` of pod `db` in
+ * namespace `acme-prod` is also toolbox `db` of fleet `prod` in `acme`), or undefined.
+ */
+export function vmHeldByHibernation(
+  cs: CocoonSet,
+  holds: readonly HibernationHold[],
+): VmNameClash | undefined {
+  const mine = usedVmNames(cs);
+  for (const vm of desiredVmNames(cs)) {
+    if (mine.has(vm)) continue;
+    const h = holds.find((x) => x.vm === vm);
+    if (h) return { vm, holder: `${h.namespace}/${h.name}`, holderKind: "CocoonHibernation" };
+  }
+  return undefined;
 }
 
 /** The live fleets of `fleets` that claim `vm`, as `namespace/name`, sorted. */

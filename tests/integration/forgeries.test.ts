@@ -308,7 +308,12 @@ describe(
         apiVersion: API_VERSION,
         kind: "CocoonSet",
         metadata: { name: "prod" },
-        spec: { agent: { image: "evil/image:1" } },
+        // Its spec asks, through the dash, for the VM of pod `db` of namespace `A-prod`.
+        spec: {
+          agent: { image: "evil/image:1" },
+          toolboxes: [{ name: "db", image: "evil/image:1" }],
+          suspend: true,
+        },
       });
       const uids: Record<string, string> = { prod: prod.metadata.uid ?? "" };
       for (const name of ["victim", "rel"])
@@ -486,6 +491,21 @@ describe(
         const p = await client.getOrUndefined<Pod>(paths.pod(A, x.pod));
         if (asked(p)) forgedAsked.push(x.title);
       }
+      // The spec's forgery: the fleet is refused the VM the CocoonHibernation holds.
+      cases.push({
+        title: "CocoonSet spec (a toolbox whose VM is another namespace's) → fleet pass, suspend",
+        pod: "",
+      });
+      const refusedProd = await waitForObject<CocoonSet>(
+        client,
+        paths.cocoonSets(A),
+        "prod",
+        (cs) => (cs?.status?.conditions ?? []).some((x) => x.type === "VMNamesAvailable"),
+        { timeoutMs: 30_000, description: "prod refused its VM names" },
+      ).catch(() => undefined);
+      const prodRefusal = refusedProd?.status?.conditions?.find(
+        (x) => x.type === "VMNamesAvailable",
+      );
       // The tenant's fleet deleted (the CocoonSet annotations' operation), its forged pods too.
       await tenant.delete(paths.cocoonSet(A, "prod"));
       await waitForObject(client, paths.cocoonSets(A), "prod", (o) => o === undefined, {
@@ -504,8 +524,10 @@ describe(
           phases: changed("phases"),
           forgedAsked,
           accepted,
+          prodRefused:
+            prodRefusal?.status === "False" && /CocoonHibernation/.test(prodRefusal.message ?? ""),
         },
-        { tags: [], pods: [], phases: [], forgedAsked: [], accepted: [] },
+        { tags: [], pods: [], phases: [], forgedAsked: [], accepted: [], prodRefused: true },
         "no victim's tag, pod or status changed, and no forged pod was acted on",
       );
 

@@ -441,3 +441,31 @@ describe("attribution: a create announced in the record, and the hibernation mar
     assert.equal(lost.steps.find((s) => s.decision === "create")?.lostSnapshot?.vm, "vk-q-web-0");
   });
 });
+
+describe("attribution: a VM a CocoonHibernation holds", () => {
+  it("a fleet that asks for it (a toolbox, through the dash) is refused and creates nothing", () => {
+    const cs = fleet("acme", "prod", {});
+    cs.spec.toolboxes = [{ name: "db", image: "evil/image:1" }];
+    const holds = [{ namespace: "acme-prod", name: "db-nap", vm: "vk-acme-prod-db" }];
+    const p = planPass({
+      cocoonSet: cs,
+      pods: [],
+      nowMs: NOW,
+      fleets: [cs],
+      hibernationHolds: holds,
+    });
+    assert.equal(p.mutatesPods, false);
+    assert.match(
+      p.refusals[0]?.message ?? "",
+      /vk-acme-prod-db .* held by CocoonHibernation acme-prod\/db-nap/,
+    );
+    // One it recorded itself (it held the name first) is its own.
+    const first = fleet("acme", "prod", { db: { vm: "vk-acme-prod-db" } });
+    first.spec.toolboxes = cs.spec.toolboxes;
+    assert.equal(
+      planPass({ cocoonSet: first, pods: [], nowMs: NOW, fleets: [first], hibernationHolds: holds })
+        .refusals.length,
+      0,
+    );
+  });
+});

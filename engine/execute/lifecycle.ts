@@ -20,13 +20,7 @@ import {
   type StandaloneHold,
   vmsFreeToDrop as dropDecision,
 } from "../attribution/index.js";
-import {
-  ANNOTATIONS,
-  FINALIZER,
-  KIND,
-  type CocoonSet,
-  type Pod,
-} from "../spec/index.js";
+import { ANNOTATIONS, FINALIZER, KIND, type CocoonSet, type Pod } from "../spec/index.js";
 import {
   isNotFound,
   PatchType,

@@ -30,7 +30,8 @@ const LAYERS = [
 ];
 
 /** The planning core's rooms. */
-const CORE = "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
+const CORE =
+  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,

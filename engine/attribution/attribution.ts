@@ -330,10 +330,16 @@ export type PodVmAttribution = { vm: string } | { refusal: string };
 /**
  * The VM of a pod a CocoonHibernation targets: a pod some fleet of its namespace recorded as
  * its member runs that member's VM; any other pod is standalone and runs `vk-<ns>-<pod>`,
- * which no other live fleet may claim (ask for or have recorded). Either way the pod's own
+ * which no other live fleet may claim (have recorded, or ask for before the CR recorded it).
+ * Either way the pod's own
  * annotation (what the node agent acts on) must say that name, else nothing is done.
  */
-export function attributePodVm(pod: Pod, fleets: readonly CocoonSet[]): PodVmAttribution {
+export function attributePodVm(
+  pod: Pod,
+  fleets: readonly CocoonSet[],
+  /** The VM the asking CocoonHibernation already recorded: a fleet asking for it later holds nothing. */
+  recorded = "",
+): PodVmAttribution {
   const ns = pod.metadata?.namespace ?? "default";
   const podName = pod.metadata?.name ?? "";
   const said = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
@@ -348,7 +354,8 @@ export function attributePodVm(pod: Pod, fleets: readonly CocoonSet[]): PodVmAtt
     .filter((f) => !f.metadata.deletionTimestamp && f !== owner)
     .filter(
       (f) =>
-        desiredVms(f).includes(expected) || recordedVms(attributedView(f, [])).includes(expected),
+        recordedVms(attributedView(f, [])).includes(expected) ||
+        (recorded !== expected && desiredVms(f).includes(expected)),
     )
     .map((f) => `CocoonSet ${fleetKey(f)}`)
     .sort();

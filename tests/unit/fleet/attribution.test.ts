@@ -467,5 +467,16 @@ describe("attribution: a VM a CocoonHibernation holds", () => {
         .refusals.length,
       0,
     );
+    // And the CocoonHibernation that recorded the VM first keeps it, whoever asks for it later.
+    const db = {
+      metadata: {
+        name: "db",
+        namespace: "acme-prod",
+        uid: "d",
+        annotations: { [ANNOTATIONS.vmName]: "vk-acme-prod-db" },
+      },
+    } as Pod;
+    assert.ok("refusal" in attributePodVm(db, [cs]));
+    assert.deepEqual(attributePodVm(db, [cs], "vk-acme-prod-db"), { vm: "vk-acme-prod-db" });
   });
 });

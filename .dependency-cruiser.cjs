@@ -8,6 +8,7 @@ const LAYERS = [
   { name: "kube", path: "^engine/kube/" },
   // The planning core, room by room: pure code, each room on the ones before it.
   { name: "spec", path: "^engine/spec/" },
+  { name: "attribution", path: "^engine/attribution/" },
   { name: "pods", path: "^engine/pods/" },
   { name: "capacity", path: "^engine/capacity/" },
   { name: "snapshots", path: "^engine/snapshots/" },
@@ -29,7 +30,8 @@ const LAYERS = [
 ];
 
 /** The planning core's rooms. */
-const CORE = "^engine/(spec|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
+const CORE =
+  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,

@@ -59,6 +59,7 @@ export const TYPE_NAMES: Readonly<Record<string, string>> = {
   "status.agents[].nodeRefusal": "NodeRefusal",
   "status.toolboxes[]": "ToolboxStatus",
   "status.conditions[]": "Condition",
+  "status.vms{}": "VMRecord",
 };
 
 /** The package's token of a type name. */

@@ -6,14 +6,20 @@
  */
 import { unschedulableMessage, MIGRATE_POLL_MS } from "../lifecycle/index.js";
 import type { MigrationDecision } from "../plan/index.js";
-import { isOwnedPod, isReady, isTerminal, vmLive, agentPodName } from "../pods/index.js";
+import { isReady, isTerminal, vmLive, agentPodName } from "../pods/index.js";
 import {
   deleteVmNamesStash,
   hibernationsInFlight,
-  vmNamesFreeToDrop,
   teardownTags,
   teardownVmNames,
 } from "../snapshots/index.js";
+import {
+  attributedView,
+  standaloneCandidates,
+  standaloneHold,
+  type StandaloneHold,
+  vmsFreeToDrop as dropDecision,
+} from "../attribution/index.js";
 import { ANNOTATIONS, FINALIZER, KIND, type CocoonSet, type Pod } from "../spec/index.js";
 import {
   isNotFound,
@@ -27,6 +33,9 @@ import {
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import {
   listCocoonSetsVisible,
+  createdRecords,
+  forgetCreated,
+  listHibernationsVisible,
   listFleetPods,
   podSelector,
   readCocoonSet,
@@ -93,8 +102,9 @@ export async function finalizeDeletion(
   const deadline = Date.now() + timeoutMs;
   if (opts.registry) {
     await waitForHibernationsInFlight(client, cs, deadline, opts.log);
-    const pods = (await listFleetPods(client, cs)).filter((p) => isOwnedPod(cs, p));
-    vms = teardownVmNames(cs, pods);
+    // The record, plus what this process created and has not recorded yet (pass.ts).
+    const pods = await listFleetPods(client, cs);
+    vms = teardownVmNames(attributedView(cs, pods, createdRecords(cs)), pods);
     const stash = deleteVmNamesStash(cs, vms);
     if (stash !== undefined) {
       const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
@@ -139,6 +149,7 @@ export async function finalizeDeletion(
     released.snapshotTags = { dropped: dropped.length, failed: failed.length };
   }
   await removeFinalizer(client, cs);
+  forgetCreated(cs);
   return released;
 }
 
@@ -158,22 +169,20 @@ async function waitForHibernationsInFlight(
 ): Promise<void> {
   const ns = cs.metadata.namespace ?? "default";
   const name = cs.metadata.name ?? "";
-  const first = hibernationsInFlight(cs, await listFleetPods(client, cs));
+  // Members as the engine recorded them (engine/attribution), the node agent's report of theirs.
+  const inFlight = (pods: readonly Pod[]) =>
+    hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
+  const first = inFlight(await listFleetPods(client, cs));
   if (first.length === 0) return;
   log?.("info", "waiting for the hibernations in flight before the deletion", {
     pods: first.join(","),
   });
   try {
-    await waitForList<Pod>(
-      client,
-      paths.pods(ns),
-      (items) => hibernationsInFlight(cs, items).length === 0,
-      {
-        labelSelector: podSelector(name),
-        timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
-        description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
-      },
-    );
+    await waitForList<Pod>(client, paths.pods(ns), (items) => inFlight(items).length === 0, {
+      labelSelector: podSelector(name),
+      timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
+      description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
+    });
   } catch (e) {
     if (!(e instanceof WaitTimeoutError)) throw e;
     log?.("warn", "hibernations still in flight; the deletion goes on and their tags may stay", {
@@ -183,25 +192,42 @@ async function waitForHibernationsInFlight(
 }
 
 /**
- * The VMs whose tags the deletion may drop: those no other live fleet claims. When the
- * CocoonSets cannot be listed, none: a tag left behind is better than another fleet's lost.
+ * The VMs whose tags the deletion may drop: those no one else holds (engine/attribution): no
+ * other live fleet recorded it, no CocoonHibernation recorded it, no standalone pod runs it
+ * under its own name. When the holders cannot be read, none: a tag left behind is better
+ * than another fleet's, namespace's or pod's lost.
  */
 async function vmsFreeToDrop(
   client: KubeClient,
   cs: CocoonSet,
   vms: readonly string[],
-): Promise<ReturnType<typeof vmNamesFreeToDrop>> {
+): Promise<ReturnType<typeof dropDecision>> {
   if (vms.length === 0) return { drop: [], kept: [] };
-  let fleets: CocoonSet[];
+  const ns = cs.metadata.namespace ?? "default";
   try {
-    fleets = await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default");
+    const fleets = await listCocoonSetsVisible(client, ns);
+    const hibernations = (await listHibernationsVisible(client, ns))
+      .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+      .map((h) => ({
+        namespace: h.metadata.namespace ?? "default",
+        name: h.metadata.name ?? "",
+        vm: h.status?.vmName ?? "",
+      }));
+    const standalone: StandaloneHold[] = [];
+    for (const vm of vms) {
+      for (const c of standaloneCandidates(vm)) {
+        const pod = await client.getOrUndefined<Pod>(paths.pod(c.namespace, c.name));
+        const hold = pod && standaloneHold(pod, fleets);
+        if (hold) standalone.push(hold);
+      }
+    }
+    return dropDecision(cs, vms, { fleets, hibernations, standalone });
   } catch (e) {
     return {
       drop: [],
       kept: vms.map((vm) => ({ vm, holders: [`unknown (${errorMessage(e)})`] })),
     };
   }
-  return vmNamesFreeToDrop(cs, vms, fleets);
 }
 
 /**

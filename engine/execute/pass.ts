@@ -45,10 +45,23 @@ import {
   type SlotCreateLog,
   type SlotCreateRecord,
 } from "../pods/index.js";
+import { randomBytes } from "node:crypto";
+import {
+  CREATE_TOKEN_ANNOTATION,
+  attributedView,
+  memberRole,
+  memberVm,
+  recordedWakeProbes,
+  recordUpdate,
+  tokenDigest,
+  withHibernationMarks,
+  type HibernationHold,
+} from "../attribution/index.js";
 import {
   wakeProbes,
   hibernationTargets,
   needsVmNameCheck,
+  vmHeldByHibernation,
   vmNameClash,
   type HibernationTarget,
 } from "../snapshots/index.js";
@@ -61,6 +74,7 @@ import {
   type CocoonSetStatus,
   type Pod,
 } from "../spec/index.js";
+import type { VMRecord } from "../spec/generated/types.js";
 import {
   isAlreadyExists,
   isConflict,
@@ -401,7 +415,9 @@ export async function readOwnSnapshotFacts(
   hibernations: readonly HibernationTarget[] = [],
 ): Promise<{ facts: SnapshotFacts | undefined; record?: string }> {
   if (!registry) return { facts: undefined };
-  const vouched = restoreProbes(cs, pods, hibernations);
+  // A member the record says waits in its snapshot, whose pod is gone, restores its next
+  // pod from its own tag (engine/attribution).
+  const vouched = [...restoreProbes(cs, pods, hibernations), ...recordedWakeProbes(cs, pods)];
   const vms = new Set([
     ...snapshotProbes(cs, pods),
     ...vouched,
@@ -473,6 +489,40 @@ export async function listCocoonSetsVisible(
   }
 }
 
+/** Every CocoonHibernation the credentials may list: the cluster's, else one namespace's. */
+export async function listHibernationsVisible(
+  client: KubeClient,
+  namespace: string,
+): Promise<CocoonHibernation[]> {
+  const absent = (e: unknown) => KubeApiError.isInstance(e) && e.status === 404;
+  try {
+    return (await client.list<CocoonHibernation>(paths.cocoonHibernations())).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    if (!(KubeApiError.isInstance(e) && e.status === 403)) throw e;
+  }
+  try {
+    return (await client.list<CocoonHibernation>(paths.cocoonHibernations(namespace))).items;
+  } catch (e) {
+    if (absent(e)) return [];
+    throw e;
+  }
+}
+
+/**
+ * The VMs live CocoonHibernations recorded, when a pass may create pods (`fleets` was read)
+ * with a registry: a fleet is refused a VM one of them holds (engine/attribution).
+ */
+async function readHibernationHolds(client: KubeClient, cs: CocoonSet): Promise<HibernationHold[]> {
+  return (await listHibernationsVisible(client, cs.metadata.namespace ?? "default"))
+    .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+    .map((h) => ({
+      namespace: h.metadata.namespace ?? "default",
+      name: h.metadata.name ?? "",
+      vm: h.status?.vmName ?? "",
+    }));
+}
+
 /**
  * The node a migration would start towards (§3.17). Any error is kept as the answer: the
  * planner refuses a target it could not check (a controller without `get` on nodes).
@@ -488,8 +538,41 @@ export async function readTargetNode(client: KubeClient, name: string): Promise<
   }
 }
 
+/**
+ * The pods this process created, by CocoonSet uid then member, until the CocoonSet's status
+ * records them (engine/attribution): a pass whose view of the status is older than its own
+ * creates still knows them as members. One map per copy of the engine; the provider and the
+ * controller each keep theirs for as long as the process lives.
+ */
+const CREATED = new Map<string, Map<string, VMRecord>>();
+
+/** The pods this process created for `cs` and knows as members (see {@link CREATED}). */
+export function createdRecords(cs: CocoonSet): ReadonlyMap<string, VMRecord> {
+  return CREATED.get(cs.metadata.uid ?? "") ?? new Map();
+}
+
+/** Forgets what this process created for `cs` (its deletion is done). */
+export function forgetCreated(cs: CocoonSet): void {
+  CREATED.delete(cs.metadata.uid ?? "");
+}
+
+function rememberCreated(cs: CocoonSet, podName: string, podUID: string): void {
+  const name = cs.metadata.name ?? "";
+  const member = podName.slice(name.length + 1);
+  if (podUID === "" || !podName.startsWith(`${name}-`) || memberRole(member) === undefined) return;
+  const uid = cs.metadata.uid ?? "";
+  const mine = CREATED.get(uid) ?? new Map<string, VMRecord>();
+  mine.set(member, { vm: memberVm(cs, member), podUID });
+  CREATED.set(uid, mine);
+}
+
 /** A plan of the live cluster, the pods and the registry facts it was planned with. */
 export interface LivePlan {
+  /**
+   * The CocoonSet as planned: the one read, with what the engine knows of its members that
+   * its status does not say yet (engine/attribution).
+   */
+  view: CocoonSet;
   plan: Plan;
   pods: Pod[];
   snapshots: SnapshotFacts | undefined;
@@ -504,16 +587,34 @@ export interface LivePlan {
  */
 export async function planLive(
   client: KubeClient,
-  cs: CocoonSet,
+  read: CocoonSet,
   opts: PassOptions,
 ): Promise<LivePlan> {
   const reads = opts.reads ?? apiReads(client);
-  const pods = await reads.fleetPods(cs);
-  const fleets = await readFleetsForVmNames(client, cs, pods, reads);
+  const pods = await reads.fleetPods(read);
+  // Every decision below reads the fleet's members and VMs from the engine's own record.
+  const read0 = attributedView(read, pods, createdRecords(read));
+  const fleets = await readFleetsForVmNames(client, read0, pods, reads);
   // A fleet refused for its VM names asks the registry nothing about them.
-  const registry = fleets && vmNameClash(cs, fleets) ? undefined : opts.registry;
-  const hibernations = await readHibernationTargets(client, registry, cs, pods);
-  const { facts: snapshots, record } = await readOwnSnapshotFacts(registry, cs, pods, hibernations);
+  const hibernationHolds =
+    fleets && opts.registry ? await readHibernationHolds(client, read0) : undefined;
+  const refused =
+    (fleets && vmNameClash(read0, fleets)) ||
+    (hibernationHolds && vmHeldByHibernation(read0, hibernationHolds));
+  const registry = refused ? undefined : opts.registry;
+  const hibernations = await readHibernationTargets(client, registry, read0, pods);
+  const { facts: snapshots, record } = await readOwnSnapshotFacts(
+    registry,
+    read0,
+    pods,
+    hibernations,
+  );
+  // The record's hibernation marks follow what the registry and the node agent say now.
+  const cs = withHibernationMarks(
+    read0,
+    pods,
+    snapshots && !("error" in snapshots) ? snapshots.hibernate : undefined,
+  );
   const target = registry
     ? migrationStartTarget(cs, classifyPods(cs, pods), hibernations)
     : undefined;
@@ -522,6 +623,7 @@ export async function planLive(
   const placementNode = bindTo === undefined ? undefined : await readTargetNode(client, bindTo);
   const plan = planPass({
     fleets,
+    hibernationHolds,
     targetNode,
     placementNode,
     hibernations,
@@ -532,7 +634,7 @@ export async function planLive(
     createLog: opts.createLogs?.get(cs.metadata.uid ?? ""),
     snapshots,
   });
-  return { plan, pods, snapshots, record };
+  return { view: cs, plan, pods, snapshots, record };
 }
 
 /** What the executor of one pass works with; `result.cocoonSet` is the latest CocoonSet. */
@@ -542,6 +644,12 @@ interface PassContext {
   result: PassResult;
   opts: PassOptions;
   hooks: EngineHooks;
+  /**
+   * The CocoonSet as the pass's own record writes left it (`status.vms`). Kept apart from
+   * `result.cocoonSet`, whose resourceVersion stays the one planned from: the preconditions
+   * of the history and status writes must still catch a view another writer overtook.
+   */
+  recorded?: CocoonSet;
 }
 
 /** Runs one pass: list, plan, execute, and write status when nothing changed. */
@@ -569,6 +677,11 @@ export async function runPass(
     // Before any step: a slot release or a migration deletes the pod that was the evidence.
     if (!(await recordOwnSnapshots(ctx, record))) return result;
   }
+  // What the record lacks before the steps (a hibernation mark that moved): written first, so
+  // the pass that acts on the member next reads it.
+  if (opts.signal?.aborted !== true) await writeRecord(ctx, live.view);
+  // An aborted pass starts nothing, so it announces nothing either.
+  if (opts.signal?.aborted !== true && !(await announceCreates(ctx))) return result;
   await executeSteps(ctx);
   if (opts.createLogs) rememberCreates(opts.createLogs, plan, result.created);
   if (opts.signal?.aborted === true) {
@@ -577,6 +690,7 @@ export async function runPass(
   }
   // A view known to be behind the pass's own writes says nothing the status may repeat.
   if (heldBack.length === 0) await writePassStatus(ctx, pods);
+  await writeRecord(ctx, live.view);
   // A name found held: the next pass reads that pod and plans the slot as blocked.
   if (result.created.length > 0 || result.deleted.length > 0 || result.namesHeld)
     result.requeueAfterMs = 0;
@@ -594,6 +708,86 @@ export async function runPass(
     result.requeueAfterMs = STALLED_REQUEUE_MS;
   }
   return result;
+}
+
+/**
+ * Writes into `status.vms` what the engine knows of the fleet's members and its status does not
+ * say yet (engine/attribution): the pods this pass created, and those of earlier passes whose
+ * record did not land. A merge of the map's keys: no precondition is needed, and no other
+ * writer's key is touched. A failure is noted; the process still knows them (CREATED).
+ */
+async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
+  const { client, plan, result, hooks } = ctx;
+  const known = attributedView(view, [], createdRecords(view));
+  const update = recordUpdate(ctx.recorded ?? result.cocoonSet, known);
+  if (!update) return;
+  try {
+    ctx.recorded = await client.patch<CocoonSet>(
+      paths.cocoonSetStatus(plan.cocoonSet.namespace, plan.cocoonSet.name),
+      // A status is written whole the first time: the schema requires its counts.
+      {
+        status: {
+          ...((ctx.recorded ?? result.cocoonSet).status ? {} : firstCounts(view)),
+          vms: update,
+        },
+      },
+      PatchType.merge,
+    );
+    hooks.log?.("debug", "recorded the fleet's members", {
+      members: Object.keys(update).join(","),
+    });
+  } catch (e) {
+    if (isNotFound(e)) return;
+    result.failures.push(new StepFailure(plan.cocoonSet.name, "member record", e));
+  }
+}
+
+/**
+ * Before the pass creates pods: each create gets a random token on its pod, and the token's
+ * digest goes into `status.vms` first (engine/attribution). Should the process stop after a
+ * create and before the record of the pod's uid, the next pass still knows that pod as the
+ * member's; no one else can make a pod carry a token only its digest was shown of. False (a
+ * failure noted, nothing created) when the record cannot be written.
+ */
+async function announceCreates(ctx: PassContext): Promise<boolean> {
+  const { client, plan, result } = ctx;
+  const cs = result.cocoonSet;
+  const name = plan.cocoonSet.name;
+  const entries: Record<string, VMRecord> = {};
+  for (const step of plan.steps)
+    for (const action of step.actions) {
+      if (action.kind !== "create-pod") continue;
+      const member = step.podName.slice(name.length + 1);
+      if (!step.podName.startsWith(`${name}-`) || memberRole(member) === undefined) continue;
+      const token = randomBytes(16).toString("hex");
+      action.pod.metadata.annotations = {
+        ...action.pod.metadata.annotations,
+        [CREATE_TOKEN_ANNOTATION]: token,
+      };
+      entries[member] = { vm: memberVm(cs, member), createToken: tokenDigest(token) };
+    }
+  if (Object.keys(entries).length === 0) return true;
+  try {
+    ctx.recorded = await client.patch<CocoonSet>(
+      paths.cocoonSetStatus(plan.cocoonSet.namespace, name),
+      { status: { ...(cs.status ? {} : firstCounts(cs)), vms: entries } },
+      PatchType.merge,
+    );
+    return true;
+  } catch (e) {
+    result.failures.push(new StepFailure(name, "create announcement", e));
+    return false;
+  }
+}
+
+/** The counts a CocoonSet's first status must carry, as nothing is ready yet. */
+function firstCounts(cs: CocoonSet): Omit<CocoonSetStatus, "vms"> {
+  return {
+    readyAgents: 0,
+    desiredAgents: 1 + Math.max(0, cs.spec.agent?.replicas ?? 0),
+    readyToolboxes: 0,
+    desiredToolboxes: (cs.spec.toolboxes ?? []).length,
+  };
 }
 
 /** Writes the fleet's record of its own snapshots; false (a failure noted) when it cannot. */
@@ -645,6 +839,7 @@ async function performAction(ctx: PassContext, step: PlanStep, action: PlanActio
     case "create-pod": {
       try {
         const created = await client.create<Pod>(paths.pods(ns), action.pod);
+        rememberCreated(result.cocoonSet, step.podName, created.metadata?.uid ?? "");
         result.created.push(step.podName);
         hooks.podWritten?.("create", { name: step.podName, uid: created.metadata?.uid ?? "" });
         hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });

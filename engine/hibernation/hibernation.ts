@@ -231,7 +231,8 @@ export function hibernationProbe(input: Omit<HibernationInput, "tag">): string |
   const vm = podVmName(pod);
   if (vm === "" || podHolder(input.all, cr.spec.podRef.name)?.metadata.uid !== cr.metadata.uid)
     return undefined;
-  if (input.fleets && "refusal" in attributePodVm(pod, input.fleets)) return undefined;
+  if (input.fleets && "refusal" in attributePodVm(pod, input.fleets, cr.status?.vmName))
+    return undefined;
   return flowOf(cr) === "hibernate" && podReportsHibernated(pod) ? vm : undefined;
 }
 
@@ -361,7 +362,7 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
     };
   }
   // The annotation is anyone's to write: act only on a VM name the controller can attribute.
-  const attributed = input.fleets ? attributePodVm(pod, input.fleets) : { vm };
+  const attributed = input.fleets ? attributePodVm(pod, input.fleets, cr.status?.vmName) : { vm };
   if ("refusal" in attributed) {
     const status = failedStatus(cr, nowMs, attributed.refusal);
     if (status)

@@ -35,7 +35,12 @@ export function controllerOf(pod: Pod): string {
  * controller without these labels is someone else's: an ownerReference is anyone's to write.
  */
 export function isFollowedMember(cs: CocoonSet, pod: Pod): boolean {
-  return isOwnedPod(cs, pod) && pod.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+  const labels = pod.metadata?.labels ?? {};
+  return (
+    isOwnedPod(cs, pod) &&
+    labels[LABELS.name] === cs.metadata.name &&
+    labels[LABELS.managedBy] === MANAGED_BY
+  );
 }
 
 /** Who holds a name, for messages: the pod's controller, or what it claims and lacks. */

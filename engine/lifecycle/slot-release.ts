@@ -4,6 +4,7 @@
 // come in as an input, the decisions go out as plan steps the executor carries out.
 // Behaviour: docs/behaviour.md §3.16; the upstream it matches: docs/lifecycle-design.md.
 import { unschedulableMessage } from "./unschedulable.js";
+import { recordedVms } from "../attribution/attribution.js";
 import { classifyPods, isOwnedPod, type ClassifiedPods } from "../pods/classify.js";
 import {
   ANNOTATIONS,
@@ -28,7 +29,7 @@ import {
   suspendUnanswered,
   type SnapshotFacts,
 } from "./suspend.js";
-import { deleteVmNamesStash, parseDeleteVmNames, teardownVmNames } from "../snapshots/teardown.js";
+import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
 export type WakePlacement = "hint-node" | "pool";
@@ -312,8 +313,8 @@ export function releasedSnapshotLost(
   if (!state.waking && !state.released) return undefined;
   const vm0 = vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0);
   if (facts.hibernate.has(vm0)) return undefined;
-  const stashed = parseDeleteVmNames(cs.metadata.annotations?.[ANNOTATIONS.deleteVmNames]);
-  return state.hint !== "" || stashed.includes(vm0) ? vm0 : undefined;
+  // The engine's record, not the stash annotation: anyone who may edit the CocoonSet writes that.
+  return state.hint !== "" || recordedVms(cs).includes(vm0) ? vm0 : undefined;
 }
 
 /**
@@ -408,7 +409,7 @@ function planReleaseWake(
   }
 
   if (state.waking) {
-    const vm = main.metadata?.annotations?.[ANNOTATIONS.vmName] || vm0;
+    const vm = vm0;
     const actions: PlanAction[] = [
       { kind: "delete-snapshot-tag", vm, tag: SNAPSHOT_TAGS.hibernate },
     ];

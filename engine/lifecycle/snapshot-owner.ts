@@ -10,6 +10,7 @@
  */
 import { ANNOTATIONS, LIFECYCLE_STATES } from "../spec/constants.js";
 import { isOwnedPod } from "../pods/classify.js";
+import { memberPodVm, recordedVms } from "../attribution/attribution.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { isTerminating } from "../pods/pod-state.js";
@@ -40,7 +41,8 @@ function hibernatedHere(cs: CocoonSet, pods: readonly Pod[]): Set<string> {
   for (const pod of pods) {
     if (!isOwnedPod(cs, pod) || isTerminating(pod)) continue;
     const a = pod.metadata?.annotations ?? {};
-    const vm = a[ANNOTATIONS.vmName] ?? "";
+    // The node agent's report is believed for the recorded member's own VM only.
+    const vm = memberPodVm(cs, pod);
     if (vm !== "" && a[ANNOTATIONS.lifecycleState] === LIFECYCLE_STATES.hibernated) out.add(vm);
   }
   return out;
@@ -63,7 +65,15 @@ export function ownSnapshotFacts(
   const own = new Set([...recordedSnapshots(cs), ...hibernatedHere(cs, pods), ...trusted]);
   const stash = cs.metadata.annotations?.[ANNOTATIONS.deleteVmNames] ?? "";
   for (const n of stash.split(",")) if (n.trim() !== "") own.add(n.trim());
-  return { hibernate: new Set([...facts.hibernate].filter((vm) => own.has(vm))) };
+  // The two annotations are the fleet's own writes, but anyone who may edit the CocoonSet
+  // may write them too: they are believed only for VMs the engine recorded for this fleet.
+  const mine = new Set([...recordedVms(cs), ...pods.map((p) => memberPodVm(cs, p))]);
+  const vouched = new Set(trusted);
+  return {
+    hibernate: new Set(
+      [...facts.hibernate].filter((vm) => own.has(vm) && (mine.has(vm) || vouched.has(vm))),
+    ),
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 // Suspend with hibernatePolicy retain: when a pod counts as hibernated, and the pass's
 // registry facts. Pure. Behaviour: docs/behaviour.md §3.15; the upstream it matches:
 // docs/lifecycle-design.md.
+import { memberPodVm } from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -91,7 +92,7 @@ function gated(pod: Pod): boolean {
  */
 function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
   const a = pod.metadata?.annotations ?? {};
-  const vm = a[ANNOTATIONS.vmName] ?? "";
+  const vm = memberPodVm(cs, pod);
   const observed = Number(a[ANNOTATIONS.lifecycleObservedGeneration] ?? "");
   const done =
     vm !== "" &&

@@ -1,6 +1,7 @@
 // Status derivation: counts, per-member entries, phase and the Ready/Progressing conditions,
 // computed from the live pods. Time is injected so transitions are testable.
 // Behaviour: docs/behaviour.md §3.12.
+import { memberPodVm } from "../attribution/attribution.js";
 import { ANNOTATIONS, ROLES } from "../spec/constants.js";
 import { classifyPods, type ClassifiedPods } from "../pods/classify.js";
 import type {
@@ -94,13 +95,14 @@ export function memberPhase(pod: Pod): string | undefined {
 
 // The IP reported is the VM's, from the annotation the virtual kubelet writes (as
 // cocoon-operator reports it); the pod's own status.podIP is not read.
-function agentEntry(slot: number, pod: Pod): AgentStatus {
+function agentEntry(cs: CocoonSet, slot: number, pod: Pod): AgentStatus {
   const a = pod.metadata?.annotations ?? {};
   return compact<AgentStatus>({
     slot,
     role: slot === 0 ? ROLES.main : ROLES.subAgent,
     podName: pod.metadata?.name,
-    vmName: a[ANNOTATIONS.vmName],
+    // The recorded member's VM, not the pod's annotation (anyone who may edit the pod writes it).
+    vmName: memberPodVm(cs, pod) || undefined,
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
     phase: memberPhase(pod),
@@ -109,13 +111,13 @@ function agentEntry(slot: number, pod: Pod): AgentStatus {
   });
 }
 
-function toolboxEntry(name: string, pod: Pod): ToolboxStatus {
+function toolboxEntry(cs: CocoonSet, name: string, pod: Pod): ToolboxStatus {
   const a = pod.metadata?.annotations ?? {};
   const vncPort = Number.parseInt(a[ANNOTATIONS.vncPort] ?? "", 10);
   return compact<ToolboxStatus>({
     name,
     podName: pod.metadata?.name,
-    vmName: a[ANNOTATIONS.vmName],
+    vmName: memberPodVm(cs, pod) || undefined,
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
     phase: memberPhase(pod),
@@ -180,13 +182,13 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
   const desiredAgents = 1 + replicas;
   const desiredToolboxes = specToolboxes.length;
 
-  const agents: AgentStatus[] = pods.main ? [agentEntry(0, pods.main)] : [];
+  const agents: AgentStatus[] = pods.main ? [agentEntry(cs, 0, pods.main)] : [];
   for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b)) {
-    agents.push(agentEntry(slot, pods.subAgents.get(slot) as Pod));
+    agents.push(agentEntry(cs, slot, pods.subAgents.get(slot) as Pod));
   }
   const toolboxes = [...pods.toolboxes.keys()]
     .sort()
-    .map((name) => toolboxEntry(name, pods.toolboxes.get(name) as Pod));
+    .map((name) => toolboxEntry(cs, name, pods.toolboxes.get(name) as Pod));
 
   const phase = input.phase ?? fleetPhase(cs, pods);
   const counts = `${readyAgents}/${desiredAgents} agents ready, ${readyToolboxes}/${desiredToolboxes} toolboxes ready`;
@@ -303,6 +305,8 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     agents,
     toolboxes,
     conditions,
+    // The engine's record is carried, never derived from the pods (engine/attribution).
+    vms: cs.status?.vms,
   });
   // The progress deadline: judged on what this status says against the stored one.
   const verdict = judgeProgress({

@@ -3,6 +3,12 @@
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
 import {
+  memberPodVm,
+  recordedHibernated,
+  unrecordedClaim,
+  type HibernationHold,
+} from "../attribution/attribution.js";
+import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
   DEFAULT_FANOUT,
@@ -92,6 +98,7 @@ import type { CocoonSetPhase } from "../spec/generated/types.js";
 import {
   VM_NAME_CONDITION,
   VM_NAME_CONFLICT_REASON,
+  vmHeldByHibernation,
   vmNameClash,
   vmNameClashMessage,
   type VmNameClash,
@@ -144,6 +151,11 @@ export interface PlanInput {
    * another live fleet holds is refused (vm-names.ts). Omitted: not checked.
    */
   fleets?: readonly CocoonSet[];
+  /**
+   * The VMs live CocoonHibernations recorded (engine/attribution): a fleet that asks for one
+   * of them, not recorded by itself, is refused as for a fleet's. Omitted: not checked.
+   */
+  hibernationHolds?: readonly HibernationHold[];
   /** The target node of a migration about to start, as read (migrate.ts). @default unread */
   targetNode?: TargetNodeFacts;
   /**
@@ -235,6 +247,12 @@ interface Pass {
   placementBlocked?: string[];
 }
 
+/**
+ * How long a pod that claims this CocoonSet without being recorded is waited for before its
+ * slot is reported blocked: longer than a pass that created it takes to record it.
+ */
+export const UNRECORDED_GRACE_MS = 30_000;
+
 /** How a member is named in messages. */
 function memberLabel(target: PlanTarget): string {
   if (target.role === "main") return "main agent";
@@ -248,6 +266,17 @@ function memberLabel(target: PlanTarget): string {
 function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
   const holder = foreignHolder(pass.cs, pass.input.pods, podName);
   if (!holder) return false;
+  // A pod that claims this CocoonSet and is not recorded may be another writer's create of
+  // moments ago (`pulumi up` and the controller both create; the record lands at the end of
+  // the creating pass): it is waited for quietly first, and never adopted (docs/security.md).
+  const claim = unrecordedClaim(pass.cs, holder);
+  const born = Date.parse(holder.metadata?.creationTimestamp ?? "");
+  if (claim !== "" && Number.isFinite(born) && pass.input.nowMs - born < UNRECORDED_GRACE_MS) {
+    const why = `pod ${podName} ${claim}; waiting for its record`;
+    pass.steps.push({ target, decision: "blocked", podName, why, actions: [] });
+    pass.waits.push(MAIN_RETRY_MS);
+    return true;
+  }
   const message = blockedMessage(memberLabel(target), holder, pass.cs);
   (pass.blocked ??= []).push(message);
   pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
@@ -263,7 +292,19 @@ function restoring<P extends Pod & { metadata: { name: string } }>(
   pass: Pass,
   pod: P,
 ): { pod: P; lost?: string } | undefined {
-  const r = applyRestoreIntent(pod, pass.input.hibernations, pass.input.snapshots);
+  // A member the record says waits in its snapshot (its pod was deleted during a wake, say)
+  // restores from it as a Hibernated CocoonHibernation would have it (engine/attribution).
+  const member = pod.metadata.name.slice(pass.name.length + 1);
+  // A loss already reported (the wake found the tag gone) is not reported again.
+  const marked = recordedHibernated(pass.cs, member);
+  const waiting =
+    pass.cs.spec.suspend !== true &&
+    marked !== undefined &&
+    !readLostSnapshots(pass.cs).has(marked);
+  const targets = waiting
+    ? [...(pass.input.hibernations ?? []), { pod: pod.metadata.name, phase: "Hibernated" }]
+    : pass.input.hibernations;
+  const r = applyRestoreIntent(pod, targets, pass.input.snapshots);
   if ("refusal" in r) {
     pass.refusals.push(r.refusal);
     return undefined;
@@ -460,8 +501,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
 
 /** Triage of existing slots, fan-out of the missing ones, then scale-down. */
 function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
-  const mainVMName =
-    main.metadata?.annotations?.[ANNOTATIONS.vmName] || vmNameFor(pass.namespace, pass.name, 0);
+  const mainVMName = vmNameFor(pass.namespace, pass.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
   // The node the new sub-agents are bound to must take them (the kubelet would not refuse).
@@ -918,7 +958,7 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
     if (!asksHibernate(pod) || isTerminating(pod)) continue;
     // A CocoonHibernation that wants this pod hibernated keeps its request.
     if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
-    const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
+    const vm = memberPodVm(pass.cs, pod);
     const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
     pass.steps.push({
       target,
@@ -1003,7 +1043,9 @@ export function planPass(input: PlanInput): Plan {
     pass.refusals.push(...nameErrors);
     return finish(pass, false);
   }
-  const clash = input.fleets ? vmNameClash(cs, input.fleets) : undefined;
+  const clash =
+    (input.fleets ? vmNameClash(cs, input.fleets) : undefined) ??
+    (input.hibernationHolds ? vmHeldByHibernation(cs, input.hibernationHolds) : undefined);
   if (clash) return planVmNameRefusal(pass, clash);
   // A static toolbox's VM id or IP another live fleet holds is refused alike (static-vms.ts).
   const staticClash = input.fleets ? staticVmClash(cs, input.fleets) : undefined;

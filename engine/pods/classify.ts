@@ -1,10 +1,11 @@
 // Sorts the pods listed for a CocoonSet into main agent, sub-agents by slot and toolboxes by
-// name, keeping only pods this CocoonSet controls that are not already being deleted.
-// Behaviour: docs/behaviour.md §3.1.
-import { LABELS, ROLES } from "../spec/constants.js";
+// name, keeping only pods the engine recorded as this CocoonSet's members (engine/attribution:
+// by uid, never by label or owner reference) that are not already being deleted.
+// Behaviour: docs/behaviour.md §3.1; the trust model: docs/security.md.
+import { isRecordedMember, memberOf, memberRole } from "../attribution/attribution.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-import { isControlledBy, isTerminating } from "./pod-state.js";
+import { isTerminating } from "./pod-state.js";
 
 /** The live pods of one CocoonSet, by role. */
 export interface ClassifiedPods {
@@ -23,17 +24,14 @@ export function parseSlot(label: string | undefined): number | undefined {
   return Number.isSafeInteger(slot) ? slot : undefined;
 }
 
-/** Whether the pod belongs to this CocoonSet: its name label and its controller uid match. */
+/** Whether the pod belongs to this CocoonSet: the engine recorded its uid for a member. */
 export function isOwnedPod(cs: CocoonSet, pod: Pod): boolean {
-  return (
-    pod.metadata?.labels?.[LABELS.name] === cs.metadata.name &&
-    isControlledBy(pod, cs.metadata.uid ?? "")
-  );
+  return isRecordedMember(cs, pod);
 }
 
 /**
- * Classifies the pods of `cs`. Pods of other owners, terminating pods, unknown roles and
- * unparsable sub-agent slots are left out. Pods are visited in name order, so a duplicate
+ * Classifies the pods of `cs`. Pods it did not record, and terminating pods, are left out; the
+ * member the record names gives the role and slot (a pod's labels are not read). Pods are visited in name order, so a duplicate
  * (which the engine never creates) resolves deterministically to the first name.
  */
 export function classifyPods(cs: CocoonSet, pods: readonly Pod[]): ClassifiedPods {
@@ -43,20 +41,19 @@ export function classifyPods(cs: CocoonSet, pods: readonly Pod[]): ClassifiedPod
     nameOf(a) < nameOf(b) ? -1 : nameOf(a) > nameOf(b) ? 1 : 0,
   );
   for (const pod of sorted) {
-    if (!isOwnedPod(cs, pod) || isTerminating(pod)) continue;
-    const labels = pod.metadata?.labels ?? {};
-    const slotLabel = labels[LABELS.slot];
-    switch (labels[LABELS.role]) {
-      case ROLES.main:
+    const member = isTerminating(pod) ? undefined : memberOf(cs, pod);
+    if (member === undefined) continue;
+    switch (memberRole(member)) {
+      case "main":
         out.main ??= pod;
         break;
-      case ROLES.subAgent: {
-        const slot = parseSlot(slotLabel);
+      case "sub-agent": {
+        const slot = parseSlot(member);
         if (slot !== undefined && !out.subAgents.has(slot)) out.subAgents.set(slot, pod);
         break;
       }
-      case ROLES.toolbox:
-        if (slotLabel && !out.toolboxes.has(slotLabel)) out.toolboxes.set(slotLabel, pod);
+      case "toolbox":
+        if (!out.toolboxes.has(member)) out.toolboxes.set(member, pod);
         break;
     }
   }

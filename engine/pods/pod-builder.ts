@@ -53,10 +53,9 @@ export function toolboxPodName(cocoonSet: string, toolbox: string): string {
   return `${cocoonSet}-${toolbox}`;
 }
 
-/** VM name of a slot or toolbox: `vk-<namespace>-<cs>-<slot|toolbox>`. */
-export function vmNameFor(namespace: string, cocoonSet: string, member: number | string): string {
-  return `vk-${namespace}-${cocoonSet}-${member}`;
-}
+/** VM name of a slot or toolbox: `vk-<namespace>-<cs>-<slot|toolbox>` (engine/attribution). */
+export { vmNameFor } from "../attribution/attribution.js";
+import { vmNameFor } from "../attribution/attribution.js";
 
 /** Namespace of the CocoonSet, `default` when unset. */
 export function namespaceOf(cs: CocoonSet): string {

@@ -10,8 +10,8 @@ export {
 } from "./teardown.js";
 export {
   needsVmNameCheck,
+  vmHeldByHibernation,
   vmNameClash,
   vmNameClashMessage,
-  vmNamesFreeToDrop,
 } from "./vm-names.js";
 export { staticVmClash, staticVmClashMessage, type StaticClash } from "./static-vms.js";

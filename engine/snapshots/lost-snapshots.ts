@@ -4,6 +4,7 @@
 // the VM on the CocoonSet (the `SnapshotLost` condition reads that record) and emits a
 // Warning, and only then boots. Pure. Behaviour: docs/behaviour.md §3.20.
 import { classifyPods } from "../pods/classify.js";
+import { memberPodVm } from "../attribution/attribution.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -101,7 +102,6 @@ export function wakeProbes(
   const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
   const vms = new Set<string>();
   for (const pod of members)
-    if (pod && wakesFromSnapshot(pod, hibernations))
-      vms.add(pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "");
+    if (pod && wakesFromSnapshot(pod, hibernations)) vms.add(memberPodVm(cs, pod));
   return [...vms].sort();
 }

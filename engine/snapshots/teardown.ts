@@ -17,6 +17,7 @@ import { isTerminal } from "../pods/pod-state.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { namespaceOf } from "../pods/pod-builder.js";
+import { memberPodVm, recordedVms } from "../attribution/attribution.js";
 import { DEFAULT_SNAPSHOT_POLICY } from "../spec/schema-source.js";
 
 /** One registry tag the deletion drops. */
@@ -34,25 +35,15 @@ export function parseDeleteVmNames(raw: string | undefined): string[] {
 }
 
 /**
- * Every VM the deletion concerns, sorted and unique: the ones in the status (agents and
- * toolboxes), the ones already stashed on the CocoonSet, and the ones the given pods (the
- * CocoonSet's own, still there) carry. A CocoonSet deleted before its status was written
- * still has its VMs found through its pods or the stash.
+ * Every VM the deletion concerns, sorted and unique: the ones the engine recorded for the
+ * fleet (engine/attribution), members scaled away, released or hibernated included, and those
+ * of its recorded members among `pods`. `cs` is the fleet as the engine plans it
+ * (`attributedView`). No pod annotation and no CocoonSet annotation is read: anyone who may
+ * edit them could otherwise name another fleet's, namespace's or pod's VM.
  */
 export function teardownVmNames(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  const names = new Set<string>();
-  for (const a of cs.status?.agents ?? []) if (a.vmName) names.add(a.vmName);
-  for (const t of cs.status?.toolboxes ?? []) if (t.vmName) names.add(t.vmName);
-  for (const n of parseDeleteVmNames(cs.metadata.annotations?.[ANNOTATIONS.deleteVmNames]))
-    names.add(n);
-  for (const pod of pods) {
-    const vm = pod.metadata?.annotations?.[ANNOTATIONS.vmName];
-    if (vm) names.add(vm);
-  }
-  // A pod's annotation is writable by whoever may edit the pod: only names this fleet derives
-  // (`vk-<ns>-<cs>-…`) are its own to clean up.
-  const prefix = `vk-${namespaceOf(cs)}-${cs.metadata.name ?? ""}-`;
-  return [...names].filter((n) => n.startsWith(prefix)).sort();
+  const members = pods.map((p) => memberPodVm(cs, p)).filter((vm) => vm !== "");
+  return [...new Set([...recordedVms(cs), ...members])].sort();
 }
 
 /**

@@ -469,6 +469,26 @@ export const toolboxStatusSchema: SchemaNode = {
   },
 };
 
+/** One VM the controller named for a member of the fleet (status.vms). */
+export const vmRecordSchema: SchemaNode = {
+  type: "object",
+  description:
+    "A VM this CocoonSet named for one member, and the uid of the last pod it created for that member. Written only by the engine (the status subresource): what it believes about the fleet's pods and VMs (docs/security.md).",
+  required: ["vm"],
+  properties: {
+    vm: string("The VM's name, vk-<namespace>-<cocoonset>-<member>."),
+    podUID: string("The uid of the last pod the engine created for this member."),
+    createToken: string(
+      "The SHA-256 (hex) of the token the engine put on the pod it was about to create for this member, written before the create: a pod carrying the token is that create's, should the engine stop before it recorded the pod's uid.",
+    ),
+    hibernated: {
+      type: "boolean",
+      description:
+        "The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot.",
+    },
+  },
+};
+
 /** A status condition (same shape as meta/v1 Condition). */
 export const conditionSchema: SchemaNode = {
   type: "object",
@@ -525,6 +545,12 @@ export const cocoonSetStatusSchema: SchemaNode = {
       items: toolboxStatusSchema,
       "x-kubernetes-list-type": "map",
       "x-kubernetes-list-map-keys": ["name"],
+    },
+    vms: {
+      type: "object",
+      description:
+        "The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion.",
+      additionalProperties: vmRecordSchema,
     },
     conditions: {
       type: "array",
@@ -585,6 +611,7 @@ export const namedSchemas: readonly NamedSchema[] = [
   { name: "AgentStatus", schema: agentStatusSchema },
   { name: "NodeRefusal", schema: nodeRefusalSchema },
   { name: "ToolboxStatus", schema: toolboxStatusSchema },
+  { name: "VMRecord", schema: vmRecordSchema },
   { name: "Condition", schema: conditionSchema },
   { name: "SnapshotPolicy", schema: snapshotPolicySchema },
   { name: "HibernatePolicy", schema: hibernatePolicySchema },

@@ -178,9 +178,21 @@ export const DELIBERATE: readonly Deliberate[] = [
     fold: () => undefined,
   },
   {
-    what: "A CocoonHibernation acts only on a VM name the controller can attribute to its pod (a member of a live CocoonSet of the namespace carrying the name that fleet derives for it, or a standalone pod carrying `vk-<namespace>-<pod>`), held by no other fleet; any other is `Failed` with a Warning `VMNameMismatch`, and its deletion drops no tag of another namespace. The peer trusts the pod's `vm.cocoonstack.io/name`.",
+    what: "A CocoonHibernation acts only on a VM name the controller can attribute to its pod (a pod a CocoonSet of the namespace recorded as its member, carrying that member's VM name, or a standalone pod carrying `vk-<namespace>-<pod>`), held by no other fleet; any other is `Failed` with a Warning `VMNameMismatch`, and its deletion drops no tag of another namespace. The peer trusts the pod's `vm.cocoonstack.io/name`.",
     reason:
       "anyone who may create a pod may write that annotation, and the CR's finalizer and wake would then drop another namespace's snapshot tag. The differential scenario targets a fleet member, whose name is attributable, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A pod is a fleet's member only when the engine recorded its uid in the CocoonSet's status (`status.vms`: by member, the VM name and the uid of the pod the engine created); a member's VM is the one its member derives, whatever the pod's `vm.cocoonstack.io/name` says; a pod that claims a slot (the fleet's labels, a controller owner reference) without being recorded is never adopted, asked to hibernate or woken (the slot is reported blocked after 30 s); each pod the engine creates carries a random token (annotation `attribution.cocoonset.cocoonstack.io/create-token`) whose digest the status holds before the create, so a pod created just before the controller stopped is still known as the member's; a deletion drops the tags of the VMs the status recorded (slots scaled away and released included), never one that the annotation `cocoonset.cocoonstack.io/delete-vm-names` or a pod's annotation names, nor one another fleet, a CocoonHibernation or a standalone pod holds; a fleet is refused a VM name a live CocoonHibernation recorded, as one another fleet holds. The annotation is still written as the peer writes it. The peer adopts pods by label and owner reference, and drops the tags that annotation and its pods name.",
+    reason:
+      "labels, annotations and owner references without `blockOwnerDeletion` are anyone's to write who may write the object: a tenant with rights on pods of one namespace made the peer adopt a forged member, overwrite a suspended fleet's snapshot with its own VM, and drop another namespace's snapshot (docs/security.md); the status subresource is the controller's alone. The differential stories plant no forgery and `status.vms` is not compared, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A pod created for a member whose VM the CocoonSet's record marks hibernated (from the suspend until the VM runs again; its pod was deleted during a retain wake, say) restores from the fleet's own `:hibernate` snapshot, or reports it lost (`SnapshotLost`); the peer boots it fresh.",
+    reason:
+      "a wake cut short by a pod deletion booted the main agent without its state and said `Running`, with no `SnapshotLost`: silent data loss. No scenario deletes a pod during a wake, so nothing is folded",
     fold: () => undefined,
   },
   {

@@ -3,6 +3,7 @@
  * backoff and dead-letter (with an injected clock), a delete that fails after the history
  * write, status, toolboxes, deletion, bad input and `cocoonset plan`.
  */
+import { CREATE_TOKEN_ANNOTATION } from "../../engine/attribution/index.js";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -286,6 +287,9 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
       });
       const annotations = { ...pod.metadata.annotations };
       delete annotations[SIMULATE];
+      // The token of the create the engine announced in the status (docs/security.md).
+      assert.match(annotations[CREATE_TOKEN_ANNOTATION] ?? "", /^[0-9a-f]{32}$/);
+      delete annotations[CREATE_TOKEN_ANNOTATION];
       assert.deepEqual(annotations, {
         "vm.cocoonstack.io/name": vm(slot),
         "cocoonset.cocoonstack.io/image": IMAGE,

@@ -7,6 +7,9 @@
  *   every `<vm>:hibernate` is dropped, `:latest` of the sub-agents too, the main agent's
  *   `:latest` and another set's tags are kept; the VM names were stashed on the CocoonSet
  *   before its pods went;
+ * - a fleet suspended, woken with fewer slots, then deleted drops the tags of the slots scaled
+ *   away too:
+ *   the status records every VM the fleet named;
  * - a registry that does not answer does not hold the deletion: the finalizer is released,
  *   the failure logged per tag;
  * - without a registry the deletion leaves the registry alone.
@@ -86,6 +89,31 @@ describe(
         [SNAPSHOT_TAGS.hibernate, SNAPSHOT_TAGS.latest],
         "another CocoonSet's VM is not touched",
       );
+    });
+
+    test("a fleet suspended, woken with fewer slots, then deleted drops the :hibernate tags of the slots scaled away too (snapshotPolicy never)", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "gc-scaled", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy: "never" });
+      await waitForConverged(ns, "crew", { replicas: 2 });
+      await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
+      const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "crew");
+      await patchSpec(ns, "crew", { suspend: true });
+      await history.until((cs) => phaseOf(cs) === "Suspended", "phase Suspended", {
+        show: phaseOf,
+      });
+      const vms = [0, 1, 2].map((n) => `vk-${ns}-crew-${n}`);
+      for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], vm);
+      // Woken with fewer slots: slots 1 and 2 are scaled away unwoken, their snapshots stay.
+      await patchSpec(ns, "crew", { suspend: null, agent: { replicas: 0 } });
+      await waitForConverged(ns, "crew", { replicas: 0 });
+      await waitForPods(ns, "crew", 1, vmReady, "the main agent woken, slots 1 and 2 gone");
+      for (const vm of vms.slice(1))
+        assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], `${vm} kept`);
+
+      await deleteAndWait(ns, "crew");
+      for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [], `${vm}: dropped`);
     });
 
     test("a registry that does not answer does not hold the deletion; each failed tag is logged", async (t) => {

@@ -180,6 +180,8 @@ export interface CocoonSetStatus {
   agents?: AgentStatus[];
   /** Toolboxes by name. */
   toolboxes?: ToolboxStatus[];
+  /** The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion. */
+  vms?: Record<string, VMRecord>;
   /** Ready and Progressing conditions. */
   conditions?: Condition[];
 }
@@ -234,6 +236,18 @@ export interface ToolboxStatus {
   connType?: ConnType;
   /** VNC port of the toolbox, when one is exposed. */
   vncPort?: number;
+}
+
+/** A VM this CocoonSet named for one member, and the uid of the last pod it created for that member. Written only by the engine (the status subresource): what it believes about the fleet's pods and VMs (docs/security.md). */
+export interface VMRecord {
+  /** The VM's name, vk-<namespace>-<cocoonset>-<member>. */
+  vm: string;
+  /** The uid of the last pod the engine created for this member. */
+  podUID?: string;
+  /** The SHA-256 (hex) of the token the engine put on the pod it was about to create for this member, written before the create: a pod carrying the token is that create's, should the engine stop before it recorded the pod's uid. */
+  createToken?: string;
+  /** The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot. */
+  hibernated?: boolean;
 }
 
 /** A status condition (meta/v1 Condition). */

@@ -156,7 +156,25 @@ describe("a holder whose ownerReference names the fleet (forged: the labels are 
         true,
       ],
     ];
+    // The engine recorded the pod as slot 2's: only its labels decide whether the pod cache,
+    // which selects on them, will show it.
+    const recorded: CocoonSet = {
+      ...cs,
+      status: { ...cs.status, vms: { "2": { vm: "vk-team-demo-2", podUID: "uid-forged" } } },
+    } as CocoonSet;
     for (const [labels, want] of table)
-      assert.equal(isFollowedMember(cs, forged(labels)), want, JSON.stringify(labels));
+      assert.equal(isFollowedMember(recorded, forged(labels)), want, JSON.stringify(labels));
+    const unrecorded = forged({
+      "cocoonset.cocoonstack.io/name": "demo",
+      "app.kubernetes.io/managed-by": "cocoonset",
+    });
+    assert.equal(
+      isFollowedMember(
+        { ...recorded, status: { ...recorded.status, vms: {} } } as CocoonSet,
+        unrecorded,
+      ),
+      false,
+      "labels and an owner without the record make no member",
+    );
   });
 });

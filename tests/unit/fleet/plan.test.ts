@@ -176,7 +176,7 @@ describe("main agent", () => {
 });
 
 describe("sub-agent fan-out", () => {
-  it("creates every missing slot in 1..replicas, forked from the main VM and bound to its node", () => {
+  it("creates every missing slot in 1..replicas, forked from the main VM and bound to its node (its recorded VM, whatever its annotation says)", () => {
     const main = withAnnotations(mainPod(fleet), {
       "vm.cocoonstack.io/name": "vk-team-demo-0-renamed",
     });
@@ -198,7 +198,7 @@ describe("sub-agent fan-out", () => {
       assert.equal(action.pod.spec.nodeName, "node-q");
       assert.equal(
         action.pod.metadata.annotations["vm.cocoonstack.io/fork-from"],
-        "vk-team-demo-0-renamed",
+        "vk-team-demo-0",
       );
     }
     assert.equal(p.fanOut, 8);

@@ -1,6 +1,7 @@
 // The deletion's snapshot clean-up, planned: `:hibernate` of every VM the CocoonSet had, and
 // `:latest` where the snapshot policy does not keep it (never: all; main-only: all but the
 // main agent's; always: none). VM names come from status, the stash and the pods.
+import { attributedView } from "../../../engine/attribution/index.js";
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
@@ -10,7 +11,7 @@ import {
 } from "../../../engine/snapshots/index.js";
 import { agentSlotOfVm, parseDeleteVmNames } from "../../../engine/snapshots/teardown.js";
 import { ANNOTATIONS, type CocoonSet } from "../../../engine/spec/index.js";
-import { cocoonSet, convergedPods, toolbox } from "./fixtures.js";
+import { cocoonSet, convergedPods, toolbox, withAnnotations } from "./fixtures.js";
 
 const vm = (member: number | string) => `vk-team-demo-${member}`;
 const render = (cs: CocoonSet, vms: string[]) =>
@@ -78,18 +79,43 @@ describe("teardown: which tags the deletion drops", () => {
 });
 
 describe("teardown: which VMs", () => {
-  it("unions status, the stash and the pods, sorted and unique", () => {
+  it("the engine's record and its recorded members' pods, sorted and unique; never the stash", () => {
     const cs = cocoonSet({ toolboxes: [toolbox("db")] }, { replicas: 1 });
-    cs.metadata.annotations = { [ANNOTATIONS.deleteVmNames]: ` ${vm(7)},,${vm(0)} ` };
-    cs.status = { agents: [{ slot: 0, podName: "demo-0", vmName: vm(0) }] } as CocoonSet["status"];
-    const pods = convergedPods(cs);
-    assert.deepEqual(teardownVmNames(cs, pods), [vm(0), vm(1), vm(7), vm("db")]);
+    // Anyone who may edit the CocoonSet writes the stash: it names no VM of the deletion.
+    cs.metadata.annotations = { [ANNOTATIONS.deleteVmNames]: ` ${vm(9)},vk-team-other-0 ` };
+    cs.status = {
+      readyAgents: 0,
+      desiredAgents: 2,
+      readyToolboxes: 0,
+      desiredToolboxes: 1,
+      // Slot 7 was scaled away: its VM stays recorded. Slot 1's pod was never recorded.
+      vms: {
+        "0": { vm: vm(0), podUID: "pod-uid-demo-0" },
+        "7": { vm: vm(7) },
+        db: { vm: vm("db"), podUID: "pod-uid-demo-db" },
+      },
+    };
+    const pods = convergedPods(cs).map((p) =>
+      withAnnotations(p, { [ANNOTATIONS.vmName]: "vk-acme-prod-db" }),
+    );
+    assert.deepEqual(teardownVmNames(cs, pods), [vm(0), vm(7), vm("db")]);
   });
 
-  it("finds the VMs through the pods when no status was written", () => {
+  it("a view of a CocoonSet whose status predates the record adopts its pods by the old rules once", () => {
     const cs = cocoonSet({}, { replicas: 1 });
-    assert.deepEqual(teardownVmNames(cs, convergedPods(cs)), [vm(0), vm(1)]);
-    assert.deepEqual(teardownVmNames(cs, []), []);
+    cs.status = {
+      observedGeneration: 2,
+      readyAgents: 2,
+      desiredAgents: 2,
+      readyToolboxes: 0,
+      desiredToolboxes: 0,
+      agents: [{ slot: 3, role: "sub-agent", vmName: vm(3) }],
+    };
+    const pods = convergedPods(cs);
+    assert.deepEqual(teardownVmNames(attributedView(cs, pods), pods), [vm(0), vm(1), vm(3)]);
+    // A new CocoonSet (no status at all) adopts nothing.
+    const fresh = cocoonSet({}, { replicas: 1 });
+    assert.deepEqual(teardownVmNames(attributedView(fresh, pods), pods), []);
   });
 
   it("stashes only what changed", () => {

@@ -19,8 +19,8 @@ import {
   hibernationsInFlight,
   teardownVmNames,
   vmNameClash,
-  vmNamesFreeToDrop,
 } from "../../../engine/snapshots/index.js";
+import { vmsFreeToDrop } from "../../../engine/attribution/index.js";
 import {
   VM_NAME_CONDITION,
   VM_NAME_CONFLICT_REASON,
@@ -74,6 +74,8 @@ function fleet(
       readyToolboxes: 0,
       desiredToolboxes: 0,
       agents: [{ slot: 0, role: "main", vmName: `vk-${ns}-${name}-0` }],
+      // What the engine recorded when it created the main agent's pod.
+      vms: { "0": { vm: `vk-${ns}-${name}-0`, podUID: `uid-${name}-0` } },
     };
   }
   return cs;
@@ -212,16 +214,21 @@ describe("VM names across fleets", () => {
     const holder = fleet("q-x", "yy", { ran: true });
     const refused = fleet("q-x", "yy");
     const sameNameNew = fleet("q", "x-yy", { uid: "new-uid" });
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], [gone, holder]), {
-      drop: ["vk-q-x-yy-9"],
-      kept: [{ vm: "vk-q-x-yy-0", holders: ["q-x/yy"] }],
-    });
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone]).drop, ["vk-q-x-yy-0"]);
-    // Asking for the name is not holding a tag of it.
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, refused]).drop, [
+    assert.deepEqual(
+      vmsFreeToDrop(gone, ["vk-q-x-yy-0", "vk-q-x-yy-9"], { fleets: [gone, holder] }),
+      {
+        drop: ["vk-q-x-yy-9"],
+        kept: [{ vm: "vk-q-x-yy-0", holders: ["CocoonSet q-x/yy"] }],
+      },
+    );
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone] }).drop, [
       "vk-q-x-yy-0",
     ]);
-    assert.deepEqual(vmNamesFreeToDrop(gone, ["vk-q-x-yy-0"], [gone, sameNameNew]).drop, [
+    // Asking for the name is not holding a tag of it.
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone, refused] }).drop, [
+      "vk-q-x-yy-0",
+    ]);
+    assert.deepEqual(vmsFreeToDrop(gone, ["vk-q-x-yy-0"], { fleets: [gone, sameNameNew] }).drop, [
       "vk-q-x-yy-0",
     ]);
   });
@@ -230,6 +237,14 @@ describe("VM names across fleets", () => {
 describe("a CocoonHibernation acts only on a VM name the controller can attribute", () => {
   const suspended = fleet("p13", "f13", { replicas: 1, created: T1, ran: true });
   const own = fleet("p18", "crew", { replicas: 1, created: T1 });
+  // The engine recorded the pod it created for slot 1 (the fixture's uid), not slot 0's.
+  own.status = {
+    readyAgents: 0,
+    desiredAgents: 2,
+    readyToolboxes: 0,
+    desiredToolboxes: 0,
+    vms: { "1": { vm: "vk-p18-crew-1", podUID: "pod-uid-crew-1" } },
+  };
   const member = (cs: CocoonSet, slot: number, vm?: string): Pod => {
     const p = live(buildAgentPod(cs, slot));
     if (vm) p.metadata!.annotations = { ...p.metadata!.annotations, [ANNOTATIONS.vmName]: vm };
@@ -263,9 +278,15 @@ describe("a CocoonHibernation acts only on a VM name the controller can attribut
       refused: /but its VM is vk-p18-crew-1/,
     },
     {
+      // Its owner reference is not read: it is a standalone pod, and runs its own VM.
       title: "a pod naming a CocoonSet that does not exist as its controller",
       pod: member(fleet("p18", "ghost"), 0),
-      refused: /names CocoonSet ghost .* which does not exist in p18/,
+    },
+    {
+      title:
+        "a pod that claims a fleet's slot (labels, controller reference) without being recorded",
+      pod: member(own, 0),
+      refused: /is held by CocoonSet p18\/crew/,
     },
     {
       title: "a standalone pod whose derived name another namespace's fleet holds",
@@ -415,10 +436,21 @@ describe("the snapshots a fleet took", () => {
     const recorded: CocoonSet = {
       ...cs,
       metadata: { ...cs.metadata, annotations: { [SNAPSHOT_OWNER_ANNOTATION]: value } },
+      // The engine's record of the members it created: the annotation counts for these only.
+      status: {
+        readyAgents: 0,
+        desiredAgents: 2,
+        readyToolboxes: 0,
+        desiredToolboxes: 0,
+        vms: { "0": { vm: "vk-p12-f12-0" }, "1": { vm: "vk-p12-f12-1" } },
+      },
     };
     assert.deepEqual([...recordedSnapshots(recorded)], ["vk-p12-f12-0", "vk-p12-f12-1"]);
     assert.equal(snapshotRecordUpdate(recorded, [hibernatedPod(0)], facts), undefined);
     assert.deepEqual(ownSnapshotFacts(recorded, [], facts), facts);
+    // The annotation is anyone's to write who may edit the CocoonSet: alone it vouches for nothing.
+    const unrecorded: CocoonSet = { ...recorded, status: { ...recorded.status!, vms: {} } };
+    assert.deepEqual(ownSnapshotFacts(unrecorded, [], facts), { hibernate: new Set() });
     // Copied onto a new CocoonSet of the same name (a new uid): worth nothing.
     const copy: CocoonSet = { ...recorded, metadata: { ...recorded.metadata, uid: "new" } };
     assert.deepEqual(ownSnapshotFacts(copy, [], facts), { hibernate: new Set() });
@@ -441,10 +473,13 @@ describe("the snapshots a fleet took", () => {
     );
   });
 
-  it("a deletion cleans up only the VM names the fleet derives, whatever its pods' annotations say", () => {
+  it("a deletion cleans up its members' own VMs, whatever their pods' annotations say", () => {
     const p = live(buildAgentPod(cs, 1));
     p.metadata!.annotations = { ...p.metadata!.annotations, [ANNOTATIONS.vmName]: "vk-p13-f13-1" };
-    assert.deepEqual(teardownVmNames(cs, [live(buildAgentPod(cs, 0)), p]), ["vk-p12-f12-0"]);
+    assert.deepEqual(teardownVmNames(cs, [live(buildAgentPod(cs, 0)), p]), [
+      "vk-p12-f12-0",
+      "vk-p12-f12-1",
+    ]);
   });
 
   it("a deletion waits for the hibernations in flight, not for pods no node agent reports on", () => {

@@ -18,7 +18,8 @@ const SHARED: [(text: string) => boolean, string][] = [
   [(t) => /\brestartApiserver\(/.test(t), "restarts the apiserver"],
   // The cluster's own nodes (a test that adds a node of its own may change that one).
   [
-    (t) => t.includes("${paths.nodes()}/") && t.includes('"kwok-node-'),
+    (t) =>
+      /\.(patch|replace|delete)\(\s*`\$\{paths\.nodes\(\)\}\//.test(t) && t.includes('"kwok-node-'),
     "changes a node of the cluster",
   ],
 ];

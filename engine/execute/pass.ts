@@ -10,6 +10,7 @@
  * Behaviour: docs/behaviour.md §3.
  */
 import pLimit from "p-limit";
+import { stableJson } from "../spec/stable-json.js";
 import {
   agentNamesToCheck,
   isFollowedMember,
@@ -1050,6 +1051,34 @@ async function executeSteps(ctx: PassContext): Promise<void> {
 }
 
 /**
+ * The resourceVersion the pass's status write is conditioned on: the one it planned from,
+ * or, when the pass's own record writes (`status.vms`, merged without a precondition) came
+ * after it, theirs, provided that the object they returned differs from the planned one in
+ * nothing but that map. Another writer's change in between moves something else (the spec's
+ * generation, an annotation, the rest of the status), and then the planned version stands and
+ * the write meets the conflict it must. Without this, a pass that announces creates every
+ * time (creates a quota or admission refuses) would never write the status that says so.
+ */
+function preconditionVersion(ctx: PassContext): string | undefined {
+  const planned = ctx.result.cocoonSet;
+  const mine = ctx.recorded;
+  const version = (o: CocoonSet) => Number(o.metadata.resourceVersion ?? "");
+  if (!mine || !(version(mine) > version(planned))) return planned.metadata.resourceVersion;
+  const rest = (o: CocoonSet) =>
+    stableJson({
+      generation: o.metadata.generation,
+      annotations: o.metadata.annotations ?? {},
+      labels: o.metadata.labels ?? {},
+      finalizers: o.metadata.finalizers ?? [],
+      deletion: o.metadata.deletionTimestamp ?? "",
+      status: { ...o.status, vms: undefined },
+    });
+  return rest(mine) === rest(planned)
+    ? mine.metadata.resourceVersion
+    : planned.metadata.resourceVersion;
+}
+
+/**
  * The status a pass ends with: the plan's when the pass had no failure; when a quota stopped
  * it, what the pods say with a condition naming the quota (docs/behaviour.md §3.12), since
  * such a pass never gets to the quiet pass that writes status.
@@ -1078,7 +1107,7 @@ async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<void> {
     result.cocoonSet = await client.patch<CocoonSet>(
       path,
       {
-        ...(precondition && { metadata: { resourceVersion: cs.metadata.resourceVersion } }),
+        ...(precondition && { metadata: { resourceVersion: preconditionVersion(ctx) } }),
         status: { ...status, observedGeneration: cs.metadata.generation, ...statusClears(status) },
       },
       PatchType.merge,

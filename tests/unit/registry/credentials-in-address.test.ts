@@ -90,7 +90,7 @@ describe("redactUserinfo", () => {
       "agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
       "agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
     ],
-    ["file:///work/x/y.js:10", "file:///work/x/y.js:10"],
+    ["file:///srv/app/y.js:10", "file:///srv/app/y.js:10"],
     ["no address here", "no address here"],
   ];
   for (const [input, want] of table)

@@ -22,7 +22,7 @@ import {
   type CocoonSetSpec,
   type CocoonSetStatus,
 } from "../engine/spec/index.js";
-import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
+import { CREATED_BY, OWNER_TOKEN } from "../provider/dynamic/ownership.js";
 import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import type { Operator } from "./operator.js";
@@ -326,8 +326,15 @@ export class Fleet extends pulumi.ComponentResource {
         ...(args.adoptCocoonSet ? { adopt: true } : {}),
         // Without an Operator (or a dependsOn that may install it) the CRD must be there.
         requireCrd: args.operator === undefined && opts.dependsOn === undefined,
+        kubeconfigFile: reach.kubeconfigFile,
+        kubeconfigContext: reach.kubeconfigContext,
+        // The guard's check sends the pods this deploy creates as dry runs and forecasts them
+        // against the nodes, before the CocoonSet is written.
+        spec,
+        fanOut: args.fanOut ?? DEFAULT_FANOUT,
+        capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
       },
-      child,
+      { ...child, ignoreChanges: ignore.guard },
     );
 
     this.cocoonSet = new k8s.apiextensions.CustomResource(
@@ -342,11 +349,23 @@ export class Fleet extends pulumi.ComponentResource {
           // to set it back, as the up that follows does (without force the preview failed on
           // the edit's field manager while the up went through). Taking over someone else's
           // CocoonSet is the claim guard's to refuse, not the apply's.
-          annotations: { [CREATED_BY]: owner, "pulumi.com/patchForce": "true" },
+          annotations: {
+            [CREATED_BY]: owner,
+            [OWNER_TOKEN]: guard.ownerToken,
+            "pulumi.com/patchForce": "true",
+          },
         },
         spec,
       },
-      { ...child, dependsOn: [guard, ...operatorDeps], ignoreChanges: ignore.cocoonSet },
+      {
+        ...child,
+        dependsOn: [guard, ...operatorDeps],
+        ignoreChanges: ignore.cocoonSet,
+        // The slots resource (or, without one, the guard) deletes the CocoonSet, and only while
+        // it carries this Fleet's token: a delete of this resource (a Fleet moved under another
+        // parent, whose new resources took the CocoonSet over) must not reach the cluster.
+        retainOnDelete: true,
+      },
     );
 
     this.slots = resources().slots(
@@ -379,6 +398,7 @@ export class Fleet extends pulumi.ComponentResource {
         // cannot ask the cluster about it.
         checkNamespace: typeof args.namespace === "string" && opts.dependsOn === undefined,
         capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
+        ownerToken: guard.ownerToken,
       },
       { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );

@@ -18,7 +18,7 @@ import {
   type CocoonSetStatus,
   type Pod,
 } from "../../engine/spec/index.js";
-import { CAPACITY_CHECKS, type CapacityCheck, dryRunRefusals } from "./dry-run.js";
+import { CAPACITY_CHECKS, type CapacityCheck } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
   converge,
@@ -50,6 +50,7 @@ import {
 } from "./lifecycle-view.js";
 import { awaitLifecycle } from "./lifecycle-wait.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
+import { deleteDecision, shortToken, tokenOf } from "./ownership.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -110,6 +111,12 @@ export interface SlotsInputs {
    * `check` only; a change of it alone changes no slot. @default "refuse"
    */
   capacityCheck?: CapacityCheck;
+  /**
+   * The ownership token of the Fleet's claim guard, which the CocoonSet carries: `up` acts on
+   * the CocoonSet and `destroy` releases it only while it carries this token
+   * (provider/dynamic/ownership.ts). Absent in a state of an earlier version.
+   */
+  ownerToken?: string;
 }
 
 /**
@@ -295,11 +302,11 @@ export function registryProblem(v: unknown): string | undefined {
  * spec has no key of its own in the inputs, so its failure carries the field and the value in
  * its reason (the engine would print `value {<nil>}` for a dotted key). When the namespace was
  * given as plain text and the kubeconfig is known, one GET makes sure the namespace exists.
- * When the deploy would create pods, they are sent to the apiserver as dry runs first
- * (dry-run.ts): what admission refuses fails the check, naming the slot.
+ * The dry runs and the capacity forecast of the pods the deploy creates are the claim guard's
+ * (fleet-guard.ts): its check runs before the CocoonSet is written, this one after.
  */
 export async function check(
-  olds: unknown,
+  _olds: unknown,
   news: Record<string, unknown>,
 ): Promise<{ inputs: Record<string, unknown>; failures: CheckFailure[] }> {
   const failures: CheckFailure[] = [];
@@ -362,61 +369,7 @@ export async function check(
       slots: desiredSlots(news.namespace, news.name, news.spec as CocoonSetSpec),
     };
   }
-  if (failures.length === 0 && wouldCreatePods(olds, news)) {
-    // Here in `check` rather than in `diff`: the engine calls `diff` only for a resource that
-    // exists already, so a new Fleet (whose main agent and sub-agents all get created) would
-    // go unchecked; `check` runs for every deploy, in `preview` and again in `up` before the
-    // slots resource's step, and a check failure stops both with the reason as written.
-    // Property "": the reason names the slot itself (`[slots.3] ...`), and the engine would
-    // print the whole slot map as the value of `slots`.
-    const found = await dryRunRefusals({
-      kubeconfig: news.kubeconfig as string,
-      namespace: news.namespace as string,
-      name: news.name as string,
-      uid: knownUid(olds, news),
-      spec: news.spec as CocoonSetSpec,
-      fanOut: news.fanOut as number | undefined,
-      capacityCheck: news.capacityCheck as CapacityCheck | undefined,
-    });
-    for (const reason of found.refusals) failures.push({ property: "", reason });
-    // The provider's output reaches the CLI's output as it is: a check has no warnings of its
-    // own to return, so a warning is a line of its own, prefixed as Pulumi prefixes them.
-    for (const line of found.warnings) process.stderr.write(`warning: ${line}\n`);
-  }
   return { inputs: news, failures };
-}
-
-/**
- * Whether `check` sends the new pods as dry runs: every input it needs is known, and the
- * resource is new or its spec or slots change (a deploy that changes neither creates no pod,
- * unless live drift, which `diff` finds, has to be repaired; that pod was admitted before).
- */
-function wouldCreatePods(olds: unknown, news: Record<string, unknown>): boolean {
-  if (typeof news.kubeconfig !== "string" || typeof news.namespace !== "string") return false;
-  if (typeof news.name !== "string" || isUnknown(news.namespace) || isUnknown(news.name)) {
-    return false;
-  }
-  if (isUnknown(news.kubeconfig) || containsUnknown(news.spec)) return false;
-  const old = (olds ?? {}) as Record<string, unknown>;
-  return (
-    old.spec === undefined ||
-    stableJson(old.spec) !== stableJson(news.spec) ||
-    stableJson(old.slots) !== stableJson(news.slots)
-  );
-}
-
-/**
- * The CocoonSet's uid as far as preview knows it: the new input's, else the last deploy's
- * when the CocoonSet keeps its namespace and name (preview may not know the uid of a
- * CocoonSet it updates).
- */
-function knownUid(olds: unknown, news: Record<string, unknown>): string | undefined {
-  const old = (olds ?? {}) as Record<string, unknown>;
-  const same = old.namespace === news.namespace && old.name === news.name;
-  for (const uid of same ? [news.uid, old.uid] : [news.uid]) {
-    if (typeof uid === "string" && uid !== "" && !isUnknown(uid)) return uid;
-  }
-  return undefined;
 }
 
 const COMPARED: (keyof SlotsInputs)[] = [
@@ -431,6 +384,7 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "registryInsecure",
   "registryCredentials",
   "suspendTimeoutSeconds",
+  "ownerToken",
 ];
 
 /** What `diff` returns (the dynamic provider's DiffResult). */
@@ -466,7 +420,20 @@ export async function diff(
     containsUnknown(news.slots);
   if (inputsChanged) return {};
   if (isUnknown(news.kubeconfig)) return { changes: false };
-  const client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 30_000 });
+  let client: KubeClient;
+  try {
+    // A refresh diffs the state against the inputs `read` returned, which hold the
+    // kubeconfig's file rather than its text when it came from one.
+    client = KubeClient.fromString(
+      typeof news.kubeconfig === "string" ? news.kubeconfig : kubeconfigOfState(news),
+      { requestTimeoutMs: 30_000 },
+    );
+  } catch (e) {
+    process.stderr.write(
+      `cocoonset: could not check live slots (${errorMessage(e)}); assuming no drift\n`,
+    );
+    return { changes: false };
+  }
   try {
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
@@ -588,6 +555,25 @@ export async function verifiedCocoonSet(
   return cs;
 }
 
+/**
+ * `up` converges only a CocoonSet that carries this Fleet's token (its claim guard and the
+ * CocoonSet's apply, both before this, make sure of it): another token means another stack
+ * took it over between the two.
+ */
+function assertOwned(
+  cs: CocoonSet | undefined,
+  inputs: Pick<SlotsInputs, "namespace" | "name" | "ownerToken">,
+): void {
+  if (!cs || !inputs.ownerToken || isUnknown(inputs.ownerToken)) return;
+  const theirs = tokenOf(cs);
+  if (theirs === inputs.ownerToken) return;
+  throw new CocoonSetIdentityError(
+    `[adoptCocoonSet] cannot create or update the slots: the CocoonSet ${inputs.namespace}/${inputs.name} carries ${
+      theirs ? `the ownership token ${shortToken(theirs)}…` : "no ownership token"
+    }, not this Fleet's ${shortToken(inputs.ownerToken)}…; nothing was changed (another stack holds it: set \`adoptCocoonSet: true\` to take it over)`,
+  );
+}
+
 /** The registry client of the inputs' `registry`, if one is given. */
 function registryOf(
   inputs: Pick<SlotsInputs, "registry" | "registryCa" | "registryInsecure" | "registryCredentials">,
@@ -614,6 +600,7 @@ async function apply(
       missingOk: false,
       action: "create or update the slots",
     });
+    assertOwned(before, inputs);
     const registry = registryOf(inputs);
     const suspend = inputs.spec.suspend === true;
     if (suspend && !registry) {
@@ -694,6 +681,23 @@ export async function update(
 export async function remove(id: string, props: SlotsOutputs): Promise<void> {
   const client = storedClient(props, "destroy", id);
   try {
+    // Another token on the CocoonSet: another resource holds it now (a Fleet moved with
+    // `adoptCocoonSet`, another stack that adopted it); this one releases nothing.
+    const found = await readCocoonSet(client, props.namespace, props.name);
+    const decision = deleteDecision(found, props.ownerToken);
+    if (decision === "handed-over" || decision === "untokened") {
+      console.log(
+        `${id}: leaving the fleet: the CocoonSet carries ${
+          tokenOf(found)
+            ? `the ownership token ${shortToken(tokenOf(found)!)}…`
+            : "no ownership token"
+        }, not this Fleet's ${shortToken(props.ownerToken!)}…, so another resource holds it now` +
+          (decision === "untokened"
+            ? "; if it is still this stack's, run `pulumi up` (it writes the token back), then destroy again"
+            : ""),
+      );
+      return;
+    }
     const cs = await verifiedCocoonSet(client, props, {
       missingOk: true,
       action: "release the fleet",

@@ -246,6 +246,7 @@ export function packageSchema(version: string) {
         checkNamespace: { type: "boolean" },
         capacityCheck: { type: "string" },
         ownerToken: { type: "string" },
+        registryCredentialsSecret: { type: "string" },
       }),
       "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {
         kubeconfig: { type: "string", secret: true },

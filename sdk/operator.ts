@@ -57,7 +57,7 @@ function rbacResource(
  */
 function owned<T extends { metadata: ObjectMeta }>(
   o: T,
-  token: pulumi.Output<string>,
+  own: { token: pulumi.Output<string>; adopt: boolean },
   installedBy?: string,
 ): T {
   return {
@@ -67,7 +67,10 @@ function owned<T extends { metadata: ObjectMeta }>(
       annotations: {
         ...o.metadata.annotations,
         ...(installedBy ? { [INSTALLED_BY]: installedBy } : {}),
-        [OWNER_TOKEN]: token as unknown as string,
+        [OWNER_TOKEN]: own.token as unknown as string,
+        // Adopting takes the objects over from their last field managers (another stack's
+        // resources, or this program's under an old parent).
+        ...(own.adopt ? { "pulumi.com/patchForce": "true" } : {}),
       },
     },
   };
@@ -156,7 +159,7 @@ export class Operator extends pulumi.ComponentResource {
       },
       child,
     );
-    const token = guard.ownerToken;
+    const token = { token: guard.ownerToken, adopt: args.adoptCrd !== undefined };
     // The Kubernetes resources never delete: the guard does, for the objects that still carry
     // its token. A resource moved under another parent, whose new resource took the object
     // over, must not delete it on its way out.
@@ -298,7 +301,13 @@ export class Operator extends pulumi.ComponentResource {
     // Depends on everything above, so its delete (the check) runs before any of it goes.
     this.crdGuard = resources().crdGuard(
       `${name}-crd-guard`,
-      { ...reach, owner, retain, providerVersion: CRD_GUARD_VERSION, ownerToken: token },
+      {
+        ...reach,
+        owner,
+        retain,
+        providerVersion: CRD_GUARD_VERSION,
+        ownerToken: guard.ownerToken,
+      },
       { ...child, dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac] },
     );
 

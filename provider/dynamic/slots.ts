@@ -51,6 +51,13 @@ import {
 import { awaitLifecycle } from "./lifecycle-wait.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import { deleteDecision, shortToken, tokenOf } from "./ownership.js";
+import {
+  credentialsDiffer,
+  credentialsSecretName,
+  deleteCredentialsSecret,
+  readCredentialsSecret,
+  writeCredentialsSecret,
+} from "./registry-secret.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -123,8 +130,18 @@ export interface SlotsInputs {
  * Outputs: the inputs plus the live state of every slot. The kubeconfig is among them only
  * when it was given as text (provider/dynamic/outputs.ts).
  */
-export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig"> {
+export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig" | "registryCredentials"> {
   kubeconfig?: string;
+  /**
+   * Absent since the credentials moved to a Secret; a state of an earlier version holds them
+   * here (encrypted), and its next update drops them.
+   */
+  registryCredentials?: RegistryCredential;
+  /**
+   * The Secret in the fleet's namespace that holds the `registryCredentials` for `destroy`
+   * (registry-secret.ts), when the Fleet has them: never the credentials themselves.
+   */
+  registryCredentialsSecret?: string;
   /** Per slot: pod name, uid, phase and readiness. */
   pods: Record<string, SlotStatus>;
   /** VM name of the main agent. */
@@ -382,7 +399,6 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "registry",
   "registryCa",
   "registryInsecure",
-  "registryCredentials",
   "suspendTimeoutSeconds",
   "ownerToken",
 ];
@@ -414,6 +430,10 @@ export async function diff(
   if (change) await reportLifecycleChange(change, olds, news);
   const inputsChanged =
     COMPARED.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||
+    // Credentials added, dropped, or still among the outputs (an earlier version's state);
+    // changed ones are found in the Secret below.
+    olds.registryCredentials !== undefined ||
+    (news.registryCredentials !== undefined) !== (olds.registryCredentialsSecret !== undefined) ||
     kubeconfigChanged(olds, news) ||
     (!isUnknown(news.uid) && olds.uid !== news.uid) ||
     containsUnknown(news.spec) ||
@@ -435,6 +455,17 @@ export async function diff(
     return { changes: false };
   }
   try {
+    if (
+      olds.registryCredentialsSecret &&
+      (await credentialsDiffer(
+        client,
+        news.namespace,
+        olds.registryCredentialsSecret,
+        news.registryCredentials,
+      ))
+    ) {
+      return { changes: true };
+    }
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
@@ -494,8 +525,13 @@ async function observe(
 ): Promise<SlotsOutputs> {
   const pods: Pod[] = await listFleetPods(client, cs);
   const live = liveSlots(cs, pods, inputs.slots);
+  const stored: Partial<SlotsInputs> = storedKubeconfig(inputs);
+  delete stored.registryCredentials;
   return {
-    ...storedKubeconfig(inputs),
+    ...(stored as Omit<SlotsInputs, "kubeconfig" | "registryCredentials">),
+    ...(inputs.registryCredentials
+      ? { registryCredentialsSecret: credentialsSecretName(inputs.name) }
+      : {}),
     uid: cs.metadata.uid ?? inputs.uid,
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
@@ -601,6 +637,19 @@ async function apply(
       action: "create or update the slots",
     });
     assertOwned(before, inputs);
+    // The credentials `destroy` will need, kept in the cluster rather than the outputs.
+    const secret = credentialsSecretName(inputs.name);
+    if (inputs.registryCredentials) {
+      await writeCredentialsSecret(
+        client,
+        inputs.namespace,
+        secret,
+        inputs.registryCredentials,
+        inputs.ownerToken,
+      );
+    } else if (olds?.registryCredentialsSecret) {
+      await deleteCredentialsSecret(client, inputs.namespace, olds.registryCredentialsSecret);
+    }
     const registry = registryOf(inputs);
     const suspend = inputs.spec.suspend === true;
     if (suspend && !registry) {
@@ -705,9 +754,14 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
     if (!cs) return;
     // The registry of the last `up`: with it the VMs' snapshot tags are dropped per
     // `snapshotPolicy` once the pods are gone (docs/behaviour.md §3.13).
+    const credentials =
+      props.registryCredentials ??
+      (props.registryCredentialsSecret
+        ? await readCredentialsSecret(client, props.namespace, props.registryCredentialsSecret)
+        : undefined);
     const result = await deleteFleet(client, props.namespace, props.name, {
       timeoutMs: (props.releaseTimeoutSeconds ?? DEFAULT_RELEASE_TIMEOUT_SECONDS) * 1000,
-      registry: registryOf(props),
+      registry: registryOf({ ...props, registryCredentials: credentials }),
       log: (level, msg, fields) => {
         if (level === "warn")
           console.log(`${id}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ""}`);
@@ -717,6 +771,9 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
       console.log(
         `${id}: snapshot tags dropped: ${result.snapshotTags.dropped}, left in the registry: ${result.snapshotTags.failed}`,
       );
+    }
+    if (props.registryCredentialsSecret) {
+      await deleteCredentialsSecret(client, props.namespace, props.registryCredentialsSecret);
     }
   } catch (e) {
     throw explainStoredKubeconfig(e, "destroy", id, client.server, props.kubeconfigFile);

@@ -8,12 +8,14 @@ import {
   deleteDecision,
   INSTALLED_BY,
   newOwnerToken,
+  objectPath,
   operatorInstallProblem,
   OWNER_TOKEN,
   tokenFor,
   type Claimant,
   type DeleteDecision,
 } from "../../../provider/dynamic/ownership.js";
+import { operatorObjects, teardownOrder } from "../../../sdk/operator-objects.js";
 
 const MINE = "a".repeat(32);
 const THEIRS = "b".repeat(32);
@@ -114,6 +116,33 @@ describe("guarded delete", () => {
         const d = deleteDecision(obj({ [OWNER_TOKEN]: theirs }), mine);
         assert.equal(d === "delete", mine === theirs);
       }),
+    );
+  });
+});
+
+describe("the Operator's teardown order", () => {
+  it("deletes the controller first, its RBAC and namespace after, and the CRDs last, the CocoonSet CRD at the very end", () => {
+    const refs = teardownOrder(
+      operatorObjects("op", { namespace: "op-system", metricsService: true, replicas: 2 }),
+    );
+    const kinds = refs.map((r) => r.kind);
+    assert.equal(kinds.at(-1), "CustomResourceDefinition");
+    assert.equal(refs.at(-1)!.name, CRD_NAME);
+    assert.equal(kinds.at(-2), "CustomResourceDefinition");
+    assert.equal(kinds.at(-3), "Namespace");
+    assert.ok(kinds.indexOf("Deployment") < kinds.indexOf("ServiceAccount"));
+    assert.ok(kinds.indexOf("ClusterRoleBinding") < kinds.indexOf("ClusterRole"));
+    assert.deepEqual(
+      refs.find((r) => r.kind === "Deployment"),
+      { apiVersion: "apps/v1", kind: "Deployment", name: "op-controller", namespace: "op-system" },
+    );
+    assert.equal(
+      objectPath(refs.find((r) => r.kind === "PodDisruptionBudget")!),
+      "/apis/policy/v1/namespaces/op-system/poddisruptionbudgets/op-controller",
+    );
+    assert.equal(
+      objectPath(refs.find((r) => r.kind === "Namespace")!),
+      "/api/v1/namespaces/op-system",
     );
   });
 });

@@ -275,23 +275,17 @@ export async function fleetGuardUpdate(
   return { outs: storedKubeconfig(news) };
 }
 
-/** Guard `diff`: what is claimed, the token, the spec, or where the kubeconfig comes from. */
+/**
+ * Guard `diff`: what is claimed, the token, or where the kubeconfig comes from. The spec,
+ * `fanOut` and `capacityCheck` are read by `check` only, which runs on every deploy (and a
+ * deploy without changes still stores the new inputs), so they change nothing here.
+ */
 export function fleetGuardDiff(
   _id: string,
   olds: FleetGuardOutputs,
   news: FleetGuardInputs,
 ): { changes: boolean } {
-  const keys = [
-    "namespace",
-    "name",
-    "owner",
-    "adopt",
-    "requireCrd",
-    "ownerToken",
-    "spec",
-    "fanOut",
-    "capacityCheck",
-  ] as const;
+  const keys = ["namespace", "name", "owner", "adopt", "requireCrd", "ownerToken"] as const;
   return {
     changes:
       keys.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||

@@ -11,11 +11,12 @@
  * - the same move with the alias goes through; a move back without one, adopting
  *   (`adoptCocoonSet`, `adoptCrd`) with `deleteBeforeReplace`, hands every object to the new
  *   resources, whose predecessors' deletes then touch nothing;
- * - `pulumi stack rename` keeps the token;
+ * - `pulumi stack rename` and `pulumi state move` keep the token;
  * - refresh after a pod is replaced works with a kubeconfig from a file (it crashed);
  * - a capacity refusal under `up --skip-preview` writes nothing (the CocoonSet was written);
  * - a stack of the same name in another backend (a second Operator and the same Fleets) is
  *   refused at preview and at `up` before anything is written, and its destroy deletes nothing;
+ * - a bad spec given as an Output is refused naming the field (the apiserver's words before);
  * - the stack destroys whole though one Fleet is not linked to the Operator (the CRD guard
  *   refused: the CocoonSet left was its own stack's).
  */
@@ -99,6 +100,17 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     assert.notEqual(fleetToken, crdToken, "each guard draws its own token");
     const same = async (step: string) =>
       assert.deepEqual(await snapshot(ns, opNs), before, `${step}: every object is the same one`);
+
+    // Finding 10: a bad spec given as an Output is refused naming the field, by the guard,
+    // before the CocoonSet's apply fails in the apiserver's words.
+    await set("replicasA", "-1");
+    const badSpec = await stack.preview().then(
+      () => "",
+      (e: unknown) => String(e),
+    );
+    assert.match(badSpec, /\[spec\.agent\.replicas\] must be/);
+    assert.doesNotMatch(badSpec, /typed patch|Retry #/);
+    await set("replicasA", undefined);
 
     // Finding 7: an aliased rename is no longer refused as held by its own old name.
     await set("fleetA", "fa2");
@@ -210,6 +222,41 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     const destroyed2 = await s2.stack.destroy();
     assert.equal(destroyed2.summary.result, "succeeded");
     await same("another backend's destroy");
+
+    // Finding 7: `pulumi state move` keeps the token: fleet B goes to another stack of the
+    // backend, whose `up` takes it as its own, and comes back.
+    const dest = `${original}-b`;
+    const inDest = (args: string[]) =>
+      pulumiCli([...args, "--stack", dest, "--non-interactive"], { cwd: program, env });
+    assert.equal((await pulumiCli(["stack", "init", dest], { cwd: program, env })).code, 0);
+    assert.equal((await inDest(["config", "set", "namespace", ns])).code, 0);
+    assert.equal((await inDest(["config", "set", "onlyB", "true"])).code, 0);
+    const fleetB = (resources: { urn: string }[]) =>
+      resources.map((r) => r.urn).filter((u) => /::fb(-[a-z]+)?$/.test(u));
+    const moveB = async (from: string, to: string, urns: string[]) => {
+      assert.equal(urns.length, 4, `the Fleet and its three children: ${urns.join(" ")}`);
+      const r = await pulumiCli(
+        ["state", "move", "--source", from, "--dest", to, "--yes", ...urns],
+        { cwd: program, env },
+      );
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+    };
+    const s1Resources = (await stack.exportStack()).deployment as { resources: { urn: string }[] };
+    await moveB(original, dest, fleetB(s1Resources.resources));
+    await set("withB", "false");
+    assert.equal((await stack.up()).summary.result, "succeeded");
+    const upDest = await inDest(["up", "--yes", "--skip-preview"]);
+    assert.equal(upDest.code, 0, upDest.stdout + upDest.stderr);
+    await same("state move");
+    const exportedDest = await inDest(["stack", "export"]);
+    const destResources = (
+      JSON.parse(exportedDest.stdout) as { deployment: { resources: { urn: string }[] } }
+    ).deployment.resources;
+    await moveB(dest, original, fleetB(destResources));
+    await set("withB", "true");
+    assert.equal((await stack.up()).summary.result, "succeeded");
+    await same("state move back");
+    await inDest(["stack", "rm", "--yes", "--force"]);
 
     // Finding 8: the stack destroys whole, though fleet B is not linked to the Operator.
     const destroyed = await stack.destroy();

@@ -7,7 +7,8 @@
  * this name) [none], `aliasGroup` (alias the components' old parent: a group's name, or ""
  * for the stack) [none], `fleetA` [fa], `fleetAOld` (alias of fleet A's old name) [none],
  * `adopt` (`adoptCocoonSet` and `adoptCrd`) [false], `deleteBeforeReplace` [false], `withB`
- * [true], `cpuB` (fleet B's agents' cpu request) [none].
+ * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasA` (fleet A's replicas, given
+ * as an Output) [1], `onlyB` (declare fleet B alone) [false].
  */
 import * as pulumi from "@pulumi/pulumi";
 import { Fleet, Operator } from "pulumi-cocoonset";
@@ -20,6 +21,7 @@ const fleetAOld = config.get("fleetAOld");
 const adopt = config.getBoolean("adopt") ?? false;
 const deleteBeforeReplace = config.getBoolean("deleteBeforeReplace") ?? false;
 const cpuB = config.get("cpuB");
+const replicasA = config.get("replicasA");
 
 const parent = group ? new pulumi.ComponentResource("e2e:index:Group", group) : undefined;
 const moved: pulumi.Alias[] =
@@ -39,36 +41,44 @@ const options = (aliases: pulumi.Alias[] = []) => ({
   ...(deleteBeforeReplace ? { deleteBeforeReplace } : {}),
 });
 
-const operator = new Operator(
-  config.get("operatorName") ?? "own-op",
-  {
-    namespace: config.require("operatorNamespace"),
-    ...(adopt ? { adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" } : {}),
-  },
-  options(),
-);
+// `onlyB`: the program of a stack that holds fleet B alone (moved to it with `pulumi state move`).
+const onlyB = config.getBoolean("onlyB") ?? false;
 
-const spec = (cpu?: string) => ({
+const operator = onlyB
+  ? undefined
+  : new Operator(
+      config.get("operatorName") ?? "own-op",
+      {
+        namespace: config.require("operatorNamespace"),
+        ...(adopt ? { adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" } : {}),
+      },
+      options(),
+    );
+
+const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
   agent: {
-    replicas: 1,
+    replicas,
     image: "agents/coder:1",
     ...(cpu ? { resources: { requests: { cpu } } } : {}),
   },
 });
 
-const a = new Fleet(
-  config.get("fleetA") ?? "fa",
-  {
-    namespace,
-    name: "coder-a",
-    operator,
-    adoptCocoonSet: adopt,
-    timeoutSeconds: 120,
-    releaseTimeoutSeconds: 60,
-    spec: spec(),
-  },
-  options(fleetAOld ? [{ name: fleetAOld }] : []),
-);
+const a = onlyB
+  ? undefined
+  : new Fleet(
+      config.get("fleetA") ?? "fa",
+      {
+        namespace,
+        name: "coder-a",
+        operator,
+        adoptCocoonSet: adopt,
+        timeoutSeconds: 120,
+        releaseTimeoutSeconds: 60,
+        // An Output, as from another resource: checked once known, by the Fleet's guard.
+        spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
+      },
+      options(fleetAOld ? [{ name: fleetAOld }] : []),
+    );
 
 // Not linked to the Operator (no `operator`, no dependsOn): destroyed beside it, not before
 // it. Add it once the CRD is installed (a Fleet with no Operator needs the CRD there).
@@ -88,5 +98,5 @@ const b =
       )
     : undefined;
 
-export const podsA = a.podNames;
+export const podsA = a?.podNames;
 export const podsB = b?.podNames;

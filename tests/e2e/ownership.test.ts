@@ -26,7 +26,7 @@ import { test } from "node:test";
 import { CRD_NAME } from "../../engine/spec/index.js";
 import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { OWNER_TOKEN } from "../../provider/dynamic/ownership.js";
-import { adminClient, withNamespace } from "../support/cluster.js";
+import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
 import { podUids } from "../support/fleet-program.js";
 import { programStack, pulumiCli, repoRoot } from "../support/pulumi.js";
@@ -34,7 +34,11 @@ import { programStack, pulumiCli, repoRoot } from "../support/pulumi.js";
 const program = join(repoRoot, "tests", "e2e", "programs", "ownership");
 
 /** The uid of every object a step must leave as it was. */
-async function snapshot(ns: string, opNs: string): Promise<Record<string, string | undefined>> {
+async function snapshot(
+  ns: string,
+  opNs: string,
+  opName: string,
+): Promise<Record<string, string | undefined>> {
   const client = adminClient();
   const uid = async (path: string) => (await client.getOrUndefined<KubeObject>(path))?.metadata.uid;
   const gone = async (path: string) =>
@@ -43,7 +47,8 @@ async function snapshot(ns: string, opNs: string): Promise<Record<string, string
     crd: await uid(paths.crd(CRD_NAME)),
     crdDeleting: await gone(paths.crd(CRD_NAME)),
     operatorNamespace: await uid(paths.namespace(opNs)),
-    controller: await uid(paths.deployment(opNs, "own-op-controller")),
+    controller: await uid(paths.deployment(opNs, `${opName}-controller`)),
+    clusterRole: await uid(paths.clusterRole(`${opName}-cocoonset-controller`)),
     "coder-a": await uid(paths.cocoonSet(ns, "coder-a")),
     "coder-b": await uid(paths.cocoonSet(ns, "coder-b")),
     ...(await podUids(ns, "coder-a")),
@@ -56,13 +61,20 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
   await removeCrd(); // the Operator installs it
   const ns = await withNamespace(t, "e2e-own");
   const opNs = `${ns}-op`;
+  const opName = `own-${suffix()}`;
   t.after(async () => {
+    // What a failed run may leave (a passing one leaves nothing).
     await client.delete(paths.namespace(opNs)).catch(() => undefined);
+    await client.delete(paths.clusterRole(`${opName}-cocoonset-controller`)).catch(() => undefined);
+    await client
+      .delete(paths.clusterRoleBinding(`${opName}-cocoonset-controller`))
+      .catch(() => undefined);
     await removeCrd();
   });
   const config = {
     namespace: { value: ns },
     operatorNamespace: { value: opNs },
+    operatorName: { value: opName },
     withB: { value: "false" },
   };
   const s1 = await programStack(t, program, config);
@@ -81,7 +93,7 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     await stack.up();
     await set("withB", "true"); // a Fleet with no Operator needs the CRD in the cluster first
     await stack.up();
-    const before = await snapshot(ns, opNs);
+    const before = await snapshot(ns, opNs, opName);
     for (const [k, v] of Object.entries(before))
       if (k !== "crdDeleting") assert.ok(v, `${k} exists`);
     assert.deepEqual(
@@ -99,7 +111,11 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     assert.match(fleetToken ?? "", /^[0-9a-f]{32}$/);
     assert.notEqual(fleetToken, crdToken, "each guard draws its own token");
     const same = async (step: string) =>
-      assert.deepEqual(await snapshot(ns, opNs), before, `${step}: every object is the same one`);
+      assert.deepEqual(
+        await snapshot(ns, opNs, opName),
+        before,
+        `${step}: every object is the same one`,
+      );
 
     // Finding 10: a bad spec given as an Output is refused naming the field, by the guard,
     // before the CocoonSet's apply fails in the apiserver's words.
@@ -118,6 +134,7 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     const renamed = await stack.up();
     assert.equal(renamed.summary.result, "succeeded");
     await same("aliased rename");
+    await set("fleetAOld", undefined); // done: the state has the new name
 
     // Findings 1 and 2: a parent without an alias is refused before anything is written.
     await set("group", "grp");
@@ -178,7 +195,7 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     await client.delete(paths.pod(ns, "coder-b-1"), { gracePeriodSeconds: 0 });
     const repaired = await stack.up();
     assert.equal(repaired.summary.result, "succeeded");
-    const replaced = await snapshot(ns, opNs);
+    const replaced = await snapshot(ns, opNs, opName);
     assert.notEqual(replaced["coder-b-1"], before["coder-b-1"], "up recreated the deleted pod");
     assert.ok(replaced["coder-b-1"]);
     for (const args of [
@@ -265,7 +282,7 @@ test("ownership survives aliases, parent moves, adoption, stack rename, refresh,
     assert.equal(await client.getOrUndefined(paths.namespace(opNs)), undefined);
     assert.deepEqual((await client.list(paths.pods(ns))).items, [], "no pod is left");
   } catch (e) {
-    await stack.destroy().catch(() => undefined);
+    await stack.destroy().catch((err: unknown) => console.error("cleanup destroy failed:", err));
     throw e;
   }
 });

@@ -24,35 +24,36 @@ const cpuB = config.get("cpuB");
 const replicasA = config.get("replicasA");
 
 const parent = group ? new pulumi.ComponentResource("e2e:index:Group", group) : undefined;
-const moved: pulumi.Alias[] =
+/** The component's old URN when `aliasGroup` says where it was (the stack: "", or a group). */
+const moved = (name: string, type: string): pulumi.Input<string>[] =>
   aliasGroup === undefined
     ? []
     : [
-        {
-          parent:
-            aliasGroup === ""
-              ? pulumi.rootStackResource
-              : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
-        },
+        pulumi.createUrn(
+          name,
+          type,
+          aliasGroup === "" ? undefined : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
+        ),
       ];
-const options = (aliases: pulumi.Alias[] = []) => ({
+const options = (name: string, type: string, aliases: pulumi.Alias[] = []) => ({
   parent,
-  aliases: [...moved, ...aliases],
+  aliases: [...moved(name, type), ...aliases],
   ...(deleteBeforeReplace ? { deleteBeforeReplace } : {}),
 });
 
 // `onlyB`: the program of a stack that holds fleet B alone (moved to it with `pulumi state move`).
 const onlyB = config.getBoolean("onlyB") ?? false;
 
+const operatorName = config.get("operatorName") ?? "own-op";
 const operator = onlyB
   ? undefined
   : new Operator(
-      config.get("operatorName") ?? "own-op",
+      operatorName,
       {
         namespace: config.require("operatorNamespace"),
         ...(adopt ? { adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" } : {}),
       },
-      options(),
+      options(operatorName, "cocoonset:index:Operator"),
     );
 
 const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
@@ -63,10 +64,11 @@ const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
   },
 });
 
+const fleetA = config.get("fleetA") ?? "fa";
 const a = onlyB
   ? undefined
   : new Fleet(
-      config.get("fleetA") ?? "fa",
+      fleetA,
       {
         namespace,
         name: "coder-a",
@@ -77,7 +79,7 @@ const a = onlyB
         // An Output, as from another resource: checked once known, by the Fleet's guard.
         spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
       },
-      options(fleetAOld ? [{ name: fleetAOld }] : []),
+      options(fleetA, "cocoonset:index:Fleet", fleetAOld ? [{ name: fleetAOld }] : []),
     );
 
 // Not linked to the Operator (no `operator`, no dependsOn): destroyed beside it, not before
@@ -94,7 +96,7 @@ const b =
           releaseTimeoutSeconds: 60,
           spec: spec(cpuB),
         },
-        options(),
+        options("fb", "cocoonset:index:Fleet"),
       )
     : undefined;
 

@@ -8,7 +8,7 @@
  * for the stack) [none], `fleetA` [fa], `fleetAOld` (alias of fleet A's old name) [none],
  * `adopt` (`adoptCocoonSet` and `adoptCrd`) [false], `deleteBeforeReplace` [false], `withB`
  * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasA` (fleet A's replicas, given
- * as an Output) [1], `onlyB` (declare fleet B alone) [false].
+ * as an Output) [1], `onlyB` (declare fleet B alone) [false], `withA` [true].
  */
 import * as pulumi from "@pulumi/pulumi";
 import { Fleet, Operator } from "pulumi-cocoonset";
@@ -65,22 +65,23 @@ const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
 });
 
 const fleetA = config.get("fleetA") ?? "fa";
-const a = onlyB
-  ? undefined
-  : new Fleet(
-      fleetA,
-      {
-        namespace,
-        name: "coder-a",
-        operator,
-        adoptCocoonSet: adopt,
-        timeoutSeconds: 120,
-        releaseTimeoutSeconds: 60,
-        // An Output, as from another resource: checked once known, by the Fleet's guard.
-        spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
-      },
-      options(fleetA, "cocoonset:index:Fleet", fleetAOld ? [{ name: fleetAOld }] : []),
-    );
+const a =
+  onlyB || !(config.getBoolean("withA") ?? true)
+    ? undefined
+    : new Fleet(
+        fleetA,
+        {
+          namespace,
+          name: "coder-a",
+          operator,
+          adoptCocoonSet: adopt,
+          timeoutSeconds: 120,
+          releaseTimeoutSeconds: 60,
+          // An Output, as from another resource: checked once known, by the Fleet's guard.
+          spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
+        },
+        options(fleetA, "cocoonset:index:Fleet", fleetAOld ? [{ name: fleetAOld }] : []),
+      );
 
 // Not linked to the Operator (no `operator`, no dependsOn): destroyed beside it, not before
 // it. Add it once the CRD is installed (a Fleet with no Operator needs the CRD there).

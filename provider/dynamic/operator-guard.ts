@@ -356,21 +356,21 @@ function refusal(left: KubeObject[], waited: boolean): string {
     (holders.length > 0
       ? `, held by the Fleet(s) ${holders.join(", ")}`
       : ", made outside Pulumi") +
-    (waited ? " (this stack's own were waited for: they did not go)" : "") +
+    (waited ? " (waited for, as this project's: they did not go)" : "") +
     `; deleting the CRD deletes them, and with no controller left to release them their finalizers would hold the destroy forever. Destroy the stacks that own them first (\`pulumi destroy\` in each; a Fleet of this stack that is not given this Operator as its \`operator\` is destroyed in the same run, and this guard waits for it), or set \`retainCrdOnDelete: true\` on the Operator and run \`pulumi up\` to keep the CRD when the Operator is destroyed`
   );
 }
 
-/** How long the CRD guard waits for the CocoonSets of its own stack to go. */
-const OWN_FLEETS_WAIT_MS = 300_000;
+/** How long the CRD guard waits for the CocoonSets of its own project to go. */
+const OWN_FLEETS_WAIT_MS = 180_000;
 
 /**
  * CRD guard `delete`: runs before the CRD and the controller are deleted. When the CRD carries
  * another Operator's token (an adopting Operator holds it now), touches nothing; when it is
  * kept, says so (with what is left). Otherwise fails while any CocoonSet exists, naming them
- * and who holds them; the CocoonSets this stack's own Fleets created (their stamp names this
- * project and stack), which the same destroy deletes when the Fleets are not linked to the
- * Operator, are waited for first.
+ * and who holds them; when every one left was created by a Fleet of this project (its stamp
+ * names it), which the same destroy deletes when the Fleet is not linked to the Operator,
+ * they are waited for first (three minutes at most).
  */
 export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
   const client = KubeClient.fromString(kubeconfigOfState(props), { requestTimeoutMs: 30_000 });
@@ -395,17 +395,21 @@ export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
       );
       return;
     }
-    const stack = props.owner.slice(0, props.owner.lastIndexOf("/") + 1);
+    // Stamped by a Fleet of this project: one of this stack's (its stack name in the stamp may
+    // be an old one, after a `state move` or a `stack rename`), which this destroy deletes
+    // beside the Operator when it is not linked to it. Waiting deletes nothing: a CocoonSet
+    // another stack holds stays, and the refusal follows.
+    const project = props.owner.slice(0, props.owner.indexOf("/") + 1);
     const ours = (o: KubeObject) =>
-      stack !== "" && (o.metadata.annotations?.[CREATED_BY] ?? "").startsWith(stack);
+      project !== "" && (o.metadata.annotations?.[CREATED_BY] ?? "").startsWith(project);
     const waited = left.length > 0 && left.every(ours);
     if (waited) {
       console.log(
-        `cocoonset: waiting for ${left.length} CocoonSet(s) of this stack to be destroyed before the CRD goes: ${named(left)}`,
+        `cocoonset: waiting for ${left.length} CocoonSet(s) of this project to be destroyed before the CRD goes: ${named(left)}`,
       );
       left = await waitForList(client, paths.cocoonSets(), (items) => !items.some(ours), {
         timeoutMs: OWN_FLEETS_WAIT_MS,
-        description: "this stack's CocoonSets to be gone",
+        description: "this project's CocoonSets to be gone",
       }).catch(async () => (await client.list(paths.cocoonSets())).items);
     }
     if (left.length > 0) throw new CrdGuardError(refusal(left, waited));

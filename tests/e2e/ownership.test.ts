@@ -10,7 +10,8 @@
  *   CocoonSet in the cluster with the CRD, and the fleets);
  * - the same move adopting (`adoptCocoonSet`, `adoptCrd`, with `deleteBeforeReplace`) hands
  *   every object to the new resources, whose predecessors' deletes then touch nothing;
- * - `pulumi stack rename` and `pulumi state move` keep the token;
+ * - `pulumi stack rename` and `pulumi state move` keep the token (the destination's `up` and
+ *   `destroy` act on the moved fleet);
  * - refresh after a pod is replaced works with a kubeconfig from a file (it crashed);
  * - a capacity refusal under `up --skip-preview` writes nothing (the CocoonSet was written);
  * - a stack of the same name in another backend (a second Operator and the same Fleets) is
@@ -256,21 +257,20 @@ test("ownership survives an aliased rename, parent moves, adoption, stack rename
     const upDest = await inDest(["up", "--yes", "--skip-preview"]);
     assert.equal(upDest.code, 0, upDest.stdout + upDest.stderr);
     await same("state move");
-    const exportedDest = await inDest(["stack", "export"]);
-    const destResources = (
-      JSON.parse(exportedDest.stdout) as { deployment: { resources: { urn: string }[] } }
-    ).deployment.resources;
-    await moveB(dest, original, fleetB(destResources));
-    await set("withB", "true");
-    assert.equal((await stack.up()).summary.result, "succeeded");
-    await same("state move back");
+    // The moved state deletes what it holds: the destination's destroy releases fleet B.
+    const destroyedDest = await inDest(["destroy", "--yes", "--skip-preview"]);
+    assert.equal(destroyedDest.code, 0, destroyedDest.stdout + destroyedDest.stderr);
+    assert.equal(await client.getOrUndefined(paths.cocoonSet(ns, "coder-b")), undefined);
+    assert.deepEqual(await podUids(ns, "coder-b"), {}, "fleet B's pods are gone");
     await inDest(["stack", "rm", "--yes", "--force"]);
 
     // Finding 8: an Operator and a Fleet not linked to it (fleet A, linked, goes first) destroy
     // whole: the CRD guard waits for the CocoonSet of its own stack that the same destroy
     // deletes, where it refused.
+    await set("withB", "true");
     await set("withA", "false");
     assert.equal((await stack.up()).summary.result, "succeeded");
+    assert.deepEqual(Object.keys(await podUids(ns, "coder-b")).sort(), ["coder-b-0", "coder-b-1"]);
     const destroyed = await stack.destroy();
     assert.equal(destroyed.summary.result, "succeeded");
     assert.equal(await client.getOrUndefined(paths.crd(CRD_NAME)), undefined, "the CRD is gone");

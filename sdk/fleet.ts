@@ -25,7 +25,7 @@ import {
 import { CREATED_BY, OWNER_TOKEN } from "../provider/dynamic/ownership.js";
 import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
-import type { Operator } from "./operator.js";
+import { programOperators, type Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
 import { PROVIDER_VERSION, type Slots } from "./slots.js";
@@ -295,6 +295,10 @@ export class Fleet extends pulumi.ComponentResource {
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
     if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
+    // Without an `operator`, the program's own Operators (constructed before it) still come
+    // first: the CocoonSet waits for their CRD guards, so `destroy` deletes this fleet before
+    // they check what is left (their CRD guard refused a CocoonSet this very destroy deletes).
+    const others = args.operator ? [] : programOperators();
     const operatorDeps = args.operator
       ? [
           args.operator.crd,
@@ -302,7 +306,7 @@ export class Fleet extends pulumi.ComponentResource {
           args.operator.crdGuard,
           ...(args.operator.rollout ? [args.operator.rollout] : []),
         ]
-      : [];
+      : others.map((o) => o.crdGuard);
 
     // A Fleet creates its CocoonSet or refuses one that another Fleet, or no stack, created:
     // the guard runs before the CocoonSet is applied (an apply takes over an existing object).

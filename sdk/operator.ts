@@ -76,6 +76,18 @@ function owned<T extends { metadata: ObjectMeta }>(
   };
 }
 
+/** The Operators this program has constructed so far, in order. */
+const constructed: Operator[] = [];
+
+/**
+ * The Operators of this program constructed so far: a Fleet given no `operator` is still
+ * destroyed before them (its CocoonSet depends on their CRD guards), so their CRD guard never
+ * meets a CocoonSet the same destroy is about to delete.
+ */
+export function programOperators(): readonly Operator[] {
+  return constructed;
+}
+
 /**
  * The CocoonSet CRD and its controller. Install it once per cluster: the CRD carries the
  * installing Operator's `<project>/<stack>/<name>`, and an install guard makes `pulumi up`
@@ -311,6 +323,7 @@ export class Operator extends pulumi.ComponentResource {
       { ...child, dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac] },
     );
 
+    constructed.push(this);
     this.namespace = pulumi.output(ns);
     this.crdName = this.crd.metadata.name;
     this.serviceAccountName = sa.metadata.name;

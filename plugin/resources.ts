@@ -30,6 +30,11 @@ class PackageSlots extends pulumi.CustomResource {
 /** A resource kind whose outputs nobody reads. */
 export class PackageResource extends pulumi.CustomResource {}
 
+/** A guard of the package: its ownership token is read (provider/dynamic/ownership.ts). */
+class PackageGuard extends pulumi.CustomResource {
+  declare readonly ownerToken: pulumi.Output<string>;
+}
+
 /** The factory the package provider switches the components to. */
 export const packageResources: ResourceFactory = {
   slots: (name, args, opts) =>
@@ -40,9 +45,10 @@ export const packageResources: ResourceFactory = {
       opts,
     ),
   operatorGuard: (name, args, opts) =>
-    new PackageResource(token("OperatorGuard"), name, args, opts),
+    new PackageGuard(token("OperatorGuard"), name, { ...args, ownerToken: undefined }, opts),
   controllerRollout: (name, args, opts) =>
     new PackageResource(token("ControllerRollout"), name, args, opts),
   crdGuard: (name, args, opts) => new PackageResource(token("CrdGuard"), name, args, opts),
-  fleetGuard: (name, args, opts) => new PackageResource(token("FleetGuard"), name, args, opts),
+  fleetGuard: (name, args, opts) =>
+    new PackageGuard(token("FleetGuard"), name, { ...args, ownerToken: undefined }, opts),
 };

@@ -8,7 +8,8 @@
  * `import("pulumi-cocoonset/provider")`), and the function names of `dynamic` that those
  * methods call (`check`, `diff`, `create`, `update`, `remove`, `read`, `guardCheck`,
  * `guardCreate`, `guardUpdate`, `crdGuardDelete`, `rolloutCreate`, `rolloutUpdate`,
- * `fleetGuardCheck`, `fleetGuardCreate`, `fleetGuardUpdate`). A stack
+ * `fleetGuardCheck`, `fleetGuardCreate`, `fleetGuardUpdate`, and since ownership tokens
+ * `guardDiff`, `guardDelete`, `fleetGuardDiff`, `fleetGuardDelete`). A stack
  * deployed with one version calls them by name from the next.
  */
 export * as fleet from "../engine/core.js";

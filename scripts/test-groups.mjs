@@ -17,6 +17,7 @@ export const SERIAL = {
   e2e: {
     "fleet-adopt.test.js": "removes the CRD",
     "fleet-operator.test.js": "its Operator installs and deletes the CRD",
+    "ownership.test.js": "removes the CRD; its Operator installs and deletes it",
     "operator-crd.test.js": "removes the CRD",
     "resource-options-operator.test.js": "removes the CRD",
     "shared-operator.test.js": "its Operator installs and deletes the CRD",

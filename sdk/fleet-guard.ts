@@ -1,12 +1,13 @@
 /* eslint-disable @typescript-eslint/no-unsafe-argument -- Pulumi hands provider methods their inputs as `any`. */
 /**
  * The Fleet's claim guard (`pulumi-nodejs:dynamic/cocoonset:FleetGuard`): registered before
- * the CocoonSet, it refuses a CocoonSet that another Fleet, or no Pulumi stack, created
+ * the CocoonSet, it refuses a CocoonSet this Fleet's state holds no ownership token for, and
+ * its check refuses, before anything is written, pods the cluster or its nodes would refuse
  * (provider/dynamic/fleet-guard.ts). As with the slots resource, the provider object is
  * serialized into the state and captures nothing: its methods import this package by name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { FleetGuardInputs, FleetGuardOutputs } from "../provider/dynamic/index.js";
+import type { FleetGuardInputs } from "../provider/dynamic/index.js";
 
 /** The claim guard's provider object. */
 export const fleetGuardProvider: pulumi.dynamic.ResourceProvider = {
@@ -22,20 +23,34 @@ export const fleetGuardProvider: pulumi.dynamic.ResourceProvider = {
     const m = await import("pulumi-cocoonset/provider");
     return m.dynamic.fleetGuardUpdate(id, olds, news);
   },
-  async diff(_id, olds: FleetGuardOutputs, news: FleetGuardInputs) {
+  async diff(id, olds, news) {
     // `check` asks the cluster on every deploy; an update re-asks when what is claimed changes.
-    const keys = ["namespace", "name", "owner", "adopt", "requireCrd"] as const;
-    return { changes: keys.some((k) => olds[k] !== news[k]) };
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.fleetGuardDiff(id, olds, news);
+  },
+  async delete(_id, props) {
+    const m = await import("pulumi-cocoonset/provider");
+    await m.dynamic.fleetGuardDelete(props);
   },
 };
 
 /** A Fleet creates its CocoonSet or refuses: fails preview and `up` on another's CocoonSet. */
 export class FleetGuard extends pulumi.dynamic.Resource {
+  /** The ownership token the Fleet's CocoonSet carries (drawn by the guard's first check). */
+  declare readonly ownerToken: pulumi.Output<string>;
+
   constructor(
     name: string,
     args: { [K in keyof FleetGuardInputs]: pulumi.Input<FleetGuardInputs[K]> },
     opts: pulumi.CustomResourceOptions = {},
   ) {
-    super(fleetGuardProvider, name, args, opts, "cocoonset", "FleetGuard");
+    super(
+      fleetGuardProvider,
+      name,
+      { ...args, ownerToken: undefined },
+      opts,
+      "cocoonset",
+      "FleetGuard",
+    );
   }
 }

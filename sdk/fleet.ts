@@ -22,11 +22,11 @@ import {
   type CocoonSetSpec,
   type CocoonSetStatus,
 } from "../engine/spec/index.js";
-import { CREATED_BY } from "../provider/dynamic/fleet-guard.js";
+import { CREATED_BY, OWNER_TOKEN } from "../provider/dynamic/ownership.js";
 import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
 import { ArgumentsError } from "./arguments-error.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
-import type { Operator } from "./operator.js";
+import { programOperators, type Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
 import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
 import { PROVIDER_VERSION, type Slots } from "./slots.js";
@@ -296,6 +296,10 @@ export class Fleet extends pulumi.ComponentResource {
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
     if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
+    // Without an `operator`, the program's own Operators (constructed before it) still come
+    // first: the CocoonSet waits for their CRD guards, so `destroy` deletes this fleet before
+    // they check what is left (their CRD guard refused a CocoonSet this very destroy deletes).
+    const others = args.operator ? [] : programOperators();
     const operatorDeps = args.operator
       ? [
           args.operator.crd,
@@ -303,7 +307,7 @@ export class Fleet extends pulumi.ComponentResource {
           args.operator.crdGuard,
           ...(args.operator.rollout ? [args.operator.rollout] : []),
         ]
-      : [];
+      : others.map((o) => o.crdGuard);
 
     // A Fleet creates its CocoonSet or refuses one that another Fleet, or no stack, created:
     // the guard runs before the CocoonSet is applied (an apply takes over an existing object).
@@ -327,8 +331,15 @@ export class Fleet extends pulumi.ComponentResource {
         ...(args.adoptCocoonSet ? { adopt: true } : {}),
         // Without an Operator (or a dependsOn that may install it) the CRD must be there.
         requireCrd: args.operator === undefined && opts.dependsOn === undefined,
+        kubeconfigFile: reach.kubeconfigFile,
+        kubeconfigContext: reach.kubeconfigContext,
+        // The guard's check sends the pods this deploy creates as dry runs and forecasts them
+        // against the nodes, before the CocoonSet is written.
+        spec,
+        fanOut: args.fanOut ?? DEFAULT_FANOUT,
+        capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
       },
-      child,
+      { ...child, ignoreChanges: ignore.guard },
     );
 
     this.cocoonSet = new k8s.apiextensions.CustomResource(
@@ -343,11 +354,23 @@ export class Fleet extends pulumi.ComponentResource {
           // to set it back, as the up that follows does (without force the preview failed on
           // the edit's field manager while the up went through). Taking over someone else's
           // CocoonSet is the claim guard's to refuse, not the apply's.
-          annotations: { [CREATED_BY]: owner, "pulumi.com/patchForce": "true" },
+          annotations: {
+            [CREATED_BY]: owner,
+            [OWNER_TOKEN]: guard.ownerToken,
+            "pulumi.com/patchForce": "true",
+          },
         },
         spec,
       },
-      { ...child, dependsOn: [guard, ...operatorDeps], ignoreChanges: ignore.cocoonSet },
+      {
+        ...child,
+        dependsOn: [guard, ...operatorDeps],
+        ignoreChanges: ignore.cocoonSet,
+        // The slots resource (or, without one, the guard) deletes the CocoonSet, and only while
+        // it carries this Fleet's token: a delete of this resource (a Fleet moved under another
+        // parent, whose new resources took the CocoonSet over) must not reach the cluster.
+        retainOnDelete: true,
+      },
     );
 
     this.slots = resources().slots(
@@ -380,6 +403,7 @@ export class Fleet extends pulumi.ComponentResource {
         // cannot ask the cluster about it.
         checkNamespace: typeof args.namespace === "string" && opts.dependsOn === undefined,
         capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
+        ownerToken: guard.ownerToken,
       },
       { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );

@@ -8,6 +8,7 @@
  * Only type imports from the Pulumi packages: the CLI loads this module without them.
  */
 import type { RequiredKind } from "../provider/dynamic/namespace-check.js";
+import type { ObjectRef } from "../provider/dynamic/ownership.js";
 import type * as k8s from "@pulumi/kubernetes";
 import { createRequire } from "node:module";
 import type { OperatorArgs } from "./operator-args.js";
@@ -204,6 +205,27 @@ export function operatorObjectList(o: OperatorObjects): Named<{ kind: string }>[
       s.podDisruptionBudget ? [s.podDisruptionBudget] : [],
     ),
   ];
+}
+
+/**
+ * The objects in the order the Operator's install guard deletes them at destroy: the reverse of
+ * apply order, the CRDs last (the CocoonSet CRD after the CocoonHibernation one), so the
+ * controller is gone before its RBAC and namespace, and nothing is deleted with a CRD.
+ */
+export function teardownOrder(o: OperatorObjects): ObjectRef[] {
+  const list = operatorObjectList(o) as Named<{
+    apiVersion: string;
+    kind: string;
+    metadata: ObjectMeta;
+  }>[];
+  const refs = list.reverse().map(({ object: { apiVersion, kind, metadata } }) => ({
+    apiVersion,
+    kind,
+    name: metadata.name,
+    ...(metadata.namespace ? { namespace: metadata.namespace } : {}),
+  }));
+  const isCrd = (r: ObjectRef) => r.kind === "CustomResourceDefinition";
+  return [...refs.filter((r) => !isCrd(r)), ...refs.filter(isCrd)];
 }
 
 const crd = (c: { metadata: { name: string }; spec: CrdSpec }, resourceName: string) => ({

@@ -31,14 +31,18 @@ export const operatorGuardProvider: pulumi.dynamic.ResourceProvider = {
     const m = await import("pulumi-cocoonset/provider");
     return m.dynamic.guardUpdate(id, olds, news);
   },
-  async diff(_id, olds: Omit<OperatorGuardInputs, "kubeconfig">, news: OperatorGuardInputs) {
-    // The outputs carry no kubeconfig (provider/dynamic/outputs.ts), so it is not compared.
-    return { changes: olds.owner !== news.owner || olds.adoptCrd !== news.adoptCrd };
+  async diff(id, olds, news) {
+    const m = await import("pulumi-cocoonset/provider");
+    return m.dynamic.guardDiff(id, olds, news);
+  },
+  async delete(_id, props) {
+    const m = await import("pulumi-cocoonset/provider");
+    await m.dynamic.guardDelete(props);
   },
 };
 
 /** Version of the CRD guard's stored code: a new one rewrites it on the next update. */
-export const CRD_GUARD_VERSION = `${pkg.version}+crd-guard.2`;
+export const CRD_GUARD_VERSION = `${pkg.version}+crd-guard.3`;
 
 /** The Operator's CRD guard provider (see provider/dynamic/operator-guard.ts). */
 export const crdGuardProvider: pulumi.dynamic.ResourceProvider = {
@@ -60,14 +64,27 @@ export const crdGuardProvider: pulumi.dynamic.ResourceProvider = {
   },
 };
 
-/** One Operator per cluster: fails `up` when another Operator installed the CRD. */
+/**
+ * One Operator per cluster: fails preview and `up` when another Operator holds the CRD; holds
+ * the Operator's ownership token and, deleted last, deletes the objects that carry it.
+ */
 export class OperatorGuard extends pulumi.dynamic.Resource {
+  /** The ownership token every object of the Operator carries. */
+  declare readonly ownerToken: pulumi.Output<string>;
+
   constructor(
     name: string,
     args: { [K in keyof OperatorGuardInputs]: pulumi.Input<OperatorGuardInputs[K]> },
     opts: pulumi.CustomResourceOptions = {},
   ) {
-    super(operatorGuardProvider, name, args, opts, "cocoonset", "OperatorGuard");
+    super(
+      operatorGuardProvider,
+      name,
+      { ...args, ownerToken: undefined },
+      opts,
+      "cocoonset",
+      "OperatorGuard",
+    );
   }
 }
 

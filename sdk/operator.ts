@@ -5,7 +5,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { DEFAULT_ROLLOUT_TIMEOUT_SECONDS } from "../provider/dynamic/controller-rollout.js";
-import { INSTALLED_BY } from "../provider/dynamic/operator-guard.js";
+import { INSTALLED_BY, OWNER_TOKEN } from "../provider/dynamic/ownership.js";
 import { ArgumentsError } from "./arguments-error.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import { operatorArgumentProblems, type OperatorArgs } from "./operator-args.js";
@@ -14,8 +14,9 @@ import {
   operatorNamespace,
   operatorObjects,
   requiredKinds,
-  type CrdObject,
+  teardownOrder,
   type Named,
+  type ObjectMeta,
   type RbacObject,
   type OperatorObjects,
 } from "./operator-objects.js";
@@ -50,12 +51,42 @@ function rbacResource(
   }
 }
 
-/** A CRD stamped with the Operator that installs it (the install guard reads the stamp). */
-function stamped(c: CrdObject, owner: string): CrdObject {
+/**
+ * An object carrying the Operator's ownership token (and, for the CRDs, its name): the guards
+ * act only on objects that carry their token. The token is an Output; the object types hold
+ * plain strings, and Pulumi resolves Outputs at any depth of a resource's inputs.
+ */
+function owned<T extends { metadata: ObjectMeta }>(
+  o: T,
+  own: { token: pulumi.Output<string>; adopt: boolean },
+  installedBy?: string,
+): T {
   return {
-    ...c,
-    metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [INSTALLED_BY]: owner } },
+    ...o,
+    metadata: {
+      ...o.metadata,
+      annotations: {
+        ...o.metadata.annotations,
+        ...(installedBy ? { [INSTALLED_BY]: installedBy } : {}),
+        [OWNER_TOKEN]: own.token as unknown as string,
+        // Adopting takes the objects over from their last field managers (another stack's
+        // resources, or this program's under an old parent).
+        ...(own.adopt ? { "pulumi.com/patchForce": "true" } : {}),
+      },
+    },
   };
+}
+
+/** The Operators this program has constructed so far, in order. */
+const constructed: Operator[] = [];
+
+/**
+ * The Operators of this program constructed so far: a Fleet given no `operator` is still
+ * destroyed before them (its CocoonSet depends on their CRD guards), so their CRD guard never
+ * meets a CocoonSet the same destroy is about to delete.
+ */
+export function programOperators(): readonly Operator[] {
+  return constructed;
 }
 
 /**
@@ -114,52 +145,63 @@ export class Operator extends pulumi.ComponentResource {
     // wait for the Operator's dependsOn; retainOnDelete and ignoreChanges are passed on here.
     const child = { parent: this, ...childOptions(opts) };
 
-    const namespace = objects.namespace
-      ? new k8s.core.v1.Namespace(objects.namespace.resourceName, objects.namespace.object, child)
-      : undefined;
-    const inNs = namespace ? { ...child, dependsOn: [namespace] } : child;
-
-    // One Operator per cluster: the guard fails `up` when another one stamped the CRD.
+    // One Operator per cluster, and ownership by token: the install guard's check refuses, at
+    // preview and before anything of the Operator is written in `up`, a CRD another Operator
+    // holds. Every object depends on it, so a refused `up` has written nothing.
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const reach = kubeconfigInputs(this, args.kubeconfig);
     const kubeconfig = reach.kubeconfig;
     const guard = resources().operatorGuard(
       `${name}-guard`,
       {
-        kubeconfig,
+        ...reach,
         owner,
         ...(args.adoptCrd ? { adoptCrd: args.adoptCrd } : {}),
         // Preview fails when a namespace the Operator needs but does not create is missing.
         requiredNamespaces: [
-          ...(namespace ? [] : [{ field: "namespace", namespace: ns }]),
+          ...(objects.namespace ? [] : [{ field: "namespace", namespace: ns }]),
           ...watch
             .map((w, i) => ({ field: `watchNamespaces[${i}]`, namespace: w }))
-            .filter((r) => !(namespace && r.namespace === ns)),
+            .filter((r) => !(objects.namespace && r.namespace === ns)),
         ],
         // Preview fails when the ServiceMonitor it asks for has no CRD to serve it.
         ...(objects.serviceMonitor ? { requiredKinds: requiredKinds(objects) } : {}),
+        // Deleted after every object of the Operator, it deletes those that carry its token.
+        objects: teardownOrder(objects),
+        retain,
       },
       child,
     );
-    const crdOptions = {
-      ...child,
-      dependsOn: [guard],
-      ...(retain ? { retainOnDelete: true } : {}),
-    };
+    const token = { token: guard.ownerToken, adopt: args.adoptCrd !== undefined };
+    // The Kubernetes resources never delete: the guard does, for the objects that still carry
+    // its token. A resource moved under another parent, whose new resource took the object
+    // over, must not delete it on its way out.
+    const kube = { ...child, retainOnDelete: true, dependsOn: [guard] };
+
+    const namespace = objects.namespace
+      ? new k8s.core.v1.Namespace(
+          objects.namespace.resourceName,
+          owned(objects.namespace.object, token),
+          kube,
+        )
+      : undefined;
+    const first = [guard, ...(namespace ? [namespace] : [])];
+    const inNs = { ...kube, dependsOn: first };
+
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.crd.resourceName,
-      stamped(objects.crd.object, owner),
-      crdOptions,
+      owned(objects.crd.object, token, owner),
+      kube,
     );
     this.hibernationCrd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.hibernationCrd.resourceName,
-      stamped(objects.hibernationCrd.object, owner),
-      crdOptions,
+      owned(objects.hibernationCrd.object, token, owner),
+      kube,
     );
 
     const sa = new k8s.core.v1.ServiceAccount(
       objects.serviceAccount.resourceName,
-      objects.serviceAccount.object,
+      owned(objects.serviceAccount.object, token),
       inNs,
     );
     // Cluster-scoped objects wait for nothing; namespaced ones for the namespace; a binding
@@ -168,14 +210,14 @@ export class Operator extends pulumi.ComponentResource {
     const roles = new Map<string, pulumi.Resource>();
     for (const r of objects.rbac) {
       const o = r.object;
-      const base = o.metadata.namespace ? inNs : child;
+      const base = o.metadata.namespace ? inNs : kube;
       const role =
         "roleRef" in o
           ? roles.get(`${o.roleRef.kind}/${o.metadata.namespace ?? ""}/${o.roleRef.name}`)
           : undefined;
       const res = rbacResource(
-        r,
-        role ? { ...base, dependsOn: [...(namespace ? [namespace] : []), role] } : base,
+        { ...r, object: owned(o, token) },
+        role ? { ...base, dependsOn: [...first, role] } : base,
       );
       if (!("roleRef" in o))
         roles.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, res);
@@ -184,10 +226,14 @@ export class Operator extends pulumi.ComponentResource {
 
     const image = operatorImage(args);
     const registryCa = objects.registryCa
-      ? new k8s.core.v1.ConfigMap(objects.registryCa.resourceName, objects.registryCa.object, inNs)
+      ? new k8s.core.v1.ConfigMap(
+          objects.registryCa.resourceName,
+          owned(objects.registryCa.object, token),
+          inNs,
+        )
       : undefined;
     const deploymentOf = (named: OperatorObjects["deployment"]) => {
-      const d = named.object;
+      const d = owned(named.object, token);
       return new k8s.apps.v1.Deployment(
         named.resourceName,
         {
@@ -202,7 +248,7 @@ export class Operator extends pulumi.ComponentResource {
         {
           ...inNs,
           dependsOn: [
-            ...(namespace ? [namespace] : []),
+            ...first,
             this.crd,
             this.hibernationCrd,
             sa,
@@ -219,7 +265,7 @@ export class Operator extends pulumi.ComponentResource {
       if (shard.podDisruptionBudget)
         new k8s.policy.v1.PodDisruptionBudget(
           shard.podDisruptionBudget.resourceName,
-          shard.podDisruptionBudget.object,
+          owned(shard.podDisruptionBudget.object, token),
           inNs,
         );
       return deploymentOf(shard.deployment);
@@ -228,27 +274,21 @@ export class Operator extends pulumi.ComponentResource {
     const metricsService = objects.metricsService
       ? new k8s.core.v1.Service(
           objects.metricsService.resourceName,
-          objects.metricsService.object,
+          owned(objects.metricsService.object, token),
           inNs,
         )
       : undefined;
     if (objects.serviceMonitor) {
       new k8s.apiextensions.CustomResource(
         objects.serviceMonitor.resourceName,
-        objects.serviceMonitor.object,
-        {
-          ...inNs,
-          dependsOn: [
-            ...(namespace ? [namespace] : []),
-            ...(metricsService ? [metricsService] : []),
-          ],
-        },
+        owned(objects.serviceMonitor.object, token),
+        { ...inNs, dependsOn: [...first, ...(metricsService ? [metricsService] : [])] },
       );
     }
     if (objects.podDisruptionBudget) {
       new k8s.policy.v1.PodDisruptionBudget(
         objects.podDisruptionBudget.resourceName,
-        objects.podDisruptionBudget.object,
+        owned(objects.podDisruptionBudget.object, token),
         inNs,
       );
     }
@@ -274,10 +314,17 @@ export class Operator extends pulumi.ComponentResource {
     // Depends on everything above, so its delete (the check) runs before any of it goes.
     this.crdGuard = resources().crdGuard(
       `${name}-crd-guard`,
-      { ...reach, owner, retain, providerVersion: CRD_GUARD_VERSION },
+      {
+        ...reach,
+        owner,
+        retain,
+        providerVersion: CRD_GUARD_VERSION,
+        ownerToken: guard.ownerToken,
+      },
       { ...child, dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac] },
     );
 
+    constructed.push(this);
     this.namespace = pulumi.output(ns);
     this.crdName = this.crd.metadata.name;
     this.serviceAccountName = sa.metadata.name;

@@ -29,19 +29,24 @@ function tail(path: string): string {
 export function fleetIgnoreChanges(
   component: string,
   paths: readonly string[] | undefined,
-): IgnoreMap<"cocoonSet" | "slots"> {
-  const out: IgnoreMap<"cocoonSet" | "slots"> = { cocoonSet: [], slots: [] };
+): IgnoreMap<"cocoonSet" | "slots" | "guard"> {
+  const out: IgnoreMap<"cocoonSet" | "slots" | "guard"> = { cocoonSet: [], slots: [], guard: [] };
   for (const path of paths ?? []) {
     const first = head(path);
     if (path === "*") {
       out.cocoonSet.push("*");
       out.slots.push("*");
+      // The guard keeps its token and claim: only what it shares with the slots is ignored.
+      out.guard.push("spec", "namespace", "fanOut", "capacityCheck");
     } else if (first === "spec") {
       out.cocoonSet.push(path);
       out.slots.push(path);
+      // The guard's dry runs are of the spec the CocoonSet gets.
+      out.guard.push(path);
     } else if (path === "namespace") {
       out.cocoonSet.push("metadata.namespace");
       out.slots.push("namespace");
+      out.guard.push("namespace");
     } else if (
       [
         "kubeconfig",
@@ -58,6 +63,7 @@ export function fleetIgnoreChanges(
       tail(path) === ""
     ) {
       out.slots.push(path);
+      if (["fanOut", "capacityCheck"].includes(first)) out.guard.push(path);
     } else {
       throw new pulumi.RunError(
         `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck" or "*"`,

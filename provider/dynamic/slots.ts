@@ -18,7 +18,7 @@ import {
   type CocoonSetStatus,
   type Pod,
 } from "../../engine/spec/index.js";
-import { CAPACITY_CHECKS, type CapacityCheck, dryRunRefusals } from "./dry-run.js";
+import { CAPACITY_CHECKS, type CapacityCheck } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import {
   converge,
@@ -50,6 +50,14 @@ import {
 } from "./lifecycle-view.js";
 import { awaitLifecycle } from "./lifecycle-wait.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
+import { deleteDecision, shortToken, tokenOf } from "./ownership.js";
+import {
+  credentialsDiffer,
+  credentialsSecretName,
+  deleteCredentialsSecret,
+  readCredentialsSecret,
+  writeCredentialsSecret,
+} from "./registry-secret.js";
 
 /** The placeholder Pulumi sends for values not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -110,14 +118,30 @@ export interface SlotsInputs {
    * `check` only; a change of it alone changes no slot. @default "refuse"
    */
   capacityCheck?: CapacityCheck;
+  /**
+   * The ownership token of the Fleet's claim guard, which the CocoonSet carries: `up` acts on
+   * the CocoonSet and `destroy` releases it only while it carries this token
+   * (provider/dynamic/ownership.ts). Absent in a state of an earlier version.
+   */
+  ownerToken?: string;
 }
 
 /**
  * Outputs: the inputs plus the live state of every slot. The kubeconfig is among them only
  * when it was given as text (provider/dynamic/outputs.ts).
  */
-export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig"> {
+export interface SlotsOutputs extends Omit<SlotsInputs, "kubeconfig" | "registryCredentials"> {
   kubeconfig?: string;
+  /**
+   * Absent since the credentials moved to a Secret; a state of an earlier version holds them
+   * here (encrypted), and its next update drops them.
+   */
+  registryCredentials?: RegistryCredential;
+  /**
+   * The Secret in the fleet's namespace that holds the `registryCredentials` for `destroy`
+   * (registry-secret.ts), when the Fleet has them: never the credentials themselves.
+   */
+  registryCredentialsSecret?: string;
   /** Per slot: pod name, uid, phase and readiness. */
   pods: Record<string, SlotStatus>;
   /** VM name of the main agent. */
@@ -295,11 +319,11 @@ export function registryProblem(v: unknown): string | undefined {
  * spec has no key of its own in the inputs, so its failure carries the field and the value in
  * its reason (the engine would print `value {<nil>}` for a dotted key). When the namespace was
  * given as plain text and the kubeconfig is known, one GET makes sure the namespace exists.
- * When the deploy would create pods, they are sent to the apiserver as dry runs first
- * (dry-run.ts): what admission refuses fails the check, naming the slot.
+ * The dry runs and the capacity forecast of the pods the deploy creates are the claim guard's
+ * (fleet-guard.ts): its check runs before the CocoonSet is written, this one after.
  */
 export async function check(
-  olds: unknown,
+  _olds: unknown,
   news: Record<string, unknown>,
 ): Promise<{ inputs: Record<string, unknown>; failures: CheckFailure[] }> {
   const failures: CheckFailure[] = [];
@@ -362,61 +386,7 @@ export async function check(
       slots: desiredSlots(news.namespace, news.name, news.spec as CocoonSetSpec),
     };
   }
-  if (failures.length === 0 && wouldCreatePods(olds, news)) {
-    // Here in `check` rather than in `diff`: the engine calls `diff` only for a resource that
-    // exists already, so a new Fleet (whose main agent and sub-agents all get created) would
-    // go unchecked; `check` runs for every deploy, in `preview` and again in `up` before the
-    // slots resource's step, and a check failure stops both with the reason as written.
-    // Property "": the reason names the slot itself (`[slots.3] ...`), and the engine would
-    // print the whole slot map as the value of `slots`.
-    const found = await dryRunRefusals({
-      kubeconfig: news.kubeconfig as string,
-      namespace: news.namespace as string,
-      name: news.name as string,
-      uid: knownUid(olds, news),
-      spec: news.spec as CocoonSetSpec,
-      fanOut: news.fanOut as number | undefined,
-      capacityCheck: news.capacityCheck as CapacityCheck | undefined,
-    });
-    for (const reason of found.refusals) failures.push({ property: "", reason });
-    // The provider's output reaches the CLI's output as it is: a check has no warnings of its
-    // own to return, so a warning is a line of its own, prefixed as Pulumi prefixes them.
-    for (const line of found.warnings) process.stderr.write(`warning: ${line}\n`);
-  }
   return { inputs: news, failures };
-}
-
-/**
- * Whether `check` sends the new pods as dry runs: every input it needs is known, and the
- * resource is new or its spec or slots change (a deploy that changes neither creates no pod,
- * unless live drift, which `diff` finds, has to be repaired; that pod was admitted before).
- */
-function wouldCreatePods(olds: unknown, news: Record<string, unknown>): boolean {
-  if (typeof news.kubeconfig !== "string" || typeof news.namespace !== "string") return false;
-  if (typeof news.name !== "string" || isUnknown(news.namespace) || isUnknown(news.name)) {
-    return false;
-  }
-  if (isUnknown(news.kubeconfig) || containsUnknown(news.spec)) return false;
-  const old = (olds ?? {}) as Record<string, unknown>;
-  return (
-    old.spec === undefined ||
-    stableJson(old.spec) !== stableJson(news.spec) ||
-    stableJson(old.slots) !== stableJson(news.slots)
-  );
-}
-
-/**
- * The CocoonSet's uid as far as preview knows it: the new input's, else the last deploy's
- * when the CocoonSet keeps its namespace and name (preview may not know the uid of a
- * CocoonSet it updates).
- */
-function knownUid(olds: unknown, news: Record<string, unknown>): string | undefined {
-  const old = (olds ?? {}) as Record<string, unknown>;
-  const same = old.namespace === news.namespace && old.name === news.name;
-  for (const uid of same ? [news.uid, old.uid] : [news.uid]) {
-    if (typeof uid === "string" && uid !== "" && !isUnknown(uid)) return uid;
-  }
-  return undefined;
 }
 
 const COMPARED: (keyof SlotsInputs)[] = [
@@ -429,8 +399,8 @@ const COMPARED: (keyof SlotsInputs)[] = [
   "registry",
   "registryCa",
   "registryInsecure",
-  "registryCredentials",
   "suspendTimeoutSeconds",
+  "ownerToken",
 ];
 
 /** What `diff` returns (the dynamic provider's DiffResult). */
@@ -460,14 +430,42 @@ export async function diff(
   if (change) await reportLifecycleChange(change, olds, news);
   const inputsChanged =
     COMPARED.some((k) => stableJson(olds[k]) !== stableJson(news[k])) ||
+    // Credentials added, dropped, or still among the outputs (an earlier version's state);
+    // changed ones are found in the Secret below.
+    olds.registryCredentials !== undefined ||
+    (news.registryCredentials !== undefined) !== (olds.registryCredentialsSecret !== undefined) ||
     kubeconfigChanged(olds, news) ||
     (!isUnknown(news.uid) && olds.uid !== news.uid) ||
     containsUnknown(news.spec) ||
     containsUnknown(news.slots);
   if (inputsChanged) return {};
   if (isUnknown(news.kubeconfig)) return { changes: false };
-  const client = KubeClient.fromString(news.kubeconfig, { requestTimeoutMs: 30_000 });
+  let client: KubeClient;
   try {
+    // A refresh diffs the state against the inputs `read` returned, which hold the
+    // kubeconfig's file rather than its text when it came from one.
+    client = KubeClient.fromString(
+      typeof news.kubeconfig === "string" ? news.kubeconfig : kubeconfigOfState(news),
+      { requestTimeoutMs: 30_000 },
+    );
+  } catch (e) {
+    process.stderr.write(
+      `cocoonset: could not check live slots (${errorMessage(e)}); assuming no drift\n`,
+    );
+    return { changes: false };
+  }
+  try {
+    if (
+      olds.registryCredentialsSecret &&
+      (await credentialsDiffer(
+        client,
+        news.namespace,
+        olds.registryCredentialsSecret,
+        news.registryCredentials,
+      ))
+    ) {
+      return { changes: true };
+    }
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
@@ -527,8 +525,13 @@ async function observe(
 ): Promise<SlotsOutputs> {
   const pods: Pod[] = await listFleetPods(client, cs);
   const live = liveSlots(cs, pods, inputs.slots);
+  const stored: Partial<SlotsInputs> = storedKubeconfig(inputs);
+  delete stored.registryCredentials;
   return {
-    ...storedKubeconfig(inputs),
+    ...(stored as Omit<SlotsInputs, "kubeconfig" | "registryCredentials">),
+    ...(inputs.registryCredentials
+      ? { registryCredentialsSecret: credentialsSecretName(inputs.name) }
+      : {}),
     uid: cs.metadata.uid ?? inputs.uid,
     pods: live.status,
     mainVmName: inputs.slots["0"]?.vm ?? "",
@@ -588,6 +591,25 @@ export async function verifiedCocoonSet(
   return cs;
 }
 
+/**
+ * `up` converges only a CocoonSet that carries this Fleet's token (its claim guard and the
+ * CocoonSet's apply, both before this, make sure of it): another token means another stack
+ * took it over between the two.
+ */
+function assertOwned(
+  cs: CocoonSet | undefined,
+  inputs: Pick<SlotsInputs, "namespace" | "name" | "ownerToken">,
+): void {
+  if (!cs || !inputs.ownerToken || isUnknown(inputs.ownerToken)) return;
+  const theirs = tokenOf(cs);
+  if (theirs === inputs.ownerToken) return;
+  throw new CocoonSetIdentityError(
+    `[adoptCocoonSet] cannot create or update the slots: the CocoonSet ${inputs.namespace}/${inputs.name} carries ${
+      theirs ? `the ownership token ${shortToken(theirs)}…` : "no ownership token"
+    }, not this Fleet's ${shortToken(inputs.ownerToken)}…; nothing was changed (another stack holds it: set \`adoptCocoonSet: true\` to take it over)`,
+  );
+}
+
 /** The registry client of the inputs' `registry`, if one is given. */
 function registryOf(
   inputs: Pick<SlotsInputs, "registry" | "registryCa" | "registryInsecure" | "registryCredentials">,
@@ -614,6 +636,20 @@ async function apply(
       missingOk: false,
       action: "create or update the slots",
     });
+    assertOwned(before, inputs);
+    // The credentials `destroy` will need, kept in the cluster rather than the outputs.
+    const secret = credentialsSecretName(inputs.name);
+    if (inputs.registryCredentials) {
+      await writeCredentialsSecret(
+        client,
+        inputs.namespace,
+        secret,
+        inputs.registryCredentials,
+        inputs.ownerToken,
+      );
+    } else if (olds?.registryCredentialsSecret) {
+      await deleteCredentialsSecret(client, inputs.namespace, olds.registryCredentialsSecret);
+    }
     const registry = registryOf(inputs);
     const suspend = inputs.spec.suspend === true;
     if (suspend && !registry) {
@@ -694,6 +730,23 @@ export async function update(
 export async function remove(id: string, props: SlotsOutputs): Promise<void> {
   const client = storedClient(props, "destroy", id);
   try {
+    // Another token on the CocoonSet: another resource holds it now (a Fleet moved with
+    // `adoptCocoonSet`, another stack that adopted it); this one releases nothing.
+    const found = await readCocoonSet(client, props.namespace, props.name);
+    const decision = deleteDecision(found, props.ownerToken);
+    if (decision === "handed-over" || decision === "untokened") {
+      console.log(
+        `${id}: leaving the fleet: the CocoonSet carries ${
+          tokenOf(found)
+            ? `the ownership token ${shortToken(tokenOf(found)!)}…`
+            : "no ownership token"
+        }, not this Fleet's ${shortToken(props.ownerToken!)}…, so another resource holds it now` +
+          (decision === "untokened"
+            ? "; if it is still this stack's, run `pulumi up` (it writes the token back), then destroy again"
+            : ""),
+      );
+      return;
+    }
     const cs = await verifiedCocoonSet(client, props, {
       missingOk: true,
       action: "release the fleet",
@@ -701,9 +754,14 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
     if (!cs) return;
     // The registry of the last `up`: with it the VMs' snapshot tags are dropped per
     // `snapshotPolicy` once the pods are gone (docs/behaviour.md §3.13).
+    const credentials =
+      props.registryCredentials ??
+      (props.registryCredentialsSecret
+        ? await readCredentialsSecret(client, props.namespace, props.registryCredentialsSecret)
+        : undefined);
     const result = await deleteFleet(client, props.namespace, props.name, {
       timeoutMs: (props.releaseTimeoutSeconds ?? DEFAULT_RELEASE_TIMEOUT_SECONDS) * 1000,
-      registry: registryOf(props),
+      registry: registryOf({ ...props, registryCredentials: credentials }),
       log: (level, msg, fields) => {
         if (level === "warn")
           console.log(`${id}: ${msg}${fields ? ` ${JSON.stringify(fields)}` : ""}`);
@@ -713,6 +771,9 @@ export async function remove(id: string, props: SlotsOutputs): Promise<void> {
       console.log(
         `${id}: snapshot tags dropped: ${result.snapshotTags.dropped}, left in the registry: ${result.snapshotTags.failed}`,
       );
+    }
+    if (props.registryCredentialsSecret) {
+      await deleteCredentialsSecret(client, props.namespace, props.registryCredentialsSecret);
     }
   } catch (e) {
     throw explainStoredKubeconfig(e, "destroy", id, client.server, props.kubeconfigFile);

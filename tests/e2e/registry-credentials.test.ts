@@ -1,10 +1,14 @@
 /**
  * The Fleet's `registryCredentials` through the real pulumi CLI (file backend): a Fleet
  * whose registry is a real CNCF Distribution asking for credentials (token auth over TLS)
- * and whose password comes from a secret stack config. The machine has no Docker login (the
- * stack's HOME is a scratch folder, no DOCKER_CONFIG), so only those credentials can open
- * the registry. After `up`, the state keeps them encrypted and no backend file holds the
- * password; `destroy` drops the fleet's `:hibernate` tag with them (`always` keeps `:latest`).
+ * and whose password comes from the program's environment (a secret the stack's config does not
+ * know, so Pulumi masks it nowhere). The machine has no Docker login (the stack's HOME is a
+ * scratch folder, no DOCKER_CONFIG), so only those credentials can open the registry. After
+ * `up --debug`, which prints every resource's outputs, no output printed the password: the
+ * slots resource keeps the credentials in a Secret of the fleet's namespace, not among its
+ * outputs; the state keeps the input encrypted and no backend file holds the password;
+ * `destroy` drops the fleet's `:hibernate` tag with them (`always` keeps `:latest`) and
+ * deletes the Secret.
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -14,6 +18,7 @@ import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { dockerKeychain } from "../../engine/registry/keychain.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import { startAuthRegistry } from "../support/auth-registry.js";
+import { paths } from "../../engine/kube/index.js";
 import { adminClient, withNamespace } from "../support/cluster.js";
 import { Cleanup } from "../support/controller-process.js";
 import { fleetProgram, SLOTS_TYPE } from "../support/fleet-program.js";
@@ -29,7 +34,7 @@ function files(dir: string): string[] {
   });
 }
 
-test("a Fleet's registryCredentials from a secret config: encrypted in the state, and destroy drops the snapshot tag with them", async (t) => {
+test("a Fleet's registryCredentials from the environment: printed by no output of up --debug, encrypted in the state, and destroy drops the snapshot tag with them", async (t) => {
   const c = new Cleanup(t);
   await ensureCrd(adminClient());
   const reg = await startAuthRegistry(c, "token");
@@ -40,9 +45,17 @@ test("a Fleet's registryCredentials from a secret config: encrypted in the state
     registry: { value: reg.address },
     registryCa: { value: reg.caPem },
     registryUsername: { value: reg.username },
-    registryPassword: { value: reg.password, secret: true },
   });
-  await stack.up({ onOutput: () => undefined });
+  (stack.workspace as { envVars: Record<string, string> }).envVars.E2E_REGISTRY_PASSWORD =
+    reg.password;
+  const b64 = Buffer.from(`${reg.username}:${reg.password}`).toString("base64");
+  const up = await stack.up({ debug: true, onOutput: () => undefined });
+  assert.match(up.stdout, /RegisterResource RPC finished: resource:fleet-slots/);
+  assert.ok(!up.stdout.includes(reg.password), "no resource's outputs print the password");
+  const secret = await adminClient().get<{ data: Record<string, string> }>(
+    paths.secret(ns, "fleet-registry-credentials"),
+  );
+  assert.ok(secret.data.credentials, "the Secret holds the credentials for destroy");
 
   const vm = `vk-${ns}-fleet-0`;
   const good = new OciRegistry(reg.address, {
@@ -71,14 +84,10 @@ test("a Fleet's registryCredentials from a secret config: encrypted in the state
   };
   const slots = state.checkpoint.latest.resources.find((r) => r.type === SLOTS_TYPE);
   assert.ok(slots, "the slots resource is in the state");
-  for (const [where, v] of [
-    ["inputs", slots.inputs.registryCredentials],
-    ["outputs", slots.outputs.registryCredentials],
-  ] as const) {
-    const o = v as Record<string, unknown>;
-    assert.ok(o && SECRET_SIG in o && typeof o.ciphertext === "string", `${where}: encrypted`);
-  }
-  const b64 = Buffer.from(`${reg.username}:${reg.password}`).toString("base64");
+  const o = slots.inputs.registryCredentials as Record<string, unknown>;
+  assert.ok(o && SECRET_SIG in o && typeof o.ciphertext === "string", "inputs: encrypted");
+  assert.equal(slots.outputs.registryCredentials, undefined, "outputs: none");
+  assert.equal(slots.outputs.registryCredentialsSecret, "fleet-registry-credentials");
   for (const f of files(backend)) {
     const text = readFileSync(f, "utf8");
     assert.ok(!text.includes(reg.password) && !text.includes(b64), `no credential in ${f}`);
@@ -91,4 +100,9 @@ test("a Fleet's registryCredentials from a secret config: encrypted in the state
   const out = printed.join("");
   assert.match(out, /snapshot tags dropped: 1, left in the registry: 0/);
   assert.ok(!out.includes(reg.password) && !out.includes(b64), "no credential printed");
+  assert.equal(
+    await adminClient().getOrUndefined(paths.secret(ns, "fleet-registry-credentials")),
+    undefined,
+    "destroy deleted the Secret",
+  );
 });

@@ -18,6 +18,7 @@ import {
   guardCreate,
   INSTALLED_BY,
 } from "../../provider/dynamic/index.js";
+import { OWNER_TOKEN } from "../../provider/dynamic/ownership.js";
 import { operatorObjects, requiredKinds, SERVICE_MONITOR_CRD } from "../../sdk/operator-objects.js";
 import { API_VERSION } from "../../engine/kube/api-names.js";
 import { CRD_NAME, KIND } from "../../engine/spec/index.js";
@@ -26,6 +27,8 @@ import { adminClient, testKubeconfig, withNamespace } from "../support/cluster.j
 import { removeCrd } from "../support/crd.js";
 
 const kubeconfig = () => readFileSync(testKubeconfig(), "utf8");
+const MINE = "a".repeat(32);
+const THEIRS = "b".repeat(32);
 
 test("the install guard refuses a CRD no Operator installed unless adoptCrd names it, and one another Operator installed in any case", async (t) => {
   const client = adminClient();
@@ -52,21 +55,40 @@ test("the install guard refuses a CRD no Operator installed unless adoptCrd name
     undefined,
   );
 
+  // Another Operator's CRD, by its token: refused whatever the names, taken over only by name.
   await client.patch(paths.crd(CRD_NAME), {
-    metadata: { annotations: { [INSTALLED_BY]: "other/prod/cocoonset" } },
+    metadata: { annotations: { [INSTALLED_BY]: "other/prod/cocoonset", [OWNER_TOKEN]: THEIRS } },
   });
   assert.equal(
-    await assertSingleOperator({ kubeconfig: kubeconfig(), owner: "other/prod/cocoonset" }),
+    await assertSingleOperator(
+      { kubeconfig: kubeconfig(), owner: "proj/dev/cocoonset", ownerToken: THEIRS },
+      true,
+    ),
     "other/prod/cocoonset",
-    "its own stamp passes",
+    "its own token passes, under any name (a renamed stack)",
   );
   await assert.rejects(
-    assertSingleOperator({ kubeconfig: kubeconfig(), owner, adoptCrd: CRD_NAME }),
-    /already installed by the Operator other\/prod\/cocoonset.*kubectl annotate crd/,
+    assertSingleOperator({
+      kubeconfig: kubeconfig(),
+      owner: "other/prod/cocoonset",
+      ownerToken: MINE,
+    }),
+    /already installed by the Operator other\/prod\/cocoonset \(ownership token bbbbbbbb…\).*add an alias.*adoptCrd/,
+    "the same name with another token (another backend, a re-created stack) is refused",
+  );
+  assert.equal(
+    await assertSingleOperator({
+      kubeconfig: kubeconfig(),
+      owner,
+      ownerToken: MINE,
+      adoptCrd: CRD_NAME,
+    }),
+    "other/prod/cocoonset",
+    "adoptCrd takes it over",
   );
 });
 
-test("the install guard and the Fleet's claim guard keep the kubeconfig out of their outputs (Pulumi hands outputs back to the program, and --debug logs print them)", async (t) => {
+test("the install guard and the Fleet's claim guard keep a kubeconfig read from a file out of their outputs (Pulumi hands outputs back to the program, and --debug logs print them)", async (t) => {
   const client = adminClient();
   await ensureCrd(client);
   const ns = await withNamespace(t, "guard-outs");
@@ -78,20 +100,36 @@ test("the install guard and the Fleet's claim guard keep the kubeconfig out of t
   t.after(() =>
     client.patch(paths.crd(CRD_NAME), { metadata: { annotations: { [INSTALLED_BY]: null } } }),
   );
-  const install = await guardCreate({ kubeconfig: credential, owner });
-  assert.deepEqual(install.outs, { owner });
+  const file = testKubeconfig();
+  const install = await guardCreate({
+    kubeconfig: credential,
+    kubeconfigFile: file,
+    owner,
+    ownerToken: MINE,
+    adoptCrd: CRD_NAME,
+  });
+  assert.deepEqual(install.outs, {
+    kubeconfigFile: file,
+    owner,
+    ownerToken: MINE,
+    adoptCrd: CRD_NAME,
+  });
   const claim = await fleetGuardCreate({
     kubeconfig: credential,
+    kubeconfigFile: file,
     namespace: ns,
     name: "coder",
     owner: "proj/dev/coder",
     requireCrd: true,
+    ownerToken: MINE,
   });
   assert.deepEqual(claim.outs, {
+    kubeconfigFile: file,
     namespace: ns,
     name: "coder",
     owner: "proj/dev/coder",
     requireCrd: true,
+    ownerToken: MINE,
   });
 });
 
@@ -180,6 +218,7 @@ test("serviceMonitor: the install guard's check refuses while the cluster serves
     kubeconfig: kubeconfig(),
     owner: "proj/dev/mon",
     requiredKinds: requiredKinds(objects),
+    adoptCrd: CRD_NAME, // the CocoonSet CRD's own decision is not what this test is about
   };
 
   const refused = await guardCheck(undefined, inputs);

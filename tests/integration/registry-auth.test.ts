@@ -564,14 +564,19 @@ describe("the Fleet's destroy against a registry with token auth", { timeout: 24
       username: reg.username,
       password: reg.password,
     });
-    assert.deepEqual(ok.outs.registryCredentials, {
-      username: reg.username,
-      password: reg.password,
-    });
+    // Not among the outputs (up --debug prints them): in a Secret of the fleet's namespace.
+    assert.equal(ok.outs.registryCredentials, undefined);
+    assert.equal(ok.outs.registryCredentialsSecret, "fleet-registry-credentials");
+    assert.ok(!JSON.stringify(ok.outs).includes(reg.password), "no credential in the outputs");
     const printed = await removeWith(noLogin, `${ok.ns}/fleet`, ok.outs);
     assert.match(printed, /snapshot tags dropped: 2, left in the registry: 0/);
     assert.deepEqual(await ok.good.listTags(ok.vm), [], "both tags dropped");
     assert.ok(!printed.includes(reg.password), "no credential printed");
+    assert.equal(
+      await adminClient().getOrUndefined(paths.secret(ok.ns, "fleet-registry-credentials")),
+      undefined,
+      "remove deleted the Secret",
+    );
 
     const wrongPassword = `wrong-${reg.password}`;
     const bad = await fleet(t, c, "regauth-cred-bad", reg, {

@@ -21,6 +21,7 @@ export async function programStack(
   t: TestContext,
   programDir: string,
   config: Record<string, { value: string; secret?: boolean }> = {},
+  opts: { stackName?: string } = {},
 ): Promise<{ stack: Stack; backend: string; env: Record<string, string> }> {
   const scratch = mkdtempSync(join(tmpdir(), "cocoonset-e2e-"));
   const backend = join(scratch, "backend");
@@ -29,7 +30,7 @@ export async function programStack(
   const pulumiCommand = await toolchainPulumiCommand(home);
   mkdirSync(backend, { recursive: true });
   const stack = await LocalWorkspace.createOrSelectStack(
-    { stackName: `e2e-${suffix()}`, workDir: programDir },
+    { stackName: opts.stackName ?? `e2e-${suffix()}`, workDir: programDir },
     { envVars: env, pulumiCommand },
   );
   await stack.setAllConfig(config);

@@ -76,6 +76,9 @@ before(async () => {
         const inputs = args.inputs as Record<string, unknown>;
         registered.push({ type: args.type, name: args.name, inputs });
         const state: Record<string, unknown> = { ...inputs };
+        // A guard's check draws its ownership token; the mock stands in for it.
+        if (args.type.endsWith("Guard") && args.type !== "pulumi-nodejs:dynamic/cocoonset:CrdGuard")
+          state.ownerToken = TOKEN;
         if (args.type.startsWith("kubernetes:cocoonset.cocoonstack.io/")) {
           state.metadata = { ...(inputs.metadata as object), uid: `uid-of-${args.name}` };
         }
@@ -93,6 +96,8 @@ before(async () => {
 
 /** A kubeconfig text for the install guard (never used to connect under mocks). */
 const KUBECONFIG = "apiVersion: v1\nkind: Config\n";
+/** The ownership token the mocks give every guard (a guard's check draws one). */
+const TOKEN = "0123456789abcdef".repeat(2);
 
 describe("Operator", () => {
   it("registers the namespace, CRD, ServiceAccount, ClusterRole, binding and controller Deployment as its children", async () => {
@@ -294,6 +299,7 @@ describe("Operator", () => {
       }),
     );
     assert.deepEqual((deployment.inputs.metadata as { annotations: unknown }).annotations, {
+      "cocoonset.cocoonstack.io/owner-token": TOKEN,
       "pulumi.com/skipAwait": "true",
     });
     const rollout = one(
@@ -674,8 +680,14 @@ describe("Fleet", () => {
         name: "coder",
         owner: "project/stack/coder",
         requireCrd: false,
+        spec: {
+          agent: { replicas: 3, image: "agents/coder:1" },
+          toolboxes: [{ name: "browser", image: "tools/browser:1" }],
+        },
+        fanOut: 8,
+        capacityCheck: "refuse",
       },
-      "the guard claims the CocoonSet for this Fleet; with an Operator the CRD may come in the same deploy",
+      "the guard claims the CocoonSet for this Fleet (with an Operator the CRD may come in the same deploy) and dry-runs the spec's pods before it is written",
     );
 
     const cs = one("coder", "kubernetes:cocoonset.cocoonstack.io/v1:CocoonSet", "coder-cocoonset");
@@ -686,6 +698,7 @@ describe("Fleet", () => {
       namespace: "agents",
       annotations: {
         "cocoonset.cocoonstack.io/created-by": "project/stack/coder",
+        "cocoonset.cocoonstack.io/owner-token": TOKEN,
         "pulumi.com/patchForce": "true",
       },
     });
@@ -716,6 +729,8 @@ describe("Fleet", () => {
       "slot keys map to pod names",
     );
     assert.equal(slots.inputs.uid, "uid-of-coder-cocoonset", "the uid comes from the CocoonSet");
+    assert.equal(slots.inputs.ownerToken, TOKEN, "the slots act under the guard's token");
+    assert.equal(csOpts.retainOnDelete, true, "the CocoonSet resource never deletes");
     assert.equal(slots.inputs.providerVersion, sdk.PROVIDER_VERSION);
     assert.match(sdk.PROVIDER_VERSION, /^\d+\.\d+\.\d+.*\+slots\.\d+$/);
     assert.deepEqual(
@@ -1204,14 +1219,14 @@ describe("one kubeconfig, given once", () => {
 });
 
 describe("the Operator's CRD on destroy", () => {
-  it("retainCrdOnDelete and adoptCrd keep the CRD (retainOnDelete) and tell the CRD guard why; adoptCrd must name the CRD", async () => {
+  it("retainCrdOnDelete and adoptCrd keep the CRD and tell both guards why; adoptCrd must name the CRD", async () => {
     const crdOpts = new Map<string, pulumi.ResourceOptions>();
     const record: pulumi.ResourceTransformation = (args) => {
       if (args.name.endsWith("-crd")) crdOpts.set(args.name, args.opts);
       return undefined;
     };
-    const plain = new sdk.Operator(
-      "plain",
+    const unkept = new sdk.Operator(
+      "unkept",
       { kubeconfig: KUBECONFIG },
       { transformations: [record] },
     );
@@ -1225,10 +1240,19 @@ describe("the Operator's CRD on destroy", () => {
       { kubeconfig: KUBECONFIG, adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" },
       { transformations: [record] },
     );
-    for (const op of [plain, kept, adopting]) await settle(op.crdGuard.urn);
-    assert.equal(crdOpts.get("plain-crd")?.retainOnDelete, undefined);
-    assert.equal(crdOpts.get("kept-crd")?.retainOnDelete, true);
-    assert.equal(crdOpts.get("adopting-crd")?.retainOnDelete, true);
+    for (const op of [unkept, kept, adopting]) await settle(op.crdGuard.urn);
+    // The CRD resources never delete: the install guard, deleted last, deletes the CRD when it
+    // carries its token and `retain` is empty.
+    for (const n of ["unkept-crd", "kept-crd", "adopting-crd"])
+      assert.equal(crdOpts.get(n)?.retainOnDelete, true, n);
+    assert.equal(
+      one("unkept", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "unkept-guard").inputs.retain,
+      "",
+    );
+    assert.equal(
+      one("kept", "pulumi-nodejs:dynamic/cocoonset:OperatorGuard", "kept-guard").inputs.retain,
+      "retainCrdOnDelete",
+    );
     assert.equal(
       one("kept", "pulumi-nodejs:dynamic/cocoonset:CrdGuard", "kept-crd-guard").inputs.retain,
       "retainCrdOnDelete",

@@ -12,22 +12,36 @@ import {
 } from "../../../sdk/resource-options.js";
 
 void describe("fleetIgnoreChanges", () => {
-  const table: [string[], { cocoonSet: string[]; slots: string[] }][] = [
-    [[], { cocoonSet: [], slots: [] }],
-    [["spec"], { cocoonSet: ["spec"], slots: ["spec"] }],
+  const table: [string[], { cocoonSet: string[]; slots: string[]; guard: string[] }][] = [
+    [[], { cocoonSet: [], slots: [], guard: [] }],
+    [["spec"], { cocoonSet: ["spec"], slots: ["spec"], guard: ["spec"] }],
     [
       ["spec.agent.image", "spec.toolboxes[0].image"],
       {
         cocoonSet: ["spec.agent.image", "spec.toolboxes[0].image"],
         slots: ["spec.agent.image", "spec.toolboxes[0].image"],
+        guard: ["spec.agent.image", "spec.toolboxes[0].image"],
       },
     ],
-    [["namespace"], { cocoonSet: ["metadata.namespace"], slots: ["namespace"] }],
-    [["fanOut", "kubeconfig"], { cocoonSet: [], slots: ["fanOut", "kubeconfig"] }],
-    [["registryCredentials"], { cocoonSet: [], slots: ["registryCredentials"] }],
-    [["timeoutSeconds"], { cocoonSet: [], slots: ["timeoutSeconds"] }],
-    [["capacityCheck"], { cocoonSet: [], slots: ["capacityCheck"] }],
-    [["*"], { cocoonSet: ["*"], slots: ["*"] }],
+    [
+      ["namespace"],
+      { cocoonSet: ["metadata.namespace"], slots: ["namespace"], guard: ["namespace"] },
+    ],
+    [
+      ["fanOut", "kubeconfig"],
+      { cocoonSet: [], slots: ["fanOut", "kubeconfig"], guard: ["fanOut"] },
+    ],
+    [["registryCredentials"], { cocoonSet: [], slots: ["registryCredentials"], guard: [] }],
+    [["timeoutSeconds"], { cocoonSet: [], slots: ["timeoutSeconds"], guard: [] }],
+    [["capacityCheck"], { cocoonSet: [], slots: ["capacityCheck"], guard: ["capacityCheck"] }],
+    [
+      ["*"],
+      {
+        cocoonSet: ["*"],
+        slots: ["*"],
+        guard: ["spec", "namespace", "fanOut", "capacityCheck"],
+      },
+    ],
   ];
   for (const [paths, want] of table) {
     it(`maps ${JSON.stringify(paths)}`, () => {
@@ -35,7 +49,7 @@ void describe("fleetIgnoreChanges", () => {
     });
   }
   it("maps nothing when the option is absent", () => {
-    assert.deepEqual(fleetIgnoreChanges("f", undefined), { cocoonSet: [], slots: [] });
+    assert.deepEqual(fleetIgnoreChanges("f", undefined), { cocoonSet: [], slots: [], guard: [] });
   });
   for (const bad of [
     "metadata.labels",

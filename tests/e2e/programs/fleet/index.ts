@@ -7,7 +7,8 @@
  * [false], `adoptCrd` [none], `adoptCocoonSet` [false], `fanOut` [8], `providerKubeconfig` (secret; when set, the
  * Operator and the Fleet go through a Kubernetes provider built from it, and nothing else
  * is told the kubeconfig), `registry` [none], `registryCa` (PEM) [none], `registryUsername`
- * and `registryPassword` (secret; together they are the Fleet's `registryCredentials`) [none],
+ * and `registryPassword` (secret, else `$E2E_REGISTRY_PASSWORD`; together they are the Fleet's
+ * `registryCredentials`) [none],
  * `nodePool` [the default pool], `cpu` (each agent's cpu request) [none], `capacityCheck`
  * [the Fleet's default], `suspend` [false].
  */
@@ -47,10 +48,13 @@ const fleet = new Fleet(
     adoptCocoonSet: config.getBoolean("adoptCocoonSet"),
     registry: config.get("registry"),
     registryCa: config.get("registryCa"),
+    // The password from a secret config, else (as programs often do) from the environment.
     registryCredentials: config.get("registryUsername")
       ? {
           username: config.require("registryUsername"),
-          password: config.requireSecret("registryPassword"),
+          password:
+            config.getSecret("registryPassword") ??
+            pulumi.secret(process.env.E2E_REGISTRY_PASSWORD ?? ""),
         }
       : undefined,
     capacityCheck: config.get<NonNullable<FleetArgs["capacityCheck"]>>("capacityCheck"),

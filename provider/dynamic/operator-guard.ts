@@ -369,8 +369,8 @@ const OWN_FLEETS_WAIT_MS = 180_000;
  * another Operator's token (an adopting Operator holds it now), touches nothing; when it is
  * kept, says so (with what is left). Otherwise fails while any CocoonSet exists, naming them
  * and who holds them; when every one left was created by a Fleet of this project (its stamp
- * names it), which the same destroy deletes when the Fleet is not linked to the Operator,
- * they are waited for first (three minutes at most).
+ * names it) and is being deleted (the same destroy releases it when the Fleet is not linked
+ * to the Operator), they are waited for first (three minutes at most).
  */
 export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
   const client = KubeClient.fromString(kubeconfigOfState(props), { requestTimeoutMs: 30_000 });
@@ -395,14 +395,16 @@ export async function crdGuardDelete(props: CrdGuardOutputs): Promise<void> {
       );
       return;
     }
-    // Stamped by a Fleet of this project: one of this stack's (its stack name in the stamp may
-    // be an old one, after a `state move` or a `stack rename`), which this destroy deletes
-    // beside the Operator when it is not linked to it. Waiting deletes nothing: a CocoonSet
-    // another stack holds stays, and the refusal follows.
+    // Stamped by a Fleet of this project and already being deleted: one of this stack's (its
+    // stack name in the stamp may be an old one, after a `state move` or a `stack rename`),
+    // whose release this destroy started beside the Operator when it is not linked to it.
+    // Waiting deletes nothing: a CocoonSet another stack holds, or one no delete reached,
+    // stays, and the refusal follows at once.
     const project = props.owner.slice(0, props.owner.indexOf("/") + 1);
     const ours = (o: KubeObject) =>
       project !== "" && (o.metadata.annotations?.[CREATED_BY] ?? "").startsWith(project);
-    const waited = left.length > 0 && left.every(ours);
+    const going = (o: KubeObject) => ours(o) && o.metadata.deletionTimestamp !== undefined;
+    const waited = left.length > 0 && left.every(going);
     if (waited) {
       console.log(
         `cocoonset: waiting for ${left.length} CocoonSet(s) of this project to be destroyed before the CRD goes: ${named(left)}`,

@@ -1064,6 +1064,10 @@ function preconditionVersion(ctx: PassContext): string | undefined {
   const mine = ctx.recorded;
   const version = (o: CocoonSet) => Number(o.metadata.resourceVersion ?? "");
   if (!mine || !(version(mine) > version(planned))) return planned.metadata.resourceVersion;
+  // A fleet planned with no status got its first one from the record write: the counts it
+  // must carry, and the map.
+  const status = (o: CocoonSet) =>
+    o.status === undefined ? firstCounts(planned) : { ...o.status, vms: undefined };
   const rest = (o: CocoonSet) =>
     stableJson({
       generation: o.metadata.generation,
@@ -1071,7 +1075,7 @@ function preconditionVersion(ctx: PassContext): string | undefined {
       labels: o.metadata.labels ?? {},
       finalizers: o.metadata.finalizers ?? [],
       deletion: o.metadata.deletionTimestamp ?? "",
-      status: { ...o.status, vms: undefined },
+      status: status(o),
     });
   return rest(mine) === rest(planned)
     ? mine.metadata.resourceVersion

@@ -525,7 +525,8 @@ async function observe(
 ): Promise<SlotsOutputs> {
   const pods: Pod[] = await listFleetPods(client, cs);
   const live = liveSlots(cs, pods, inputs.slots);
-  const stored: Partial<SlotsInputs> = storedKubeconfig(inputs);
+  // A copy: storedKubeconfig hands the inputs themselves back when they name no file.
+  const stored: Partial<SlotsInputs> = { ...storedKubeconfig(inputs) };
   delete stored.registryCredentials;
   return {
     ...(stored as Omit<SlotsInputs, "kubeconfig" | "registryCredentials">),

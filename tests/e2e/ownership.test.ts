@@ -203,7 +203,8 @@ test("ownership survives an aliased rename, parent moves, adoption, stack rename
     await same("refresh after a replaced pod");
 
     // Finding 5: a capacity refusal under --skip-preview writes nothing, the CocoonSet included.
-    await set("cpuB", "1000");
+    // More than any node has (cpu=1000 each), so the refusal does not depend on where pods landed.
+    await set("cpuB", "2000");
     const refused = await cli(["up", "--yes", "--skip-preview"]);
     assert.notEqual(refused.code, 0);
     assert.match(refused.out, /no node can hold|kubelet would refuse/);

@@ -191,7 +191,7 @@ export function cacheDir(pins: ToolchainPins = loadPins()): string {
   return join(cacheRoot(), `toolchain-${pinsKey(pins)}`);
 }
 
-/** Folder holding every binary (links to the group folders) and the shims. */
+/** Folder holding every binary (links to the group folders). */
 export function binDir(pins: ToolchainPins = loadPins()): string {
   return join(cacheDir(pins), "bin");
 }

@@ -7,8 +7,7 @@
  *   `toolchain.json`, keyed by what goes into them (Go version, module, versions, tags,
  *   packages). Changing or adding one group builds that group only.
  * - `toolchain-<pins key>/bin/`: the folder the rest of the code uses ({@link binDir}),
- *   keyed by the whole pin set and assembled from hard links to the group folders, plus the
- *   shims the toolchain writes.
+ *   keyed by the whole pin set and assembled from hard links to the group folders.
  *
  * Guarantees: a binary in a group folder was renamed into place only after `go build`
  * exited 0, so an interrupted build is never taken for a good one; a group folder is never

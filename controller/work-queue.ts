@@ -14,27 +14,9 @@
  * pending `get()` resolves `undefined`; keys in flight still need their `done(key)`.
  */
 
-/** Timer functions and the current time, injectable so tests run on a fake clock. */
-export interface Clock {
-  /** Milliseconds since some fixed point. */
-  now(): number;
-  /** Schedules `fn` after `ms`; returns a handle for {@link Clock.clearTimeout}. */
-  setTimeout(fn: () => void, ms: number): unknown;
-  /** Cancels a timer. */
-  clearTimeout(handle: unknown): void;
-}
+import { type Clock, systemClock } from "../engine/kube/clock.js";
 
-/** The process clock. */
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
-    // A queued delay must never keep a stopping process alive.
-    t.unref();
-    return t;
-  },
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
+export { type Clock, systemClock };
 
 /** Options of {@link WorkQueue}. */
 export interface WorkQueueOptions {

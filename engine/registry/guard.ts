@@ -20,6 +20,7 @@
  * breaker (a tag delete still lands). Answers to calls started before the breaker opened do
  * not close it; only the half-open probe does.
  */
+import { type Clock, systemClock } from "../kube/clock.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { RegistryError } from "./oci.js";
 
@@ -155,24 +156,6 @@ export interface TagClient {
   close?(): void;
 }
 
-/** The timers and time {@link GuardedRegistry} uses (tests inject a manual clock). */
-export interface GuardClock {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realClock: GuardClock = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
-    // A pending budget timer never keeps the process alive.
-    t.unref();
-    return t;
-  },
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
-
 /** Options of {@link GuardedRegistry}. */
 export interface GuardOptions {
   /** How the registry is named in messages (never with credentials). */
@@ -184,7 +167,7 @@ export interface GuardOptions {
   /** @default {@link DEFAULT_BREAKER} */
   breaker?: Partial<BreakerSettings>;
   /** @default the real clock */
-  clock?: GuardClock;
+  clock?: Clock;
   /** Called when the breaker changes kind (closed, open, half-open). */
   onStateChange?: (state: BreakerState) => void;
   /** Called with each call's outcome, for metrics. */
@@ -210,7 +193,7 @@ export class GuardedRegistry implements TagClient {
   private readonly settings: BreakerSettings;
   private readonly concurrency: number;
   private readonly waitMs: number;
-  private readonly clock: GuardClock;
+  private readonly clock: Clock;
   /** Told when the breaker changes kind; the controller's metrics set it. */
   onStateChange?: (state: BreakerState) => void;
   /** Told each call's result; the controller's metrics set it. */
@@ -223,7 +206,7 @@ export class GuardedRegistry implements TagClient {
     this.settings = { ...DEFAULT_BREAKER, ...opts.breaker };
     this.concurrency = Math.max(1, opts.concurrency ?? 4);
     this.waitMs = Math.max(1, opts.waitMs ?? 2_000);
-    this.clock = opts.clock ?? realClock;
+    this.clock = opts.clock ?? systemClock;
     this.onStateChange = opts.onStateChange;
     this.onCall = opts.onCall;
   }

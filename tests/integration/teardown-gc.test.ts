@@ -17,7 +17,7 @@
  * Every wait is a watch on the CocoonSet or its pods.
  */
 import assert from "node:assert/strict";
-import { before, describe, test } from "node:test";
+import { before, describe, test, type TestContext } from "node:test";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../engine/spec/index.js";
 import { paths, waitForObject } from "../../engine/kube/index.js";
@@ -51,24 +51,35 @@ before(async () => {
   await ensureCrd(client);
 });
 
+/**
+ * A fleet `crew` of 2 sub-agents with the snapshot policy given, booted by the simulator and
+ * then suspended: every VM's `:hibernate` is in the registry.
+ */
+async function suspendedCrew(
+  t: TestContext,
+  prefix: string,
+  snapshotPolicy: "main-only" | "never",
+) {
+  const c = new Cleanup(t);
+  const { ns } = await lifecycleNamespace(c, prefix, registryAddress());
+  const reg = new OciRegistry(registryAddress());
+  await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy });
+  await waitForConverged(ns, "crew", { replicas: 2 });
+  await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
+  const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "crew");
+  await patchSpec(ns, "crew", { suspend: true });
+  await history.until((cs) => phaseOf(cs) === "Suspended", "phase Suspended", { show: phaseOf });
+  const vms = [0, 1, 2].map((n) => `vk-${ns}-crew-${n}`);
+  for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], vm);
+  return { ns, reg, history, vms };
+}
+
 describe(
   "teardown GC of snapshot tags (controller, simulator, registry)",
   { timeout: 240_000 },
   () => {
     test("deleting a suspended main-only fleet drops every :hibernate and the sub-agents' :latest; keeps the main's :latest and other sets' tags", async (t) => {
-      const c = new Cleanup(t);
-      const { ns } = await lifecycleNamespace(c, "gc-main-only", registryAddress());
-      const reg = new OciRegistry(registryAddress());
-      await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy: "main-only" });
-      await waitForConverged(ns, "crew", { replicas: 2 });
-      await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
-      const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "crew");
-      await patchSpec(ns, "crew", { suspend: true });
-      await history.until((cs) => phaseOf(cs) === "Suspended", "phase Suspended", {
-        show: phaseOf,
-      });
-      const vms = [0, 1, 2].map((n) => `vk-${ns}-crew-${n}`);
-      for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], vm);
+      const { ns, reg, history, vms } = await suspendedCrew(t, "gc-main-only", "main-only");
       // `:latest` of an earlier deletion (hibernated VMs push none), and another set's tags.
       for (const vm of vms) await pushTag(reg, vm, SNAPSHOT_TAGS.latest);
       const other = `vk-${ns}-other-0`;
@@ -92,19 +103,7 @@ describe(
     });
 
     test("a fleet suspended, woken with fewer slots, then deleted drops the :hibernate tags of the slots scaled away too (snapshotPolicy never)", async (t) => {
-      const c = new Cleanup(t);
-      const { ns } = await lifecycleNamespace(c, "gc-scaled", registryAddress());
-      const reg = new OciRegistry(registryAddress());
-      await createCocoonSet(ns, "crew", { replicas: 2, snapshotPolicy: "never" });
-      await waitForConverged(ns, "crew", { replicas: 2 });
-      await waitForPods(ns, "crew", 3, vmReady, "every VM booted by the simulator");
-      const history = await ObjectHistory.start<CocoonSet>(t, client, paths.cocoonSets(ns), "crew");
-      await patchSpec(ns, "crew", { suspend: true });
-      await history.until((cs) => phaseOf(cs) === "Suspended", "phase Suspended", {
-        show: phaseOf,
-      });
-      const vms = [0, 1, 2].map((n) => `vk-${ns}-crew-${n}`);
-      for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], vm);
+      const { ns, reg, vms } = await suspendedCrew(t, "gc-scaled", "never");
       // Woken with fewer slots: slots 1 and 2 are scaled away unwoken, their snapshots stay.
       await patchSpec(ns, "crew", { suspend: null, agent: { replicas: 0 } });
       await waitForConverged(ns, "crew", { replicas: 0 });

@@ -17,10 +17,12 @@ import { adminClient } from "../support/cluster.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
 import { startInProcessController } from "../support/controller-in-process.js";
 import { WarpClock } from "../support/fake-clock.js";
-import { createCocoonSet, waitForConverged, waitForEvent } from "../support/controller-fleet.js";
-
-const condition = (cs: CocoonSet | undefined, type: string) =>
-  cs?.status?.conditions?.find((c) => c.type === type);
+import {
+  createCocoonSet,
+  waitForConverged,
+  waitForEvent,
+  statusCondition as condition,
+} from "../support/controller-fleet.js";
 
 test("Pod Security restricted refuses every create: the status and a Warning FailedCreate say so, then ProgressDeadlineExceeded", async (t) => {
   const c = new Cleanup(t);

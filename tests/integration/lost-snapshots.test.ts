@@ -34,6 +34,7 @@ import {
   patchSpec,
   waitForConverged,
   waitForEvent,
+  statusCondition as condition,
 } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
 import {
@@ -48,8 +49,6 @@ import {
 const client = adminClient();
 const annotationsOf = (o: { metadata?: { annotations?: Record<string, string> } }) =>
   o.metadata?.annotations ?? {};
-const condition = (cs: CocoonSet | undefined, type: string) =>
-  cs?.status?.conditions?.find((c) => c.type === type);
 
 before(async () => {
   await ensureCrd(client);

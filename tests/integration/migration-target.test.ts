@@ -17,7 +17,7 @@ import { after, before, describe, test } from "node:test";
 import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { vmNameFor } from "../../engine/pods/pod-builder.js";
-import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type Pod } from "../../engine/spec/index.js";
 import { PatchType, paths } from "../../engine/kube/index.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
@@ -26,6 +26,7 @@ import {
   patchSpec,
   waitForConverged,
   waitForEvent,
+  statusCondition as condition,
 } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
 import {
@@ -40,8 +41,6 @@ import { ObjectHistory } from "../support/object-history.js";
 const client = adminClient();
 const NODES = ["kwok-node-0", "kwok-node-1"];
 const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};
-const condition = (cs: CocoonSet | undefined, type: string) =>
-  cs?.status?.conditions?.find((c) => c.type === type);
 
 const cordon = (node: string, value: boolean) =>
   client.patch(`${paths.nodes()}/${node}`, { spec: { unschedulable: value } }, PatchType.merge);

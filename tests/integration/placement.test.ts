@@ -20,6 +20,7 @@ import {
   patchSpec,
   waitForConverged,
   waitForEvent,
+  statusCondition as condition,
 } from "../support/controller-fleet.js";
 import { startInProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
@@ -27,8 +28,6 @@ import { WarpClock } from "../support/fake-clock.js";
 import { poolNode } from "../support/pool-node.js";
 
 const client = adminClient();
-const condition = (cs: CocoonSet | undefined, type: string) =>
-  cs?.status?.conditions?.find((c) => c.type === type);
 
 before(async () => {
   await ensureCrd(client);

@@ -34,6 +34,7 @@ import {
   createCocoonSet,
   waitForConverged,
   waitForEvent,
+  statusCondition as condition,
 } from "../support/controller-fleet.js";
 import { CLI_MAIN, Cleanup, controllerNamespace } from "../support/controller-process.js";
 import { startInProcessController } from "../support/controller-in-process.js";
@@ -42,8 +43,6 @@ import { patchSpec } from "../support/controller-fleet.js";
 import { lifecycleNamespace } from "../support/lifecycle.js";
 
 const client = adminClient();
-const condition = (cs: CocoonSet | undefined, type: string) =>
-  cs?.status?.conditions?.find((c) => c.type === type);
 
 before(async () => {
   await ensureCrd(client);

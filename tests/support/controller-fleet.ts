@@ -34,6 +34,11 @@ export function cocoonSet(ns: string, name: string, spec: CocoonSetSpec): KubeOb
 }
 
 /** Creates a CocoonSet with `replicas` sub-agents (plus toolboxes) and returns it. */
+/** The status condition of `type` of a CocoonSet, if it has one. */
+export function statusCondition(cs: CocoonSet | undefined, type: string) {
+  return cs?.status?.conditions?.find((c) => c.type === type);
+}
+
 export async function createCocoonSet(
   ns: string,
   name: string,

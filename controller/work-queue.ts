@@ -14,7 +14,7 @@
  * pending `get()` resolves `undefined`; keys in flight still need their `done(key)`.
  */
 
-import { type Clock, systemClock } from "../engine/kube/clock.js";
+import { type Clock, systemClock } from "../engine/kube/sleep.js";
 
 export { type Clock, systemClock };
 

@@ -20,7 +20,7 @@
  * breaker (a tag delete still lands). Answers to calls started before the breaker opened do
  * not close it; only the half-open probe does.
  */
-import { type Clock, systemClock } from "../kube/clock.js";
+import { type Clock, systemClock } from "../kube/sleep.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { RegistryError } from "./oci.js";
 

@@ -19,6 +19,8 @@ const LAYERS = [
   { name: "registry", path: "^engine/registry/" },
   { name: "release", path: "^engine/release/" },
   { name: "execute", path: "^engine/execute/" },
+  // What a cluster needs for a deploy, read and judged: `cocoonset doctor` and the guards' checks.
+  { name: "preflight", path: "^engine/preflight/" },
   // provider/index.ts is the package's `./provider` facade over all of the above.
   { name: "dynamic", path: "^provider/" },
   { name: "controller", path: "^controller/" },

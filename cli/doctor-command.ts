@@ -1,6 +1,6 @@
 /**
  * `cocoonset doctor`: a preflight of the current context before a first deploy. The reading
- * and the judgement live in sdk/doctor/ (facts, then findings); this file parses the flags,
+ * and the judgement live in engine/preflight/ (facts, then findings); this file parses the flags,
  * opens the registry as the controller would, and prints.
  */
 import type { Command } from "commander";
@@ -11,8 +11,8 @@ import { RegistryError } from "../engine/registry/oci.js";
 import { OptionsError, resolveControllerOptions } from "../controller/options.js";
 import { registryClientOf } from "../controller/cocoonset-controller.js";
 import { operatorNamespace } from "../sdk/operator-objects.js";
-import { gatherDoctorFacts, type RegistryTarget } from "../sdk/doctor/gather.js";
-import { blocks, doctorFindings, renderFindings } from "../sdk/doctor/findings.js";
+import { gatherDoctorFacts, type RegistryTarget } from "../engine/preflight/gather.js";
+import { blocks, doctorFindings, renderFindings } from "../engine/preflight/findings.js";
 import { action, CliError } from "./common.js";
 import {
   addClusterFlags,

@@ -30,11 +30,7 @@ import {
 } from "../controller/image.js";
 import crdJson from "../engine/spec/generated/crd.json" with { type: "json" };
 import hibernationCrdJson from "../engine/spec/generated/hibernation-crd.json" with { type: "json" };
-import {
-  DEFAULT_FANOUT,
-  LABELS,
-  MANAGED_BY as MANAGED_BY_VALUE,
-} from "../engine/spec/constants.js";
+import { DEFAULT_FANOUT, OPERATOR_LABELS } from "../engine/spec/constants.js";
 
 const require = createRequire(import.meta.url);
 const pkg = require("../../package.json") as { version: string };
@@ -62,10 +58,7 @@ export function requiredKinds(objects: Pick<OperatorObjects, "serviceMonitor">):
     },
   ];
 }
-export const OPERATOR_LABELS = {
-  [LABELS.managedBy]: MANAGED_BY_VALUE,
-  "app.kubernetes.io/part-of": "cocoonset",
-};
+export { OPERATOR_LABELS };
 
 /** Label on every controller pod of a sharded Operator (its name): the metrics Service's selector. */
 export const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";

@@ -39,6 +39,12 @@ export const LABELS = {
 /** Value of the `app.kubernetes.io/managed-by` label. */
 export const MANAGED_BY = "cocoonset";
 
+/** Labels on every object an Operator installs (its controller Deployments are found by them). */
+export const OPERATOR_LABELS = {
+  [LABELS.managedBy]: MANAGED_BY,
+  "app.kubernetes.io/part-of": "cocoonset",
+} as const;
+
 /** Pod roles, as carried by the role label. */
 export const ROLES = {
   main: "main",

@@ -34,6 +34,7 @@ import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import { deleteFleet } from "../../engine/execute/index.js";
 import { type CapacityCheck, dryRunRefusals } from "./dry-run.js";
+import { fleetPreflight } from "./preflight.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import {
   CREATED_BY,
@@ -183,6 +184,19 @@ export async function fleetGuardCheck(
         });
   }
   if (failures.length > 0 || !known(news)) return { inputs: news, failures };
+  if (wouldCreatePods(olds, news) || !existed(olds)) {
+    // The rights this deploy uses and the nodes of its pool, as `cocoonset doctor` checks them:
+    // refused here, each with what to ask for, rather than by the first write that lacks one.
+    const pre = await fleetPreflight(
+      news.kubeconfig,
+      news.namespace,
+      news.spec && !containsUnknown(news.spec) ? news.spec : undefined,
+      news.capacityCheck,
+    );
+    for (const line of pre.warnings) process.stderr.write(`warning: ${line}\n`);
+    for (const reason of pre.refusals) failures.push({ property: "", reason });
+    if (pre.refusals.length > 0) return { inputs: news, failures };
+  }
   let claimed = false;
   try {
     const problem = await askClaim(news, existed(olds), 15_000);

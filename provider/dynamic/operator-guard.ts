@@ -21,6 +21,7 @@ import {
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import { missingKindReason, missingNamespaceReason, type RequiredKind } from "./namespace-check.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
+import { operatorPreflight } from "./preflight.js";
 import {
   collectionPath,
   CREATED_BY,
@@ -108,6 +109,13 @@ export async function guardCheck(
     } catch {
       // Unreachable or forbidden: `create` asks again and fails closed.
     }
+  }
+  if (reachable && Array.isArray(news.objects) && !JSON.stringify(news.objects).includes(UNKNOWN)) {
+    // The rights for each object the Operator writes, as `cocoonset doctor` checks them:
+    // refused here, before the first object is written, rather than half-way through `up`.
+    const pre = await operatorPreflight(news.kubeconfig as string, news.objects as ObjectRef[]);
+    for (const line of pre.warnings) process.stderr.write(`warning: ${line}\n`);
+    for (const reason of pre.refusals) failures.push({ property: "", reason });
   }
   const required = news.requiredNamespaces;
   if (reachable && Array.isArray(required)) {

@@ -19,7 +19,7 @@ import { serviceAccountKubeconfig } from "../support/service-account.js";
 import { readState } from "../../cluster/local-cluster.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { removeCrd } from "../support/crd.js";
-import { requiredAccess } from "../../sdk/doctor/findings.js";
+import { requiredAccess } from "../../engine/preflight/findings.js";
 
 const cleanup = new Cleanup({ after });
 

@@ -4,18 +4,19 @@
  * answer) is a fact about that part and never hides the others. Read-only, except the
  * registry's push probe, which starts an upload and cancels it.
  */
-import { CRD_NAME, cocoonHibernationCrd, cocoonSetCrd } from "../../engine/spec/index.js";
-import { HIBERNATION_CRD_NAME } from "../../engine/spec/index.js";
-import { isSubset } from "../../engine/execute/install-crd.js";
-import { errorMessage } from "../../engine/kube/branded-error.js";
-import { KubeApiError, paths, type KubeClient, type KubeObject } from "../../engine/kube/index.js";
-import { RegistryError, type OciRegistry } from "../../engine/registry/oci.js";
-import type { Keychain } from "../../engine/registry/keychain.js";
-import { NODE_LABELS } from "../../engine/spec/index.js";
-import { OPERATOR_LABELS } from "../operator-objects.js";
+import { CRD_NAME, cocoonHibernationCrd, cocoonSetCrd } from "../spec/index.js";
+import { HIBERNATION_CRD_NAME } from "../spec/index.js";
+import { isSubset } from "../execute/install-crd.js";
+import { errorMessage } from "../kube/branded-error.js";
+import { KubeApiError, paths, type KubeClient, type KubeObject } from "../kube/index.js";
+import { RegistryError, type OciRegistry } from "../registry/oci.js";
+import type { Keychain } from "../registry/keychain.js";
+import { NODE_LABELS } from "../spec/index.js";
+import { OPERATOR_LABELS } from "../spec/index.js";
 import {
   nodeKind,
   requiredAccess,
+  type AccessCheck,
   type AccessFact,
   type ControllerFact,
   type CrdFact,
@@ -120,8 +121,11 @@ interface SelfSubjectAccessReview {
   status?: { allowed?: boolean; reason?: string };
 }
 
-async function readAccess(client: KubeClient, opts: GatherOptions): Promise<AccessFact[]> {
-  const checks = requiredAccess(opts.namespace, opts.operatorNamespace);
+/** Asks the apiserver each right (a SelfSubjectAccessReview each, all at once). */
+export async function readAccess(
+  client: KubeClient,
+  checks: readonly AccessCheck[],
+): Promise<AccessFact[]> {
   return Promise.all(
     checks.map(async (check): Promise<AccessFact> => {
       const review = await client.create<SelfSubjectAccessReview>(
@@ -157,7 +161,11 @@ interface Node extends KubeObject {
   };
 }
 
-async function readPools(client: KubeClient, pools: string[]): Promise<DoctorFacts["pools"]> {
+/** Each pool's nodes (one LIST by the pool label each), or why they could not be listed. */
+export async function readPools(
+  client: KubeClient,
+  pools: readonly string[],
+): Promise<DoctorFacts["pools"]> {
   return Promise.all(
     pools.map(async (pool) => {
       try {
@@ -247,7 +255,7 @@ export async function gatherDoctorFacts(
       readCrd(client, HIBERNATION_CRD_NAME, cocoonHibernationCrd.spec),
     ]),
     readControllers(client),
-    readAccess(client, opts),
+    readAccess(client, requiredAccess(opts.namespace, opts.operatorNamespace)),
     readPools(client, opts.pools),
   ]);
   let target = opts.registry;

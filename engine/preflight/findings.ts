@@ -6,9 +6,9 @@
  * Severity: `error` blocks a deploy (the command exits 1), `warn` may (or blocks only some
  * programs: an Operator's rights for a program that deploys none), `ok` and `info` do not.
  */
-import { NODE_LABELS } from "../../engine/spec/index.js";
-import { VIRTUAL_KUBELET_TAINT } from "../../engine/spec/constants.js";
-import { GROUP } from "../../engine/kube/api-names.js";
+import { NODE_LABELS } from "../spec/index.js";
+import { VIRTUAL_KUBELET_TAINT } from "../spec/constants.js";
+import { GROUP } from "../kube/api-names.js";
 
 /** How much a finding matters. */
 export type Severity = "ok" | "info" | "warn" | "error";
@@ -40,6 +40,8 @@ export interface AccessCheck {
    * forecast; `operator`: only a program that deploys an Operator needs it.
    */
   scope: "fleet" | "forecast" | "operator";
+  /** Only `pulumi destroy` needs it (a deploy goes through without it, its destroy would not). */
+  destroyOnly?: boolean;
 }
 
 /** The answer to one {@link AccessCheck}. */
@@ -134,6 +136,7 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
     why: string,
     group = "",
     subresource?: string,
+    destroyOnly: string[] = [],
   ): AccessCheck[] =>
     verbs.map((verb) => ({
       verb,
@@ -143,6 +146,7 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       namespace,
       for: why,
       scope: "fleet",
+      ...(destroyOnly.includes(verb) ? { destroyOnly: true } : {}),
     }));
   const operator = (
     resource: string,
@@ -158,6 +162,7 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       ...(clusterScoped ? {} : { namespace: operatorNamespace }),
       for: why,
       scope: "operator",
+      ...(verb === "delete" ? { destroyOnly: true } : {}),
     }));
   return [
     ...fleet(
@@ -165,6 +170,8 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       ["get", "list", "create", "patch", "delete"],
       "pulumi up creates and updates the CocoonSet, destroy deletes it",
       GROUP,
+      undefined,
+      ["delete"],
     ),
     ...fleet("cocoonsets", ["patch"], "the pass writes the fleet's status", GROUP, "status"),
     ...fleet(
@@ -179,8 +186,22 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       ["get", "list", "watch", "create", "delete", "patch"],
       "pulumi up creates the agents' pods (and preview sends them as dry runs), destroy deletes them",
     ),
-    ...fleet("jobs", ["list", "delete"], "destroy releases the Jobs the agents own", "batch"),
-    ...fleet("configmaps", ["list", "delete"], "destroy releases the agents' ConfigMaps"),
+    ...fleet(
+      "jobs",
+      ["list", "delete"],
+      "destroy releases the Jobs the agents own",
+      "batch",
+      undefined,
+      ["list", "delete"],
+    ),
+    ...fleet(
+      "configmaps",
+      ["list", "delete"],
+      "destroy releases the agents' ConfigMaps",
+      "",
+      undefined,
+      ["list", "delete"],
+    ),
     ...fleet("resourcequotas", ["list"], "preview sums the pods against the namespace's quotas"),
     ...fleet(
       "cocoonhibernations",
@@ -367,23 +388,24 @@ function controllerFindings(f: DoctorFacts): Finding[] {
   });
 }
 
+/** One missing right (or several verbs on one resource) as a line with what to ask for. */
+function accessLine(c: AccessCheck, verbs: string[], reason?: string, inDeploy = false): string {
+  const where = c.namespace ? ` in namespace ${c.namespace}` : " (cluster-wide)";
+  const grant = c.namespace ? "a Role (or ClusterRole) bound to you" : "a ClusterRole bound to you";
+  const what =
+    c.scope === "operator" && !inDeploy
+      ? `, which only a program that deploys an Operator needs (${c.for})`
+      : `: ${c.for}`;
+  return `you cannot ${verbs.join(", ")} ${resourceName(c)}${where}${what}; ask for ${grant} with ${verbs.length === 1 ? "verb" : "verbs"} ${verbs.join(", ")} on ${resourceName(c)}${reason ? ` [${reason}]` : ""}`;
+}
+
 function accessFindings(f: DoctorFacts): Finding[] {
   const missing = f.access.filter((a) => !a.allowed);
-  const line = (c: AccessCheck, verbs: string[], reason?: string): Finding => {
-    const where = c.namespace ? ` in namespace ${c.namespace}` : " (cluster-wide)";
-    const grant = c.namespace
-      ? "a Role (or ClusterRole) bound to you"
-      : "a ClusterRole bound to you";
-    const what =
-      c.scope === "operator"
-        ? `, which only a program that deploys an Operator needs (${c.for})`
-        : `: ${c.for}`;
-    return {
-      check: "rbac",
-      severity: c.scope === "fleet" ? "error" : "warn",
-      message: `you cannot ${verbs.join(", ")} ${resourceName(c)}${where}${what}; ask for ${grant} with ${verbs.length === 1 ? "verb" : "verbs"} ${verbs.join(", ")} on ${resourceName(c)}${reason ? ` [${reason}]` : ""}`,
-    };
-  };
+  const line = (c: AccessCheck, verbs: string[], reason?: string): Finding => ({
+    check: "rbac",
+    severity: c.scope === "fleet" ? "error" : "warn",
+    message: accessLine(c, verbs, reason),
+  });
   // A Fleet's rights one line per missing verb; an Operator's, which a platform team often
   // holds instead of the fleet's owner, one line per resource.
   const out: Finding[] = missing
@@ -550,6 +572,50 @@ function registryFindings(f: DoctorFacts): Finding[] {
       severity: "ok",
       message: `${at} lets ${r.credentials === true ? "the Docker keychain's credentials" : "anonymous callers"} read tags and push`,
     });
+  return out;
+}
+
+/** What a deploy's preview refuses, and what it only warns of, from its rights and pools. */
+export interface DeployPreflight {
+  refusals: string[];
+  warnings: string[];
+}
+
+/**
+ * The findings of `cocoonset doctor` that concern one deploy, as its guard's check reports
+ * them: a missing right the deploy uses refuses it (one line per resource, its verbs
+ * together), one only `pulumi destroy` or the capacity forecast uses is a warning; a pool
+ * with no node that can run the agents refuses it (a warning when `poolsBlock` is false,
+ * as with `capacityCheck: off`).
+ */
+export function deployPreflight(
+  access: readonly AccessFact[],
+  pools: DoctorFacts["pools"],
+  opts: { poolsBlock: boolean },
+): DeployPreflight {
+  const out: DeployPreflight = { refusals: [], warnings: [] };
+  const groups = new Map<string, AccessFact[]>();
+  for (const a of access.filter((x) => !x.allowed)) {
+    const soft = a.check.destroyOnly === true || a.check.scope === "forecast";
+    const key = `${soft} ${resourceName(a.check)} ${a.check.namespace ?? ""}`;
+    groups.set(key, [...(groups.get(key) ?? []), a]);
+  }
+  for (const group of groups.values()) {
+    const c = group[0].check;
+    const line = accessLine(
+      c,
+      group.map((a) => a.check.verb),
+      group[0].reason,
+      true,
+    );
+    if (c.scope === "forecast") out.warnings.push(`${line} (preview makes no capacity forecast)`);
+    else if (c.destroyOnly) out.warnings.push(`${line} (pulumi destroy would fail without it)`);
+    else out.refusals.push(line);
+  }
+  for (const f of poolFindings({ pools } as DoctorFacts)) {
+    if (f.severity === "error") (opts.poolsBlock ? out.refusals : out.warnings).push(f.message);
+    else if (f.severity === "warn") out.warnings.push(f.message);
+  }
   return out;
 }
 

@@ -1,5 +1,5 @@
 /**
- * `cocoonset doctor`'s judgement (sdk/doctor/findings.ts), pure: facts in, one finding per
+ * `cocoonset doctor`'s judgement (engine/preflight/findings.ts), pure: facts in, one finding per
  * line out, with the severity that decides the exit status. Tables of facts, each changed in
  * one part from a healthy cluster.
  */
@@ -16,7 +16,7 @@ import {
   type DoctorFacts,
   type Finding,
   type NodeFact,
-} from "../../../sdk/doctor/findings.js";
+} from "../../../engine/preflight/findings.js";
 
 const node = (name: string, over: Partial<NodeFact> = {}): NodeFact => ({
   name,

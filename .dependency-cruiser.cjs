@@ -14,6 +14,7 @@ const LAYERS = [
   { name: "snapshots", path: "^engine/snapshots/" },
   { name: "plan", path: "^engine/plan/" },
   { name: "lifecycle", path: "^engine/lifecycle/" },
+  { name: "idle", path: "^engine/idle/" },
   { name: "planner", path: "^engine/planner/" },
   { name: "hibernation", path: "^engine/(hibernation/|core\\.ts$)" },
   { name: "registry", path: "^engine/registry/" },
@@ -31,7 +32,7 @@ const LAYERS = [
 
 /** The planning core's rooms. */
 const CORE =
-  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
+  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|idle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,

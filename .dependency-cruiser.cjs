@@ -18,6 +18,7 @@ const LAYERS = [
   { name: "planner", path: "^engine/planner/" },
   { name: "hibernation", path: "^engine/(hibernation/|core\\.ts$)" },
   { name: "registry", path: "^engine/registry/" },
+  { name: "hooks", path: "^engine/hooks/" },
   { name: "release", path: "^engine/release/" },
   { name: "execute", path: "^engine/execute/" },
   // provider/index.ts is the package's `./provider` facade over all of the above.

@@ -23,3 +23,11 @@ export {
   type HookSubject,
   type HookVerdict,
 } from "./hooks.js";
+export {
+  ACTIVITY_LEASE_SUFFIX,
+  activityLeaseName,
+  lastActivityOf,
+  leaseActivity,
+  memberPods,
+  type ActivityLease,
+} from "./activity.js";

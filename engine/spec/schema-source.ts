@@ -354,80 +354,6 @@ export const toolboxSpecSchema: SchemaNode = {
   },
 };
 
-/** A duration as Go and `kubectl` spell it: `90s`, `30m`, `1h30m`, `250ms`. */
-export const DURATION_PATTERN = "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$";
-
-const duration = (description: string): SchemaNode =>
-  string(description, { pattern: DURATION_PATTERN, maxLength: 64 });
-
-/** The idle policy (spec.idle). */
-export const idlePolicySchema: SchemaNode = {
-  type: "object",
-  description:
-    "Hibernate members nobody uses: a sub-agent or toolbox with no activity for `after` is hibernated on its own (its snapshot kept) and woken by its next activity; when every member, the main agent included, is idle for `after`, the fleet is suspended as spec.suspend would, and woken by any activity. Acted on by a controller with --oci-registry (docs/lifecycle.md, Idle policy).",
-  required: ["after"],
-  properties: {
-    after: duration("How long a member may go without activity before it is hibernated (e.g. 30m)."),
-  },
-};
-
-/** What an expired fleet becomes. */
-export const expiryActionSchema: SchemaNode = string(
-  "suspend: hibernate every VM and keep the snapshots (woken by activity or suspend: false); delete: delete the CocoonSet, releasing its pods and dropping its tags as a deletion does.",
-  { enum: ["suspend", "delete"] },
-);
-
-/** From when an expiry counts. */
-export const expirySinceSchema: SchemaNode = string(
-  "creation: from the CocoonSet's creation; idle: from the last activity of any member.",
-  { enum: ["creation", "idle"] },
-);
-
-/** The expiry policy (spec.expiry). */
-export const expiryPolicySchema: SchemaNode = {
-  type: "object",
-  description:
-    "A fleet that expires: `after` past `since`, it is suspended or deleted (`action`). The Expiring condition turns True an hour before, or a tenth of `after` before if that is later.",
-  required: ["after"],
-  properties: {
-    after: duration("How long after `since` the fleet expires (e.g. 24h)."),
-    since: { ...expirySinceSchema, default: "creation" },
-    action: { ...expiryActionSchema, default: "suspend" },
-  },
-};
-
-/** What the controller does when a hook does not answer 2xx in time. */
-export const hookFailurePolicySchema: SchemaNode = string(
-  "Ignore: go on with the transition and post a Warning event; Fail: hold the transition back (Warning event) and call the hook again with backoff.",
-  { enum: ["Ignore", "Fail"] },
-);
-
-/** Lifecycle hooks (spec.hooks). */
-export const hooksSchema: SchemaNode = {
-  type: "object",
-  description:
-    "The platform's own service, told of each member's lifecycle: one JSON event POSTed before a member hibernates (idle policy, suspend, CocoonHibernation), after it wakes, and before the fleet expires.",
-  required: ["url"],
-  properties: {
-    url: string(
-      "The https (or, for a loopback host, http) URL the events are POSTed to; its credentials and query are never logged.",
-      { maxLength: 2048, pattern: "^https?://[^\\s]+$" },
-    ),
-    caBundle: string(
-      "PEM certificates (base64, as a webhook's caBundle) trusted for the URL beside the system roots.",
-      { maxLength: 65536 },
-    ),
-    timeoutSeconds: {
-      type: "integer",
-      description: "How long one call may take before it counts as failed.",
-      minimum: 1,
-      maximum: 30,
-      default: 10,
-    },
-    failurePolicy: { ...hookFailurePolicySchema, default: "Ignore" },
-  },
-};
-
 /** The desired state of a CocoonSet. */
 export const cocoonSetSpecSchema: SchemaNode = {
   type: "object",
@@ -455,9 +381,6 @@ export const cocoonSetSpecSchema: SchemaNode = {
       maximum: 2147483647,
     },
     hibernatePolicy: { ...hibernatePolicySchema, default: DEFAULT_HIBERNATE_POLICY },
-    idle: idlePolicySchema,
-    expiry: expiryPolicySchema,
-    hooks: hooksSchema,
     snapshotCompatibilityClass: string(
       "Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set.",
       { maxLength: 63, pattern: LABEL_VALUE_PATTERN },
@@ -563,13 +486,6 @@ export const vmRecordSchema: SchemaNode = {
       description:
         "The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot.",
     },
-    lastActivity: string(
-      "The member's last activity the controller knows of: its activity Lease's renewal, or the controller's own create, wake or rebuild of it (idle policy).",
-      { format: "date-time" },
-    ),
-    idleSince: string("Set while the idle policy holds this member hibernated: since when.", {
-      format: "date-time",
-    }),
   },
 };
 
@@ -630,11 +546,6 @@ export const cocoonSetStatusSchema: SchemaNode = {
       "x-kubernetes-list-type": "map",
       "x-kubernetes-list-map-keys": ["name"],
     },
-    idleSuspendedSince: string(
-      "Set while the idle policy holds the whole fleet suspended (every member idle): since when. Any member's activity wakes it.",
-      { format: "date-time" },
-    ),
-    expiresAt: string("When spec.expiry will act, as last computed.", { format: "date-time" }),
     vms: {
       type: "object",
       description:
@@ -701,12 +612,6 @@ export const namedSchemas: readonly NamedSchema[] = [
   { name: "NodeRefusal", schema: nodeRefusalSchema },
   { name: "ToolboxStatus", schema: toolboxStatusSchema },
   { name: "VMRecord", schema: vmRecordSchema },
-  { name: "IdlePolicy", schema: idlePolicySchema },
-  { name: "ExpiryPolicy", schema: expiryPolicySchema },
-  { name: "ExpiryAction", schema: expiryActionSchema },
-  { name: "ExpirySince", schema: expirySinceSchema },
-  { name: "Hooks", schema: hooksSchema },
-  { name: "HookFailurePolicy", schema: hookFailurePolicySchema },
   { name: "Condition", schema: conditionSchema },
   { name: "SnapshotPolicy", schema: snapshotPolicySchema },
   { name: "HibernatePolicy", schema: hibernatePolicySchema },

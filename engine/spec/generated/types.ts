@@ -41,12 +41,6 @@ export interface CocoonSetSpec {
    * @default "retain"
    */
   hibernatePolicy?: HibernatePolicy;
-  /** Hibernate members nobody uses: a sub-agent or toolbox with no activity for `after` is hibernated on its own (its snapshot kept) and woken by its next activity; when every member, the main agent included, is idle for `after`, the fleet is suspended as spec.suspend would, and woken by any activity. Acted on by a controller with --oci-registry (docs/lifecycle.md, Idle policy). */
-  idle?: IdlePolicy;
-  /** A fleet that expires: `after` past `since`, it is suspended or deleted (`action`). The Expiring condition turns True an hour before, or a tenth of `after` before if that is later. */
-  expiry?: ExpiryPolicy;
-  /** The platform's own service, told of each member's lifecycle: one JSON event POSTed before a member hibernates (idle policy, suspend, CocoonHibernation), after it wakes, and before the fleet expires. */
-  hooks?: Hooks;
   /** Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set. */
   snapshotCompatibilityClass?: string;
   /** The main agent (slot 0) and its sub-agents (slots 1..replicas). */
@@ -186,10 +180,6 @@ export interface CocoonSetStatus {
   agents?: AgentStatus[];
   /** Toolboxes by name. */
   toolboxes?: ToolboxStatus[];
-  /** Set while the idle policy holds the whole fleet suspended (every member idle): since when. Any member's activity wakes it. */
-  idleSuspendedSince?: string;
-  /** When spec.expiry will act, as last computed. */
-  expiresAt?: string;
   /** The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion. */
   vms?: Record<string, VMRecord>;
   /** Ready and Progressing conditions. */
@@ -258,60 +248,7 @@ export interface VMRecord {
   createToken?: string;
   /** The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot. */
   hibernated?: boolean;
-  /** The member's last activity the controller knows of: its activity Lease's renewal, or the controller's own create, wake or rebuild of it (idle policy). */
-  lastActivity?: string;
-  /** Set while the idle policy holds this member hibernated: since when. */
-  idleSince?: string;
 }
-
-/** Hibernate members nobody uses: a sub-agent or toolbox with no activity for `after` is hibernated on its own (its snapshot kept) and woken by its next activity; when every member, the main agent included, is idle for `after`, the fleet is suspended as spec.suspend would, and woken by any activity. Acted on by a controller with --oci-registry (docs/lifecycle.md, Idle policy). */
-export interface IdlePolicy {
-  /** How long a member may go without activity before it is hibernated (e.g. 30m). */
-  after: string;
-}
-
-/** A fleet that expires: `after` past `since`, it is suspended or deleted (`action`). The Expiring condition turns True an hour before, or a tenth of `after` before if that is later. */
-export interface ExpiryPolicy {
-  /** How long after `since` the fleet expires (e.g. 24h). */
-  after: string;
-  /**
-   * creation: from the CocoonSet's creation; idle: from the last activity of any member.
-   * @default "creation"
-   */
-  since?: ExpirySince;
-  /**
-   * suspend: hibernate every VM and keep the snapshots (woken by activity or suspend: false); delete: delete the CocoonSet, releasing its pods and dropping its tags as a deletion does.
-   * @default "suspend"
-   */
-  action?: ExpiryAction;
-}
-
-/** suspend: hibernate every VM and keep the snapshots (woken by activity or suspend: false); delete: delete the CocoonSet, releasing its pods and dropping its tags as a deletion does. */
-export type ExpiryAction = "suspend" | "delete";
-
-/** creation: from the CocoonSet's creation; idle: from the last activity of any member. */
-export type ExpirySince = "creation" | "idle";
-
-/** The platform's own service, told of each member's lifecycle: one JSON event POSTed before a member hibernates (idle policy, suspend, CocoonHibernation), after it wakes, and before the fleet expires. */
-export interface Hooks {
-  /** The https (or, for a loopback host, http) URL the events are POSTed to; its credentials and query are never logged. */
-  url: string;
-  /** PEM certificates (base64, as a webhook's caBundle) trusted for the URL beside the system roots. */
-  caBundle?: string;
-  /**
-   * How long one call may take before it counts as failed.
-   * @default 10
-   */
-  timeoutSeconds?: number;
-  /**
-   * Ignore: go on with the transition and post a Warning event; Fail: hold the transition back (Warning event) and call the hook again with backoff.
-   * @default "Ignore"
-   */
-  failurePolicy?: HookFailurePolicy;
-}
-
-/** Ignore: go on with the transition and post a Warning event; Fail: hold the transition back (Warning event) and call the hook again with backoff. */
-export type HookFailurePolicy = "Ignore" | "Fail";
 
 /** A status condition (meta/v1 Condition). */
 export interface Condition {

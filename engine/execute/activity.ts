@@ -2,7 +2,7 @@
  * Marking a member in use: its activity Lease (engine/idle/activity.ts) applied with this
  * renewal time, one server-side apply per member (created the first time), labelled with the
  * fleet's name so the controller's Lease watch selects it. What `cocoonset wake` does, and
- * what an agent, a sidecar or a gateway does with its own client (docs/lifecycle.md).
+ * what an agent, a sidecar or a gateway does with its own client (docs/lifecycle-design.md).
  */
 import { paths, type KubeClient } from "../kube/index.js";
 import { activityLeaseName } from "../idle/index.js";

@@ -1,6 +1,6 @@
 // The expiry policy (spec.expiry): when a fleet expires, when it is announced, and whether
 // it is due. Pure; the controller suspends or deletes a due fleet through the paths it
-// already has. Behaviour: docs/lifecycle.md, "Fleets that expire".
+// already has. Behaviour: docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 
 /** The longest lead of the Expiring condition: an hour. */
 export const EXPIRING_LEAD_MAX_MS = 3_600_000;

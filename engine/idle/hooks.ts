@@ -1,7 +1,7 @@
 // Lifecycle hooks (spec.hooks): the event the controller POSTs to the platform's service
 // around a member's hibernation and wake and a fleet's expiry, and what a failed call means
 // under each failure policy. Pure; the controller makes the call. Behaviour:
-// docs/lifecycle.md, "Hooks".
+// docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 import { createHash } from "node:crypto";
 import { GROUP, VERSION } from "../spec/constants.js";
 

@@ -3,7 +3,7 @@
 // suspended. Pure: the caller gathers each member's last activity (its activity Lease's
 // renewal, or the controller's own create, wake or rebuild) and carries the decision out
 // through the per-member hibernation and the suspend it already has. Behaviour:
-// docs/lifecycle.md, "Idle policy".
+// docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 
 /** The main agent (slot 0), a sub-agent, or a toolbox. */
 export type IdleMemberKind = "main" | "sub-agent" | "toolbox";

@@ -2,7 +2,8 @@
 // service, over https with the system roots plus the hook's caBundle (plain http only to a
 // loopback host), answered 2xx within the timeout or failed. Redirects are not followed.
 // Nothing here logs: the caller shows the URL through `hookTarget`, which drops its
-// credentials and query, and never the body. Behaviour: docs/lifecycle-design.md, "Idle policy, expiry and hooks".
+// credentials and query, and never the body.
+// Behaviour: docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { rootCertificates } from "node:tls";

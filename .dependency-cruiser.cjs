@@ -14,9 +14,11 @@ const LAYERS = [
   { name: "snapshots", path: "^engine/snapshots/" },
   { name: "plan", path: "^engine/plan/" },
   { name: "lifecycle", path: "^engine/lifecycle/" },
+  { name: "idle", path: "^engine/idle/" },
   { name: "planner", path: "^engine/planner/" },
   { name: "hibernation", path: "^engine/(hibernation/|core\\.ts$)" },
   { name: "registry", path: "^engine/registry/" },
+  { name: "hooks", path: "^engine/hooks/" },
   { name: "release", path: "^engine/release/" },
   { name: "execute", path: "^engine/execute/" },
   // What a cluster needs for a deploy, read and judged: `cocoonset doctor` and the guards' checks.
@@ -33,7 +35,7 @@ const LAYERS = [
 
 /** The planning core's rooms. */
 const CORE =
-  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|planner|hibernation)/";
+  "^engine/(spec|attribution|pods|capacity|snapshots|plan|lifecycle|idle|planner|hibernation)/";
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer.name}`,

@@ -1,0 +1,41 @@
+/**
+ * Marking a member in use: its activity Lease (engine/idle/activity.ts) applied with this
+ * renewal time, one server-side apply per member (created the first time), labelled with the
+ * fleet's name so the controller's Lease watch selects it. What `cocoonset wake` does, and
+ * what an agent, a sidecar or a gateway does with its own client (docs/lifecycle-design.md).
+ */
+import { paths, type KubeClient } from "../kube/index.js";
+import { activityLeaseName } from "../idle/index.js";
+import { LABELS } from "../spec/index.js";
+
+/** Kubernetes' MicroTime: RFC 3339 with microseconds. */
+function microTime(d: Date): string {
+  return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+/** Renews the activity Lease of each pod's member at `now`, as `holder`. */
+export async function markActivity(
+  client: KubeClient,
+  namespace: string,
+  cocoonSet: string,
+  pods: readonly string[],
+  holder: string,
+  now: Date,
+): Promise<void> {
+  await Promise.all(
+    pods.map((pod) => {
+      const name = activityLeaseName(pod);
+      const body = {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name, namespace, labels: { [LABELS.name]: cocoonSet } },
+        spec: { holderIdentity: holder, renewTime: microTime(now) },
+      };
+      return client.patch(
+        `${paths.lease(namespace, name)}?fieldManager=${encodeURIComponent(holder)}&force=true`,
+        body,
+        "application/apply-patch+yaml",
+      );
+    }),
+  );
+}

@@ -1,0 +1,2 @@
+/** Calling the lifecycle hooks of spec.hooks (I/O to the platform's service). */
+export { callHook, parseHookUrl, type HookEndpoint } from "./call.js";

@@ -207,7 +207,8 @@ export function readinessTimeoutMessage(
   const leaving = r.leaving.map((p) => `${p}: beyond the spec, not deleted yet`);
   return (
     `fleet ${fleet} was not Ready within ${seconds}s (timeoutSeconds): ${ready} of ${r.awaited.length} member(s) Ready; ` +
-    `${[...members, ...leaving].join("; ")}. ` +
+    // A message that ends a sentence of its own (the scheduler's do) gets no second period.
+    `${[...members, ...leaving].join("; ").replace(/\.$/, "")}. ` +
     "The fleet is left as it is and the next `pulumi up` waits again; `skipAwait: true` on the Fleet returns without waiting"
   );
 }

@@ -336,6 +336,19 @@ describe("readiness messages", () => {
     );
   });
 
+  it("a reason that ends its own sentence gets no second period", () => {
+    const pods = [pod("0", { status: { phase: "Pending" } })];
+    const s = spec({ agent: { image: "agents/coder:1", replicas: 0 }, toolboxes: [] });
+    const r = readiness(fleet(s, pods), pods);
+    const message = readinessTimeoutMessage(
+      "agents/coder",
+      10,
+      r,
+      new Map([["coder-0", { reason: "FailedScheduling", message: "no room." }]]),
+    );
+    assert.match(message, /FailedScheduling: no room\. The fleet is left/);
+  });
+
   it("the progress line counts the Ready members and names the rest", () => {
     const s = spec({ agent: { image: "agents/coder:1", replicas: 1 }, toolboxes: [] });
     assert.equal(

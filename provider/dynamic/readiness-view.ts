@@ -125,15 +125,16 @@ export interface PodWarning {
   message: string;
 }
 
+/** A container's state as the API reports it (the engine's pod type keeps only its keys). */
+interface ContainerState {
+  waiting?: { reason?: string; message?: string };
+  terminated?: { reason?: string; message?: string };
+}
+
 /** The first container waiting or terminated with a reason, as `container C waiting: R (M)`. */
 function containerWhy(pod: Pod): string | undefined {
   for (const c of pod.status?.containerStatuses ?? []) {
-    const state = c.state as
-      | {
-          waiting?: { reason?: string; message?: string };
-          terminated?: { reason?: string; message?: string };
-        }
-      | undefined;
+    const state: ContainerState | undefined = c.state;
     for (const [kind, s] of [
       ["waiting", state?.waiting],
       ["terminated", state?.terminated],

@@ -4,14 +4,7 @@
 // inputs alone: which changes are an update.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  UNKNOWN,
-  check,
-  diff,
-  type DiffResult,
-  type SlotsInputs,
-  type SlotsOutputs,
-} from "../../../provider/dynamic/slots.js";
+import { UNKNOWN, check, diff, type DiffResult } from "../../../provider/dynamic/slots.js";
 import { hasUnsafeText } from "../../../engine/spec/index.js";
 
 const good = {
@@ -165,11 +158,11 @@ describe("slots diff", () => {
       assert.deepEqual(
         await diff(
           "agents/coder",
-          { ...olds, ...old } as unknown as SlotsOutputs,
+          { ...olds, ...old },
           {
             ...news,
             ...change,
-          } as unknown as SlotsInputs,
+          },
         ),
         want,
       );

@@ -21,19 +21,17 @@ import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../../eng
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import {
   describePods,
-  lifecyclePods,
-  suspendPending,
-  wakePending,
-  type LifecycleChange,
-} from "./lifecycle-view.js";
-import {
   lastWarnings,
+  lifecyclePods,
   readiness,
   readinessLine,
   readinessTimeoutMessage,
+  suspendPending,
+  wakePending,
   type ClusterEvent,
+  type LifecycleChange,
   type PodWarning,
-} from "./readiness-view.js";
+} from "./lifecycle-view.js";
 
 /** The longest wait between two passes when no pod changes (the planner's own poll). */
 const MAX_IDLE_MS = 5_000;
@@ -258,7 +256,7 @@ export async function awaitLifecycle(
 
 /**
  * Runs passes until every member the spec asks to run is Ready and the CocoonSet's status says
- * so (readiness-view.ts): done after a pass during which no pod changed, so the status that
+ * so (lifecycle-view.ts): done after a pass during which no pod changed, so the status that
  * pass wrote was derived from those very pods (phase `Running`, ready counts equal to the
  * desired ones). A suspended fleet has no member to wait for. Any pass failure other than a
  * conflict fails at once; on timeout the error names each member that is not Ready and why,

@@ -734,7 +734,7 @@ async function apply(
     if (errors.length > 0) {
       throw new SlotsInitError(id, await observe(client, inputs, cocoonSet), errors);
     }
-    // A suspended fleet asks no member to run (readiness-view.ts), so it is not waited for.
+    // A suspended fleet asks no member to run (lifecycle-view.ts), so it is not waited for.
     if (inputs.skipAwait !== true && !suspend) {
       try {
         const ready = await awaitReady(client, inputs.namespace, inputs.name, {

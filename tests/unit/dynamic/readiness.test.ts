@@ -10,7 +10,7 @@ import {
   readinessLine,
   readinessTimeoutMessage,
   type ClusterEvent,
-} from "../../../provider/dynamic/readiness-view.js";
+} from "../../../provider/dynamic/lifecycle-view.js";
 import { cocoonSetFrom } from "../../../provider/dynamic/slot-view.js";
 import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
 import { memberVm } from "../../../engine/attribution/index.js";

@@ -136,6 +136,7 @@ const FLEET_PLAIN = [
   "releaseTimeoutSeconds",
   "suspendTimeoutSeconds",
   "capacityCheck",
+  "skipAwait",
 ] as const;
 
 /**

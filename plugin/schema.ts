@@ -132,7 +132,10 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
   kubeconfig: secretKubeconfig("the slots resource"),
   fanOut: int("Sub-agent creates in flight during `pulumi up`. Default 8."),
   timeoutSeconds: int(
-    "How long `pulumi up` waits for the main agent and the fan-out, in seconds. Default 300.",
+    "How long `pulumi up` waits for the fleet, in seconds: the main agent, the fan-out, then every member the spec asks to run to be Ready; on timeout `up` fails naming each member that is not Ready and why. Default 300.",
+  ),
+  skipAwait: bool(
+    "Return from `pulumi up` once the pods are created, without waiting for every sub-agent and toolbox to be Ready (the outputs then say what was Ready at that moment). Changing it alone changes no slot. Default false.",
   ),
   releaseTimeoutSeconds: int(
     "How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds. Default 120.",
@@ -168,7 +171,9 @@ const fleetOutputs: Record<string, Property> = {
   podNames: stringMap('Pod name of each slot ("0" is the main agent; toolboxes by name).'),
   podPhases: stringMap("Phase of each slot's pod."),
   mainVmName: str("VM name of the main agent."),
-  phase: str("The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, ...)."),
+  phase: str(
+    "The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, ...): `Running` once `up` returns, unless `skipAwait`.",
+  ),
   status: {
     ...typeRef("CocoonSetStatus"),
     description:
@@ -249,6 +254,7 @@ export function packageSchema(version: string) {
         capacityCheck: { type: "string" },
         ownerToken: { type: "string" },
         registryCredentialsSecret: { type: "string" },
+        skipAwait: { type: "boolean" },
       }),
       "cocoonset:index:OperatorGuard": engineResource("One Operator per cluster.", {
         kubeconfig: { type: "string", secret: true },

@@ -75,10 +75,24 @@ export interface FleetArgs {
    */
   fanOut?: number;
   /**
-   * How long `pulumi up` waits for the main agent and the fan-out, in seconds.
+   * How long `pulumi up` waits for the fleet, in seconds: the main agent, the fan-out, then
+   * every member the spec asks to run to be Ready. On timeout `up` fails naming each member
+   * that is not Ready and why; the fleet is left as it is and the next `up` waits again.
+   * (Pulumi's `customTimeouts` does not reach the engine-backed resources: this is the one.)
    * @default 300
    */
   timeoutSeconds?: number;
+  /**
+   * Return from `pulumi up` once the fleet's pods are created, without waiting for every
+   * member to be Ready (the main agent is still waited for: the sub-agents fork from it). The
+   * outputs (`phase`, `status`, `podPhases`) then say what was Ready at that moment, which
+   * may be `Scaling`. Without it `up` returns only when the main agent, every sub-agent and
+   * every toolbox the spec asks for is Ready (a suspended fleet, and members whose VM is asked
+   * to hibernate, are not waited for), and the outputs show the fleet `Running`. Changing it
+   * alone changes no slot.
+   * @default false
+   */
+  skipAwait?: boolean;
   /**
    * How long `pulumi destroy` waits for the fleet's tree to be gone, in seconds.
    * @default 120
@@ -224,11 +238,15 @@ export class Fleet extends pulumi.ComponentResource {
   readonly podPhases: pulumi.Output<Record<string, string>>;
   /** VM name of the main agent. */
   readonly mainVmName: pulumi.Output<string>;
-  /** The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, …). */
+  /**
+   * The CocoonSet's phase after the last `pulumi up` (`Running`, `Suspended`, …): `Running`
+   * once `up` returns, as it waits for every member to be Ready (unless `skipAwait`).
+   */
   readonly phase: pulumi.Output<string>;
   /**
    * The CocoonSet's status as the last `pulumi up` left it: ready and desired counts, each
-   * agent's and toolbox's pod, VM and IP, and the conditions. Its counts are 0 and its lists
+   * agent's and toolbox's pod, VM and IP, and the conditions; `readyAgents` equals
+   * `desiredAgents` once `up` returns (unless `skipAwait`). Its counts are 0 and its lists
    * absent until an `up` has written a status (a stack deployed with an earlier version gets
    * it on its next `up`).
    */
@@ -404,6 +422,8 @@ export class Fleet extends pulumi.ComponentResource {
         checkNamespace: typeof args.namespace === "string" && opts.dependsOn === undefined,
         capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
         ownerToken: guard.ownerToken,
+        // Only when set: a stack deployed before it existed sees no new input.
+        ...(args.skipAwait === true ? { skipAwait: true } : {}),
       },
       { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );

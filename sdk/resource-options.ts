@@ -59,6 +59,7 @@ export function fleetIgnoreChanges(
         "registryCredentials",
         "suspendTimeoutSeconds",
         "capacityCheck",
+        "skipAwait",
       ].includes(first) &&
       tail(path) === ""
     ) {
@@ -66,7 +67,7 @@ export function fleetIgnoreChanges(
       if (["fanOut", "capacityCheck"].includes(first)) out.guard.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck", "skipAwait" or "*"`,
       );
     }
   }

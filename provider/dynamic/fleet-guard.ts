@@ -34,6 +34,7 @@ import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import { deleteFleet } from "../../engine/execute/index.js";
 import { type CapacityCheck, dryRunRefusals } from "./dry-run.js";
+import { missingNamespaceReason } from "./namespace-check.js";
 import { fleetPreflight } from "./preflight.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import {
@@ -260,7 +261,13 @@ async function askClaim(
   }
 }
 
-/** The claim decision against the cluster, failing closed. */
+/**
+ * The claim decision against the cluster, failing closed; then the namespace. The guard runs
+ * before the CocoonSet, and after everything the Fleet waits for (a Namespace resource whose
+ * name it was given, its `dependsOn`), so a namespace missing now is missing for good: said
+ * here, naming the field, instead of the CocoonSet's apply retrying for a minute. A namespace
+ * given as text was asked about at preview already; one given as an Output was unknown then.
+ */
 async function assertClaim(inputs: FleetGuardInputs, existing: boolean): Promise<void> {
   if (!inputs.ownerToken) {
     throw new CocoonSetClaimError(
@@ -269,6 +276,13 @@ async function assertClaim(inputs: FleetGuardInputs, existing: boolean): Promise
   }
   const problem = await askClaim(inputs, existing, 30_000);
   if (problem) throw new CocoonSetClaimError(problem);
+  const missing = await missingNamespaceReason(
+    inputs.kubeconfig,
+    inputs.namespace,
+    "namespace",
+    "create it first, or give the Fleet the name of the Namespace resource that creates it (`namespace: ns.metadata.name`), or that resource in the Fleet's `dependsOn`, so the Fleet is created after it",
+  );
+  if (missing) throw new CocoonSetClaimError(missing);
 }
 
 /** Guard `create`: the claim decision, then the guard exists (its id is the CocoonSet's). */

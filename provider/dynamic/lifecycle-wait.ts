@@ -1,10 +1,11 @@
 /**
- * `pulumi up` of a suspend or a wake: after the usual convergence, the slots resource keeps
- * running the engine's passes until the fleet is Suspended (every VM hibernated, as the pass
- * gates it) or, for a wake, Running with every VM up again, or until its timeout. Between
- * passes it waits on a watch of the fleet's pods (a node agent's state change), at most the
- * planner's requeue delay (the registry tag the gate also reads has no watch).
- * Behaviour: docs/behaviour.md §7.4.
+ * What `pulumi up` waits for after the usual convergence: the slots resource keeps running the
+ * engine's passes until the fleet is Suspended (every VM hibernated, as the pass gates it) or,
+ * for a wake, Running with every VM up again (behaviour.md §7.4), and then until every member
+ * the spec asks to run is Ready (§7.3), or until the wait's timeout. Between passes it waits
+ * on a watch of the fleet's pods (a kubelet's or a node agent's change), at most the planner's
+ * requeue delay (the registry tag the suspend gate also reads has no watch). The passes write
+ * the CocoonSet's status, so the one `up` returns with describes the pods it waited for.
  */
 import type { CocoonSet, Pod } from "../../engine/spec/index.js";
 import {
@@ -20,10 +21,16 @@ import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../../eng
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import {
   describePods,
+  lastWarnings,
   lifecyclePods,
+  readiness,
+  readinessLine,
+  readinessTimeoutMessage,
   suspendPending,
   wakePending,
+  type ClusterEvent,
   type LifecycleChange,
+  type PodWarning,
 } from "./lifecycle-view.js";
 
 /** The longest wait between two passes when no pod changes (the planner's own poll). */
@@ -61,6 +68,11 @@ export interface LifecycleWaitOptions {
   timeoutMs: number;
   /** The input that sets the timeout, named in the timeout message. */
   timeoutField: string;
+  /**
+   * The seconds the timeout message names, when the wait had only what an earlier step left
+   * of `timeoutField`'s budget. @default `timeoutMs` in seconds
+   */
+  budgetSeconds?: number;
   /** One progress line (the Pulumi log of the slots resource). */
   log(line: string): void;
 }
@@ -79,6 +91,111 @@ function versions(pods: readonly { metadata?: { name?: string; resourceVersion?:
     .join(",");
 }
 
+/** What one pass returns. */
+type PassResult = Awaited<ReturnType<typeof runPass>>;
+
+/** What one pass of a wait saw, for its goal to judge. */
+interface PassView {
+  /** The CocoonSet after the pass. */
+  cocoonSet: CocoonSet;
+  /** The fleet's pods after the pass. */
+  pods: Pod[];
+  /** The pass's result. */
+  result: PassResult;
+  /** The registry's silence that held a suspend, if it did (else ""). */
+  registryError: string;
+  /** Whether no pod changed while the pass ran: then the status it wrote describes `pods`. */
+  stable: boolean;
+  /** How many passes the wait ran, this one included. */
+  passes: number;
+}
+
+/** What a wait waits for: its judgement of each pass, and its messages. */
+interface WaitGoal {
+  /** The pass failures the wait lets through (they are retried until the timeout). */
+  tolerated(f: PassFailure): boolean;
+  /** The error of the pass failures (or the Failed fleet) that stop the wait. */
+  failed(messages: string[]): string;
+  /**
+   * Done or not, and the progress line: logged when done, or when `key` (the line without
+   * what changes at every pass) differs from the last one logged.
+   */
+  judge(v: PassView): { done: boolean; key: string; line: string };
+  /** The error of a wait out of time. */
+  timedOut(v: PassView): Promise<{ message: string; pending: string[] }>;
+}
+
+/**
+ * Runs passes until the goal says done: after each one that left work for later, waits on a
+ * watch of the fleet's pods for any change since the pass began, at most the planner's requeue
+ * delay ({@link MAX_IDLE_MS}). Fails at once on a pass failure the goal does not tolerate and
+ * on a fleet that is Failed; on timeout with the goal's message.
+ */
+async function passesUntil(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  /** What the wait does, as in "nothing to X" once the CocoonSet is gone. */
+  what: string,
+  goal: WaitGoal,
+  opts: LifecycleWaitOptions,
+): Promise<LifecycleWaitResult> {
+  const deadline = Date.now() + opts.timeoutMs;
+  let lastKey = "";
+  for (let passes = 1; ; passes++) {
+    const cs = await readCocoonSet(client, namespace, name);
+    if (!cs)
+      throw new LifecycleFailedError(`CocoonSet ${namespace}/${name} is gone; nothing to ${what}`);
+    // The pods as they were before the pass: the wait below ends on any change since, so a
+    // node agent's write that lands while the pass runs is never missed.
+    const seen = versions(await listFleetPods(client, cs));
+    const result = await runPass(client, cs, opts.pass);
+    if (result.conflicted) continue;
+    const tolerated = result.failures.filter((f) => goal.tolerated(f));
+    const others = result.failures.filter((f) => !goal.tolerated(f));
+    if (others.length > 0)
+      throw new LifecycleFailedError(goal.failed(others.map((f) => f.message)), others);
+    const pods: Pod[] = await listFleetPods(client, result.cocoonSet);
+    const view: PassView = {
+      cocoonSet: result.cocoonSet,
+      pods,
+      result,
+      registryError: tolerated[0]?.message ?? "",
+      stable: versions(pods) === seen,
+      passes,
+    };
+    const phase = result.cocoonSet.status?.phase ?? "unknown";
+    const { done, key, line } = goal.judge(view);
+    if (done || key !== lastKey) {
+      opts.log(line);
+      lastKey = key;
+    }
+    if (done) return { cocoonSet: result.cocoonSet, passes };
+    if (phase === "Failed") {
+      throw new LifecycleFailedError(
+        goal.failed([
+          `the fleet is Failed (its main agent is terminal): ${result.cocoonSet.status?.conditions?.map((c) => c.message).join("; ") ?? ""}`,
+        ]),
+      );
+    }
+    if (Date.now() >= deadline) {
+      const { message, pending } = await goal.timedOut(view);
+      throw new LifecycleTimeoutError(message, pending);
+    }
+    if (result.requeueAfterMs === 0 || !view.stable) continue;
+    const idle = Math.min(result.requeueAfterMs ?? MAX_IDLE_MS, MAX_IDLE_MS, deadline - Date.now());
+    try {
+      await waitForList(client, paths.pods(namespace), (items) => versions(items) !== seen, {
+        labelSelector: podSelector(name),
+        timeoutMs: Math.max(1, idle),
+        description: `a change of the pods of CocoonSet ${namespace}/${name}`,
+      });
+    } catch (e) {
+      if (!WaitTimeoutError.isInstance(e)) throw e;
+    }
+  }
+}
+
 /**
  * Runs passes until the fleet has suspended (`suspend`: phase `Suspended`, no pod left to
  * hibernate) or woken (`wake`: phase `Running`, every managed pod's VM `ready`). A pass
@@ -92,69 +209,121 @@ export async function awaitLifecycle(
   change: LifecycleChange,
   opts: LifecycleWaitOptions,
 ): Promise<LifecycleWaitResult> {
-  const deadline = Date.now() + opts.timeoutMs;
   const target = change === "suspend" ? "Suspended" : "Running";
-  let lastLine = "";
-  for (let passes = 1; ; passes++) {
-    const cs = await readCocoonSet(client, namespace, name);
-    if (!cs)
-      throw new LifecycleFailedError(
-        `CocoonSet ${namespace}/${name} is gone; nothing to ${change}`,
-      );
-    // The pods as they were before the pass: the wait below ends on any change since, so a
-    // node agent's write that lands while the pass runs is never missed.
-    const seen = versions(await listFleetPods(client, cs));
-    const result = await runPass(client, cs, opts.pass);
-    if (result.conflicted) continue;
-    const silences = result.failures.filter(isSuspendRegistrySilence);
-    const registryError = silences[0]?.message ?? "";
-    const others = result.failures.filter((f) => !isSuspendRegistrySilence(f));
-    if (others.length > 0) {
-      throw new LifecycleFailedError(
-        `${change} of fleet ${namespace}/${name}: ${others.map((f) => f.message).join("; ")}`,
-        others,
-      );
-    }
-    const pods: Pod[] = await listFleetPods(client, result.cocoonSet);
-    const phase = result.cocoonSet.status?.phase ?? "unknown";
-    // A registry that did not answer leaves the plan empty: every pod is still in question.
-    const pending =
-      change === "wake"
-        ? wakePending(result.cocoonSet, pods)
-        : registryError
-          ? lifecyclePods(result.cocoonSet, pods).map((p) => p.metadata?.name ?? "")
-          : suspendPending(result.plan);
-    const done = phase === target && pending.length === 0 && registryError === "";
-    const line = `${namespace}/${name}: ${change} pass ${passes}: phase ${phase}, ${pending.length} pod(s) ${change === "suspend" ? "not hibernated" : "not awake"} yet${registryError ? ` (${registryError})` : ""}`;
-    if (done || line.replace(/pass \d+: /, "") !== lastLine) {
-      opts.log(done ? `${namespace}/${name}: ${target} after ${passes} pass(es)` : line);
-      lastLine = line.replace(/pass \d+: /, "");
-    }
-    if (done) return { cocoonSet: result.cocoonSet, passes };
-    if (phase === "Failed") {
-      throw new LifecycleFailedError(
-        `${change} of fleet ${namespace}/${name}: the fleet is Failed (its main agent is terminal): ${result.cocoonSet.status?.conditions?.map((c) => c.message).join("; ") ?? ""}`,
-      );
-    }
-    if (Date.now() >= deadline) {
-      const seconds = Math.round(opts.timeoutMs / 1000);
-      const what =
-        change === "suspend" ? "pods that did not hibernate" : "pods whose VM is not up again";
-      throw new LifecycleTimeoutError(
-        `${change} of fleet ${namespace}/${name} did not finish within ${seconds}s (${opts.timeoutField}): phase ${phase}; ${what}: ${describePods(pods, pending) || "none"}${registryError ? `; ${registryError}` : ""}. The CocoonSet keeps its spec; the next \`pulumi up\` waits again`,
-        pending,
-      );
-    }
-    if (result.requeueAfterMs === 0) continue;
-    const idle = Math.min(result.requeueAfterMs ?? MAX_IDLE_MS, MAX_IDLE_MS, deadline - Date.now());
-    try {
-      await waitForList(client, paths.pods(namespace), (items) => versions(items) !== seen, {
-        labelSelector: podSelector(name),
-        timeoutMs: Math.max(1, idle),
-        description: `a change of the pods of CocoonSet ${namespace}/${name}`,
-      });
-    } catch (e) {
-      if (!WaitTimeoutError.isInstance(e)) throw e;
-    }
+  const pendingOf = (v: PassView) =>
+    change === "wake"
+      ? wakePending(v.cocoonSet, v.pods)
+      : // A registry that did not answer leaves the plan empty: every pod is still in question.
+        v.registryError
+        ? lifecyclePods(v.cocoonSet, v.pods).map((p) => p.metadata?.name ?? "")
+        : suspendPending(v.result.plan);
+  return passesUntil(
+    client,
+    namespace,
+    name,
+    change,
+    {
+      tolerated: isSuspendRegistrySilence,
+      failed: (messages) => `${change} of fleet ${namespace}/${name}: ${messages.join("; ")}`,
+      judge(v) {
+        const phase = v.cocoonSet.status?.phase ?? "unknown";
+        const pending = pendingOf(v);
+        const done = phase === target && pending.length === 0 && v.registryError === "";
+        const key = `phase ${phase}, ${pending.length} pod(s) ${change === "suspend" ? "not hibernated" : "not awake"} yet${v.registryError ? ` (${v.registryError})` : ""}`;
+        return {
+          done,
+          key,
+          line: done
+            ? `${namespace}/${name}: ${target} after ${v.passes} pass(es)`
+            : `${namespace}/${name}: ${change} pass ${v.passes}: ${key}`,
+        };
+      },
+      timedOut(v) {
+        const phase = v.cocoonSet.status?.phase ?? "unknown";
+        const pending = pendingOf(v);
+        const seconds = Math.round(opts.timeoutMs / 1000);
+        const what =
+          change === "suspend" ? "pods that did not hibernate" : "pods whose VM is not up again";
+        return Promise.resolve({
+          message: `${change} of fleet ${namespace}/${name} did not finish within ${seconds}s (${opts.timeoutField}): phase ${phase}; ${what}: ${describePods(v.pods, pending) || "none"}${v.registryError ? `; ${v.registryError}` : ""}. The CocoonSet keeps its spec; the next \`pulumi up\` waits again`,
+          pending,
+        });
+      },
+    },
+    opts,
+  );
+}
+
+/**
+ * Runs passes until every member the spec asks to run is Ready and the CocoonSet's status says
+ * so (lifecycle-view.ts): done after a pass during which no pod changed, so the status that
+ * pass wrote was derived from those very pods (phase `Running`, ready counts equal to the
+ * desired ones). A suspended fleet has no member to wait for. Any pass failure other than a
+ * conflict fails at once; on timeout the error names each member that is not Ready and why,
+ * with the last Warning event about its pod.
+ */
+export async function awaitReady(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  opts: LifecycleWaitOptions,
+): Promise<LifecycleWaitResult> {
+  const fleet = `${namespace}/${name}`;
+  return passesUntil(
+    client,
+    namespace,
+    name,
+    "wait for",
+    {
+      tolerated: () => false,
+      failed: (messages) => `waiting for fleet ${fleet} to be Ready: ${messages.join("; ")}`,
+      judge(v) {
+        const r = readiness(v.cocoonSet, v.pods);
+        const done = v.stable && r.notReady.length === 0 && r.leaving.length === 0;
+        const line = readinessLine(fleet, r);
+        return {
+          done,
+          key: line,
+          line: done ? `${fleet}: ${r.awaited.length} member(s) Ready` : line,
+        };
+      },
+      async timedOut(v) {
+        const r = readiness(v.cocoonSet, v.pods);
+        const uids = new Map(
+          r.awaited
+            .filter((m) => !m.ready && m.live?.metadata?.uid)
+            .map((m): [string, string] => [m.pod, m.live?.metadata?.uid ?? ""]),
+        );
+        const warnings = uids.size > 0 ? await podWarnings(client, namespace, uids) : new Map();
+        return {
+          message: readinessTimeoutMessage(
+            fleet,
+            opts.budgetSeconds ?? Math.round(opts.timeoutMs / 1000),
+            r,
+            warnings,
+          ),
+          pending: [...r.notReady, ...r.leaving],
+        };
+      },
+    },
+    opts,
+  );
+}
+
+/**
+ * The last Warning event about each of the pods (name → uid), from one list of the
+ * namespace's events; none when they cannot be read (a caller without the right to list
+ * events still gets the pods' own words).
+ */
+async function podWarnings(
+  client: KubeClient,
+  namespace: string,
+  pods: ReadonlyMap<string, string>,
+): Promise<Map<string, PodWarning>> {
+  try {
+    const events = await client.list<ClusterEvent>(paths.events(namespace));
+    return lastWarnings(events.items, pods);
+  } catch {
+    return new Map();
   }
 }

@@ -48,7 +48,12 @@ import {
   lifecycleSummary,
   type LifecycleChange,
 } from "./lifecycle-view.js";
-import { awaitLifecycle } from "./lifecycle-wait.js";
+import {
+  awaitLifecycle,
+  awaitReady,
+  LifecycleFailedError,
+  LifecycleTimeoutError,
+} from "./lifecycle-wait.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import { deleteDecision, shortToken, tokenOf } from "./ownership.js";
 import {
@@ -85,8 +90,17 @@ export interface SlotsInputs {
   providerVersion: string;
   /** Sub-agent creates in flight. @default 8 */
   fanOut?: number;
-  /** How long `up` waits for the main agent and the fan-out. @default 300 */
+  /**
+   * How long `up` waits for the fleet: the main agent, the fan-out, then every member Ready.
+   * @default 300
+   */
   timeoutSeconds?: number;
+  /**
+   * `up` returns once the pods are created, without waiting for every member to be Ready
+   * (the outputs then say what was Ready at that moment). Read by `create` and `update` only:
+   * a change of it alone changes no slot. @default false
+   */
+  skipAwait?: boolean;
   /** How long `destroy` waits for the fleet's tree to be gone. @default 120 */
   releaseTimeoutSeconds?: number;
   /**
@@ -167,7 +181,10 @@ function containsUnknown(v: unknown): boolean {
   return false;
 }
 
-/** How long `pulumi up` waits for the main agent and the fan-out by default, in seconds. */
+/**
+ * How long `pulumi up` waits for the fleet by default (the main agent, the fan-out, every
+ * member Ready), in seconds.
+ */
 export const DEFAULT_TIMEOUT_SECONDS = 300;
 /** How long `pulumi destroy` waits for the fleet's tree to be gone by default, in seconds. */
 export const DEFAULT_RELEASE_TIMEOUT_SECONDS = 120;
@@ -192,8 +209,15 @@ export function slotsArgumentProblems(args: {
   registryInsecure?: unknown;
   registryCredentials?: unknown;
   capacityCheck?: unknown;
+  skipAwait?: unknown;
 }): { property: string; reason: string }[] {
   const out: { property: string; reason: string }[] = [];
+  const skipAwait = args.skipAwait;
+  if (skipAwait !== undefined && !isUnknown(skipAwait) && typeof skipAwait !== "boolean")
+    out.push({
+      property: "skipAwait",
+      reason: `[skipAwait] must be true or false (got ${describeValue(skipAwait)})`,
+    });
   const capacityCheck = args.capacityCheck;
   if (
     capacityCheck !== undefined &&
@@ -550,8 +574,10 @@ export class SlotsInitError extends BrandedError {
     readonly id: string,
     readonly properties: SlotsOutputs,
     readonly reasons: string[],
+    /** The message, when it is not a count of failed slot operations. */
+    message?: string,
   ) {
-    super(`${reasons.length} slot operation(s) failed: ${reasons.join("; ")}`);
+    super(message ?? `${reasons.length} slot operation(s) failed: ${reasons.join("; ")}`);
   }
 }
 
@@ -631,6 +657,9 @@ async function apply(
   olds?: SlotsOutputs,
 ): Promise<{ id: string; outs: SlotsOutputs }> {
   const id = `${inputs.namespace}/${inputs.name}`;
+  const timeoutMs = (inputs.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000;
+  // One budget for the convergence and the readiness wait after it.
+  const deadline = Date.now() + timeoutMs;
   const client = KubeClient.fromString(inputs.kubeconfig);
   try {
     const before = await verifiedCocoonSet(client, inputs, {
@@ -670,7 +699,7 @@ async function apply(
     const result = await converge(client, inputs.namespace, inputs.name, {
       fanOut: inputs.fanOut,
       registry,
-      timeoutMs: (inputs.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
+      timeoutMs,
       hooks: {
         progress(done, batch) {
           if (done === batch || Date.now() - lastReport > 2000) {
@@ -702,11 +731,29 @@ async function apply(
       );
       cocoonSet = waited.cocoonSet;
     }
-    const outs = await observe(client, inputs, cocoonSet);
     if (errors.length > 0) {
-      throw new SlotsInitError(id, outs, errors);
+      throw new SlotsInitError(id, await observe(client, inputs, cocoonSet), errors);
     }
-    return { id, outs };
+    // A suspended fleet asks no member to run (lifecycle-view.ts), so it is not waited for.
+    if (inputs.skipAwait !== true && !suspend) {
+      try {
+        const ready = await awaitReady(client, inputs.namespace, inputs.name, {
+          pass: { fanOut: inputs.fanOut, registry },
+          timeoutMs: Math.max(1000, deadline - Date.now()),
+          timeoutField: "timeoutSeconds",
+          budgetSeconds: Math.round(timeoutMs / 1000),
+          log: (line) => console.log(line),
+        });
+        cocoonSet = ready.cocoonSet;
+      } catch (e) {
+        if (!LifecycleTimeoutError.isInstance(e) && !LifecycleFailedError.isInstance(e)) throw e;
+        // The pods exist: Pulumi keeps the resource, with what the cluster has now, and the
+        // next `up` updates it (and waits again).
+        const now = (await readCocoonSet(client, inputs.namespace, inputs.name)) ?? cocoonSet;
+        throw new SlotsInitError(id, await observe(client, inputs, now), [e.message], e.message);
+      }
+    }
+    return { id, outs: await observe(client, inputs, cocoonSet) };
   } finally {
     client.close();
   }

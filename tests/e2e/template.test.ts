@@ -10,7 +10,7 @@ import { lstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { LABELS } from "../../engine/spec/index.js";
-import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
+import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
 import { localRegistry } from "../support/npm-registry.js";
 import {
@@ -64,15 +64,13 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
   await removeCrd(); // the template's Operator installs it (it adopts one only when told to)
   try {
     ok(await cli(["up", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi up");
-    const pods = await waitForList(
-      client,
-      paths.pods(ns),
-      (items) => items.filter(isReady).length === 3,
-      {
-        labelSelector: `${LABELS.name}=agents`,
-        timeoutMs: 60_000,
-        description: `the main agent and 2 sub-agents in ${ns}`,
-      },
+    // No wait: `up` returns once every member is Ready.
+    const pods = (await client.list(paths.pods(ns), { labelSelector: `${LABELS.name}=agents` }))
+      .items;
+    assert.deepEqual(
+      pods.filter((p) => !isReady(p)).map((p) => p.metadata.name),
+      [],
+      "every pod is Ready",
     );
     assert.deepEqual(pods.map((p: KubeObject) => p.metadata.name).sort(), [
       "agents-0",
@@ -84,8 +82,8 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
     // `pods` is the fleet's podNames: the pod name of each slot, by slot.
     const out = JSON.parse(outputs.stdout) as { pods: Record<string, string>; readyAgents: number };
     assert.deepEqual(Object.values(out.pods).sort(), ["agents-0", "agents-1", "agents-2"]);
-    // `readyAgents` is the Fleet's typed status (the CocoonSet's, as the up left it).
-    assert.ok(out.readyAgents >= 1 && out.readyAgents <= 3, `readyAgents ${out.readyAgents}`);
+    // `readyAgents` is the Fleet's typed status (the CocoonSet's, as the up left it: Ready).
+    assert.equal(out.readyAgents, 3);
   } finally {
     ok(await cli(["destroy", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi destroy");
   }

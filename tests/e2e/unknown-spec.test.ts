@@ -3,7 +3,8 @@
  * the same deploy creates), through the real pulumi CLI on the embedded cluster: preview
  * says the slots are unknown until apply, and says nothing of the kind when the spec is
  * known (plain values, or Outputs of resources that exist); `up` creates the pods and
- * `destroy` leaves none.
+ * `destroy` leaves none. A namespace known only during `up` that does not exist fails `up`
+ * at once, naming the field.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -12,7 +13,7 @@ import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { LABELS } from "../../engine/spec/index.js";
 import { paths, waitForList } from "../../engine/kube/index.js";
 import { SLOTS_UNKNOWN_MESSAGE } from "../../sdk/fleet.js";
-import { adminClient, isReady, withNamespace } from "../support/cluster.js";
+import { adminClient, isReady, suffix, withNamespace } from "../support/cluster.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "options");
@@ -89,4 +90,35 @@ test("preview says 'slots unknown until apply' only when the spec holds a value 
     undefined,
     "the CocoonSet is gone",
   );
+});
+
+test("a namespace given as an Output, unknown at preview, that does not exist fails up at once naming [namespace], and no CocoonSet is written", async (t) => {
+  await ensureCrd(adminClient());
+  // Never created.
+  const ns = `e2e-no-ns-${suffix()}`;
+  const { stack } = await programStack(t, program, {
+    namespace: { value: ns },
+    namespaceAfterApply: { value: "true" },
+  });
+  t.after(async () => {
+    await stack.destroy().catch(() => undefined);
+  });
+  const started = Date.now();
+  let failed = "";
+  try {
+    await stack.up();
+  } catch (e) {
+    failed = String(e);
+  }
+  const seconds = (Date.now() - started) / 1000;
+  assert.match(
+    failed,
+    new RegExp(`\\[namespace\\] namespace "${ns}" does not exist in the cluster; create it first`),
+    failed,
+  );
+  assert.doesNotMatch(failed, /Retry #/, "no retries of the CocoonSet's apply");
+  // The CocoonSet's apply retried for about 63 s before; `up` itself takes a few seconds.
+  t.diagnostic(`up failed after ${seconds.toFixed(1)} s`);
+  assert.ok(seconds < 45, `up failed after ${seconds} s`);
+  assert.equal(await adminClient().getOrUndefined(paths.cocoonSet(ns, "fleet")), undefined);
 });

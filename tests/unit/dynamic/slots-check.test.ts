@@ -1,9 +1,10 @@
 // The slots resource's `check` (what `pulumi preview` runs): every failure names its field,
 // top-level inputs under their own key (the engine prints the value given), spec fields in
-// the reason with the value (a dotted key would print `value {<nil>}`).
+// the reason with the value (a dotted key would print `value {<nil>}`). And its `diff` on the
+// inputs alone: which changes are an update.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { UNKNOWN, check } from "../../../provider/dynamic/slots.js";
+import { UNKNOWN, check, diff, type DiffResult } from "../../../provider/dynamic/slots.js";
 import { hasUnsafeText } from "../../../engine/spec/index.js";
 
 const good = {
@@ -115,6 +116,10 @@ describe("slots check", () => {
     const [t] = await failures({ suspendTimeoutSeconds: 0 });
     assert.equal(t.property, "suspendTimeoutSeconds");
     assert.match(t.reason, /^\[suspendTimeoutSeconds\] must be a number of seconds between 1/);
+    const [skip] = await failures({ skipAwait: "no" });
+    assert.equal(skip?.property, "skipAwait");
+    assert.equal(skip.reason, '[skipAwait] must be true or false (got "no")');
+    assert.deepEqual(await failures({ skipAwait: true }), []);
   });
 
   it("skips what preview does not know yet", async () => {
@@ -123,4 +128,44 @@ describe("slots check", () => {
       [],
     );
   });
+});
+
+describe("slots diff", () => {
+  // The kubeconfig unknown (and unchanged), as in a preview whose provider is created by the
+  // same deploy: the diff then decides from the inputs alone, without a look at the live pods.
+  const olds = {
+    ...good,
+    uid: "uid-1",
+    timeoutSeconds: 300,
+    kubeconfig: UNKNOWN,
+    pods: {},
+    mainVmName: "",
+  };
+  const news = { ...good, uid: "uid-1", timeoutSeconds: 300, kubeconfig: UNKNOWN };
+  const table: [string, Record<string, unknown>, Record<string, unknown>, DiffResult][] = [
+    ["nothing changed", {}, {}, { changes: false }],
+    ["skipAwait set alone changes no slot", {}, { skipAwait: true }, { changes: false }],
+    ["skipAwait dropped alone changes no slot", { skipAwait: true }, {}, { changes: false }],
+    [
+      "a timeout changed is an update (the engine prints its own input diff)",
+      {},
+      { timeoutSeconds: 30 },
+      {},
+    ],
+  ];
+  for (const [title, old, change, want] of table) {
+    it(title, async () => {
+      assert.deepEqual(
+        await diff(
+          "agents/coder",
+          { ...olds, ...old },
+          {
+            ...news,
+            ...change,
+          },
+        ),
+        want,
+      );
+    });
+  }
 });

@@ -797,6 +797,7 @@ describe("Fleet", () => {
         { capacityCheck: "strict" },
         /\[capacityCheck\] must be one of "refuse", "warn", "off" \(got "strict"\)/,
       ],
+      [{ skipAwait: "yes" }, /\[skipAwait\] must be true or false \(got "yes"\)/],
     ];
     for (const [args, message] of cases) {
       const before = registered.length;
@@ -947,6 +948,21 @@ describe("Fleet", () => {
     assert.equal(slotsOf("own").registry, "registry.example.com/other");
     assert.equal(slotsOf("own").suspendTimeoutSeconds, 30);
     assert.equal(slotsOf("none").registry, undefined);
+  });
+
+  it("gives the slots resource skipAwait only when it is set, so a stack deployed before it sees no new input", async () => {
+    const spec = { agent: { image: "agents/coder:1" } };
+    const waits = new sdk.Fleet("waits", { namespace: "agents", spec, kubeconfig: KUBECONFIG });
+    const returns = new sdk.Fleet("returns", {
+      namespace: "agents",
+      spec,
+      kubeconfig: KUBECONFIG,
+      skipAwait: true,
+    });
+    await Promise.all([settle(waits.podNames), settle(returns.podNames)]);
+    const slotsOf = (n: string) => one(n, SLOTS, `${n}-slots`).inputs;
+    assert.equal("skipAwait" in slotsOf("waits"), false);
+    assert.equal(slotsOf("returns").skipAwait, true);
   });
 
   it("mounts the Operator's ociRegistryCa into the controller, and a Fleet takes it and ociRegistryInsecure along", async () => {

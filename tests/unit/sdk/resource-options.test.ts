@@ -33,6 +33,7 @@ void describe("fleetIgnoreChanges", () => {
     ],
     [["registryCredentials"], { cocoonSet: [], slots: ["registryCredentials"], guard: [] }],
     [["timeoutSeconds"], { cocoonSet: [], slots: ["timeoutSeconds"], guard: [] }],
+    [["skipAwait"], { cocoonSet: [], slots: ["skipAwait"], guard: [] }],
     [["capacityCheck"], { cocoonSet: [], slots: ["capacityCheck"], guard: ["capacityCheck"] }],
     [
       ["*"],

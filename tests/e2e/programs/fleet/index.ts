@@ -10,7 +10,8 @@
  * and `registryPassword` (secret, else `$E2E_REGISTRY_PASSWORD`; together they are the Fleet's
  * `registryCredentials`) [none],
  * `nodePool` [the default pool], `cpu` (each agent's cpu request) [none], `capacityCheck`
- * [the Fleet's default], `suspend` [false].
+ * [the Fleet's default], `suspend` [false], `timeoutSeconds` [120], `skipAwait` [false].
+ * Exports the Fleet's outputs the tests read: `phase` and `status`, besides the names.
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -42,7 +43,8 @@ const fleet = new Fleet(
     namespace,
     operator,
     // Short timeouts: the embedded cluster answers in seconds, and a hung test should fail.
-    timeoutSeconds: 120,
+    timeoutSeconds: config.getNumber("timeoutSeconds") ?? 120,
+    skipAwait: config.getBoolean("skipAwait"),
     releaseTimeoutSeconds: 60,
     fanOut: config.getNumber("fanOut"),
     adoptCocoonSet: config.getBoolean("adoptCocoonSet"),
@@ -75,4 +77,6 @@ const fleet = new Fleet(
 export const cocoonSet = fleet.cocoonSetName;
 export const cocoonSetUid = fleet.cocoonSetUid;
 export const pods = fleet.podNames;
+export const phase = fleet.phase;
+export const status = fleet.status;
 export const operatorDeployment = operator?.deploymentName;

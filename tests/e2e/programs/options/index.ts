@@ -5,7 +5,8 @@
  * Config: `namespace` (required), `createNamespace` [false]: a Namespace resource of that
  * name, passed to the Fleet only through `dependsOn`; `withFleet` [true], `replicas` [1],
  * `image` [agents/coder:1], `replicasAfterApply`: the replica count, through a resource whose
- * output is unknown until `up` creates it, `protect`, `retainOnDelete`, `ignoreImage` (the Fleet's options);
+ * output is unknown until `up` creates it, `namespaceAfterApply` [false]: the namespace the same
+ * way, `protect`, `retainOnDelete`, `ignoreImage` (the Fleet's options);
  * `label`: a transform that puts the label `e2e.cocoonstack.io/transformed=<label>` on the
  * CocoonSet and the controller Deployment; `withOperator` [false], `operatorName`
  * [cocoonset], `operatorNamespace`, `operatorReplicas` [1], `operatorProtect`,
@@ -44,24 +45,27 @@ const transforms: pulumi.ResourceTransform[] = label
 
 // A replica count known only once `up` creates this resource: unknown in the first preview.
 const replicasAfterApply = config.getNumber("replicasAfterApply");
-/** A number that is an output of its own: unknown in a preview that creates the resource. */
-class Counter extends pulumi.dynamic.Resource {
-  declare readonly count: pulumi.Output<number>;
-  constructor(name: string, value: number) {
+/** A value that is an output of its own: unknown in a preview that creates the resource. */
+class Later<T> extends pulumi.dynamic.Resource {
+  declare readonly later: pulumi.Output<T>;
+  constructor(name: string, value: T) {
     super(
       {
-        create: (inputs: { value: number }) =>
-          Promise.resolve({ id: name, outs: { value: inputs.value, count: inputs.value } }),
+        create: (inputs: { value: T }) =>
+          Promise.resolve({ id: name, outs: { value: inputs.value, later: inputs.value } }),
       },
       name,
-      { value, count: undefined },
+      { value, later: undefined },
     );
   }
 }
 const replicas: pulumi.Input<number> =
   replicasAfterApply === undefined
     ? (config.getNumber("replicas") ?? 1)
-    : new Counter("counter", replicasAfterApply).count;
+    : new Later("counter", replicasAfterApply).later;
+const fleetNamespace: pulumi.Input<string> = config.getBoolean("namespaceAfterApply")
+  ? new Later("namespace", namespace).later
+  : namespace;
 
 const created = config.getBoolean("createNamespace")
   ? new k8s.core.v1.Namespace("fleet-ns", { metadata: { name: namespace } })
@@ -88,7 +92,7 @@ const fleet =
     ? new Fleet(
         "fleet",
         {
-          namespace,
+          namespace: fleetNamespace,
           operator,
           timeoutSeconds: 120,
           releaseTimeoutSeconds: 60,

@@ -1,7 +1,7 @@
 /**
  * Marking a member in use: its activity Lease (engine/idle/activity.ts) applied with this
  * renewal time, one server-side apply per member (created the first time), labelled with the
- * fleet's name so the controller's Lease watch selects it. What `cocoonset wake` does, and
+ * fleet's name so the controller's Lease watch selects it: what a wake from the CLI is to do, and
  * what an agent, a sidecar or a gateway does with its own client (docs/lifecycle-design.md).
  */
 import { paths, type KubeClient } from "../kube/index.js";

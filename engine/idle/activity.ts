@@ -1,6 +1,6 @@
 // Member activity as the idle policy reads it: one `coordination.k8s.io/v1` Lease per member,
 // named after the member's pod, renewed by whatever knows the member is in use (the agent, a
-// sidecar, the platform's gateway, `cocoonset wake`). Pure: names, and the activity read
+// sidecar, the platform's gateway, the CLI). Pure: names, and the activity read
 // from the Leases the caller listed.
 // Behaviour: docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 import { agentPodName, toolboxPodName } from "../pods/pod-builder.js";

@@ -24,20 +24,21 @@ const cpuB = config.get("cpuB");
 const replicasA = config.get("replicasA");
 
 const parent = group ? new pulumi.ComponentResource("e2e:index:Group", group) : undefined;
-/** The component's old URN when `aliasGroup` says where it was (the stack: "", or a group). */
-const moved = (name: string, type: string): pulumi.Input<string>[] =>
+/** The component's old parent when `aliasGroup` says where it was (the stack: "", or a group). */
+const moved = (): pulumi.Alias[] =>
   aliasGroup === undefined
     ? []
     : [
-        pulumi.createUrn(
-          name,
-          type,
-          aliasGroup === "" ? undefined : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
-        ),
+        {
+          parent:
+            aliasGroup === ""
+              ? pulumi.rootStackResource
+              : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
+        },
       ];
-const options = (name: string, type: string, aliases: pulumi.Alias[] = []) => ({
+const options = (aliases: pulumi.Alias[] = []) => ({
   parent,
-  aliases: [...moved(name, type), ...aliases],
+  aliases: [...moved(), ...aliases],
   ...(deleteBeforeReplace ? { deleteBeforeReplace } : {}),
 });
 
@@ -53,7 +54,7 @@ const operator = onlyB
         namespace: config.require("operatorNamespace"),
         ...(adopt ? { adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" } : {}),
       },
-      options(operatorName, "cocoonset:index:Operator"),
+      options(),
     );
 
 const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
@@ -80,7 +81,7 @@ const a =
           // An Output, as from another resource: checked once known, by the Fleet's guard.
           spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
         },
-        options(fleetA, "cocoonset:index:Fleet", fleetAOld ? [{ name: fleetAOld }] : []),
+        options(fleetAOld ? [{ name: fleetAOld }] : []),
       );
 
 // Not linked to the Operator (no `operator`, no dependsOn): destroyed beside it, not before
@@ -97,7 +98,7 @@ const b =
           releaseTimeoutSeconds: 60,
           spec: spec(cpuB),
         },
-        options("fb", "cocoonset:index:Fleet"),
+        options(),
       )
     : undefined;
 

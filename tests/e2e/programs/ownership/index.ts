@@ -7,7 +7,7 @@
  * this name) [none], `aliasGroup` (alias the components' old parent: a group's name, or ""
  * for the stack) [none], `fleetA` [fa], `fleetAOld` (alias of fleet A's old name) [none],
  * `adopt` (`adoptCocoonSet` and `adoptCrd`) [false], `deleteBeforeReplace` [false], `withB`
- * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasA` (fleet A's replicas, given
+ * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasB` [1], `replicasA` (fleet A's replicas, given
  * as an Output) [1], `onlyB` (declare fleet B alone) [false], `withA` [true].
  */
 import * as pulumi from "@pulumi/pulumi";
@@ -22,6 +22,7 @@ const adopt = config.getBoolean("adopt") ?? false;
 const deleteBeforeReplace = config.getBoolean("deleteBeforeReplace") ?? false;
 const cpuB = config.get("cpuB");
 const replicasA = config.get("replicasA");
+const replicasB = config.getNumber("replicasB") ?? 1;
 
 const parent = group ? new pulumi.ComponentResource("e2e:index:Group", group) : undefined;
 /** The component's old parent when `aliasGroup` says where it was (the stack: "", or a group). */
@@ -96,7 +97,7 @@ const b =
           adoptCocoonSet: adopt,
           timeoutSeconds: 120,
           releaseTimeoutSeconds: 60,
-          spec: spec(cpuB),
+          spec: spec(cpuB, replicasB),
         },
         options(),
       )

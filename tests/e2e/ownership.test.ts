@@ -24,6 +24,7 @@
  *   refused: the CocoonSet left was its own stack's).
  */
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { CRD_NAME } from "../../engine/spec/index.js";
@@ -251,6 +252,8 @@ test("ownership survives an aliased rename, parent moves with and without an ali
     // Finding 7: `pulumi state move` keeps the token: fleet B goes to another stack of the
     // backend, whose `up` takes it as its own, and comes back, where `up` manages it again.
     const dest = `${original}-b`;
+    // Its backend is the scratch one; its config file is in the program's folder.
+    t.after(() => rmSync(join(program, `Pulumi.${dest}.yaml`), { force: true }));
     const inDest = async (args: string[]) => {
       const r = await pulumiCli([...args, "--stack", dest, "--non-interactive"], {
         cwd: program,
@@ -269,15 +272,18 @@ test("ownership survives an aliased rename, parent moves with and without an ali
       };
       return deployment.resources.map((r) => r.urn).filter((u) => /::fb(-[a-z]+)?$/.test(u));
     };
+    // The Fleet's URN alone, as docs/pulumi.md shows: Pulumi moves its children with it.
     const moveB = async (from: string, to: string) => {
       const urns = await fleetB(from);
       assert.equal(urns.length, 4, `the Fleet and its three children: ${urns.join(" ")}`);
+      const fleet = urns.filter((u) => u.endsWith("::fb"));
       const r = await pulumiCli(
-        ["state", "move", "--source", from, "--dest", to, "--yes", ...urns],
+        ["state", "move", "--source", from, "--dest", to, "--yes", ...fleet],
         { cwd: program, env },
       );
       assert.equal(r.code, 0, r.stdout + r.stderr);
       assert.deepEqual(await fleetB(from), [], `${from} holds no part of fleet B`);
+      assert.equal((await fleetB(to)).length, 4, `${to} holds all of fleet B`);
     };
     await moveB(original, dest);
     await set("withB", "false");

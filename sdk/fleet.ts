@@ -28,7 +28,12 @@ import { ArgumentsError } from "./arguments-error.js";
 import { kubeconfigInputs } from "./kubeconfig.js";
 import { programOperators, type Operator } from "./operator.js";
 import { resources } from "./resource-factory.js";
-import { childOptions, componentOptions, fleetIgnoreChanges } from "./resource-options.js";
+import {
+  childAliases,
+  childOptions,
+  componentOptions,
+  fleetIgnoreChanges,
+} from "./resource-options.js";
 import { PROVIDER_VERSION, type Slots } from "./slots.js";
 
 /** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
@@ -309,8 +314,14 @@ export class Fleet extends pulumi.ComponentResource {
       args.registryInsecure ?? (fromOperator ? args.operator?.ociRegistryInsecure : undefined);
     super("cocoonset:index:Fleet", name, {}, componentOptions(opts));
     // provider(s), protect and transforms reach the children through `parent`, and they
-    // wait for the Fleet's dependsOn; retainOnDelete and ignoreChanges are passed on here.
-    const child = { parent: this, ...childOptions(opts) };
+    // wait for the Fleet's dependsOn; retainOnDelete, ignoreChanges and the aliases that
+    // follow the Fleet's own are passed on here.
+    const aliased = childAliases(name, "cocoonset:index:Fleet", opts);
+    const child = (childName: string) => ({
+      parent: this,
+      ...childOptions(opts),
+      ...aliased(childName),
+    });
     // Outputs anywhere in the spec resolve here; the resources take the same input.
     const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
     if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
@@ -332,8 +343,9 @@ export class Fleet extends pulumi.ComponentResource {
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const reach = kubeconfigInputs(this, args.kubeconfig);
     const kubeconfig = reach.kubeconfig;
+    const guardName = `${name}-guard`;
     const guard = resources().fleetGuard(
-      `${name}-guard`,
+      guardName,
       {
         kubeconfig,
         // A namespace given as text was claimed above, before anything was registered.
@@ -357,11 +369,12 @@ export class Fleet extends pulumi.ComponentResource {
         fanOut: args.fanOut ?? DEFAULT_FANOUT,
         capacityCheck: args.capacityCheck ?? DEFAULT_CAPACITY_CHECK,
       },
-      { ...child, ignoreChanges: ignore.guard },
+      { ...child(guardName), ignoreChanges: ignore.guard },
     );
 
+    const cocoonSetName = `${name}-cocoonset`;
     this.cocoonSet = new k8s.apiextensions.CustomResource(
-      `${name}-cocoonset`,
+      cocoonSetName,
       {
         apiVersion: API_VERSION,
         kind: KIND,
@@ -381,7 +394,7 @@ export class Fleet extends pulumi.ComponentResource {
         spec,
       },
       {
-        ...child,
+        ...child(cocoonSetName),
         dependsOn: [guard, ...operatorDeps],
         ignoreChanges: ignore.cocoonSet,
         // The slots resource (or, without one, the guard) deletes the CocoonSet, and only while
@@ -391,8 +404,9 @@ export class Fleet extends pulumi.ComponentResource {
       },
     );
 
+    const slotsName = `${name}-slots`;
     this.slots = resources().slots(
-      `${name}-slots`,
+      slotsName,
       {
         ...reach,
         namespace: args.namespace,
@@ -425,7 +439,7 @@ export class Fleet extends pulumi.ComponentResource {
         // Only when set: a stack deployed before it existed sees no new input.
         ...(args.skipAwait === true ? { skipAwait: true } : {}),
       },
-      { ...child, dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
+      { ...child(slotsName), dependsOn: [this.cocoonSet], ignoreChanges: ignore.slots },
     );
 
     this.cocoonSetName = pulumi.output(csName);

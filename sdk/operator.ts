@@ -22,7 +22,12 @@ import {
 } from "./operator-objects.js";
 import { type ControllerRollout, CRD_GUARD_VERSION, type CrdGuard } from "./operator-resources.js";
 import { resources } from "./resource-factory.js";
-import { childOptions, componentOptions, operatorIgnoreChanges } from "./resource-options.js";
+import {
+  childAliases,
+  childOptions,
+  componentOptions,
+  operatorIgnoreChanges,
+} from "./resource-options.js";
 
 export type { OperatorArgs };
 
@@ -142,8 +147,15 @@ export class Operator extends pulumi.ComponentResource {
         ? "retainCrdOnDelete"
         : "";
     // provider(s), protect and transforms reach the children through `parent`, and they
-    // wait for the Operator's dependsOn; retainOnDelete and ignoreChanges are passed on here.
+    // wait for the Operator's dependsOn; retainOnDelete, ignoreChanges and the aliases that
+    // follow the Operator's own are passed on here.
     const child = { parent: this, ...childOptions(opts) };
+    const aliased = childAliases(name, "cocoonset:index:Operator", opts);
+    /** A child's options: the given ones and the aliases its name inherits. */
+    const as = (resourceName: string, o: pulumi.CustomResourceOptions) => ({
+      ...o,
+      ...aliased(resourceName),
+    });
 
     // One Operator per cluster, and ownership by token: the install guard's check refuses, at
     // preview and before anything of the Operator is written in `up`, a CRD another Operator
@@ -151,8 +163,9 @@ export class Operator extends pulumi.ComponentResource {
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const reach = kubeconfigInputs(this, args.kubeconfig);
     const kubeconfig = reach.kubeconfig;
+    const guardName = `${name}-guard`;
     const guard = resources().operatorGuard(
-      `${name}-guard`,
+      guardName,
       {
         ...reach,
         owner,
@@ -170,7 +183,7 @@ export class Operator extends pulumi.ComponentResource {
         objects: teardownOrder(objects),
         retain,
       },
-      child,
+      as(guardName, child),
     );
     const token = { token: guard.ownerToken, adopt: args.adoptCrd !== undefined };
     // The Kubernetes resources never delete: the guard does, for the objects that still carry
@@ -182,7 +195,7 @@ export class Operator extends pulumi.ComponentResource {
       ? new k8s.core.v1.Namespace(
           objects.namespace.resourceName,
           owned(objects.namespace.object, token),
-          kube,
+          as(objects.namespace.resourceName, kube),
         )
       : undefined;
     const first = [guard, ...(namespace ? [namespace] : [])];
@@ -191,18 +204,18 @@ export class Operator extends pulumi.ComponentResource {
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.crd.resourceName,
       owned(objects.crd.object, token, owner),
-      kube,
+      as(objects.crd.resourceName, kube),
     );
     this.hibernationCrd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.hibernationCrd.resourceName,
       owned(objects.hibernationCrd.object, token, owner),
-      kube,
+      as(objects.hibernationCrd.resourceName, kube),
     );
 
     const sa = new k8s.core.v1.ServiceAccount(
       objects.serviceAccount.resourceName,
       owned(objects.serviceAccount.object, token),
-      inNs,
+      as(objects.serviceAccount.resourceName, inNs),
     );
     // Cluster-scoped objects wait for nothing; namespaced ones for the namespace; a binding
     // also for the role it names.
@@ -217,7 +230,7 @@ export class Operator extends pulumi.ComponentResource {
           : undefined;
       const res = rbacResource(
         { ...r, object: owned(o, token) },
-        role ? { ...base, dependsOn: [...first, role] } : base,
+        as(r.resourceName, role ? { ...base, dependsOn: [...first, role] } : base),
       );
       if (!("roleRef" in o))
         roles.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, res);
@@ -229,7 +242,7 @@ export class Operator extends pulumi.ComponentResource {
       ? new k8s.core.v1.ConfigMap(
           objects.registryCa.resourceName,
           owned(objects.registryCa.object, token),
-          inNs,
+          as(objects.registryCa.resourceName, inNs),
         )
       : undefined;
     const deploymentOf = (named: OperatorObjects["deployment"]) => {
@@ -246,7 +259,7 @@ export class Operator extends pulumi.ComponentResource {
           },
         },
         {
-          ...inNs,
+          ...as(named.resourceName, inNs),
           dependsOn: [
             ...first,
             this.crd,
@@ -266,7 +279,7 @@ export class Operator extends pulumi.ComponentResource {
         new k8s.policy.v1.PodDisruptionBudget(
           shard.podDisruptionBudget.resourceName,
           owned(shard.podDisruptionBudget.object, token),
-          inNs,
+          as(shard.podDisruptionBudget.resourceName, inNs),
         );
       return deploymentOf(shard.deployment);
     });
@@ -275,21 +288,24 @@ export class Operator extends pulumi.ComponentResource {
       ? new k8s.core.v1.Service(
           objects.metricsService.resourceName,
           owned(objects.metricsService.object, token),
-          inNs,
+          as(objects.metricsService.resourceName, inNs),
         )
       : undefined;
     if (objects.serviceMonitor) {
       new k8s.apiextensions.CustomResource(
         objects.serviceMonitor.resourceName,
         owned(objects.serviceMonitor.object, token),
-        { ...inNs, dependsOn: [...first, ...(metricsService ? [metricsService] : [])] },
+        {
+          ...as(objects.serviceMonitor.resourceName, inNs),
+          dependsOn: [...first, ...(metricsService ? [metricsService] : [])],
+        },
       );
     }
     if (objects.podDisruptionBudget) {
       new k8s.policy.v1.PodDisruptionBudget(
         objects.podDisruptionBudget.resourceName,
         owned(objects.podDisruptionBudget.object, token),
-        inNs,
+        as(objects.podDisruptionBudget.resourceName, inNs),
       );
     }
 
@@ -305,15 +321,16 @@ export class Operator extends pulumi.ComponentResource {
             generation: d.metadata.generation,
             timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
           },
-          { ...child, dependsOn: [d], ignoreChanges: ignore.rollout },
+          { ...as(resourceName, child), dependsOn: [d], ignoreChanges: ignore.rollout },
         );
       this.rollout = rolloutOf(`${name}-rollout`, this.deployment);
       shardDeployments.forEach((d, k) => rolloutOf(`${name}-rollout-shard-${k + 1}`, d));
     }
 
     // Depends on everything above, so its delete (the check) runs before any of it goes.
+    const crdGuardName = `${name}-crd-guard`;
     this.crdGuard = resources().crdGuard(
-      `${name}-crd-guard`,
+      crdGuardName,
       {
         ...reach,
         owner,
@@ -321,7 +338,10 @@ export class Operator extends pulumi.ComponentResource {
         providerVersion: CRD_GUARD_VERSION,
         ownerToken: guard.ownerToken,
       },
-      { ...child, dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac] },
+      {
+        ...as(crdGuardName, child),
+        dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac],
+      },
     );
 
     constructed.push(this);

@@ -104,6 +104,75 @@ export function operatorIgnoreChanges(
   return out;
 }
 
+/** The parts of a URN: `urn:pulumi:<stack>::<project>::<qualified type>::<name>`. */
+function urnParts(urn: string): { stack: string; project: string; name: string } {
+  const [stack = "", project = "", , ...name] = urn.replace(/^urn:pulumi:/, "").split("::");
+  return { stack, project, name: name.join("::") };
+}
+
+/**
+ * The URN each of a component's aliases names (an old identity of the component), collapsed
+ * as the SDK collapses them: an alias object's missing name, type, parent, project and stack
+ * are the component's own; a `parent` key holding `undefined` (`pulumi.rootStackResource`)
+ * means none.
+ */
+function aliasUrns(
+  name: string,
+  type: string,
+  opts: pulumi.ComponentResourceOptions,
+): pulumi.Output<string>[] {
+  return (opts.aliases ?? []).map((alias) =>
+    pulumi.output(alias).apply((a): pulumi.Output<string> => {
+      if (typeof a === "string") return pulumi.output(a);
+      const has = (k: keyof pulumi.Alias) => Object.prototype.hasOwnProperty.call(a, k);
+      return pulumi.createUrn(
+        has("name") ? a.name! : name,
+        has("type") ? a.type! : type,
+        has("parent") ? a.parent : opts.parent,
+        has("project") ? a.project : undefined,
+        has("stack") ? a.stack : undefined,
+      );
+    }),
+  );
+}
+
+/**
+ * The aliases of a component's children, one per alias of the component: the child's old
+ * identity under the component's old URN (in its old stack and project), its name's prefix
+ * renamed with the component, as the engine derives them for a child named
+ * `<component>-<role>`.
+ *
+ * Why the components say it themselves: the engine derives a child's aliases from the alias
+ * its parent matched, and a parent matches none once its new URN is in the state. A refused
+ * `up` writes exactly that (components register before their children, whose guards then
+ * refuse the move), so the program that adds the alias afterwards would get new children
+ * that hold no ownership token, and be refused again. Explicit aliases still match, and
+ * where the engine derives the same ones it counts each once.
+ *
+ * @returns a function of the child's name that gives the child's `aliases` option
+ */
+export function childAliases(
+  name: string,
+  type: string,
+  opts: pulumi.ComponentResourceOptions,
+): (childName: string) => Pick<pulumi.CustomResourceOptions, "aliases"> {
+  const urns = aliasUrns(name, type, opts);
+  if (urns.length === 0) return () => ({});
+  return (childName) => ({
+    aliases: urns.map((urn) => {
+      const old = urn.apply(urnParts);
+      return {
+        name: childName.startsWith(name)
+          ? old.apply((o) => o.name + childName.slice(name.length))
+          : childName,
+        parent: urn,
+        project: old.apply((o) => o.project),
+        stack: old.apply((o) => o.stack),
+      };
+    }),
+  });
+}
+
 /** The options every child of a component gets besides `parent`: today `retainOnDelete`. */
 export function childOptions(
   opts: pulumi.ComponentResourceOptions,

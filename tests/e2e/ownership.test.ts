@@ -8,10 +8,13 @@
  * - a move under a parent without an alias is refused at preview and by `up --skip-preview`,
  *   naming the holder and saying to add an alias, and writes nothing (it deleted every
  *   CocoonSet in the cluster with the CRD, and the fleets);
- * - the same move adopting (`adoptCocoonSet`, `adoptCrd`, with `deleteBeforeReplace`) hands
- *   every object to the new resources, whose predecessors' deletes then touch nothing;
- * - `pulumi stack rename` and `pulumi state move` keep the token (the destination's `up` and
- *   `destroy` act on the moved fleet);
+ * - the same move with a parent alias keeps every object and token, though the refused `up`
+ *   left the components' new URNs in the state (their children were new resources, refused);
+ * - a move back out without an alias, adopting (`adoptCocoonSet`, `adoptCrd`, with
+ *   `deleteBeforeReplace`), hands every object to the new resources, whose predecessors'
+ *   deletes then touch nothing;
+ * - `pulumi stack rename` and `pulumi state move` keep the token: the destination's `up`
+ *   goes through, and moved back, the source's `up` keeps it and then scales it;
  * - refresh after a pod is replaced works with a kubeconfig from a file (it crashed);
  * - a capacity refusal under `up --skip-preview` writes nothing (the CocoonSet was written);
  * - a stack of the same name in another backend (a second Operator and the same Fleets) is
@@ -21,6 +24,7 @@
  *   refused: the CocoonSet left was its own stack's).
  */
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { CRD_NAME } from "../../engine/spec/index.js";
@@ -56,7 +60,7 @@ async function snapshot(
   };
 }
 
-test("ownership survives an aliased rename, parent moves, adoption, stack rename, refresh, --skip-preview and a second backend; the stack destroys whole", async (t) => {
+test("ownership survives an aliased rename, parent moves with and without an alias, adoption, stack rename, state moves both ways, refresh, --skip-preview and a second backend; the stack destroys whole", async (t) => {
   const client = adminClient();
   await removeCrd(); // the Operator installs it
   const ns = await withNamespace(t, "e2e-own");
@@ -144,8 +148,20 @@ test("ownership survives an aliased rename, parent moves, adoption, stack rename
     assert.match(skipped.out, /held by .*add an alias|already installed by .*add an alias/s);
     await same("refused parent move");
 
-    // The same move, adopting (with deleteBeforeReplace): the new resources take every object
-    // over, and the old ones' deletes leave them alone.
+    // The same move with the alias (`{ parent: pulumi.rootStackResource }`) keeps everything,
+    // though the refused up left the components' new URNs in the state (the engine then
+    // derives no alias for their children: the components pass theirs on).
+    await set("aliasGroup", "");
+    const aliased = await stack.up();
+    assert.equal(aliased.summary.result, "succeeded");
+    assert.equal(aliased.summary.resourceChanges?.create ?? 0, 0, "no resource is new");
+    await same("parent move with an alias");
+    assert.equal(await tokenOf(paths.cocoonSet(ns, "coder-a")), fleetToken, "the token is kept");
+
+    // Back out of the parent without an alias, adopting (with deleteBeforeReplace): the new
+    // resources take every object over, and the old ones' deletes leave them alone.
+    await set("group", undefined);
+    await set("aliasGroup", undefined);
     await set("adopt", "true");
     await set("deleteBeforeReplace", "true");
     const adopted = await stack.up();
@@ -234,44 +250,80 @@ test("ownership survives an aliased rename, parent moves, adoption, stack rename
     await same("another backend's destroy");
 
     // Finding 7: `pulumi state move` keeps the token: fleet B goes to another stack of the
-    // backend, whose `up` takes it as its own, and comes back.
+    // backend, whose `up` takes it as its own, and comes back, where `up` manages it again.
     const dest = `${original}-b`;
-    const inDest = (args: string[]) =>
-      pulumiCli([...args, "--stack", dest, "--non-interactive"], { cwd: program, env });
-    assert.equal((await pulumiCli(["stack", "init", dest], { cwd: program, env })).code, 0);
-    assert.equal((await inDest(["config", "set", "namespace", ns])).code, 0);
-    assert.equal((await inDest(["config", "set", "onlyB", "true"])).code, 0);
-    const fleetB = (resources: { urn: string }[]) =>
-      resources.map((r) => r.urn).filter((u) => /::fb(-[a-z]+)?$/.test(u));
-    const moveB = async (from: string, to: string, urns: string[]) => {
+    // Its backend is the scratch one; its config file is in the program's folder.
+    t.after(() => rmSync(join(program, `Pulumi.${dest}.yaml`), { force: true }));
+    const inDest = async (args: string[]) => {
+      const r = await pulumiCli([...args, "--stack", dest, "--non-interactive"], {
+        cwd: program,
+        env,
+      });
+      assert.equal(r.code, 0, `${args.join(" ")}: ${r.stdout}${r.stderr}`);
+      return r;
+    };
+    await inDest(["stack", "init"]);
+    await inDest(["config", "set", "namespace", ns]);
+    await inDest(["config", "set", "onlyB", "true"]);
+    const fleetB = async (from: string) => {
+      const exported = await pulumiCli(["stack", "export", "--stack", from], { cwd: program, env });
+      const { deployment } = JSON.parse(exported.stdout) as {
+        deployment: { resources: { urn: string }[] };
+      };
+      return deployment.resources.map((r) => r.urn).filter((u) => /::fb(-[a-z]+)?$/.test(u));
+    };
+    // The Fleet's URN alone, as docs/pulumi.md shows: Pulumi moves its children with it.
+    const moveB = async (from: string, to: string) => {
+      const urns = await fleetB(from);
       assert.equal(urns.length, 4, `the Fleet and its three children: ${urns.join(" ")}`);
+      const fleet = urns.filter((u) => u.endsWith("::fb"));
       const r = await pulumiCli(
-        ["state", "move", "--source", from, "--dest", to, "--yes", ...urns],
+        ["state", "move", "--source", from, "--dest", to, "--yes", ...fleet],
         { cwd: program, env },
       );
       assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.deepEqual(await fleetB(from), [], `${from} holds no part of fleet B`);
+      assert.equal((await fleetB(to)).length, 4, `${to} holds all of fleet B`);
     };
-    const s1Resources = (await stack.exportStack()).deployment as { resources: { urn: string }[] };
-    await moveB(original, dest, fleetB(s1Resources.resources));
+    await moveB(original, dest);
     await set("withB", "false");
     assert.equal((await stack.up()).summary.result, "succeeded");
-    const upDest = await inDest(["up", "--yes", "--skip-preview"]);
-    assert.equal(upDest.code, 0, upDest.stdout + upDest.stderr);
+    await inDest(["up", "--yes", "--skip-preview"]);
     await same("state move");
-    // The moved state deletes what it holds: the destination's destroy releases fleet B.
-    const destroyedDest = await inDest(["destroy", "--yes", "--skip-preview"]);
-    assert.equal(destroyedDest.code, 0, destroyedDest.stdout + destroyedDest.stderr);
-    assert.equal(await client.getOrUndefined(paths.cocoonSet(ns, "coder-b")), undefined);
-    assert.deepEqual(await podUids(ns, "coder-b"), {}, "fleet B's pods are gone");
+    await moveB(dest, original);
+    await set("withB", "true");
+    const movedBack = await stack.up();
+    assert.equal(movedBack.summary.result, "succeeded");
+    assert.equal(movedBack.summary.resourceChanges?.create ?? 0, 0, "no resource is new");
+    await same("state move back");
+    // What the destination keeps is its stack and the providers the move copied to it.
+    const left = await pulumiCli(["stack", "export", "--stack", dest], { cwd: program, env });
+    const leftTypes = (
+      JSON.parse(left.stdout) as { deployment: { resources: { type: string }[] } }
+    ).deployment.resources.map((r) => r.type);
+    assert.deepEqual(
+      leftTypes.filter((t) => t !== "pulumi:pulumi:Stack" && !t.startsWith("pulumi:providers:")),
+      [],
+    );
     await inDest(["stack", "rm", "--yes", "--force"]);
+    // The moved-back fleet is managed as before: a scale-up adds a pod and changes no other.
+    await set("replicasB", "2");
+    assert.equal((await stack.up()).summary.result, "succeeded");
+    const scaled = await podUids(ns, "coder-b");
+    assert.ok(scaled["coder-b-2"], "up scaled the moved-back fleet");
+    before["coder-b-2"] = scaled["coder-b-2"];
+    await same("scale-up after the moves");
 
     // Finding 8: an Operator and a Fleet not linked to it (fleet A, linked, goes first) destroy
     // whole: the CRD guard waits for the CocoonSet of its own stack that the same destroy
     // deletes, where it refused.
-    await set("withB", "true");
     await set("withA", "false");
     assert.equal((await stack.up()).summary.result, "succeeded");
-    assert.deepEqual(Object.keys(await podUids(ns, "coder-b")).sort(), ["coder-b-0", "coder-b-1"]);
+    assert.deepEqual(Object.keys(await podUids(ns, "coder-b")).sort(), [
+      "coder-b-0",
+      "coder-b-1",
+      "coder-b-2",
+    ]);
     const destroyed = await stack.destroy();
     assert.equal(destroyed.summary.result, "succeeded");
     assert.equal(await client.getOrUndefined(paths.crd(CRD_NAME)), undefined, "the CRD is gone");

@@ -600,6 +600,104 @@ describe("resource options under Pulumi's mocks", () => {
   });
 });
 
+describe("aliases under Pulumi's mocks", () => {
+  /** Each child's aliases, resolved, by child name (the component itself left out). */
+  async function childAliasesOf(
+    make: (t: pulumi.ResourceTransformation) => pulumi.Resource,
+    component: string,
+  ): Promise<Map<string, unknown[]>> {
+    const seen = new Map<string, pulumi.ResourceOptions>();
+    const c = make((args) => {
+      if (args.name !== component) seen.set(args.name, args.opts);
+      return undefined;
+    });
+    await settle(c.urn);
+    const out = new Map<string, unknown[]>();
+    for (const [name, opts] of seen)
+      out.set(
+        name,
+        await Promise.all(
+          (opts.aliases ?? []).map((a) => settle(pulumi.output(a as pulumi.Alias))),
+        ),
+      );
+    return out;
+  }
+
+  it("every child of an aliased Operator (shards, metrics, budgets, registry CA) gets its old identity under the Operator's old name and parent", async () => {
+    const pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    const kids = await childAliasesOf(
+      (t) =>
+        new sdk.Operator(
+          "moved-op",
+          {
+            namespace: "moved-system",
+            kubeconfig: KUBECONFIG,
+            shards: 2,
+            replicas: 2,
+            metricsService: true,
+            serviceMonitor: true,
+            ociRegistry: "registry.example:5000",
+            ociRegistryCa: pem,
+          },
+          { aliases: [{ name: "old-op", parent: pulumi.rootStackResource }], transformations: [t] },
+        ),
+      "moved-op",
+    );
+    assert.ok(kids.size >= 18, [...kids.keys()].join(", "));
+    const old = "urn:pulumi:stack::project::cocoonset:index:Operator::old-op";
+    for (const [name, aliases] of kids) {
+      assert.ok(name.startsWith("moved-op-"), name);
+      // The Kubernetes SDK adds aliases of its own (a CRD's older apiVersions): those name no parent.
+      assert.deepEqual(
+        aliases.filter((a) => (a as { parent?: unknown }).parent !== undefined),
+        [
+          {
+            name: `old-op${name.slice("moved-op".length)}`,
+            parent: old,
+            project: "project",
+            stack: "stack",
+          },
+        ],
+        name,
+      );
+    }
+  });
+
+  it("every child of an aliased Fleet gets its old identity; a Fleet without aliases gives none", async () => {
+    const make = (name: string, aliases: pulumi.Alias[]) => (t: pulumi.ResourceTransformation) =>
+      new sdk.Fleet(
+        name,
+        {
+          namespace: "agents",
+          kubeconfig: KUBECONFIG,
+          spec: { agent: { replicas: 1, image: "agents/coder:1" } },
+        },
+        { aliases, transformations: [t] },
+      );
+    const kids = await childAliasesOf(make("moved-fleet", [{ name: "old-fleet" }]), "moved-fleet");
+    assert.deepEqual([...kids.keys()].sort(), [
+      "moved-fleet-cocoonset",
+      "moved-fleet-guard",
+      "moved-fleet-slots",
+    ]);
+    for (const [name, aliases] of kids)
+      assert.deepEqual(
+        aliases,
+        [
+          {
+            name: name.replace("moved-fleet", "old-fleet"),
+            parent: "urn:pulumi:stack::project::cocoonset:index:Fleet::old-fleet",
+            project: "project",
+            stack: "stack",
+          },
+        ],
+        name,
+      );
+    for (const [name, aliases] of await childAliasesOf(make("plain-fleet", []), "plain-fleet"))
+      assert.deepEqual(aliases, [], name);
+  });
+});
+
 describe("Fleet", () => {
   it("passes retainOnDelete and its ignoreChanges, mapped, on to its children (Pulumi's mocks; Pulumi itself hands protect and dependsOn down; the real CLI's lifecycle is tests/e2e/resource-options.test.ts)", async () => {
     const dep = new sdk.Operator("dep-op", { namespace: "dep-system", kubeconfig: KUBECONFIG });

@@ -1,10 +1,13 @@
 /**
  * How the Fleet's and the Operator's `ignoreChanges` map onto their children, and which
- * options the children get. Pure: no engine, no cluster.
+ * options (aliases included) the children get. Pure: no engine (the SDK's mocks give the
+ * aliases a project and a stack), no cluster.
  */
+import * as pulumi from "@pulumi/pulumi";
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import {
+  childAliases,
   childOptions,
   componentOptions,
   fleetIgnoreChanges,
@@ -107,5 +110,93 @@ void describe("child and component options", () => {
     const opts = { protect: true, ignoreChanges: ["spec"], retainOnDelete: true };
     assert.deepEqual(componentOptions(opts), { protect: true, retainOnDelete: true });
     assert.deepEqual(opts.ignoreChanges, ["spec"], "the caller's options are left alone");
+  });
+});
+
+void describe("childAliases", () => {
+  before(async () => {
+    await pulumi.runtime.setMocks(
+      {
+        newResource: (a) => ({ id: `${a.name}-id`, state: a.inputs as Record<string, unknown> }),
+        call: () => ({}),
+      },
+      "proj",
+      "dev",
+    );
+  });
+  const FLEET = "cocoonset:index:Fleet";
+  /** The child aliases of component `name` with `opts`, for the child `child`, resolved. */
+  const resolved = (name: string, opts: pulumi.ComponentResourceOptions, child: string) =>
+    Promise.all(
+      (childAliases(name, FLEET, opts)(child).aliases ?? []).map(
+        (a) =>
+          new Promise<pulumi.Unwrap<pulumi.Alias>>((done) =>
+            pulumi.output(a as pulumi.Alias).apply(done),
+          ),
+      ),
+    );
+  const urn = (rest: string) => `urn:pulumi:dev::proj::${rest}`;
+
+  it("gives a component without aliases' children none", () => {
+    assert.deepEqual(childAliases("fa", FLEET, {})("fa-guard"), {});
+    assert.deepEqual(childAliases("fa", FLEET, { aliases: [] })("fa-guard"), {});
+  });
+  it("renames a child's prefix with the component (an aliased rename)", async () => {
+    assert.deepEqual(await resolved("fa2", { aliases: [{ name: "fa" }] }, "fa2-slots"), [
+      { name: "fa-slots", parent: urn(`${FLEET}::fa`), project: "proj", stack: "dev" },
+    ]);
+  });
+  it("puts a child under the component's old parent (a parent move), the stack for none", async () => {
+    const group = new pulumi.ComponentResource("e2e:index:Group", "grp");
+    assert.deepEqual(
+      await resolved(
+        "fa",
+        { parent: group, aliases: [{ parent: pulumi.rootStackResource }] },
+        "fa-guard",
+      ),
+      [{ name: "fa-guard", parent: urn(`${FLEET}::fa`), project: "proj", stack: "dev" }],
+    );
+    assert.deepEqual(await resolved("fa", { aliases: [{ parent: group }] }, "fa-cocoonset"), [
+      {
+        name: "fa-cocoonset",
+        parent: urn(`e2e:index:Group$${FLEET}::fa`),
+        project: "proj",
+        stack: "dev",
+      },
+    ]);
+    assert.deepEqual(
+      await resolved("fa", { aliases: [{ parent: urn("e2e:index:Group::grp") }] }, "fa-guard"),
+      [
+        {
+          name: "fa-guard",
+          parent: urn(`e2e:index:Group$${FLEET}::fa`),
+          project: "proj",
+          stack: "dev",
+        },
+      ],
+    );
+  });
+  it("takes the old stack and project from an alias given as a URN, and keeps a name without the prefix", async () => {
+    const old = `urn:pulumi:old-stack::old-proj::e2e:index:Group$${FLEET}::coder`;
+    assert.deepEqual(await resolved("fa", { aliases: [old] }, "fa-guard"), [
+      { name: "coder-guard", parent: old, project: "old-proj", stack: "old-stack" },
+    ]);
+    assert.deepEqual(await resolved("fa", { aliases: [pulumi.output(old)] }, "shared"), [
+      { name: "shared", parent: old, project: "old-proj", stack: "old-stack" },
+    ]);
+  });
+  it("gives one alias per alias of the component", async () => {
+    const got = await resolved(
+      "c",
+      { aliases: [{ name: "b" }, { name: "a", stack: "s0" }] },
+      "c-x",
+    );
+    assert.deepEqual(
+      got.map((a) => [a.name, a.stack]),
+      [
+        ["b-x", "dev"],
+        ["a-x", "s0"],
+      ],
+    );
   });
 });

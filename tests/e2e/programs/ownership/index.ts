@@ -7,7 +7,7 @@
  * this name) [none], `aliasGroup` (alias the components' old parent: a group's name, or ""
  * for the stack) [none], `fleetA` [fa], `fleetAOld` (alias of fleet A's old name) [none],
  * `adopt` (`adoptCocoonSet` and `adoptCrd`) [false], `deleteBeforeReplace` [false], `withB`
- * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasA` (fleet A's replicas, given
+ * [true], `cpuB` (fleet B's agents' cpu request) [none], `replicasB` [1], `replicasA` (fleet A's replicas, given
  * as an Output) [1], `onlyB` (declare fleet B alone) [false], `withA` [true].
  */
 import * as pulumi from "@pulumi/pulumi";
@@ -22,22 +22,24 @@ const adopt = config.getBoolean("adopt") ?? false;
 const deleteBeforeReplace = config.getBoolean("deleteBeforeReplace") ?? false;
 const cpuB = config.get("cpuB");
 const replicasA = config.get("replicasA");
+const replicasB = config.getNumber("replicasB") ?? 1;
 
 const parent = group ? new pulumi.ComponentResource("e2e:index:Group", group) : undefined;
-/** The component's old URN when `aliasGroup` says where it was (the stack: "", or a group). */
-const moved = (name: string, type: string): pulumi.Input<string>[] =>
+/** The component's old parent when `aliasGroup` says where it was (the stack: "", or a group). */
+const moved = (): pulumi.Alias[] =>
   aliasGroup === undefined
     ? []
     : [
-        pulumi.createUrn(
-          name,
-          type,
-          aliasGroup === "" ? undefined : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
-        ),
+        {
+          parent:
+            aliasGroup === ""
+              ? pulumi.rootStackResource
+              : pulumi.createUrn(aliasGroup, "e2e:index:Group"),
+        },
       ];
-const options = (name: string, type: string, aliases: pulumi.Alias[] = []) => ({
+const options = (aliases: pulumi.Alias[] = []) => ({
   parent,
-  aliases: [...moved(name, type), ...aliases],
+  aliases: [...moved(), ...aliases],
   ...(deleteBeforeReplace ? { deleteBeforeReplace } : {}),
 });
 
@@ -53,7 +55,7 @@ const operator = onlyB
         namespace: config.require("operatorNamespace"),
         ...(adopt ? { adoptCrd: "cocoonsets.cocoonset.cocoonstack.io" } : {}),
       },
-      options(operatorName, "cocoonset:index:Operator"),
+      options(),
     );
 
 const spec = (cpu?: string, replicas: pulumi.Input<number> = 1) => ({
@@ -80,7 +82,7 @@ const a =
           // An Output, as from another resource: checked once known, by the Fleet's guard.
           spec: spec(undefined, replicasA ? pulumi.output(Number(replicasA)) : 1),
         },
-        options(fleetA, "cocoonset:index:Fleet", fleetAOld ? [{ name: fleetAOld }] : []),
+        options(fleetAOld ? [{ name: fleetAOld }] : []),
       );
 
 // Not linked to the Operator (no `operator`, no dependsOn): destroyed beside it, not before
@@ -95,9 +97,9 @@ const b =
           adoptCocoonSet: adopt,
           timeoutSeconds: 120,
           releaseTimeoutSeconds: 60,
-          spec: spec(cpuB),
+          spec: spec(cpuB, replicasB),
         },
-        options("fb", "cocoonset:index:Fleet"),
+        options(),
       )
     : undefined;
 

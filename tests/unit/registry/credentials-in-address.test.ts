@@ -92,9 +92,25 @@ describe("redactUserinfo", () => {
     ],
     ["file:///srv/app/y.js:10", "file:///srv/app/y.js:10"],
     ["no address here", "no address here"],
+    // A scheme after digits or signs, or after other text, is still a scheme.
+    ["1https://u:p@host", "1https://[redacted]@host"],
+    ["x-y+z://u:p@host", "x-y+z://[redacted]@host"],
+    ["see_https://u:p@host", "see_https://[redacted]@host"],
   ];
   for (const [input, want] of table)
     it(JSON.stringify(input), () => assert.equal(redactUserinfo(input), want));
+
+  it("takes time in step with the text's length, not its square", () => {
+    // 200,000 characters: about 2 minutes when a scheme was tried from every letter of a run.
+    const run = "e".repeat(200_000);
+    const started = performance.now();
+    assert.equal(redactUserinfo(run), run);
+    assert.equal(redactUserinfo(`${run}@host`), `[redacted]@host`);
+    assert.equal(redactUserinfo(`x://${run}@host`), "x://[redacted]@host");
+    assert.equal(redactUserinfo(`${run}://u:p@host`), `${run}://[redacted]@host`);
+    const ms = performance.now() - started;
+    assert.ok(ms < 3000, `${ms} ms for four texts of 200,000 characters`);
+  });
 });
 
 describe("escapeUnsafeText", () => {

@@ -21,10 +21,7 @@ export const SERIAL = {
     "operator-crd.test.js": "removes the CRD",
     "resource-options-operator.test.js": "removes the CRD",
     "shared-operator.test.js": "its Operator installs and deletes the CRD",
-    "template.test.js": "its Operator installs and deletes the CRD",
     "yaml-package.test.js": "its Operator installs and deletes the CRD",
-    "python-program.test.js": "its Operator installs and deletes the CRD",
-    "go-program.test.js": "its Operator installs and deletes the CRD",
   },
 };
 /**

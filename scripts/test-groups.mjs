@@ -36,19 +36,5 @@ export const SECOND_LANE = {
   e2e: ["serial"],
   differential: ["serial", "rest"],
 };
-/**
- * Files of a tier's concurrent part that start first, the longest first (measured), so that
- * no long file starts last and runs alone at the end of its lane.
- */
-export const FIRST = {
-  e2e: [
-    "image-push.test.js",
-    "go-program.test.js",
-    "python-program.test.js",
-    "readme-root.test.js",
-    "suspend-wake.test.js",
-    "preview-dry-run.test.js",
-  ],
-};
 /** Test files run at once, per tier (2 cores: the pulumi CLI is CPU-heavy, waits are not). */
 export const CONCURRENCY = { unit: 2, integration: 3, differential: 1, e2e: 2 };

@@ -22,7 +22,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
-import { CONCURRENCY, FIRST, SECOND_LANE, SERIAL } from "./test-groups.mjs";
+import { CONCURRENCY, SECOND_LANE, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
@@ -111,10 +111,7 @@ function partsOf(tier) {
   if (files.length === 0) throw new Error(`no ${tier} tests found`);
   const alone = SERIAL[tier] ?? {};
   const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
-  // The files FIRST names lead, in its order; the others follow by name.
-  const first = FIRST[tier] ?? [];
-  const rank = (f) => (first.includes(basename(f)) ? first.indexOf(basename(f)) : first.length);
-  const rest = files.filter((f) => !serial.includes(f)).sort((a, b) => rank(a) - rank(b));
+  const rest = files.filter((f) => !serial.includes(f));
   const second = SECOND_LANE[tier] ?? [];
   const parts = [];
   if (serial.length > 0)

@@ -34,7 +34,6 @@ const SHARED: [(text: string) => boolean, string][] = [
 
 const groups = (await import(pathToFileURL(join(root, "scripts", "test-groups.mjs")).href)) as {
   SERIAL: Record<string, Record<string, string>>;
-  FIRST: Record<string, string[]>;
 };
 
 for (const tier of ["integration", "e2e", "differential"]) {
@@ -57,14 +56,6 @@ for (const tier of ["integration", "e2e", "differential"]) {
         (js) => !existsSync(join(dir, js.replace(/\.js$/, ".ts"))),
       );
       assert.deepEqual(missing, []);
-    });
-    it("starts first only files that exist and run concurrently", () => {
-      const first = groups.FIRST[tier] ?? [];
-      const wrong = first.filter(
-        (js) => !existsSync(join(dir, js.replace(/\.js$/, ".ts"))) || Object.hasOwn(serial, js),
-      );
-      assert.deepEqual(wrong, []);
-      assert.equal(new Set(first).size, first.length, "each file once");
     });
   });
 }

@@ -12,10 +12,10 @@
 // run one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a
 // time, each in its own namespaces.
 //
-// Two lanes, two clusters: the e2e tier's serial group (its Operators install and delete the
-// CRD) and the differential tier (it swaps the CRD for the peer's) run on a second cluster,
-// beside the integration tier and the rest of the e2e tier on the first, so that waiting on
-// one cluster's CRD never holds the other's tests. With COCOONSET_TEST_CLUSTER_DIR (a cluster
+// Two lanes, two clusters: the serial groups (they remove the CRD, or their Operators install
+// and delete it) and the differential tier (it swaps the CRD for the peer's) run on a second
+// cluster, beside the concurrent files of the integration and e2e tiers on the first, so that
+// waiting on one cluster's CRD never holds the other's tests (SECOND_LANE). With COCOONSET_TEST_CLUSTER_DIR (a cluster
 // the caller started) everything runs in one lane on that cluster, in tier order.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";

@@ -2,17 +2,18 @@
  * The `cocoonset` package from Go: the `cocoonset-go` template's program (an Operator and a
  * Fleet with a toolbox) under Pulumi's Go language host, with
  * `github.com/pulumi/pulumi/sdk/v3` v3.274.1 and the SDK `pulumi package add` generates
- * from this checkout's plugin, through its whole life on the embedded cluster.
+ * from this checkout's plugin, through its whole life on the embedded cluster (its Operator
+ * adopts the tier's CRD, so it runs beside the tier's other files).
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { templateLifecycle, templateProgram } from "../support/language-program.js";
+import { adoptTierCrd, templateLifecycle, templateProgram } from "../support/language-program.js";
 
 test("a Go program from the template: a bad input is refused per property, preview lists the slots, up converges, a scale-up previews exactly its slots, destroy releases everything and leaves a bystander, a misspelt spec field does not compile", async (t) => {
-  const program = await templateProgram(t, "cocoonset-go", () => undefined);
+  const program = await templateProgram(t, "cocoonset-go", (dir) => adoptTierCrd(dir, "go"));
   // The SDK's module is linked by a replace line; go.sum comes from the module cache.
   const tidy = spawnSync("go", ["mod", "tidy"], {
     cwd: program.dir,

@@ -4,12 +4,14 @@
  * and `pulumi destroy` on the embedded cluster, nothing done by hand in between. The
  * template depends on `pulumi-cocoonset` by version, as on the published package; a local
  * registry serves this repository packed under that name (see tests/support/npm-registry.ts).
+ * The one change to the program as `pulumi new` wrote it: its Operator adopts the tier's CRD
+ * (`adoptCrd`), which its destroy keeps, so this file runs beside the tier's others.
  */
 import assert from "node:assert/strict";
-import { lstatSync, readFileSync } from "node:fs";
+import { lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { LABELS } from "../../engine/spec/index.js";
+import { CRD_NAME, LABELS } from "../../engine/spec/index.js";
 import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, isReady, suffix } from "../support/cluster.js";
 import { localRegistry } from "../support/npm-registry.js";
@@ -20,7 +22,6 @@ import {
   scratchProject,
   type CliResult,
 } from "../support/pulumi.js";
-import { removeCrd } from "../support/crd.js";
 
 const template = join(repoRoot, "templates", "cocoonset-typescript");
 
@@ -61,7 +62,17 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
   const stackConfig = readFileSync(join(dir, "Pulumi.dev.yaml"), "utf8");
   assert.match(stackConfig, /fleet-from-template:image: agents\/coder:1/, "the prompt's default");
 
-  await removeCrd(); // the template's Operator installs it (it adopts one only when told to)
+  const program = join(dir, "index.ts");
+  const source = readFileSync(program, "utf8");
+  assert.match(source, /new Operator\("cocoonset"\)/);
+  writeFileSync(
+    program,
+    source.replace(
+      'new Operator("cocoonset")',
+      `new Operator("cocoonset", { adoptCrd: "${CRD_NAME}" })`,
+    ),
+  );
+  const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));
   try {
     ok(await cli(["up", "--yes", "--skip-preview", "--stack", "dev"]), "pulumi up");
     // No wait: `up` returns once every member is Ready.
@@ -97,5 +108,8 @@ test("`pulumi new` from the template, then `pulumi up` and `pulumi destroy` on t
     namespace === undefined || namespace.metadata.deletionTimestamp,
     "the stack's namespace is deleted",
   );
+  const kept = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+  assert.equal(kept?.metadata.uid, crd.metadata.uid, "the adopted CRD is kept, not replaced");
+  assert.equal(kept?.metadata.deletionTimestamp, undefined, "the adopted CRD is not deleted");
   ok(await cli(["stack", "rm", "dev", "--yes", "--force"]), "pulumi stack rm");
 });

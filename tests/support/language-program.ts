@@ -3,17 +3,21 @@
  * made by `pulumi new` from one of `templates/`, its SDK added by `pulumi package add` from
  * this checkout's `pulumi-resource-cocoonset`, and the lifecycle every language goes through
  * against the embedded cluster (preview, up, a scale-up preview, destroy).
+ *
+ * The program's Operator adopts the tier's CRD (`adoptCrd`) and watches only the test's
+ * namespace, so these files run beside the tier's others: an adopted CRD is kept when the
+ * Operator is destroyed, and namespaced Roles leave no cluster-wide object to share. The
+ * Operator installing and deleting the CRD is shown by the serial group's files.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readdirSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import type { TestContext } from "node:test";
 import { CRD_NAME } from "../../engine/spec/index.js";
 import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { ownerReferenceForPod } from "../../engine/release/index.js";
 import { adminClient, withNamespace } from "./cluster.js";
-import { removeCrd } from "./crd.js";
 import { expectSlots, range } from "./fleet-program.js";
 import { registryAddress } from "./lifecycle.js";
 import { pulumiCli, repoRoot, scratchBackend, scratchProject, type CliResult } from "./pulumi.js";
@@ -116,6 +120,35 @@ export async function templateProgram(
   return { dir, env, run };
 }
 
+/** The template program's file, by the Pulumi runtime that runs it. */
+const SOURCES: Record<string, { file: string; operatorArgs: RegExp; add: string }> = {
+  python: {
+    file: "__main__.py",
+    operatorArgs: /(\n {4}oci_registry=oci_registry,\n)(?=\))/,
+    add: `    adopt_crd="${CRD_NAME}",\n    watch_namespaces=[namespace],\n`,
+  },
+  go: {
+    file: "main.go",
+    operatorArgs: /(\n\t\t\tCreateNamespace: pulumi\.BoolPtr\(createNamespace\),\n)/,
+    add: `\t\t\tAdoptCrd: pulumi.StringPtr("${CRD_NAME}"),\n\t\t\tWatchNamespaces: pulumi.StringArray{pulumi.String(namespace)},\n`,
+  },
+};
+
+/**
+ * Gives the template program's Operator `adoptCrd` (the tier's CRD) and `watchNamespaces`
+ * (the fleet's namespace): the one change made to the program as `pulumi new` wrote it.
+ */
+export function adoptTierCrd(dir: string, runtime: keyof typeof SOURCES): void {
+  const { file, operatorArgs, add } = SOURCES[runtime];
+  const path = join(dir, file);
+  const source = readFileSync(path, "utf8");
+  assert.match(source, operatorArgs, `the Operator's arguments in the template's ${file}`);
+  writeFileSync(
+    path,
+    source.replace(operatorArgs, (_, args: string) => `${args}${add}`),
+  );
+}
+
 /**
  * A virtualenv for a Python program at `<dir>/venv` (the template's `virtualenv`) that sees
  * the toolchain's virtualenv (the `pulumi` package from PyPI, pip) through a `.pth` file, so
@@ -137,8 +170,9 @@ export function pythonVenv(dir: string, toolchainVenv: string): void {
  * The lifecycle of the template's program (an Operator and a Fleet with a browser toolbox)
  * against the embedded cluster: `preview --diff` lists the added slots one per line, `up`
  * converges, a scale-up's preview lists exactly its slots, and `destroy` releases
- * everything (the pods' own Job and ConfigMap too) and leaves a bystander ConfigMap. The
- * Fleet takes the snapshot registry from its Operator.
+ * everything (the pods' own Job and ConfigMap too) and leaves a bystander ConfigMap and the
+ * adopted CRD (see {@link adoptTierCrd}). The Fleet takes the snapshot registry from its
+ * Operator.
  */
 export async function templateLifecycle(
   t: TestContext,
@@ -147,7 +181,8 @@ export async function templateLifecycle(
 ): Promise<void> {
   const client = adminClient();
   const { run } = program;
-  await removeCrd(); // the Operator installs it
+  // The tier's CRD, which the Operator adopts: the same object (uid) after the destroy.
+  const crd = await client.get<KubeObject>(paths.crd(CRD_NAME));
   const ns = await withNamespace(t, prefix);
   await client.create(paths.configMaps(ns), {
     apiVersion: "v1",
@@ -200,6 +235,13 @@ export async function templateLifecycle(
   const slots = state.deployment.resources.find((r) => r.type === "cocoonset:index:Slots");
   assert.equal(slots?.inputs?.registry, registry, "the Fleet's registry is its Operator's");
 
+  // The controller watches the fleet's namespace only: a Role there, no ClusterRole.
+  const roles = await client.list(paths.roles(ns));
+  assert.deepEqual(
+    roles.items.map((r) => r.metadata.name),
+    ["cocoonset-cocoonset-controller"],
+    "the controller's Role in the watched namespace",
+  );
   const pod = await client.get<KubeObject>(paths.pod(ns, "agents-1"));
   await workerObjects(ns, { name: "agents-1", uid: pod.metadata.uid ?? "" });
 
@@ -222,6 +264,13 @@ export async function templateLifecycle(
     ["bystander"],
     "the pod's ConfigMap is gone, the bystander is left",
   );
-  // With the CRD, every CocoonSet is gone.
-  assert.equal(await client.getOrUndefined(paths.crd(CRD_NAME)), undefined, "the CRD is gone");
+  assert.equal(await client.getOrUndefined(paths.cocoonSet(ns, "agents")), undefined);
+  const kept = await client.getOrUndefined<KubeObject>(paths.crd(CRD_NAME));
+  assert.equal(kept?.metadata.uid, crd.metadata.uid, "the adopted CRD is kept, not replaced");
+  assert.equal(kept?.metadata.deletionTimestamp, undefined, "the adopted CRD is not deleted");
+  assert.deepEqual(
+    (await client.list(paths.roles(ns))).items.map((r) => r.metadata.name),
+    [],
+    "the controller's Roles in the watched namespace are gone",
+  );
 }

@@ -1,7 +1,8 @@
 /**
  * `scripts/test.mjs` runs most files of a cluster tier concurrently and the files in
- * `SERIAL` (scripts/test-groups.mjs) alone. A file that removes the CRD, restarts the
- * apiserver or changes one of the cluster's nodes while others run breaks them at random, so every such file
+ * `SERIAL` (scripts/test-groups.mjs) alone. A file that removes the CRD (or runs an Operator
+ * that installs it: its destroy deletes it), restarts the apiserver or changes one of the
+ * cluster's nodes while others run breaks them at random, so every such file
  * must be listed; and every listed file must exist. Pure: reads the test sources only.
  */
 import assert from "node:assert/strict";
@@ -16,6 +17,13 @@ const root = fileURLToPath(new URL("../../../../", import.meta.url));
 const SHARED: [(text: string) => boolean, string][] = [
   [(t) => /\bremoveCrd\(/.test(t), "removes the CRD"],
   [(t) => /\brestartApiserver\(/.test(t), "restarts the apiserver"],
+  // An Operator that does not adopt the tier's CRD installs its own, and its destroy deletes it.
+  [
+    (t) =>
+      /withOperator|cocoonset:index:Operator|\bnew Operator\(|\btemplateLifecycle\(/.test(t) &&
+      !/\badoptCrd\b|\badoptTierCrd\(/.test(t),
+    "runs an Operator that installs the CRD",
+  ],
   // The cluster's own nodes (a test that adds a node of its own may change that one).
   [
     (t) =>

@@ -44,8 +44,8 @@ describe("the published package", () => {
     );
     assert.deepEqual(extra, []);
     // A ceiling, not a count: a folder shipped by mistake (the tests alone are hundreds of
-    // files) crosses it; a new product module (three files: .js, .d.ts, .map) does not.
-    assert.ok(files.length < 500, `${files.length} files packed`);
+    // files) crosses it; a few new product modules (three files each: .js, .d.ts, .map) do not.
+    assert.ok(files.length < 600, `${files.length} files packed`);
   });
 
   it("ships the command and every export target", () => {

@@ -91,7 +91,7 @@ function typeRule(expected: unknown): string {
 }
 
 function describe(error: ErrorObject): ValidationFailure {
-  const params = error.params as Record<string, unknown>;
+  const params = error.params;
   const property = dottedPath(error.instancePath);
   const field = property.split(/[.[]/).pop() ?? "";
   const schema = (error.parentSchema ?? {}) as SchemaNode;

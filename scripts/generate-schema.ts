@@ -321,7 +321,8 @@ export function renderSpecValidator(): string {
     },
   });
   const validate = ajv.compile(closeObjects(cocoonSetSpecSchema));
-  const code = standaloneCode.default(ajv, validate)
+  const code = standaloneCode
+    .default(ajv, validate)
     .replace(/^"use strict";\n?/, "")
     .replaceAll('require("ajv/dist/runtime/ucs2length").default', "codePointLength");
   if (/\brequire\(|^\s*import\s|\bimport\(/m.test(code)) {

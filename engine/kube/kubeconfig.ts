@@ -39,7 +39,15 @@ export function loadYaml(): Yaml {
   return (loadedYaml ??= createRequire(import.meta.url)("yaml") as Yaml);
 }
 
+/** A kubeconfig's document: JSON (a YAML document too) needs no YAML parser. */
 function parse(text: string): unknown {
+  if (text.trimStart().startsWith("{")) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // A YAML flow mapping that is not JSON: the YAML parser reads it.
+    }
+  }
   return loadYaml().parse(text) as unknown;
 }
 

@@ -22,6 +22,7 @@ import {
   runtimePackages,
   skippedPackageFile,
 } from "../../../cluster/image.js";
+import { CONTROLLER_BUNDLE } from "../../../cli/launch.js";
 import {
   CONTROLLER_IMAGE_REPOSITORY,
   CONTROLLER_UID,
@@ -191,7 +192,7 @@ describe("controller/Dockerfile", () => {
       finalStage,
       new RegExp(
         // The young-generation cap: docs/controller.md, "The controller image".
-        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=8", "${IMAGE_APP_DIR}/${CONTROLLER_ENTRY}"\\]$`,
+        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=8", "${IMAGE_APP_DIR}/${CONTROLLER_BUNDLE}"\\]$`,
         "m",
       ),
     );

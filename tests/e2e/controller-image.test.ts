@@ -85,7 +85,8 @@ describe("the controller image", { timeout: 600_000 }, () => {
     assert.equal(cfg[0].Config.User, "65532:65532");
     assert.deepEqual(cfg[0].Config.Entrypoint, [
       "/nodejs/bin/node",
-      "--max-semi-space-size=8",
+      "--max-semi-space-size=2",
+      "--lite-mode",
       "/app/dist/controller/main.bundle.js",
     ]);
     assert.deepEqual(cfg[0].Config.Cmd, ["controller"]);

@@ -32,6 +32,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClusterState } from "../cluster/index.js";
+import { bundleController } from "../cluster/controller-bundle.js";
 import { imageEntrypoint } from "../cluster/image.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { isReady } from "../engine/pods/index.js";
@@ -190,6 +191,43 @@ interface WorkloadRun {
   /** `--shards N`: ours again as N processes, `--shard I/N` each with leader election. */
   sharded?: SideFigures & { shards: number };
   shardedMissing?: string;
+  /** `--rounds N` above 1: each round's figures; `ours` and `peer` are then their medians. */
+  oursRounds?: SideFigures[];
+  peerRounds?: SideFigures[];
+}
+
+/**
+ * The median side of several rounds: every number (and every number of a map of numbers) is
+ * the median of the rounds' values; lists and timelines are those of the round whose
+ * converge time is the median.
+ */
+export function medianFigures(rounds: readonly SideFigures[]): SideFigures {
+  const byConverge = [...rounds].sort((a, b) => a.convergeMs - b.convergeMs);
+  const out = structuredClone(
+    byConverge[Math.floor((byConverge.length - 1) / 2)],
+  ) as unknown as Record<string, unknown>;
+  const numbers = (xs: unknown[]) =>
+    xs.filter((x): x is number => typeof x === "number" && Number.isFinite(x));
+  for (const key of Object.keys(out)) {
+    const values = rounds.map((r) => (r as unknown as Record<string, unknown>)[key]);
+    const nums = numbers(values);
+    if (nums.length > 0 && nums.length === values.filter((v) => v !== null).length) {
+      out[key] = median(nums);
+      continue;
+    }
+    const first = values[0];
+    if (first && typeof first === "object" && !Array.isArray(first)) {
+      const inner = first as Record<string, unknown>;
+      if (!Object.values(inner).every((v) => typeof v === "number")) continue;
+      out[key] = Object.fromEntries(
+        Object.keys(inner).map((k) => [
+          k,
+          median(numbers(values.map((v) => (v as Record<string, unknown> | null)?.[k]))),
+        ]),
+      );
+    }
+  }
+  return out as unknown as SideFigures;
 }
 
 /** The embedded cluster's processes whose CPU and memory a run records. */
@@ -945,6 +983,12 @@ function workloadTable(r: WorkloadRun): string {
     `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}; peer: ${p ? breakdown(p.steadyRequests) : "—"}`,
     `reads in the window, ours: ${o ? readBreakdown(o.steadyRequests) : "—"}; peer: ${p ? readBreakdown(p.steadyRequests) : "—"}`,
     `load average (1/5/15 min) at the start, ours: ${o?.loadAtStart.join(" ") ?? "—"}; peer: ${p?.loadAtStart.join(" ") ?? "—"}`,
+    ...(r.oursRounds || r.peerRounds
+      ? [
+          `rounds, RSS right after start / converged (MiB), ours: ${(r.oursRounds ?? []).map((f) => `${f.startRssMiB.toFixed(1)}/${f.rssMiB.toFixed(1)}`).join(", ") || "—"}; peer: ${(r.peerRounds ?? []).map((f) => `${f.startRssMiB.toFixed(1)}/${f.rssMiB.toFixed(1)}`).join(", ") || "—"}`,
+          `rounds, converge (ms), ours: ${(r.oursRounds ?? []).map((f) => f.convergeMs).join(", ") || "—"}; peer: ${(r.peerRounds ?? []).map((f) => f.convergeMs).join(", ") || "—"}`,
+        ]
+      : []),
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
     ...(r.sharded || r.shardedMissing ? ["", shardedTable(r)] : []),
@@ -984,6 +1028,7 @@ function options(): {
   peer: boolean;
   ours: boolean;
   shards: number;
+  rounds: number;
   name: string;
 } {
   const { values } = parseArgs({
@@ -995,6 +1040,7 @@ function options(): {
       name: { type: "string" },
       "settle-seconds": { type: "string" },
       "window-seconds": { type: "string" },
+      rounds: { type: "string" },
     },
   });
   const ids =
@@ -1013,6 +1059,9 @@ function options(): {
   const shards = Number(values.shards ?? 0);
   if (!Number.isInteger(shards) || shards < 0 || shards === 1)
     throw new Error("--shards must be a whole number of shards, 2 or more");
+  const rounds = Number(values.rounds ?? process.env.COCOONSET_BENCH_ROUNDS ?? 1);
+  if (!Number.isInteger(rounds) || rounds < 1)
+    throw new Error("--rounds must be a whole number of rounds, 1 or more");
   const name = values.name ?? process.env.COCOONSET_BENCH_NAME ?? "controller";
   if (!/^[a-z0-9][a-z0-9-]*$/.test(name))
     throw new Error("--name must be lowercase letters, digits and dashes (the results' file name)");
@@ -1021,6 +1070,7 @@ function options(): {
     peer: !values["no-peer"] && process.env.COCOONSET_BENCH_PEER !== "0",
     ours: !values["no-ours"],
     shards,
+    rounds,
     name,
   };
 }
@@ -1028,6 +1078,8 @@ function options(): {
 async function main(): Promise<void> {
   const opts = options();
   const run = startRun(opts.name);
+  // Ours runs as the image runs it: the bundle, built now from the compiled controller.
+  if (opts.ours || opts.shards) note(`bundled ${bundleController().file}`);
   const peer: Peer = opts.peer
     ? await ensurePeer(note)
     : { ok: false, reason: "not run (--no-peer or COCOONSET_BENCH_PEER=0)" };
@@ -1083,8 +1135,11 @@ async function main(): Promise<void> {
         settleMs: SETTLE_MS,
         windowMs: WINDOW_MS,
         failureTrials: FAILURE_TRIALS,
+        rounds: opts.rounds,
         order:
-          "per workload: ours, then ours as --shards processes (when asked), then the peer; each on a fresh private cluster; one controller at a time",
+          opts.rounds > 1
+            ? `per workload, ${opts.rounds} rounds alternating: ours then the peer in odd rounds, the peer then ours in even ones (figures: the rounds' medians, each round under oursRounds/peerRounds); then ours as --shards processes (when asked); each on a fresh private cluster; one controller at a time`
+            : "per workload: ours, then ours as --shards processes (when asked), then the peer; each on a fresh private cluster; one controller at a time",
       },
       workloads: runs.map((r) => ({
         ...r.workload,
@@ -1095,6 +1150,8 @@ async function main(): Promise<void> {
         peerMissing: r.peerMissing,
         sharded: r.sharded,
         shardedMissing: r.shardedMissing,
+        oursRounds: r.oursRounds,
+        peerRounds: r.peerRounds,
       })),
     };
 
@@ -1130,11 +1187,10 @@ async function main(): Promise<void> {
   for (const w of opts.workloads) {
     const r: WorkloadRun = { workload: w };
     runs.push(r);
-    if (!opts.ours) r.oursMissing = "not run (--no-ours)";
-    else
+    const oursSide = async (label: string): Promise<SideFigures | undefined> => {
       try {
-        note(`workload ${w.id}: ours`);
-        r.ours = await side(
+        note(`workload ${w.id}: ours${label}`);
+        return await side(
           `ours-${w.id}`,
           async (admin) => {
             await ensureCrd(admin);
@@ -1145,8 +1201,59 @@ async function main(): Promise<void> {
       } catch (e) {
         r.oursMissing = `our run failed: ${(e as Error).message}`;
         note(r.oursMissing);
+        return undefined;
       }
-    await save();
+    };
+    const peerSide = async (label: string): Promise<SideFigures | undefined> => {
+      if (!peer.ok) {
+        r.peerMissing = peer.reason;
+        return undefined;
+      }
+      note(
+        `workload ${w.id}: peer${label}, with its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`,
+      );
+      try {
+        return await side(
+          `peer-${w.id}`,
+          async (admin) => {
+            await applyCrds(admin, crds);
+            await waitServed(admin, crds);
+          },
+          (k) => startPeer(peer.binary, k),
+          w,
+        );
+      } catch (e) {
+        r.peerMissing = `the peer run failed: ${(e as Error).message}`;
+        note(r.peerMissing);
+        return undefined;
+      }
+    };
+    if (!opts.ours) r.oursMissing = "not run (--no-ours)";
+    if (opts.rounds > 1) {
+      // Rounds alternate which side goes first, so a drift of the machine's load over the run
+      // falls on both alike; the figures are the rounds' medians.
+      r.oursRounds = [];
+      r.peerRounds = [];
+      for (let round = 1; round <= opts.rounds; round++) {
+        const label = `, round ${round} of ${opts.rounds}`;
+        const order = round % 2 === 1 ? (["ours", "peer"] as const) : (["peer", "ours"] as const);
+        for (const which of order) {
+          if (which === "ours" && opts.ours) {
+            const f = await oursSide(label);
+            if (f) r.oursRounds.push(f);
+          } else if (which === "peer") {
+            const f = await peerSide(label);
+            if (f) r.peerRounds.push(f);
+          }
+          if (r.oursRounds.length) r.ours = medianFigures(r.oursRounds);
+          if (r.peerRounds.length) r.peer = medianFigures(r.peerRounds);
+          await save();
+        }
+      }
+    } else if (opts.ours) {
+      r.ours = await oursSide("");
+      await save();
+    }
     if (opts.shards > 1 && w.sets >= opts.shards) {
       note(`workload ${w.id}: ours as ${opts.shards} shards`);
       try {
@@ -1167,26 +1274,10 @@ async function main(): Promise<void> {
       }
       await save();
     }
-    if (!peer.ok) {
-      r.peerMissing = peer.reason;
-      continue;
+    if (opts.rounds === 1) {
+      r.peer = await peerSide("");
+      await save();
     }
-    note(`workload ${w.id}: peer, with its CRDs (${crds.map((c) => c.metadata.name).join(", ")})`);
-    try {
-      r.peer = await side(
-        `peer-${w.id}`,
-        async (admin) => {
-          await applyCrds(admin, crds);
-          await waitServed(admin, crds);
-        },
-        (k) => startPeer(peer.binary, k),
-        w,
-      );
-    } catch (e) {
-      r.peerMissing = `the peer run failed: ${(e as Error).message}`;
-      note(r.peerMissing);
-    }
-    await save();
   }
 
   finished = true;

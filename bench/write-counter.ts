@@ -16,7 +16,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { Agent, request } from "node:https";
-import { parse, stringify } from "yaml";
+import { parse } from "yaml";
 
 /** Write verbs, as HTTP methods. */
 export const WRITE_METHODS = ["POST", "PUT", "PATCH", "DELETE"] as const;
@@ -167,7 +167,9 @@ export async function startWriteCounter(
   (c as Record<string, unknown>)["insecure-skip-tls-verify"] = true;
   // No credentials in the copy: the proxy adds the token (see the header).
   for (const u of copy.users ?? []) if (u.name === ctx.user) u.user = {};
-  writeFileSync(proxyKubeconfig, stringify(copy), { mode: 0o600 });
+  // JSON (which is YAML too): the controller reads it without loading a YAML parser, as it reads
+  // its in-cluster credentials in the image, so the memory measured is the image's.
+  writeFileSync(proxyKubeconfig, JSON.stringify(copy, null, 2) + "\n", { mode: 0o600 });
 
   return {
     kubeconfig: proxyKubeconfig,

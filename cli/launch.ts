@@ -12,7 +12,7 @@
  * An older Node loads this module, so it uses nothing newer than Node 18 has.
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -30,6 +30,27 @@ export function nodeMajor(version: string): number {
  */
 export function nodeCandidates(root: string): string[] {
   return [join(root, "node_modules", ".bin", "node"), join(root, "..", ".bin", "node")];
+}
+
+/** The CLI's entry, relative to the package root. */
+export const CLI_ENTRY = "dist/cli/main.js";
+/** The controller bundled into one module (cluster/controller-bundle.ts), relative to the root. */
+export const CONTROLLER_BUNDLE = "dist/controller/main.bundle.js";
+/** What the bundle is built from: a bundle older than it is stale. */
+const BUNDLED_ENTRY = "dist/controller/main.js";
+
+/**
+ * The entry `cocoonset ARGS` runs, for the package at `root`: `cocoonset controller` runs the
+ * bundled controller, one module that starts smaller than the CLI's graph, when the bundle is
+ * there and not older than the compiled controller (a `tsc` without the bundle step leaves it
+ * stale, and then the CLI's own modules run); every other command runs the CLI.
+ */
+export function entryFor(root: string, args: readonly string[]): string {
+  if (args[0] !== "controller") return CLI_ENTRY;
+  const bundle = join(root, CONTROLLER_BUNDLE);
+  const source = join(root, BUNDLED_ENTRY);
+  if (!existsSync(bundle) || !existsSync(source)) return CLI_ENTRY;
+  return statSync(bundle).mtimeMs >= statSync(source).mtimeMs ? CONTROLLER_BUNDLE : CLI_ENTRY;
 }
 
 /** The signals a terminal or the Pulumi engine sends, passed on to the child. */

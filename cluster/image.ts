@@ -3,9 +3,10 @@
  *
  * `stageRootfs` writes the image's whole file tree into a folder: the Node binary running this
  * process (at /nodejs/bin/node) and the shared libraries `ldd` lists for it, a package.json,
- * the compiled files reached from dist/controller/main.js, and the packages those files import
- * together with their own runtime dependencies (never `@types/*`, type declarations, source
- * maps or markdown other than licences). Owners, modes and times are fixed, so the same inputs
+ * the controller bundled into one module from dist/controller/main.js
+ * (cluster/controller-bundle.ts) with the licences of the packages inside it, and the
+ * packages it loads lazily together with their own runtime dependencies (never `@types/*`,
+ * type declarations, source maps or markdown other than licences). Owners, modes and times are fixed, so the same inputs
  * give the same bytes.
  *
  * `buildImage` stages into a temporary folder and runs `buildah bud` on controller/Dockerfile
@@ -34,6 +35,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, posix, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultControllerImage } from "../controller/image.js";
+import { bundleController, LAZY_PACKAGES } from "./controller-bundle.js";
 import { BrandedError } from "../engine/kube/branded-error.js";
 import { dockerConfigPath } from "../engine/registry/keychain.js";
 
@@ -293,7 +295,8 @@ export function stageRootfs(opts: StageOptions): StageResult {
   put("/etc/group", { text: "root:x:0:\nnonroot:x:65532:\n" });
 
   // The application: package.json (ES modules, and the version the CLI prints), the
-  // controller's import graph and its runtime packages.
+  // controller bundled into one module (built here from the compiled entry, so it is never
+  // stale) with its packages' licences, and the packages it loads lazily.
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
     name: string;
     version: string;
@@ -307,12 +310,12 @@ export function stageRootfs(opts: StageOptions): StageResult {
         2,
       ) + "\n",
   });
-  const graph = importGraph(join(root, CONTROLLER_ENTRY));
-  for (const file of graph.files) {
+  const bundle = bundleController(root);
+  for (const file of [bundle.file, bundle.licenses]) {
     put(posix.join(IMAGE_APP_DIR, relative(root, file).split(sep).join("/")), file);
   }
   const packages: string[] = [];
-  for (const dir of runtimePackages(graph.packages, root)) {
+  for (const dir of runtimePackages(LAZY_PACKAGES, root)) {
     const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as PackageJson;
     packages.push(`${meta.name}@${meta.version}`);
     const rel = relative(root, dir).split(sep).join("/");

@@ -23,6 +23,11 @@ export interface Kind {
   /** Collection path in one namespace, or in all of them (`undefined`). */
   path(namespace: string | undefined): string;
   labelSelector?: string;
+  /**
+   * What of each object is kept, applied before it is cached or handed to a handler.
+   * @default {@link trimForCache}
+   */
+  transform?: <U extends KubeObject>(obj: U) => U;
   /** Named index functions. */
   indexes?: Record<string, IndexFunc>;
 }
@@ -158,6 +163,7 @@ export class SharedCache implements CacheReader {
             client: deps.client,
             path: kind.path(ns),
             labelSelector: kind.labelSelector,
+            transform: kind.transform,
             log: deps.log,
           }),
       );
@@ -210,7 +216,11 @@ export function mergeKinds(kinds: readonly Kind[]): Kind[] {
       continue;
     }
     // A programmer error: one name, one watch.
-    if (seen.path("x") !== k.path("x") || seen.labelSelector !== k.labelSelector)
+    if (
+      seen.path("x") !== k.path("x") ||
+      seen.labelSelector !== k.labelSelector ||
+      seen.transform !== k.transform
+    )
       throw new Error(`two different watches are named ${k.name}`);
     seen.indexes = { ...seen.indexes, ...k.indexes };
   }

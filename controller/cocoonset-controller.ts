@@ -25,6 +25,7 @@ import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonse
 import type { Kind } from "./cache.js";
 import { CocoonSetMetrics, registerRegistryMetrics } from "./cocoonset-metrics.js";
 import { FleetCache, FLEET_POD_INDEXES } from "./fleet-cache.js";
+import { trimPodForCache } from "./informer.js";
 import { hibernationController } from "./hibernation-controller.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
 import type { CheckResult } from "./health.js";
@@ -261,6 +262,8 @@ export const podKind: Kind = {
   name: "pods",
   path: (ns) => (ns === undefined ? "/api/v1/pods" : paths.pods(ns)),
   labelSelector: MANAGED_POD_SELECTOR,
+  // Held trimmed to what the engine reads: the fleets' pods are most of the controller's memory.
+  transform: trimPodForCache,
   indexes: FLEET_POD_INDEXES,
 };
 

@@ -94,8 +94,24 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
    */
   private readonly written = new Map<string, { cached: string | undefined; cs: CocoonSet }>();
 
-  /** Fleets whose last pass met a newer CocoonSet (409): the next pass reads it fresh, once. */
-  private readonly stale = new Set<string>();
+  /**
+   * Fleets whose last pass met a newer CocoonSet (409), with the resourceVersion it planned
+   * from and when: the next pass waits for the cache to show a newer one (the watch brings it)
+   * instead of reading it, and reads it fresh only if the watch has not within
+   * {@link STALE_WAIT_MS}.
+   */
+  private readonly stale = new Map<string, { version: string | undefined; sinceMs: number }>();
+
+  private nowMs(): number {
+    return (this.opts.now ?? Date.now)();
+  }
+
+  /** Notes that `cs`, as this pass planned from it, was overtaken by another write. */
+  private overtaken(fleet: string, cs: CocoonSet, cachedVersion: string | undefined): void {
+    this.written.delete(fleet);
+    const version = newerVersion(cs.metadata.resourceVersion, cachedVersion);
+    this.stale.set(fleet, { version, sinceMs: this.stale.get(fleet)?.sinceMs ?? this.nowMs() });
+  }
 
   /**
    * The CocoonSet to plan from, with the cache's resourceVersion of it: the cache's copy (or
@@ -104,29 +120,43 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
   private async read(
     key: ObjectKey,
     cache: FleetCache | undefined,
-  ): Promise<{ cs?: CocoonSet; cached?: string; fresh?: boolean }> {
+  ): Promise<{ cs?: CocoonSet; cached?: string; fresh?: boolean; waitMs?: number }> {
     if (!cache) return { cs: await readCocoonSet(this.client, key.namespace, key.name) };
     const fleet = `${key.namespace}/${key.name}`;
     const cached = cache.cocoonSet(key.namespace, key.name);
     if (!cached) {
       this.written.delete(fleet);
+      this.stale.delete(fleet);
       cache.forget(fleet);
       return {};
     }
     const version = cached.metadata.resourceVersion;
-    // A pass that met a newer CocoonSet plans again from it: read it fresh, once. (The
-    // finalizer is added from the cached copy: its patch tests the copy's resourceVersion or
-    // finalizers, so a copy the apiserver has overtaken is refused and read fresh.)
-    if (this.stale.delete(fleet)) {
-      this.written.delete(fleet);
-      return {
-        cs: await readCocoonSet(this.client, key.namespace, key.name),
-        cached: version,
-        fresh: true,
-      };
+    // A pass that met a newer CocoonSet plans again from it once the watch has brought it to
+    // the cache: no read. (The finalizer is added from the cached copy too: its patch tests
+    // the copy's resourceVersion or finalizers, so a copy the apiserver has overtaken is
+    // refused the same way.) Only a watch silent for STALE_WAIT_MS has the copy read afresh.
+    const stale = this.stale.get(fleet);
+    if (stale) {
+      if (isNewer(version, stale.version)) this.stale.delete(fleet);
+      else if (this.nowMs() - stale.sinceMs < STALE_WAIT_MS) return { waitMs: STALE_RECHECK_MS };
+      else {
+        this.stale.delete(fleet);
+        this.written.delete(fleet);
+        return {
+          cs: await readCocoonSet(this.client, key.namespace, key.name),
+          cached: version,
+          fresh: true,
+        };
+      }
     }
+    // The pass's own copy while the cache has not caught up with it: the cache may show the
+    // version the pass began from, or one of the pass's own writes before its last.
     const own = this.written.get(fleet);
-    if (own && own.cached === version && own.cs.metadata.uid === cached.metadata.uid)
+    if (
+      own &&
+      own.cs.metadata.uid === cached.metadata.uid &&
+      (own.cached === version || isNewer(own.cs.metadata.resourceVersion, version))
+    )
       return { cs: structuredClone(own.cs), cached: version };
     this.written.delete(fleet);
     // A copy: the pass must not change the cache's object.
@@ -139,6 +169,8 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
   ): Promise<ReconcileResult> {
     const cache = this.opts.cache?.synced() ? this.opts.cache : undefined;
     const read = await this.read(key, cache);
+    // Overtaken and the watch has not shown the newer CocoonSet yet: look again shortly.
+    if (read.waitMs !== undefined) return requeueAfter(read.waitMs);
     let cs: CocoonSet | undefined = read.cs;
     if (!cs) return DONE;
     const fleet = `${key.namespace}/${key.name}`;
@@ -163,10 +195,9 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       // The cached copy was behind (the patch's test failed, 422, or 409): read it fresh.
       const overtaken = KubeApiError.isInstance(e) && (e.status === 422 || e.status === 409);
       if (!cache || read.fresh || !overtaken) throw e;
-      this.written.delete(fleet);
-      this.stale.add(fleet);
-      ctx.log.debug({}, "the cached CocoonSet was behind when adding the finalizer; reading it");
-      return requeueAfter(0);
+      this.overtaken(fleet, cs, read.cached);
+      ctx.log.debug({}, "the cached CocoonSet was behind when adding the finalizer");
+      return requeueAfter(STALE_RECHECK_MS);
     }
     const readVersion = cs.metadata.resourceVersion;
     const hooks = hooksFor(ctx);
@@ -202,12 +233,15 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
         "held back: the pod watch has not shown the last writes",
       );
     if (onlyOvertaken(result)) {
-      // The cached CocoonSet was behind another writer's: nothing wrong, plan again at once
-      // on a fresh read (no error line, no backoff).
-      this.written.delete(fleet);
-      if (cache) this.stale.add(fleet);
-      ctx.log.debug({}, "the CocoonSet changed during the pass; planned again on a fresh read");
-      return requeueAfter(0);
+      // The cached CocoonSet was behind another writer's: nothing wrong, plan again from the
+      // newer one as soon as the watch brings it (no read, no error line, no backoff).
+      if (!cache) {
+        ctx.log.debug({}, "the CocoonSet changed during the pass; planned again on a fresh read");
+        return requeueAfter(0);
+      }
+      this.overtaken(fleet, cs, read.cached);
+      ctx.log.debug({}, "the CocoonSet changed during the pass; planned again once cached");
+      return requeueAfter(STALE_RECHECK_MS);
     }
     const wait = registryWait(this.opts.registry, result);
     if (wait !== undefined) {
@@ -227,6 +261,24 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
     }
     return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
   }
+}
+
+/** How often a fleet overtaken by another write looks whether the cache shows the newer copy. */
+export const STALE_RECHECK_MS = 50;
+/** How long such a fleet waits for the watch before it reads the CocoonSet afresh. */
+export const STALE_WAIT_MS = 10_000;
+
+// resourceVersions are compared as the numbers the apiserver's storage gives them, as the
+// pass's own precondition does (engine/execute/pass.ts); one that is not a number is never
+// taken as newer.
+function isNewer(a: string | undefined, b: string | undefined): boolean {
+  const x = Number(a ?? "");
+  const y = Number(b ?? "");
+  return Boolean(a) && Number.isFinite(x) && Number.isFinite(y) && x > y;
+}
+
+function newerVersion(a: string | undefined, b: string | undefined): string | undefined {
+  return isNewer(b, a) ? b : a;
 }
 
 /**

@@ -62,6 +62,67 @@ export function trimForCache<U extends KubeObject>(obj: U): U {
   return obj;
 }
 
+// What of a pod the engine reads (the Pod type of engine/spec/kube-types.ts, and the
+// capacity's CapacityPod): the planner, attribution, capacity, status and the hibernation
+// planner see nothing else. Everything else the apiserver and the kubelet fill in (volumes,
+// probes, ports, defaults, image ids, container states' details) is dropped.
+const POD_SPEC_FIELDS = [
+  "nodeName",
+  "nodeSelector",
+  "serviceAccountName",
+  "terminationGracePeriodSeconds",
+  "tolerations",
+  "affinity",
+  "overhead",
+  "resources",
+] as const;
+const POD_STATUS_FIELDS = ["phase", "reason", "message", "podIP", "conditions", "startTime"];
+
+function pick<T extends object>(from: T, keys: readonly string[]): Partial<T> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) {
+    const v = (from as Record<string, unknown>)[k];
+    if (v !== undefined) out[k] = v;
+  }
+  return out as Partial<T>;
+}
+
+/**
+ * A pod cut down, in place, to the fields the engine reads, besides {@link trimForCache}:
+ * its metadata whole (labels, annotations and owners carry the fleet's record), the spec's
+ * placement, service account and each container's name, image, resources, `envFrom` (and an
+ * init container's restart policy), the status' phase, reason, conditions, IP, start time and
+ * which containers run. The pods of a fleet are most of what the controller holds.
+ */
+export function trimPodForCache<U extends KubeObject>(obj: U): U {
+  trimForCache(obj);
+  const pod = obj as unknown as {
+    spec?: Record<string, unknown> & { containers?: object[]; initContainers?: object[] };
+    status?: Record<string, unknown> & { containerStatuses?: { name?: string; state?: object }[] };
+  };
+  if (pod.spec) {
+    const spec: Record<string, unknown> = pick(pod.spec, POD_SPEC_FIELDS);
+    spec.containers = (pod.spec.containers ?? []).map((c) =>
+      pick(c, ["name", "image", "resources", "envFrom"]),
+    );
+    if (pod.spec.initContainers)
+      spec.initContainers = pod.spec.initContainers.map((c) =>
+        pick(c, ["name", "resources", "restartPolicy"]),
+      );
+    pod.spec = spec;
+  }
+  if (pod.status) {
+    const status: Record<string, unknown> = pick(pod.status, POD_STATUS_FIELDS);
+    if (pod.status.containerStatuses)
+      status.containerStatuses = pod.status.containerStatuses.map((c) => ({
+        name: c.name,
+        state: Object.fromEntries(Object.keys(c.state ?? {}).map((k) => [k, {}])),
+      }));
+    pod.status = status;
+  }
+  return obj;
+}
+
 /** The last error an informer hit, for readiness and logs. */
 export interface InformerError {
   message: string;

@@ -5,6 +5,8 @@
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { _, Ajv } from "ajv";
+import standaloneCode from "ajv/dist/standalone/index.js";
 import * as prettier from "prettier";
 import { stringify as toYaml } from "yaml";
 import {
@@ -21,6 +23,9 @@ import {
 } from "../engine/spec/constants.js";
 import {
   cocoonSetSchema,
+  cocoonSetSpecSchema,
+  QUANTITY_BOUND_RULE,
+  QUANTITY_PATTERN,
   namedSchemas,
   objectMetaSchema,
   type NamedSchema,
@@ -238,6 +243,103 @@ export async function renderHibernationTypes(root: string): Promise<string> {
   return prettier.format(parts.join("\n"), { ...options, parser: "typescript" });
 }
 
+// ---------------------------------------------------------------------------------------------
+// The spec's validator, compiled here so that no schema compiler runs in the package
+
+/** The keyword the validator gives a field that carries the quantity-bound CEL rule. */
+export const QUANTITY_BOUND_KEYWORD = "cocoonsetQuantityBound";
+
+// Kubernetes' own keywords: known to the compiler, checked by the apiserver, not by it.
+const KUBERNETES_KEYWORDS = [
+  "x-kubernetes-int-or-string",
+  "x-kubernetes-preserve-unknown-fields",
+  "x-kubernetes-list-type",
+  "x-kubernetes-list-map-keys",
+  "x-kubernetes-validations",
+];
+
+// kubectl rejects unknown fields by default (strict field validation), so the validator does
+// too; the CRD itself cannot say so because structural schemas forbid additionalProperties
+// next to properties.
+function closeObjects(node: SchemaNode): SchemaNode {
+  const out: SchemaNode = { ...node };
+  if (node.properties) {
+    out.properties = Object.fromEntries(
+      Object.entries(node.properties).map(([k, v]) => [k, closeObjects(v)]),
+    );
+    if (!node["x-kubernetes-preserve-unknown-fields"]) {
+      (out as Record<string, unknown>).additionalProperties = false;
+    }
+  }
+  if (node["x-kubernetes-validations"]?.some((r) => r.rule === QUANTITY_BOUND_RULE)) {
+    (out as Record<string, unknown>)[QUANTITY_BOUND_KEYWORD] = true;
+  }
+  if (node.items) out.items = closeObjects(node.items);
+  if (node.additionalProperties) out.additionalProperties = closeObjects(node.additionalProperties);
+  return out;
+}
+
+// What the compiled code calls besides itself, defined in the generated module: the JS twin of
+// the quantity-bound CEL rule, and a string's length in code points (as the apiserver counts
+// maxLength), which the compiler would otherwise import from its own runtime.
+const VALIDATOR_PRELUDE = (pattern: string) => `import { readQuantity } from "../quantity.js";
+const quantityPattern = new RegExp(${JSON.stringify(pattern)});
+function withinQuantityBound(data) {
+  return typeof data !== "string" || !quantityPattern.test(data) || readQuantity(data).ok;
+}
+function codePointLength(text) {
+  let n = 0;
+  for (const _c of text) n++;
+  return n;
+}
+`;
+
+/**
+ * The CocoonSet spec's validator as an ES module: the schema compiler's standalone code for
+ * the spec schema (objects closed, defaults filled in, every error kept with its data and
+ * schema), with the few helpers it calls defined beside it. The module imports nothing but
+ * `../quantity.js`.
+ */
+export function renderSpecValidator(): string {
+  const ajv = new Ajv({
+    allErrors: true,
+    useDefaults: true,
+    verbose: true,
+    strictTypes: false,
+    code: { source: true, esm: true, lines: true },
+  });
+  ajv.addVocabulary(KUBERNETES_KEYWORDS);
+  ajv.addKeyword({
+    keyword: QUANTITY_BOUND_KEYWORD,
+    schemaType: "boolean",
+    code(cxt) {
+      const within = cxt.gen.scopeValue("func", {
+        ref: () => true,
+        code: _`withinQuantityBound`,
+      });
+      cxt.fail(_`!${within}(${cxt.data})`);
+    },
+  });
+  const validate = ajv.compile(closeObjects(cocoonSetSpecSchema));
+  const code = standaloneCode
+    .default(ajv, validate)
+    .replace(/^"use strict";\n?/, "")
+    .replaceAll('require("ajv/dist/runtime/ucs2length").default', "codePointLength");
+  if (/\brequire\(|^\s*import\s|\bimport\(/m.test(code)) {
+    throw new Error("the compiled spec validator imports a module the package does not ship");
+  }
+  return [
+    `// ${HEADER} Do not edit.`,
+    "// The spec's validator, compiled by the schema compiler at build time (no compiler runs",
+    "// in the package). engine/spec/validate.ts turns its errors into failures naming fields.",
+    "/* eslint-disable */",
+    "// @ts-nocheck",
+    VALIDATOR_PRELUDE(QUANTITY_PATTERN),
+    code.trimEnd(),
+    "",
+  ].join("\n");
+}
+
 /** Every generated file: path relative to the repository root, and its content. */
 export async function generatedFiles(root: string): Promise<{ path: string; content: string }[]> {
   const hibernation = buildHibernationCrd();
@@ -245,6 +347,7 @@ export async function generatedFiles(root: string): Promise<{ path: string; cont
     { path: `${GENERATED_DIR}/crd.yaml`, content: renderCrdYaml() },
     { path: `${GENERATED_DIR}/crd.json`, content: renderCrdJson() },
     { path: `${GENERATED_DIR}/types.ts`, content: await renderTypes(root) },
+    { path: `${GENERATED_DIR}/spec-validator.ts`, content: renderSpecValidator() },
     { path: `${GENERATED_DIR}/hibernation-crd.yaml`, content: renderCrdYaml(hibernation) },
     { path: `${GENERATED_DIR}/hibernation-crd.json`, content: renderCrdJson(hibernation) },
     {

@@ -80,6 +80,8 @@ function must(ok) {
 }
 
 must(await step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
+// The controller's bundle, which `cocoonset controller` and the image run.
+must(await step("bundle", process.execPath, ["dist/cluster/controller-bundle.js"]));
 
 /**
  * The checks after the build, one after another, stopping at the first failure: each is

@@ -6,10 +6,9 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
-import { parse, stringify } from "yaml";
 import { errorMessage } from "./branded-error.js";
 import { KubeConfigError } from "./client.js";
-import { mergeKubeconfigFiles } from "./kubeconfig.js";
+import { loadYaml, mergeKubeconfigFiles } from "./kubeconfig.js";
 
 /**
  * The file a kubeconfig is read from when none is given: `$KUBECONFIG` (the whole list, see
@@ -40,9 +39,12 @@ export function readKubeconfigFile(file: string, why: string): string {
 /** The kubeconfig with its current context set to `context` (kubectl's `--context`). */
 export function withContext(text: string, context: string | undefined): string {
   if (!context) return text;
-  const doc = parse(text) as { contexts?: { name?: string }[]; "current-context"?: string };
+  const doc = loadYaml().parse(text) as {
+    contexts?: { name?: string }[];
+    "current-context"?: string;
+  };
   if (!doc.contexts?.some((c) => c.name === context)) {
     throw new KubeConfigError(`[context] the kubeconfig has no context named "${context}"`);
   }
-  return stringify({ ...doc, "current-context": context });
+  return loadYaml().stringify({ ...doc, "current-context": context });
 }

@@ -22,10 +22,34 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { RequestOptions } from "node:https";
 import { isIPv6 } from "node:net";
+import { createRequire } from "node:module";
 import { dirname, isAbsolute, join } from "node:path";
-import { parse, stringify } from "yaml";
 import { InvalidValueError } from "./branded-error.js";
 import { ExecCredentialPlugin, parseExecConfig, type ExecClusterInfo } from "./exec-credential.js";
+
+type Yaml = typeof import("yaml");
+let loadedYaml: Yaml | undefined;
+
+/**
+ * The YAML parser, loaded on the first kubeconfig file that needs it: the controller in its
+ * image reads in-cluster credentials and never loads it. Loaded synchronously (the package
+ * ships CommonJS for Node), since reading a kubeconfig is synchronous.
+ */
+export function loadYaml(): Yaml {
+  return (loadedYaml ??= createRequire(import.meta.url)("yaml") as Yaml);
+}
+
+/** A kubeconfig's document: JSON (a YAML document too) needs no YAML parser. */
+function parse(text: string): unknown {
+  if (text.trimStart().startsWith("{")) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // A YAML flow mapping that is not JSON: the YAML parser reads it.
+    }
+  }
+  return loadYaml().parse(text) as unknown;
+}
 
 /** A cluster entry (field names as client-node has them). */
 export interface KubeconfigCluster {
@@ -380,7 +404,7 @@ export function mergeKubeconfigFiles(files: readonly string[]): { text: string; 
     }
   }
   for (const [kind, list] of Object.entries(entries)) merged[kind] = list;
-  return { text: stringify(merged), read };
+  return { text: loadYaml().stringify(merged), read };
 }
 
 function absolutePaths(kind: string, entry: Doc, base: string): Doc {

@@ -1,9 +1,9 @@
-// Validates a CocoonSet spec with the CRD's own schema (ajv) plus JS twins of its CEL rules,
-// which ajv cannot run. Failures name the field (`toolboxes[1].name`) and state the rule.
+// Validates a CocoonSet spec with the CRD's own schema (compiled ahead of time by
+// scripts/generate-schema.ts into generated/spec-validator.ts) plus JS twins of its CEL rules. Failures name the field (`toolboxes[1].name`) and state the rule.
 // Behaviour: docs/behaviour.md §10.
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import type { CocoonSetSpec, ToolboxSpec } from "./generated/types.js";
-import { MAX_QUANTITY, readQuantity } from "./quantity.js";
+import { validate as validateSpecSchema } from "./generated/spec-validator.js";
+import { MAX_QUANTITY } from "./quantity.js";
 export { cocoonSetNameProblem, namespaceNameProblem, objectNameProblem } from "./names.js";
 import {
   DNS_LABEL_PATTERN,
@@ -13,7 +13,6 @@ import {
   NO_WHITESPACE_PATTERN,
   IMAGE_PATTERN,
   OPTIONAL_DNS_SUBDOMAIN_PATTERN,
-  QUANTITY_BOUND_RULE,
   QUANTITY_PATTERN,
   cocoonSetSpecSchema,
   type SchemaNode,
@@ -50,59 +49,29 @@ const PATTERN_RULES: Record<string, string> = {
     "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)",
 };
 
-// The JS twin of QUANTITY_BOUND_RULE: ajv runs it wherever the schema carries that CEL rule.
+// The keyword the generated validator reports a quantity-bound failure under (it runs the JS
+// twin of QUANTITY_BOUND_RULE wherever the schema carries that CEL rule).
 const QUANTITY_BOUND_KEYWORD = "cocoonsetQuantityBound";
 const QUANTITY_BOUND_REASON = `must be less than ${MAX_QUANTITY} (2^63-1)`;
-const quantityPattern = new RegExp(QUANTITY_PATTERN);
 
 // Ports read better as a range; counts read better as one bound at a time.
 const PORT_FIELDS = new Set(["probePort", "vncPort"]);
 
-const KUBERNETES_KEYWORDS = [
-  "x-kubernetes-int-or-string",
-  "x-kubernetes-preserve-unknown-fields",
-  "x-kubernetes-list-type",
-  "x-kubernetes-list-map-keys",
-  "x-kubernetes-validations",
-];
-
-// kubectl rejects unknown fields by default (strict field validation), so the validator does
-// too; the CRD itself cannot say so because structural schemas forbid additionalProperties
-// next to properties.
-function closeObjects(node: SchemaNode): SchemaNode {
-  const out: SchemaNode = { ...node };
-  if (node.properties) {
-    out.properties = Object.fromEntries(
-      Object.entries(node.properties).map(([k, v]) => [k, closeObjects(v)]),
-    );
-    if (!node["x-kubernetes-preserve-unknown-fields"]) {
-      (out as Record<string, unknown>).additionalProperties = false;
-    }
-  }
-  if (node["x-kubernetes-validations"]?.some((r) => r.rule === QUANTITY_BOUND_RULE)) {
-    (out as Record<string, unknown>)[QUANTITY_BOUND_KEYWORD] = true;
-  }
-  if (node.items) out.items = closeObjects(node.items);
-  if (node.additionalProperties) out.additionalProperties = closeObjects(node.additionalProperties);
-  return out;
+/** One error of the generated validator (it keeps each error's data and schema). */
+interface ErrorObject {
+  keyword: string;
+  instancePath: string;
+  schemaPath: string;
+  params: Record<string, unknown>;
+  message?: string;
+  parentSchema?: unknown;
+  data?: unknown;
 }
 
-let compiled: ValidateFunction | undefined;
-
-function specValidator(): ValidateFunction {
-  if (!compiled) {
-    const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strictTypes: false });
-    ajv.addVocabulary(KUBERNETES_KEYWORDS);
-    ajv.addKeyword({
-      keyword: QUANTITY_BOUND_KEYWORD,
-      schemaType: "boolean",
-      validate: (_schema: boolean, data: unknown) =>
-        typeof data !== "string" || !quantityPattern.test(data) || readQuantity(data).ok,
-    });
-    compiled = ajv.compile(closeObjects(cocoonSetSpecSchema));
-  }
-  return compiled;
-}
+/** The generated validator: fills in defaults, and leaves its errors on itself. */
+const specValidator = validateSpecSchema as unknown as ((data: unknown) => boolean) & {
+  errors?: ErrorObject[] | null;
+};
 
 function dottedPath(instancePath: string, child?: string): string {
   const parts = instancePath.split("/").slice(1);
@@ -122,7 +91,7 @@ function typeRule(expected: unknown): string {
 }
 
 function describe(error: ErrorObject): ValidationFailure {
-  const params = error.params as Record<string, unknown>;
+  const params = error.params;
   const property = dottedPath(error.instancePath);
   const field = property.split(/[.[]/).pop() ?? "";
   const schema = (error.parentSchema ?? {}) as SchemaNode;
@@ -363,9 +332,8 @@ export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): 
   const copyFailures: ValidationFailure[] = [];
   const candidate: unknown = plainCopy(spec, "", 0, copyFailures);
   if (copyFailures.length > 0) return { ok: false, failures: copyFailures };
-  const validate = specValidator();
-  const valid = validate(candidate);
-  const failures = [...(valid ? [] : schemaFailures(validate.errors ?? []))];
+  const valid = specValidator(candidate);
+  const failures = [...(valid ? [] : schemaFailures(specValidator.errors ?? []))];
   for (const failure of celFailures(candidate, previous)) {
     if (!failures.some((f) => f.property === failure.property)) failures.push(failure);
   }

@@ -85,8 +85,9 @@ describe("the controller image", { timeout: 600_000 }, () => {
     assert.equal(cfg[0].Config.User, "65532:65532");
     assert.deepEqual(cfg[0].Config.Entrypoint, [
       "/nodejs/bin/node",
-      "--max-semi-space-size=8",
-      "/app/dist/controller/main.js",
+      "--max-semi-space-size=2",
+      "--lite-mode",
+      "/app/dist/controller/main.bundle.js",
     ]);
     assert.deepEqual(cfg[0].Config.Cmd, ["controller"]);
     for (const l of ["version", "revision", "source", "licenses"])
@@ -108,7 +109,12 @@ describe("the controller image", { timeout: 600_000 }, () => {
       { encoding: "utf8" },
     ).stdout.split("\n");
     assert.ok(files.includes("./nodejs/bin/node"), "Node is in the image");
-    assert.ok(files.includes("./app/dist/controller/main.js"), "the entry point is in the image");
+    assert.ok(
+      files.includes("./app/dist/controller/main.bundle.js"),
+      "the entry point (the bundle) is in the image",
+    );
+    assert.ok(!files.includes("./app/dist/controller/main.js"), "the bundled modules are not");
+    assert.ok(files.includes("./app/node_modules/yaml/package.json"), "yaml, loaded lazily");
     const unwanted = files.filter((f) =>
       /^\.\/(bin|usr\/bin)\/|\/(sh|bash|npm|npx)$|node_modules\/(@pulumi|typescript|@types)\/|\.d\.ts$|^\.\/app\/dist\/(sdk|cluster|tests|bench|examples)\//.test(
         f,

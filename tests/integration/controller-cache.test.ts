@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import {
   CocoonSetReconciler,
+  STALE_RECHECK_MS,
   createLogger,
   FLEET_POD_INDEXES,
   FleetCache,
@@ -280,12 +281,13 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
 });
 
 describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, () => {
-  test("a pass from a CocoonSet another writer overtook writes no status from it and plans again quietly on a fresh read", async (t) => {
+  test("a pass from a CocoonSet another writer overtook writes no status from it, reads nothing, and plans again once the watch shows the newer one, keeping the other writer's status", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-stale");
     const { client, watch: csWatch, cache } = await laggingCache(c, ns, "cocoonSets");
 
-    const reconciler = new CocoonSetReconciler(client, { cache });
+    const recording = recordingClient(client);
+    const reconciler = new CocoonSetReconciler(recording.client, { cache });
     const lines: { level: string; msg: string }[] = [];
     const events: string[] = [];
     const ctx: ReconcileContext<ControllerMetrics> = {
@@ -307,6 +309,8 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
     };
     const key = { namespace: ns, name: "stale" };
     const live = () => client.get<CocoonSet>(paths.cocoonSet(ns, "stale"));
+    const cocoonSetReads = () =>
+      recording.sent.filter((r) => r === `GET ${paths.cocoonSet(ns, "stale")}`).length;
 
     await createCocoonSet(ns, "stale", { replicas: 1 });
     c.defer("remove the finalizer", async () => {
@@ -329,16 +333,23 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
     await until("the other writer's status in the cache", () => {
       return cache.cocoonSet(ns, "stale")?.status?.phase === "Scaling";
     });
-    // Then the cache falls behind: it does not show the next write.
+    // Then the cache falls behind: it does not show the next writes, an annotation and a
+    // record of a member the other writer made (as a second engine records its creates).
     csWatch.hold();
     await client.patch(
       paths.cocoonSet(ns, "stale"),
       { metadata: { annotations: { "example.com/touched": "1" } } },
       PatchType.merge,
     );
+    const foreignRecord = { vm: `vk-${ns}-stale-5`, podUID: "0a0b0c0d-other-writer" };
+    await client.patch(
+      paths.cocoonSetStatus(ns, "stale"),
+      { status: { vms: { "5": foreignRecord } } },
+      PatchType.merge,
+    );
     const before = lines.length;
     const overtaken = await reconciler.reconcile(key, ctx);
-    assert.deepEqual(overtaken, { requeueAfterMs: 0 }, "requeued at once, no error");
+    assert.deepEqual(overtaken, { requeueAfterMs: STALE_RECHECK_MS }, "requeued, no error");
     assert.equal((await live()).status?.phase, "Scaling", "no status from the stale view");
     assert.deepEqual(
       lines.slice(before).filter((l) => l.level !== "debug"),
@@ -351,11 +362,25 @@ describe("controller pass on a lagging CocoonSet cache", { timeout: 120_000 }, (
       undefined,
     );
 
-    // The next pass reads the CocoonSet fresh (the cache is still behind) and writes the
-    // status its pods give.
+    // While the cache is still behind, the next pass neither reads nor writes: it looks again.
+    const writesBefore = recording.sent.length;
+    assert.deepEqual(await reconciler.reconcile(key, ctx), { requeueAfterMs: STALE_RECHECK_MS });
+    assert.deepEqual(recording.sent.slice(writesBefore), [], "no request while the cache lags");
+
+    // The watch brings the newer CocoonSet: the pass plans from it and writes the status its
+    // pods give, without reading the CocoonSet, and the other writer's record is still there.
+    csWatch.release();
+    await until("the newer CocoonSet in the cache", () => {
+      return cache.cocoonSet(ns, "stale")?.status?.vms?.["5"] !== undefined;
+    });
     const again = await reconciler.reconcile(key, ctx);
     assert.equal(again.requeueAfterMs, undefined);
-    assert.equal((await live()).status?.phase, "Running");
+    const after = await live();
+    assert.equal(after.status?.phase, "Running");
+    assert.deepEqual(after.status?.vms?.["5"], foreignRecord, "the other writer's record is kept");
+    assert.ok(after.status?.vms?.["0"], "the engine's own records are kept");
+    assert.equal(after.metadata.annotations?.["example.com/touched"], "1");
+    assert.equal(cocoonSetReads(), 0, "the CocoonSet is never read: the cache is");
   });
 });
 

@@ -11,11 +11,21 @@ import { get } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { entryFor } from "../../cli/launch.js";
 import { PatchType, paths, type KubeClient } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "./cluster.js";
 
 /** The built CLI entry point. */
 export const CLI_MAIN = fileURLToPath(new URL("../../cli/main.js", import.meta.url));
+
+/**
+ * What `cocoonset controller` runs (cli/launch.ts): the controller's bundle, which the test
+ * command builds, or the CLI when the bundle is missing or older than the compiled controller.
+ */
+export const CONTROLLER_MAIN = join(
+  fileURLToPath(new URL("../../..", import.meta.url)),
+  entryFor(fileURLToPath(new URL("../../..", import.meta.url)), ["controller"]),
+);
 
 /**
  * Cleanups of one test, run last-in first-out after it (node:test runs `t.after` hooks in
@@ -384,7 +394,7 @@ export async function startController(
   opts: StartOptions,
 ): Promise<ControllerProcess> {
   const args = [
-    CLI_MAIN,
+    CONTROLLER_MAIN,
     "controller",
     "--kubeconfig",
     opts.kubeconfig,
@@ -424,7 +434,7 @@ export async function runControllerToExit(
   const env = { ...process.env };
   for (const k of Object.keys(env))
     if (k.startsWith("COCOONSET_") || k === "KUBECONFIG" || k === "OCI_REGISTRY") delete env[k];
-  const child = spawn(process.execPath, [CLI_MAIN, "controller", ...args], {
+  const child = spawn(process.execPath, [CONTROLLER_MAIN, "controller", ...args], {
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });

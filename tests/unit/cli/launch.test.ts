@@ -7,10 +7,18 @@
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { delimiter, join, sep } from "node:path";
 import { describe, it } from "node:test";
-import { MIN_NODE_MAJOR, nodeCandidates, nodeMajor } from "../../../cli/launch.js";
+import {
+  CLI_ENTRY,
+  CONTROLLER_BUNDLE,
+  MIN_NODE_MAJOR,
+  entryFor,
+  nodeCandidates,
+  nodeMajor,
+} from "../../../cli/launch.js";
 import { repositoryRoot } from "../../../scripts/generate-schema.js";
 
 const root = repositoryRoot();
@@ -23,6 +31,29 @@ const machinePath = (process.env.PATH ?? "")
   .split(delimiter)
   .filter((p) => !p.includes(`node_modules${sep}.bin`))
   .join(delimiter);
+
+describe("the entry `cocoonset` runs", () => {
+  it("runs the controller's bundle for `controller` while it is not older than the compiled controller", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cocoonset-entry-"));
+    try {
+      mkdirSync(join(dir, "dist", "controller"), { recursive: true });
+      const source = join(dir, "dist", "controller", "main.js");
+      const bundle = join(dir, CONTROLLER_BUNDLE);
+      writeFileSync(source, "");
+      assert.equal(entryFor(dir, ["controller"]), CLI_ENTRY, "no bundle: the CLI");
+      writeFileSync(bundle, "");
+      utimesSync(source, 1000, 1000);
+      utimesSync(bundle, 2000, 2000);
+      assert.equal(entryFor(dir, ["controller", "--help"]), CONTROLLER_BUNDLE);
+      assert.equal(entryFor(dir, ["plan"]), CLI_ENTRY, "any other command: the CLI");
+      assert.equal(entryFor(dir, []), CLI_ENTRY);
+      utimesSync(source, 3000, 3000);
+      assert.equal(entryFor(dir, ["controller"]), CLI_ENTRY, "a stale bundle: the CLI");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("the package's Node scripts", () => {
   it("reads Node versions and knows where the project's Node is", () => {

@@ -22,6 +22,8 @@ import {
   runtimePackages,
   skippedPackageFile,
 } from "../../../cluster/image.js";
+import { CONTROLLER_BUNDLE } from "../../../cli/launch.js";
+import { LAZY_PACKAGES } from "../../../cluster/controller-bundle.js";
 import {
   CONTROLLER_IMAGE_REPOSITORY,
   CONTROLLER_UID,
@@ -52,8 +54,10 @@ describe("the controller entry point's import graph", () => {
     const packages = runtimePackages(graph.packages, PACKAGE_ROOT).map((d) =>
       d.slice(d.lastIndexOf("node_modules/") + "node_modules/".length),
     );
-    // The project's own kubeconfig loader needs no Kubernetes client library: none ships.
-    assert.ok(packages.includes("yaml"), packages.join(" "));
+    // The project's own kubeconfig loader needs no Kubernetes client library: none ships;
+    // and it loads yaml only for a kubeconfig file that needs it (the image ships it apart).
+    assert.ok(!packages.includes("yaml"), packages.join(" "));
+    assert.deepEqual(LAZY_PACKAGES, ["yaml"]);
     assert.ok(!packages.some((p) => p.startsWith("@kubernetes/")), packages.join(" "));
     for (const p of packages) {
       assert.ok(!p.startsWith("@pulumi/") && !p.startsWith("@types/"), p);
@@ -129,6 +133,47 @@ describe("the controller entry point's import graph", () => {
   });
 });
 
+describe("the controller's bundle", () => {
+  it("is one module: `controller --help` from it loads no other project file and no package", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
+    try {
+      const hooks = join(dir, "hooks.mjs");
+      writeFileSync(
+        hooks,
+        'import { registerHooks } from "node:module";\n' +
+          "registerHooks({ load(url, context, next) {\n" +
+          '  if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n");\n' +
+          "  return next(url, context);\n} });\n",
+      );
+      const r = spawnSync(
+        process.execPath,
+        ["--import", hooks, join(PACKAGE_ROOT, CONTROLLER_BUNDLE), "controller", "--help"],
+        { encoding: "utf8" },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /--leader-elect/);
+      const loaded = r.stderr
+        .split("\n")
+        .filter((l) => l.startsWith("LOADED "))
+        .map((l) => l.slice(7));
+      assert.deepEqual(
+        loaded.filter((u) => !u.endsWith(`/${CONTROLLER_BUNDLE}`)),
+        [],
+        "nothing but the bundle",
+      );
+      assert.equal(loaded.length, 1);
+      const licences = readFileSync(
+        join(PACKAGE_ROOT, `${CONTROLLER_BUNDLE}.LICENSES.txt`),
+        "utf8",
+      );
+      for (const p of ["commander", "pino", "prom-client"])
+        assert.match(licences, new RegExp(`^${p}@`, "m"), `${p}'s licence is listed`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("stager helpers", () => {
   it("importSpecifiers finds static imports, re-exports, side-effect and literal dynamic imports", () => {
     const src = [
@@ -191,7 +236,7 @@ describe("controller/Dockerfile", () => {
       finalStage,
       new RegExp(
         // The young-generation cap: docs/controller.md, "The controller image".
-        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=8", "${IMAGE_APP_DIR}/${CONTROLLER_ENTRY}"\\]$`,
+        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=2", "--lite-mode", "${IMAGE_APP_DIR}/${CONTROLLER_BUNDLE}"\\]$`,
         "m",
       ),
     );

@@ -1,6 +1,8 @@
 /** The engine's execution: passes, convergence, finalizer, deletion, the CRD install, preview and its dry runs. Only what other layers use is exported here. */
 export { type HibernationHooks, HibernationRefused, runHibernationPass } from "./hibernation.js";
-export { converge, deleteFleet, ensureFinalizer, finalizeDeletion } from "./lifecycle.js";
+export { converge } from "./converge.js";
+export { deleteFleet, finalizeDeletion } from "./deletion.js";
+export { ensureFinalizer } from "./finalizer.js";
 export {
   addNameHolders,
   apiReads,

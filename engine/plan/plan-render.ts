@@ -144,3 +144,9 @@ export function planToJSON(plan: Plan): PlanJSON {
     requeueAfterMs: plan.requeueAfterMs ?? null,
   };
 }
+
+/** How a member is named in messages. */
+export function memberLabel(target: PlanTarget): string {
+  if (target.role === "main") return "main agent";
+  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
+}

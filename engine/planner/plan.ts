@@ -3,7 +3,6 @@
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
 import {
-  memberPodVm,
   recordedHibernated,
   unrecordedClaim,
   type HibernationHold,
@@ -64,27 +63,16 @@ import {
   type SlotCreateRecord,
 } from "../pods/vanish.js";
 import { INTEGER_NAME_PATTERN } from "../spec/schema-source.js";
-import {
-  SUSPEND_POLL_MS,
-  asksHibernate,
-  hibernationGate,
-  missingTagWhy,
-  suspendUnanswered,
-  suspendsRetaining,
-  type SnapshotFacts,
-} from "../lifecycle/suspend.js";
+import { suspendsRetaining, type SnapshotFacts } from "../lifecycle/suspend.js";
 import {
   planSlotRelease,
   releasedSnapshotLost,
   type SlotReleasePlan,
 } from "../lifecycle/slot-release.js";
-import type { ClassifiedPods } from "../pods/classify.js";
-import {
-  applyRestoreIntent,
-  hibernationHeld,
-  type HibernationTarget,
-} from "../lifecycle/restore-intent.js";
+import { applyRestoreIntent, type HibernationTarget } from "../lifecycle/restore-intent.js";
 import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
+import { lostMark, planRetainSuspend, planWake } from "../lifecycle/suspend-wake.js";
+import { memberLabel } from "../plan/plan-render.js";
 import { unschedulableMessage } from "../lifecycle/unschedulable.js";
 import type {
   GenerationStamp,
@@ -107,7 +95,6 @@ import {
   lostSnapshotMessage,
   readLostSnapshots,
   serializeLostSnapshots,
-  wakesFromSnapshot,
   type LostSnapshotMark,
 } from "../snapshots/lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
@@ -253,12 +240,6 @@ interface Pass {
  */
 export const UNRECORDED_GRACE_MS = 30_000;
 
-/** How a member is named in messages. */
-function memberLabel(target: PlanTarget): string {
-  if (target.role === "main") return "main agent";
-  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
-}
-
 /**
  * Whether another pod holds the member's name; if so the slot is planned as blocked (the
  * event is added in {@link finish}, once per holder) and nothing is created for it.
@@ -310,10 +291,6 @@ function restoring<P extends Pod & { metadata: { name: string } }>(
     return undefined;
   }
   return { pod: r.pod as P, lost: r.lost };
-}
-
-function lostMark(target: PlanTarget, vm: string | undefined): LostSnapshotMark | undefined {
-  return vm ? { vm, member: memberLabel(target) } : undefined;
 }
 
 function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
@@ -859,115 +836,17 @@ function pendingWhy(pod: Pod): string {
   return c ? ` (unschedulable: ${c.message ?? ""})` : "";
 }
 
-/** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
-function members(pass: Pass, pods: ClassifiedPods): { target: PlanTarget; pod: Pod }[] {
-  const out: { target: PlanTarget; pod: Pod }[] = [];
-  if (pods.main) out.push({ target: { role: "main", slot: 0 }, pod: pods.main });
-  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b))
-    out.push({ target: { role: "sub-agent", slot }, pod: pods.subAgents.get(slot) as Pod });
-  for (const name of [...pods.toolboxes.keys()].sort())
-    out.push({ target: { role: "toolbox", name }, pod: pods.toolboxes.get(name) as Pod });
-  return out;
-}
-
-function hibernateAction(pod: Pod, value: string | null): PlanAction {
-  return {
-    kind: "annotate-pod",
-    name: pod.metadata?.name ?? "",
-    uid: pod.metadata?.uid ?? "",
-    annotations: { [ANNOTATIONS.hibernate]: value },
-  };
-}
-
 /**
- * `spec.suspend` with the retain policy (docs/behaviour.md §3.15): the main agent is
- * created if missing (restoring from its snapshot when there is one), every owned pod is
- * asked to hibernate, and the fleet is Suspending until every VM has, then Suspended.
- * Nothing else of the normal pass runs: no sub-agent or toolbox is created or rebuilt.
+ * Folds a lifecycle planner's answer (engine/lifecycle/: the retain suspend, the slot
+ * release's suspend and wake) into the plan.
  */
-function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Plan {
-  if ("error" in facts) {
-    pass.refusals.push(suspendUnanswered(facts.error));
-    return finish(pass, false);
-  }
-  if (!pods.main) {
-    const pod = buildAgentPod(pass.cs, 0);
-    // Fail-closed restore intent: the registry was asked, and a snapshot is never booted over.
-    if (facts.hibernate.has(pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? ""))
-      pod.metadata.annotations = {
-        ...pod.metadata.annotations,
-        [ANNOTATIONS.restoreFromHibernate]: ANNOTATION_TRUE,
-      };
-    pass.steps.push({
-      target: { role: "main", slot: 0 },
-      decision: "create",
-      podName: pod.metadata.name,
-      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
-    });
-    return finish(pass, true);
-  }
-  const all = members(pass, pods);
-  const gate = hibernationGate(
-    pass.cs,
-    all.map((m) => m.pod),
-    facts.hibernate,
-  );
-  const pending = new Set(gate.pending);
-  for (const { target, pod } of all) {
-    const podName = pod.metadata?.name ?? "";
-    if (!asksHibernate(pod) && !isTerminating(pod)) {
-      pass.steps.push({
-        target,
-        decision: "hibernate",
-        podName,
-        actions: [hibernateAction(pod, ANNOTATION_TRUE)],
-      });
-    } else if (pending.has(podName)) {
-      const why = missingTagWhy(pass.cs, pod, facts.hibernate);
-      pass.steps.push({
-        target,
-        decision: "wait-hibernation",
-        podName,
-        ...(why !== undefined ? { why: `${memberLabel(target)}: ${why}` } : {}),
-        actions: [],
-      });
-    }
-  }
-  if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);
-  return finish(pass, true, pending.size > 0 ? "Suspending" : "Suspended");
-}
-
-/** Folds the slot-release part of a pass into the plan (docs/behaviour.md §3.16). */
-function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
-  pass.steps.push(...release.steps);
-  pass.refusals.push(...release.refusals);
-  if (release.waitMs !== undefined) pass.waits.push(release.waitMs);
-  const plan = finish(pass, release.writeStatus, release.phase);
-  if (release.statusAfter) plan.status = release.statusAfter;
+function finishLifecycle(pass: Pass, part: SlotReleasePlan): Plan {
+  pass.steps.push(...part.steps);
+  pass.refusals.push(...part.refusals);
+  if (part.waitMs !== undefined) pass.waits.push(part.waitMs);
+  const plan = finish(pass, part.writeStatus, part.phase);
+  if (part.statusAfter) plan.status = part.statusAfter;
   return plan;
-}
-
-/**
- * Not suspended: withdraw every hibernate request still on an owned pod (a wake). A VM that
- * would wake from a snapshot the registry no longer has is marked lost first.
- */
-function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
-  const facts = pass.input.snapshots;
-  const tags = facts && !("error" in facts) ? facts.hibernate : undefined;
-  for (const { target, pod } of members(pass, pods)) {
-    if (!asksHibernate(pod) || isTerminating(pod)) continue;
-    // A CocoonHibernation that wants this pod hibernated keeps its request.
-    if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
-    const vm = memberPodVm(pass.cs, pod);
-    const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
-    pass.steps.push({
-      target,
-      decision: "wake",
-      podName: pod.metadata?.name ?? "",
-      lostSnapshot: gone ? lostMark(target, vm) : undefined,
-      actions: [hibernateAction(pod, null)],
-    });
-  }
 }
 
 /**
@@ -1053,7 +932,7 @@ export function planPass(input: PlanInput): Plan {
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
-    return planSuspend(pass, pods, facts);
+    return finishLifecycle(pass, planRetainSuspend(cs, pods, facts));
   // Migration owns the pass while in flight (it does nothing while suspended); before a
   // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
   // (docs/behaviour.md §3.17), as cocoon-operator orders them.
@@ -1112,9 +991,10 @@ export function planPass(input: PlanInput): Plan {
     snapshots: facts,
     nowMs: input.nowMs,
   });
-  if (released) return finishSlotRelease(pass, released);
+  if (released) return finishLifecycle(pass, released);
   if (facts && !migration) pass.migrationRefused = [];
-  if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
+  if (facts && !cs.spec.suspend)
+    pass.steps.push(...planWake(cs, pods, facts, input.hibernations ?? []));
   // A released seat whose snapshot is gone: the main agent boots fresh, and says so.
   const lostMain = releasedSnapshotLost(cs, pods, facts);
   const main = planMain(pass, pods.main);

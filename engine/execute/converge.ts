@@ -52,7 +52,7 @@ export async function converge(
   // Remembered across the passes of this call, so a vanishing slot is backed off here too.
   opts = { ...opts, createLogs: opts.createLogs ?? new Map() };
   let last: PassResult | undefined;
-  for (let pass = 1; pass <= maxPasses; pass++) {
+  for (let round = 1; round <= maxPasses; round++) {
     const cs = await readCocoonSet(client, namespace, name);
     if (!cs) {
       throw new CocoonSetNotFoundError(
@@ -98,7 +98,7 @@ export async function converge(
         mainStep.podName,
         Math.min(deadline - Date.now(), last.requeueAfterMs ?? MIGRATE_POLL_MS),
       );
-      pass--;
+      round--;
       continue;
     }
     if (last.stalled) {

@@ -106,7 +106,7 @@ export function previewCreates(input: PreviewInput): PreviewCreates {
   const seen = new Set<string>();
   const refusals = new Map<string, Refusal>();
   const deletedUids = new Set<string>();
-  for (let pass = 0; pass < (input.maxPasses ?? 10); pass++) {
+  for (let round = 0; round < (input.maxPasses ?? 10); round++) {
     const plan = planPass({ cocoonSet: cs, pods, nowMs: input.nowMs, fanOut: input.fanOut });
     for (const r of plan.refusals) if (!refusals.has(r.message)) refusals.set(r.message, r);
     for (const step of plan.steps) {

@@ -68,7 +68,7 @@ export const OPERATOR_LABELS = {
 };
 
 /** Label on every controller pod of a sharded Operator (its name): the metrics Service's selector. */
-export const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";
+const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";
 
 /** `metadata` of the objects built here. */
 export interface ObjectMeta {

@@ -13,16 +13,13 @@ import { ANNOTATIONS, KIND, LABELS, ROLES } from "../spec/constants.js";
 import type { CocoonSet, VMRecord } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 
-/** A fleet's record of its VMs, by member (`0`, a slot number, or a toolbox name). */
-export type VmRecords = Readonly<Record<string, VMRecord>>;
-
 /** VM name of a member: `vk-<namespace>-<cs>-<member>` (the node agents rely on it). */
 export function vmNameFor(namespace: string, cocoonSet: string, member: number | string): string {
   return `vk-${namespace}-${cocoonSet}-${member}`;
 }
 
 /** Pod name of a member: `<cs>-<member>`, for agents and toolboxes alike. */
-export function memberPodName(cocoonSet: string, member: number | string): string {
+function memberPodName(cocoonSet: string, member: number | string): string {
   return `${cocoonSet}-${member}`;
 }
 
@@ -47,7 +44,7 @@ export function memberVm(cs: CocoonSet, member: number | string): string {
  * The record as read from the status, entries that do not say what the engine would have
  * written (a malformed member, a VM name that is not the member's) left out.
  */
-export function vmRecords(cs: CocoonSet): Map<string, VMRecord> {
+function vmRecords(cs: CocoonSet): Map<string, VMRecord> {
   const out = new Map<string, VMRecord>();
   for (const [member, entry] of Object.entries(cs.status?.vms ?? {})) {
     if (entry === null || typeof entry !== "object") continue;

@@ -18,14 +18,14 @@ import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult 
 import { BrandedError } from "../kube/branded-error.js";
 
 /** Thrown when the main agent does not become Ready in time, or fails. */
-export class MainAgentNotReadyError extends BrandedError {
+class MainAgentNotReadyError extends BrandedError {
   constructor(message: string) {
     super(message);
   }
 }
 
 /** Thrown when the CocoonSet to converge does not exist. */
-export class CocoonSetNotFoundError extends BrandedError {}
+class CocoonSetNotFoundError extends BrandedError {}
 
 /** Options of {@link converge}. */
 export interface ConvergeOptions extends PassOptions {

@@ -131,7 +131,7 @@ export async function finalizeDeletion(
 }
 
 /** How long a deletion waits at most for the hibernations in flight before it goes on. */
-export const TEARDOWN_HIBERNATION_WAIT_MS = 60_000;
+const TEARDOWN_HIBERNATION_WAIT_MS = 60_000;
 
 /**
  * Waits (watch) until no pod of the fleet is hibernating (teardown.ts), at most

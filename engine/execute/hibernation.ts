@@ -74,7 +74,7 @@ export class HibernationRefused extends BrandedError {
  * fleets a VM name could belong to, and the registry's answer for the one VM
  * {@link hibernationProbe} names (a failure to answer is a fact too).
  */
-export async function readHibernationInput(
+async function readHibernationInput(
   client: KubeClient,
   cr: CocoonHibernation,
   opts: Omit<HibernationPassOptions, "hooks"> = {},
@@ -111,7 +111,7 @@ export async function readHibernationInput(
 }
 
 /** Carries out `plan`'s actions for `cr`, in order (see the module's guarantees). */
-export async function executeHibernationPlan(
+async function executeHibernationPlan(
   client: KubeClient,
   cr: CocoonHibernation,
   plan: HibernationPlan,
@@ -179,7 +179,7 @@ export async function executeHibernationPlan(
 }
 
 /** A tag delete was planned and the engine was given no registry to delete it from. */
-export class NoRegistry extends BrandedError {
+class NoRegistry extends BrandedError {
   constructor() {
     super("no snapshot registry to delete the tag from");
   }

@@ -346,7 +346,7 @@ export class PassError extends BrandedError {
 }
 
 /** Requeue delay of a pass whose planned changes all met existing pods. */
-export const STALLED_REQUEUE_MS = 1000;
+const STALLED_REQUEUE_MS = 1000;
 
 /** The label selector of a CocoonSet's pods. */
 export function podSelector(name: string): string {
@@ -368,7 +368,7 @@ export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<
  * the plan sees the name conflict before it creates anything. `cocoonset plan` reads through this too (preview.ts): plan and pass
  * cannot disagree on their input.
  */
-export async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
+async function readFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
   return addNameHolders(client, cs, await listFleetPods(client, cs));
 }
 
@@ -409,7 +409,7 @@ export async function addNameHolders(
  * of the fleet's record of the snapshots it took when this pass adds to it. Only tags the fleet can attribute to itself count
  * (snapshot-owner.ts, docs/behaviour.md §3.19).
  */
-export async function readOwnSnapshotFacts(
+async function readOwnSnapshotFacts(
   registry: SnapshotRegistry | undefined,
   cs: CocoonSet,
   pods: readonly Pod[],
@@ -436,7 +436,7 @@ export async function readOwnSnapshotFacts(
  * with a registry and when a pod may be built or an unsuspend may withdraw a hibernate
  * request (a steady fleet asks nothing). A cluster without the CocoonHibernation CRD has none.
  */
-export async function readHibernationTargets(
+async function readHibernationTargets(
   client: KubeClient,
   registry: SnapshotRegistry | undefined,
   cs: CocoonSet,
@@ -459,7 +459,7 @@ export async function readHibernationTargets(
  * the cluster, or, for credentials that may not list them cluster-wide, those of its own
  * namespace. Undefined when the pass creates nothing (all pods present): nothing to check.
  */
-export async function readFleetsForVmNames(
+async function readFleetsForVmNames(
   client: KubeClient,
   cs: CocoonSet,
   pods?: readonly Pod[],
@@ -528,7 +528,7 @@ async function readHibernationHolds(client: KubeClient, cs: CocoonSet): Promise<
  * The node a migration would start towards (§3.17). Any error is kept as the answer: the
  * planner refuses a target it could not check (a controller without `get` on nodes).
  */
-export async function readTargetNode(client: KubeClient, name: string): Promise<TargetNodeFacts> {
+async function readTargetNode(client: KubeClient, name: string): Promise<TargetNodeFacts> {
   try {
     const node = await client.getOrUndefined<
       NonNullable<Extract<TargetNodeFacts, { node?: unknown }>["node"]> & KubeObject

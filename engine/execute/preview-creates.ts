@@ -25,7 +25,7 @@ export const NOT_CREATED_UID = "00000000-0000-0000-0000-000000000000";
  * main agent's node, which the scheduler picks only once the main agent is created, so the
  * sub-agent pods of a preview that also creates the main agent carry no node.
  */
-export const PREVIEW_NODE = "cocoonset-preview.invalid";
+const PREVIEW_NODE = "cocoonset-preview.invalid";
 
 /** One pod a deploy would create. */
 export interface SlotCreate {
@@ -46,7 +46,7 @@ export interface PreviewCreates {
 }
 
 /** The slot key of a plan target, as the slots resource keys its slots. */
-export function slotKey(target: PlanTarget): string {
+function slotKey(target: PlanTarget): string {
   return target.role === "toolbox" ? target.name : String(target.slot);
 }
 

@@ -16,7 +16,7 @@ import { applyPlanToPods } from "./simulate.js";
  * once it is Ready; showing only the main agent would hide what the spec asks for, so this
  * also plans the pass after a (simulated) Ready main agent and shows both.
  */
-export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
+function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
   const planned: CocoonSet = {
     ...cs,
     metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },

@@ -132,7 +132,7 @@ function event(type: HibernationEvent["type"], reason: string, message: string):
 const READY = "Ready";
 
 /** The VM name the node agent runs for the pod (`vm.cocoonstack.io/name`), or "". */
-export function podVmName(pod: Pod | undefined): string {
+function podVmName(pod: Pod | undefined): string {
   return pod?.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
 }
 
@@ -140,7 +140,7 @@ export function podVmName(pod: Pod | undefined): string {
  * The completion gate of one pod: the node agent reports `hibernated` for a generation at
  * least the pod's own generation stamp (a stale state of an earlier round is rejected).
  */
-export function podReportsHibernated(pod: Pod): boolean {
+function podReportsHibernated(pod: Pod): boolean {
   const a = pod.metadata?.annotations ?? {};
   const observed = Number(a[ANNOTATIONS.lifecycleObservedGeneration] ?? "");
   const stamp = Number(a[ANNOTATIONS.generation] ?? "0");
@@ -178,7 +178,7 @@ export function goDuration(ms: number): string {
  * then the one that already recorded the VM, then name). Upstream's admission webhook refuses a second CR for one pod; here the
  * reconciler refuses every CR but this one (docs/behaviour.md §3.18).
  */
-export function podHolder(
+function podHolder(
   all: readonly CocoonHibernation[],
   podName: string,
 ): CocoonHibernation | undefined {
@@ -196,7 +196,7 @@ export function podHolder(
 }
 
 /** Whether another live CR still tracks this CR's VM (by status or by the same pod). */
-export function vmHeldByAnother(cr: CocoonHibernation, all: readonly CocoonHibernation[]): boolean {
+function vmHeldByAnother(cr: CocoonHibernation, all: readonly CocoonHibernation[]): boolean {
   const vm = cr.status?.vmName ?? "";
   return all.some(
     (o) =>
@@ -593,7 +593,7 @@ function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet
  * that VM (the last holder drops it), then release the finalizer. Best effort: the tag
  * delete's failure does not hold the CR.
  */
-export function planHibernationDeletion(
+function planHibernationDeletion(
   input: Pick<HibernationInput, "cr" | "all" | "registry" | "fleets">,
 ): HibernationPlan {
   const { cr } = input;

@@ -101,7 +101,7 @@ function settledOn(main: Pod | undefined, desired: string): boolean {
  * `<vm>:hibernate` tag): `spec.nodeName` set, or Migrating stored, unless the main agent is
  * terminal (triaged first) or already settled on the target with no migration in flight.
  */
-export function migrationConsults(
+function migrationConsults(
   cs: CocoonSet,
   owned: ClassifiedPods,
   hibernations: readonly HibernationTarget[] = [],

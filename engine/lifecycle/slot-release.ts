@@ -32,18 +32,13 @@ import {
 import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
-export type WakePlacement = "hint-node" | "pool";
+type WakePlacement = "hint-node" | "pool";
 
 /** Weight of the wake's preferred node affinity to the node hint (the strongest there is). */
 export const HINT_AFFINITY_WEIGHT = 100;
 
-/** Whether the CocoonSet asks to be suspended with its seat freed (the release policy). */
-export function suspendsReleasing(cs: CocoonSet): boolean {
-  return cs.spec.suspend === true && cs.spec.hibernatePolicy === "release";
-}
-
 /** The node hint a release suspend left on the CocoonSet ("" when none). */
-export function hibernatedOnNode(cs: CocoonSet): string {
+function hibernatedOnNode(cs: CocoonSet): string {
   return cs.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] ?? "";
 }
 
@@ -268,7 +263,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
 }
 
 /** The preferred (soft) hostname affinity of a wake to the node hint. */
-export function hintAffinity(node: string): Affinity {
+function hintAffinity(node: string): Affinity {
   return {
     nodeAffinity: {
       preferredDuringSchedulingIgnoredDuringExecution: [
@@ -287,7 +282,7 @@ export function hintAffinity(node: string): Affinity {
  * The main agent of a wake: restoring from its snapshot, preferring the node hint unless
  * `spec.nodeName` pins it (the pin's required affinity wins).
  */
-export function wakeMainPod(cs: CocoonSet, hint: string): PodManifest {
+function wakeMainPod(cs: CocoonSet, hint: string): PodManifest {
   const pod = buildAgentPod(cs, 0);
   pod.metadata.annotations = {
     ...pod.metadata.annotations,

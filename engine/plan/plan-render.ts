@@ -76,7 +76,7 @@ function order(step: PlanStep): [number, number, string] {
 }
 
 /** Steps sorted for display: main, then sub-agents by slot, then toolboxes by name. */
-export function stepsInSlotOrder(plan: Plan): PlanStep[] {
+function stepsInSlotOrder(plan: Plan): PlanStep[] {
   return [...plan.steps].sort((a, b) => {
     const [ga, sa, na] = order(a);
     const [gb, sb, nb] = order(b);

@@ -11,7 +11,7 @@ import type { CocoonSet, CocoonSetStatus, Condition } from "../spec/generated/ty
 export const PROGRESS_DEADLINE_EXCEEDED = EVENT_REASONS.progressDeadlineExceeded;
 
 /** How many causes a deadline message names (the rest are counted). */
-export const MAX_CAUSES_NAMED = 5;
+const MAX_CAUSES_NAMED = 5;
 
 /** The fleet's deadline in seconds: its spec's, else the default (600). */
 export function progressDeadlineSeconds(cs: CocoonSet): number {
@@ -76,7 +76,7 @@ function rfc3339(ms: number): string {
 }
 
 /** The message of an exceeded deadline: when progress stopped, the phase, and the causes. */
-export function deadlineMessage(
+function deadlineMessage(
   since: string,
   deadlineSeconds: number,
   phase: string | undefined,

@@ -71,7 +71,7 @@ function compact<T extends object>(value: T): T {
  * The connection protocol of a toolbox: the spec's, else VNC when it has a VNC port, else
  * inferred from its OS (android: adb, windows: rdp, others: ssh), as cocoon-operator reports.
  */
-export function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
+function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
   if (override) return override as ConnType;
   if (hasVNCPort) return "vnc";
   if (os === "android") return "adb";
@@ -84,12 +84,12 @@ export function connectionType(os: string | undefined, hasVNCPort: boolean, over
  * failed. A VM whose lifecycle state is `failed` can sit in a pod that still reports Ready;
  * counting it would make the counts, the entries and the phase tell different stories.
  */
-export function memberReady(pod: Pod): boolean {
+function memberReady(pod: Pod): boolean {
   return isReady(pod) && !isTerminal(pod);
 }
 
 /** A member's phase as the status reports it: `Failed` once it is terminal, else the pod's. */
-export function memberPhase(pod: Pod): string | undefined {
+function memberPhase(pod: Pod): string | undefined {
   return isTerminal(pod) ? "Failed" : pod.status?.phase;
 }
 
@@ -131,7 +131,7 @@ function toolboxEntry(cs: CocoonSet, name: string, pod: Pod): ToolboxStatus {
  * main agent → Failed; any desired member missing or not Ready, or an extra one still
  * present → Scaling; otherwise Running.
  */
-export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
+function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
   const main = pods.main;
   if (!main) return "Pending";
   if (isTerminal(main)) return "Failed";

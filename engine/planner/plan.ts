@@ -153,13 +153,13 @@ export interface PlanInput {
 }
 
 /** How often a pass looks again at a node that did not take new members (no watch on nodes). */
-export const PLACEMENT_POLL_MS = 30_000;
+const PLACEMENT_POLL_MS = 30_000;
 
 /** How often a refused migration looks at its target node again (no watch on nodes). */
-export const MIGRATION_REFUSED_POLL_MS = 30_000;
+const MIGRATION_REFUSED_POLL_MS = 30_000;
 
 /** Checks toolbox names the way the CRD does; any refusal stops the pass before it mutates. */
-export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
+function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
   const refusals: Refusal[] = [];
   const seen = new Set<string>();
   const refuse = (index: number, toolbox: string, message: string) =>
@@ -753,7 +753,7 @@ function finish(draft: PlanDraft, writeStatus: boolean, phase?: CocoonSetPhase):
 }
 
 /** The Warning of an exceeded progress deadline, posted with the status that first says it. */
-export function announceStall(
+function announceStall(
   plan: Plan,
   stored: CocoonSetStatus | undefined,
   next: CocoonSetStatus,

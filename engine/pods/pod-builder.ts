@@ -68,7 +68,7 @@ export function nodePoolOf(cs: CocoonSet): string {
 }
 
 /** The storage quantity as annotation text, or undefined when unset or zero. */
-export function storageOf(options: VMOptions): string | undefined {
+function storageOf(options: VMOptions): string | undefined {
   const storage = options.storage;
   if (storage === undefined || storage === "" || isZeroQuantity(storage)) return undefined;
   return String(storage);
@@ -151,7 +151,7 @@ function quantityMap(values: Record<string, number | string> | undefined): Recor
 }
 
 /** Container resources from the spec, with storage also as ephemeral-storage request and limit. */
-export function containerResources(options: VMOptions): ContainerResources | undefined {
+function containerResources(options: VMOptions): ContainerResources | undefined {
   const limits = quantityMap(options.resources?.limits);
   const requests = quantityMap(options.resources?.requests);
   const storage = storageOf(options);
@@ -167,7 +167,7 @@ export function containerResources(options: VMOptions): ContainerResources | und
 }
 
 /** The controller ownerReference every engine pod carries. */
-export function ownerReferenceTo(cs: CocoonSet): OwnerReference {
+function ownerReferenceTo(cs: CocoonSet): OwnerReference {
   return {
     apiVersion: API_VERSION,
     kind: KIND,

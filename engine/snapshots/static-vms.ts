@@ -18,7 +18,7 @@ export interface StaticClaim {
 }
 
 /** The static identities a fleet's spec claims: its static toolboxes' VM ids and IPs. */
-export function staticClaims(cs: CocoonSet): StaticClaim[] {
+function staticClaims(cs: CocoonSet): StaticClaim[] {
   const out: StaticClaim[] = [];
   for (const tb of cs.spec?.toolboxes ?? []) {
     if (tb.mode !== "static") continue;

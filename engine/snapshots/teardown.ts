@@ -70,7 +70,7 @@ export function agentSlotOfVm(cs: CocoonSet, vm: string): number {
 }
 
 /** Whether the deletion keeps `<vm>:latest`: the node agent pushed it to be kept. */
-export function keepsLatestTag(cs: CocoonSet, vm: string): boolean {
+function keepsLatestTag(cs: CocoonSet, vm: string): boolean {
   switch (cs.spec.snapshotPolicy || DEFAULT_SNAPSHOT_POLICY) {
     case "never":
       return false;

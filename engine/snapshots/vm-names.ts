@@ -30,7 +30,7 @@ export function fleetKey(cs: CocoonSet): string {
 }
 
 /** The VM names the spec asks for: slots 0..replicas, then the toolboxes. */
-export function desiredVmNames(cs: CocoonSet): string[] {
+function desiredVmNames(cs: CocoonSet): string[] {
   return desiredVms(cs);
 }
 
@@ -39,7 +39,7 @@ export function desiredVmNames(cs: CocoonSet): string[] {
  * attribution). Evidence that the fleet holds a name, not just asks for it; its annotations
  * are no evidence (anyone who may edit the CocoonSet writes them).
  */
-export function usedVmNames(cs: CocoonSet): Set<string> {
+function usedVmNames(cs: CocoonSet): Set<string> {
   return new Set(recordedVms(attributedView(cs, [])));
 }
 

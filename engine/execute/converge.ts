@@ -16,6 +16,7 @@ import {
 } from "../kube/index.js";
 import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
 import { BrandedError } from "../kube/branded-error.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Thrown when the main agent does not become Ready in time, or fails. */
 class MainAgentNotReadyError extends BrandedError {
@@ -188,7 +189,7 @@ async function waitForSameNamePod(
  * the pool) or terminal: the next pass reports which.
  */
 async function waitForWake(client: KubeClient, cs: CocoonSet, deadline: number): Promise<void> {
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   const podName = agentPodName(cs.metadata.name ?? "", 0);
   await waitForObject<Pod>(
     client,
@@ -212,7 +213,7 @@ export async function waitForMainReady(
   cs: CocoonSet,
   deadline: number,
 ): Promise<Pod> {
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   const podName = agentPodName(cs.metadata.name ?? "", 0);
   const timeoutMs = Math.max(1000, deadline - Date.now());
   let terminal: Pod | undefined;

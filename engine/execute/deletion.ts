@@ -39,6 +39,7 @@ import {
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
 import { removeFinalizer } from "./finalizer.js";
 import { errorMessage } from "../kube/branded-error.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Options of {@link finalizeDeletion}. */
 export interface FinalizeOptions {
@@ -84,7 +85,7 @@ export async function finalizeDeletion(
     vms = teardownVmNames(attributedView(cs, pods, createdRecords(cs)), pods);
     const stash = deleteVmNamesStash(cs, vms);
     if (stash !== undefined) {
-      const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+      const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
       try {
         await client.patch(
           path,
@@ -99,7 +100,7 @@ export async function finalizeDeletion(
   const released: FinalizeResult = await release(
     client,
     { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
-    cs.metadata.namespace ?? "default",
+    namespaceOf(cs),
     {
       timeoutMs: Math.max(1000, deadline - Date.now()),
       metrics: opts.metrics,
@@ -144,7 +145,7 @@ async function waitForHibernationsInFlight(
   deadline: number,
   log: FinalizeOptions["log"],
 ): Promise<void> {
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   const name = cs.metadata.name ?? "";
   // Members as the engine recorded them (engine/attribution), the node agent's report of theirs.
   const inFlight = (pods: readonly Pod[]) =>
@@ -180,13 +181,13 @@ async function vmsFreeToDrop(
   vms: readonly string[],
 ): Promise<ReturnType<typeof dropDecision>> {
   if (vms.length === 0) return { drop: [], kept: [] };
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   try {
     const fleets = await listCocoonSetsVisible(client, ns);
     const hibernations = (await listHibernationsVisible(client, ns))
       .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
       .map((h) => ({
-        namespace: h.metadata.namespace ?? "default",
+        namespace: namespaceOf(h),
         name: h.metadata.name ?? "",
         vm: h.status?.vmName ?? "",
       }));

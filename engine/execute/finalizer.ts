@@ -24,6 +24,7 @@ import {
   type ObjectMeta,
 } from "../kube/index.js";
 import { FINALIZER, type CocoonSet } from "../spec/index.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Adds `finalizer` to the object at `path` when `obj` (as read) lacks it; returns the object. */
 export async function addFinalizerTo<T extends { metadata: ObjectMeta }>(
@@ -99,7 +100,7 @@ function sameObject(obj: { metadata: ObjectMeta }): { op: string; path: string; 
 
 /** Adds the CocoonSet's finalizer when missing (a JSON patch that tests the list first). */
 export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
-  const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
   return addFinalizerTo(client, path, cs, FINALIZER);
 }
 
@@ -109,6 +110,6 @@ export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promis
  * reads again and retries; a CocoonSet already gone means done.
  */
 export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
-  const path = paths.cocoonSet(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
   await removeFinalizerFrom(client, path, cs, FINALIZER);
 }

@@ -89,6 +89,7 @@ import {
 } from "../kube/index.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -146,7 +147,7 @@ export interface PassReads {
 export function apiReads(client: KubeClient): PassReads {
   return {
     fleetPods: (cs) => readFleetPods(client, cs),
-    cocoonSetsForVmNames: (cs) => listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
+    cocoonSetsForVmNames: (cs) => listCocoonSetsVisible(client, namespaceOf(cs)),
   };
 }
 
@@ -355,7 +356,7 @@ export function podSelector(name: string): string {
 
 /** Lists the CocoonSet's pods (one request, by label). */
 export async function listFleetPods(client: KubeClient, cs: CocoonSet): Promise<Pod[]> {
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   const list = await client.list(paths.pods(ns), {
     labelSelector: podSelector(cs.metadata.name ?? ""),
   });
@@ -385,7 +386,7 @@ export async function addNameHolders(
   pods: Pod[],
   only: (podName: string) => boolean = () => true,
 ): Promise<Pod[]> {
-  const ns = cs.metadata.namespace ?? "default";
+  const ns = namespaceOf(cs);
   const names = new Set(pods.map((p) => p.metadata?.name));
   for (const tb of cs.spec.toolboxes ?? []) {
     const podName = toolboxPodName(cs.metadata.name ?? "", tb.name);
@@ -444,9 +445,7 @@ async function readHibernationTargets(
 ): Promise<HibernationTarget[] | undefined> {
   if (!registry || !needsHibernationTargets(cs, pods)) return undefined;
   try {
-    const list = await client.list<CocoonHibernation>(
-      paths.cocoonHibernations(cs.metadata.namespace ?? "default"),
-    );
+    const list = await client.list<CocoonHibernation>(paths.cocoonHibernations(namespaceOf(cs)));
     return hibernationTargets(list.items);
   } catch (e) {
     if (isNotFound(e)) return [];
@@ -515,10 +514,10 @@ export async function listHibernationsVisible(
  * with a registry: a fleet is refused a VM one of them holds (engine/attribution).
  */
 async function readHibernationHolds(client: KubeClient, cs: CocoonSet): Promise<HibernationHold[]> {
-  return (await listHibernationsVisible(client, cs.metadata.namespace ?? "default"))
+  return (await listHibernationsVisible(client, namespaceOf(cs)))
     .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
     .map((h) => ({
-      namespace: h.metadata.namespace ?? "default",
+      namespace: namespaceOf(h),
       name: h.metadata.name ?? "",
       vm: h.status?.vmName ?? "",
     }));

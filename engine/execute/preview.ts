@@ -10,6 +10,7 @@ import type { KubeClient } from "../kube/index.js";
 import { listCocoonSetsVisible, planLive } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /**
  * The plan of a CocoonSet not created yet. A pass creates the main agent first and the rest
@@ -47,10 +48,6 @@ export async function previewPlan(
 ): Promise<Plan> {
   const nowMs = opts.nowMs ?? Date.now();
   if (!opts.exists)
-    return planNewFleet(
-      cs,
-      nowMs,
-      await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
-    );
+    return planNewFleet(cs, nowMs, await listCocoonSetsVisible(client, namespaceOf(cs)));
   return (await planLive(client, cs, { registry: opts.registry, now: () => nowMs })).plan;
 }

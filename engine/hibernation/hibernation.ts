@@ -26,6 +26,7 @@ import { vmLive } from "../pods/pod-state.js";
 import { asksHibernate } from "../lifecycle/suspend.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import { attributePodVm, vmNameHolders } from "../snapshots/vm-names.js";
+import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
 /** Poll interval while a transition is in flight or the pod is not there yet. */
 export const HIBERNATION_POLL_MS = 5_000;
@@ -260,7 +261,7 @@ function statusFor(
     prev.message === ready.message &&
     prev.observedGeneration === generation;
   if (same) return undefined;
-  const now = new Date(nowMs).toISOString().replace(/\.\d{3}Z$/, "Z");
+  const now = rfc3339Seconds(nowMs);
   const condition: Condition = {
     type: READY,
     status: ready.status,
@@ -583,7 +584,7 @@ function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet
   return (
     vmNameHolders(
       vm,
-      fleets.filter((f) => (f.metadata.namespace ?? "default") !== ns),
+      fleets.filter((f) => namespaceOf(f) !== ns),
     ).length === 0
   );
 }
@@ -604,7 +605,7 @@ function planHibernationDeletion(
     input.registry &&
     vm !== "" &&
     !vmHeldByAnother(cr, input.all) &&
-    (!input.fleets || mayDropFromNamespace(cr.metadata.namespace ?? "default", vm, input.fleets));
+    (!input.fleets || mayDropFromNamespace(namespaceOf(cr), vm, input.fleets));
   return {
     actions: [
       ...ordered({ dropTag: drop ? vm : undefined, events: [] }),

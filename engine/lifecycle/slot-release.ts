@@ -18,7 +18,7 @@ import {
 import type { CocoonSet, CocoonSetPhase, CocoonSetStatus } from "../spec/generated/types.js";
 import type { Affinity, Pod, PodManifest } from "../spec/kube-types.js";
 import type { PlanAction, Refusal, PlanStep, PlanTarget } from "../plan/plan-types.js";
-import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "../pods/pod-builder.js";
+import { agentPodName, buildAgentPod, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal, isTerminating, vmLive } from "../pods/pod-state.js";
 import { deriveStatus, statusEqual } from "../plan/status.js";
 import {
@@ -30,6 +30,7 @@ import {
   type SnapshotFacts,
 } from "./suspend.js";
 import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
 type WakePlacement = "hint-node" | "pool";

@@ -18,6 +18,7 @@ import { isReady, isTerminal } from "../pods/pod-state.js";
 import { nodeRefusal } from "../pods/node-refusal.js";
 import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
 import { deadlineCondition, judgeProgress, progressDeadlineSeconds } from "./progress.js";
+import { rfc3339Seconds } from "../kube/objects.js";
 
 /** Inputs of {@link deriveStatus}. */
 export interface StatusInput {
@@ -54,11 +55,6 @@ export interface StatusInput {
    * `Progressing` once the progress deadline is exceeded. @default none
    */
   waitingFor?: readonly string[];
-}
-
-/** metav1.Time has second precision; writing the same precision keeps round trips equal. */
-export function rfc3339Seconds(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 function compact<T extends object>(value: T): T {

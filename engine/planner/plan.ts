@@ -35,7 +35,6 @@ import {
   agentPodName,
   buildAgentPod,
   buildToolboxPod,
-  namespaceOf,
   toolboxPodName,
   vmNameFor,
 } from "../pods/pod-builder.js";
@@ -98,10 +97,10 @@ import {
   type LostSnapshotMark,
 } from "../snapshots/lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
-import { rfc3339Seconds } from "../plan/status.js";
 import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
 import { staticVmClash, staticVmClashMessage } from "../snapshots/static-vms.js";
 import { placementProblem, type PlacementNode } from "../capacity/placement.js";
+import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -876,7 +875,7 @@ function planVmNameRefusal(draft: PlanDraft, clash: VmNameClash | string): Plan 
         reason: VM_NAME_CONFLICT_REASON,
         message,
         observedGeneration: draft.cs.metadata.generation,
-        lastTransitionTime: new Date(draft.input.nowMs).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        lastTransitionTime: rfc3339Seconds(draft.input.nowMs),
       },
     ];
     draft.steps.push({

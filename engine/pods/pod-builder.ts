@@ -56,11 +56,7 @@ export function toolboxPodName(cocoonSet: string, toolbox: string): string {
 /** VM name of a slot or toolbox: `vk-<namespace>-<cs>-<slot|toolbox>` (engine/attribution). */
 export { vmNameFor } from "../attribution/attribution.js";
 import { vmNameFor } from "../attribution/attribution.js";
-
-/** Namespace of the CocoonSet, `default` when unset. */
-export function namespaceOf(cs: CocoonSet): string {
-  return cs.metadata.namespace ?? "default";
-}
+import { namespaceOf } from "../kube/objects.js";
 
 /** The node pool the pods select, `default` when empty. */
 export function nodePoolOf(cs: CocoonSet): string {

@@ -7,7 +7,7 @@
  * reports) is refused, the younger claim losing. Pure; behaviour: docs/behaviour.md §2.7.
  */
 import type { CocoonSet } from "../spec/generated/types.js";
-import { fleetKey } from "./vm-names.js";
+import { fleetKey } from "../attribution/attribution.js";
 
 /** One static identity: a VM id or a VM IP. */
 export interface StaticClaim {

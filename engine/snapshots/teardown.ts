@@ -16,9 +16,9 @@ import { isOwnedPod } from "../pods/classify.js";
 import { isTerminal } from "../pods/pod-state.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-import { namespaceOf } from "../pods/pod-builder.js";
 import { memberPodVm, recordedVms } from "../attribution/attribution.js";
 import { DEFAULT_SNAPSHOT_POLICY } from "../spec/schema-source.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** One registry tag the deletion drops. */
 export interface TeardownTag {

@@ -11,6 +11,7 @@
 import {
   attributedView,
   desiredVms,
+  fleetKey,
   recordedVms,
   type HibernationHold,
 } from "../attribution/attribution.js";
@@ -23,11 +24,6 @@ import { agentPodName, toolboxPodName } from "../pods/pod-builder.js";
 export const VM_NAME_CONDITION = "VMNamesAvailable";
 /** Event reason (Warning) of that refusal, and of a CocoonHibernation refused for its VM name. */
 export const VM_NAME_CONFLICT_REASON = "VMNameConflict";
-
-/** A fleet as `namespace/name`. */
-export function fleetKey(cs: CocoonSet): string {
-  return `${cs.metadata.namespace ?? "default"}/${cs.metadata.name ?? ""}`;
-}
 
 /** The VM names the spec asks for: slots 0..replicas, then the toolboxes. */
 function desiredVmNames(cs: CocoonSet): string[] {

@@ -2,7 +2,7 @@
  * The engine's execution of one CocoonHibernation reconcile, next to the CocoonSet's pass
  * (pass.ts): read the facts (the CR's pod, the namespace's CRs, the fleets, and the
  * registry's `<vm>:hibernate` tag when the plan needs it), ask the pure planner
- * (fleet/hibernation.ts), and carry its actions out in order. The controller's reconciler
+ * (engine/hibernation/hibernation.ts), and carry its actions out in order. The controller's reconciler
  * calls {@link runHibernationPass}.
  *
  * Guarantees: actions run in plan order and the first failure stops the rest (thrown as

@@ -126,7 +126,7 @@ export interface EngineHooks {
 
 /**
  * The engine's memory of its own recent sub-agent creates, by CocoonSet uid: what lets a
- * pass back off a slot whose pod keeps vanishing right after creation (fleet/vanish.ts).
+ * pass back off a slot whose pod keeps vanishing right after creation (engine/pods/vanish.ts).
  * It lives as long as the caller keeps it (the controller process, one `pulumi up`).
  */
 export type CreateLogs = Map<string, SlotCreateLog>;

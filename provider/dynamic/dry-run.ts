@@ -6,7 +6,7 @@
  * a fleet.
  *
  * - The pods are the engine's own: its planner (and pod builder) is run pass after pass on a
- *   simulated copy of the fleet's live pods (fleet/preview.ts), so a new fleet's sub-agents,
+ *   simulated copy of the fleet's live pods (engine/execute/preview-creates.ts), so a new fleet's sub-agents,
  *   a scale-up's added slots and an image change's rebuilt pods are all sent.
  * - One dry run per pod shape: pods that differ only by their slot (name, slot label, VM
  *   name) share the answer of the first; at most `fanOut` dry runs are in flight.

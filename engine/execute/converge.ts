@@ -14,9 +14,12 @@ import {
   WaitTimeoutError,
   type KubeClient,
 } from "../kube/index.js";
-import { podSelector, readCocoonSet, runPass, type PassOptions, type PassResult } from "./pass.js";
+import { runPass } from "./pass.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { namespaceOf } from "../kube/objects.js";
+import { podSelector, readCocoonSet } from "./pass-reads.js";
+import { type PassOptions } from "./pass-options.js";
+import { type PassResult } from "./pass-result.js";
 
 /** Thrown when the main agent does not become Ready in time, or fails. */
 class MainAgentNotReadyError extends BrandedError {

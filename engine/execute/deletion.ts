@@ -27,19 +27,18 @@ import {
   type KubeClient,
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
-import {
-  listCocoonSetsVisible,
-  createdRecords,
-  forgetCreated,
-  listHibernationsVisible,
-  listFleetPods,
-  podSelector,
-  readCocoonSet,
-} from "./pass.js";
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
 import { removeFinalizer } from "./finalizer.js";
 import { errorMessage } from "../kube/branded-error.js";
 import { namespaceOf } from "../kube/objects.js";
+import {
+  listCocoonSetsVisible,
+  listFleetPods,
+  listHibernationsVisible,
+  podSelector,
+  readCocoonSet,
+} from "./pass-reads.js";
+import { createdRecords, forgetCreated } from "./created.js";
 
 /** Options of {@link finalizeDeletion}. */
 export interface FinalizeOptions {

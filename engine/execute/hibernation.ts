@@ -24,8 +24,8 @@ import { SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "../spec/index.j
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { PatchType, paths, type KubeClient } from "../kube/index.js";
 import { addFinalizerTo, removeFinalizerFrom } from "./finalizer.js";
-import { listCocoonSetsVisible } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
+import { listCocoonSetsVisible } from "./pass-reads.js";
 
 /** Hooks through which the hibernation executor reports what it did. */
 export interface HibernationHooks {

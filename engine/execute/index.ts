@@ -3,25 +3,25 @@ export { type HibernationHooks, HibernationRefused, runHibernationPass } from ".
 export { converge } from "./converge.js";
 export { deleteFleet, finalizeDeletion } from "./deletion.js";
 export { ensureFinalizer } from "./finalizer.js";
+export { runPass } from "./pass.js";
+export { type CreateLogs, type EngineHooks, type PassOptions } from "./pass-options.js";
 export {
   addNameHolders,
   apiReads,
-  type CreateLogs,
-  type EngineHooks,
-  isSuspendRegistrySilence,
   listCocoonSetsVisible,
   listFleetPods,
+  type PassReads,
+  podSelector,
+  readCocoonSet,
+} from "./pass-reads.js";
+export {
+  isSuspendRegistrySilence,
   onlyOvertaken,
   PassError,
   type PassFailure,
   passFailureSummary,
-  type PassOptions,
-  type PassReads,
-  podSelector,
-  readCocoonSet,
-  runPass,
   SnapshotRegistryFailure,
-} from "./pass.js";
+} from "./pass-result.js";
 export {
   groupByShape,
   plannedCocoonSet,

@@ -7,10 +7,11 @@ import type { Plan } from "../plan/index.js";
 import { planPass } from "../planner/index.js";
 import type { CocoonSet } from "../spec/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { listCocoonSetsVisible, planLive } from "./pass.js";
+import { planLive } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 import { namespaceOf } from "../kube/objects.js";
+import { listCocoonSetsVisible } from "./pass-reads.js";
 
 /**
  * The plan of a CocoonSet not created yet. A pass creates the main agent first and the rest

@@ -12,7 +12,7 @@ import type { ObjectRef } from "../provider/dynamic/ownership.js";
 import type * as k8s from "@pulumi/kubernetes";
 import { createRequire } from "node:module";
 import type { OperatorArgs } from "./operator-args.js";
-import { DEFAULT_CONCURRENCY } from "../controller/options.js";
+import { DEFAULT_CONCURRENCY, DEFAULT_REAP_INTERVAL } from "../controller/options.js";
 import {
   controllerRules,
   leaderElectionRules,
@@ -313,7 +313,7 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
     leaderElectionNamespace: ns,
     concurrency: args.concurrency ?? DEFAULT_CONCURRENCY,
     fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
-    reapInterval: args.reapInterval ?? "5m",
+    reapInterval: args.reapInterval ?? DEFAULT_REAP_INTERVAL,
     logLevel: args.logLevel ?? "info",
     watchNamespaces: watch,
     ociRegistry,

@@ -29,6 +29,35 @@ export default tseslint.config(
     },
   },
   {
+    // One concern per function: none over 80 lines in the engine, the controller and the
+    // components. The files listed below still hold one and are being split; the list only
+    // shrinks.
+    files: ["engine/**/*.ts", "controller/**/*.ts", "sdk/**/*.ts"],
+    ignores: [
+      // still to split
+      "controller/cocoonset-reconciler.ts",
+      "controller/metrics.ts",
+      "controller/session.ts",
+      "engine/capacity/forecast.ts",
+      "engine/execute/pass-executor.ts",
+      "engine/execute/simulate.ts",
+      "engine/hibernation/hibernation.ts",
+      "engine/kube/client.ts",
+      "engine/lifecycle/migrate.ts",
+      "engine/lifecycle/slot-release.ts",
+      "engine/plan/status.ts",
+      "engine/planner/plan.ts",
+      "sdk/doctor/findings.ts",
+      "sdk/fleet.ts",
+      "sdk/operator-args.ts",
+      "sdk/operator-objects.ts",
+      "sdk/operator.ts",
+    ],
+    rules: {
+      "max-lines-per-function": ["error", { max: 80, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
     // CommonJS launchers (the language host's): plain JavaScript rules, Node's globals.
     files: ["**/*.cjs"],
     ...tseslint.configs.disableTypeChecked,

@@ -22,7 +22,7 @@ import pLimit from "p-limit";
 import { clusterDown, clusterUp } from "../cluster/index.js";
 import { runPass } from "../engine/execute/index.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
-import { waitForMainReady } from "../engine/execute/lifecycle.js";
+import { waitForMainReady } from "../engine/execute/converge.js";
 import { buildAgentPod } from "../engine/pods/index.js";
 import {
   ANNOTATIONS,

@@ -32,7 +32,7 @@ export function printJson(value: unknown): void {
 }
 
 /** Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` (a bare number means seconds). */
-export function parseDuration(text: string): number {
+function parseDuration(text: string): number {
   try {
     return parseDurationMs(text);
   } catch (e) {

@@ -69,7 +69,7 @@ function integer(flag: string, text: string | undefined): number | undefined {
 }
 
 /** The Operator arguments the flags stand for (no check yet). */
-export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
+function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
   let ociRegistryCa: string | undefined;
   if (flags.ociRegistryCaFile !== undefined) {
     try {
@@ -114,7 +114,7 @@ export function operatorArgsOfFlags(flags: ManifestsFlags): OperatorArgs {
 }
 
 /** The objects as plain JSON values (no undefined fields), in apply order. */
-export function manifestObjects(name: string, args: OperatorArgs): Record<string, unknown>[] {
+function manifestObjects(name: string, args: OperatorArgs): Record<string, unknown>[] {
   return operatorObjectList(operatorObjects(name, args)).map(
     (o) => JSON.parse(JSON.stringify(o.object)) as Record<string, unknown>,
   );

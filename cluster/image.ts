@@ -204,7 +204,7 @@ export function parseLdd(output: string): string[] {
 }
 
 /** The shared libraries `binary` loads, as `ldd` lists them; none for a static binary. */
-export function sharedLibraries(binary: string): string[] {
+function sharedLibraries(binary: string): string[] {
   const r = spawnSync("ldd", [binary], { encoding: "utf8" });
   if (r.error) throw new ImageError(`cannot run ldd on ${binary}: ${r.error.message}`);
   if (r.status !== 0) {
@@ -241,7 +241,7 @@ export interface StageResult {
 }
 
 /** The Node major version the image is built for (the project's runtime). */
-export const IMAGE_NODE_MAJOR = 24;
+const IMAGE_NODE_MAJOR = 24;
 
 function nodeVersionOf(binary: string): string {
   const r = spawnSync(binary, ["--version"], { encoding: "utf8" });
@@ -423,7 +423,7 @@ function run(cmd: string, args: string[]): string {
 }
 
 /** The created time of a build: `$SOURCE_DATE_EPOCH`, else HEAD's commit time, else 0. */
-export function sourceDateEpoch(root: string): number {
+function sourceDateEpoch(root: string): number {
   const env = process.env.SOURCE_DATE_EPOCH?.trim();
   if (env) {
     if (!/^\d+$/.test(env)) throw new ImageError(`[SOURCE_DATE_EPOCH] must be seconds, got ${env}`);
@@ -564,9 +564,7 @@ function gzippedLayerBytes(archive: string): number {
 }
 
 /** ID, digest, size, created time and labels of a local image. */
-export function inspectImage(
-  ref: string,
-): Omit<BuildResult, "files" | "nodeVersion" | "compressedSize"> {
+function inspectImage(ref: string): Omit<BuildResult, "files" | "nodeVersion" | "compressedSize"> {
   const out = run("buildah", ["inspect", "--type", "image", ref]);
   const info = JSON.parse(out) as {
     FromImageID: string;

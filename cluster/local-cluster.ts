@@ -149,10 +149,10 @@ export function parseNodeAllocatable(values: readonly string[]): NodeAllocatable
 }
 
 /** Most simulated nodes `up` creates. */
-export const MAX_NODES = 100;
+const MAX_NODES = 100;
 
 /** Thrown when the cluster cannot be started or is not in the expected state. */
-export class ClusterError extends BrandedError {
+class ClusterError extends BrandedError {
   constructor(message: string) {
     super(message);
   }

@@ -75,7 +75,7 @@ export const SIM_ANNOTATIONS = {
 export const RESTORING_MESSAGE = "restoring from the hibernation snapshot";
 
 /** Media types of the snapshot manifest (the node agent's artifact format). */
-export const SNAPSHOT_MEDIA_TYPES = {
+const SNAPSHOT_MEDIA_TYPES = {
   artifact: "application/vnd.cocoonstack.snapshot.v1+json",
   config: "application/vnd.cocoonstack.snapshot.config.v1+json",
   state: "application/vnd.cocoonstack.vm.state+json",

@@ -21,9 +21,9 @@ import {
 import { errorMessage } from "../engine/kube/branded-error.js";
 
 /** Longest wait before restarting a component that keeps dying. */
-export const MAX_RESTART_DELAY_MS = 30_000;
+const MAX_RESTART_DELAY_MS = 30_000;
 /** A component that ran this long counts as healthy: its next death restarts it at once. */
-export const HEALTHY_AFTER_MS = 60_000;
+const HEALTHY_AFTER_MS = 60_000;
 
 /** The wait before the restart that follows `deaths` quick deaths in a row (1 = the first). */
 export function restartDelayMs(deaths: number): number {

@@ -200,7 +200,7 @@ export function binDir(pins: ToolchainPins = loadPins()): string {
  * Where the group folders live.
  * @default `$COCOONSET_TOOLCHAIN_DIR/groups`, else `<cacheRoot>/toolchain/groups`
  */
-export function groupsDir(): string {
+function groupsDir(): string {
   if (process.env.COCOONSET_TOOLCHAIN_DIR)
     return join(process.env.COCOONSET_TOOLCHAIN_DIR, "groups");
   return join(cacheRoot(), "toolchain", "groups");

@@ -24,14 +24,14 @@ function python3(): { cmd: string; version: string } {
 }
 
 /** The pinned `pulumi` version of PyPI. */
-export function pythonPulumiVersion(pins: ToolchainPins = loadPins()): string {
+function pythonPulumiVersion(pins: ToolchainPins = loadPins()): string {
   const v = pins.python?.pulumi;
   if (!v) throw new ToolchainError("toolchain.json pins no python.pulumi");
   return v;
 }
 
 /** The virtualenv's folder (it may not exist yet). */
-export function pythonVenvDir(pins: ToolchainPins = loadPins()): string {
+function pythonVenvDir(pins: ToolchainPins = loadPins()): string {
   const key = createHash("sha256")
     .update(JSON.stringify([pythonPulumiVersion(pins), python3().version]))
     .digest("hex")
@@ -40,7 +40,7 @@ export function pythonVenvDir(pins: ToolchainPins = loadPins()): string {
 }
 
 /** True when the virtualenv is complete. */
-export function pythonVenvReady(dir: string): boolean {
+function pythonVenvReady(dir: string): boolean {
   return existsSync(join(dir, COMPLETE)) && existsSync(join(dir, "bin", "python"));
 }
 

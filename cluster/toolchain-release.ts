@@ -36,7 +36,7 @@ export function releasePlatform(): string {
 }
 
 /** Environment variable: a mirror of the release hosts, or `none` to build everything. */
-export const RELEASE_BASE_ENV = "COCOONSET_RELEASE_BASE_URL";
+const RELEASE_BASE_ENV = "COCOONSET_RELEASE_BASE_URL";
 
 /** Options of {@link fetchReleaseBinaries}. */
 export interface ReleaseOptions {

@@ -71,7 +71,7 @@ function fmtElapsed(ms: number): string {
 }
 
 /** Runs a command; on failure throws a ToolchainError naming the step. */
-export async function run(
+async function run(
   step: string,
   cmd: string,
   args: string[],
@@ -112,7 +112,7 @@ export async function run(
 }
 
 /** Checks that Go is installed and new enough; returns its version. */
-export function checkGo(pins: ToolchainPins = loadPins()): string {
+function checkGo(pins: ToolchainPins = loadPins()): string {
   const r = spawnSync("go", ["env", "GOVERSION"], { encoding: "utf8" });
   if (r.error || r.status !== 0) {
     throw new ToolchainError(
@@ -129,7 +129,7 @@ export function checkGo(pins: ToolchainPins = loadPins()): string {
 }
 
 /** Compares dotted numeric versions (prefix `v` and suffixes ignored). */
-export function compareVersions(a: string, b: string): number {
+function compareVersions(a: string, b: string): number {
   const pa = a
     .replace(/^v/, "")
     .split(/[.-]/)
@@ -433,7 +433,7 @@ function recordRelease(dir: string, from: Map<string, string>, whole: boolean): 
 }
 
 /** Where a language host's build came from (`module proxy` or the archives), if known. */
-export function builtFrom(groupName: string, pins: ToolchainPins = loadPins()): string | undefined {
+function builtFrom(groupName: string, pins: ToolchainPins = loadPins()): string | undefined {
   return readText(join(groupDir(groupName, pins), SOURCE_FILE))?.trim() || undefined;
 }
 

@@ -23,17 +23,16 @@ import type { KubeClient, KubeObject } from "../engine/kube/index.js";
 import { LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, showsVersion } from "./expectations.js";
+import { keyOf, namespaceOf } from "../engine/kube/index.js";
 
 /** How many gone pod uids are remembered (a create's answer comes back within moments). */
 const GONE_UIDS_KEPT = 4096;
-
-const fleetOf = (namespace: string, name: string): string => `${namespace}/${name}`;
 
 /** The fleet (`namespace/name`) a pod is listed under: its fleet label, as the fresh read selects. */
 function fleetOfPod(pod: KubeObject): string | undefined {
   const ns = pod.metadata.namespace;
   const name = pod.metadata.labels?.[LABELS.name];
-  return ns && name ? fleetOf(ns, name) : undefined;
+  return ns && name ? keyOf(ns, name) : undefined;
 }
 
 /** The pod cache's index of pods by the CocoonSet they belong to (`namespace/name`). */
@@ -96,13 +95,13 @@ export class FleetCache {
 
   /** The cached CocoonSet, or undefined when the cache has none. */
   cocoonSet(namespace: string, name: string): CocoonSet | undefined {
-    return this.cocoonSets?.get(fleetOf(namespace, name)) as CocoonSet | undefined;
+    return this.cocoonSets?.get(keyOf(namespace, name)) as CocoonSet | undefined;
   }
 
   /** The reads of one pass of `cs`, from the caches. */
   readonly reads: PassReads = {
     fleetPods: async (cs) => {
-      const fleet = fleetOf(cs.metadata.namespace ?? "default", cs.metadata.name ?? "");
+      const fleet = keyOf(namespaceOf(cs), cs.metadata.name ?? "");
       // Copies: the pass must not change the cache's objects.
       const pods = (this.pods?.byIndex(PODS_BY_COCOONSET, fleet) ?? []).map(
         (p) => structuredClone(p) as Pod,
@@ -120,8 +119,7 @@ export class FleetCache {
       return pods;
     },
     cocoonSetsForVmNames: async (cs) => {
-      if (!this.cocoonSets?.clusterWide)
-        return listCocoonSetsVisible(this.client, cs.metadata.namespace ?? "default");
+      if (!this.cocoonSets?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
       return this.cocoonSets.list() as unknown as CocoonSet[];
     },
   };

@@ -20,13 +20,13 @@ import type { Controller, Watch } from "./runtime.js";
 import type { HibernationMetrics, ObjectKey, Reconciler } from "./types.js";
 
 /** The CocoonHibernation controller's name (its metrics' `controller` and queue `name`). */
-export const HIBERNATION_CONTROLLER = "cocoonhibernation";
+const HIBERNATION_CONTROLLER = "cocoonhibernation";
 
 /** The CR cache's index of CocoonHibernations by the pod they target (`namespace/pod`). */
 export const HIBERNATIONS_BY_POD = "pod";
 
 /** The pod (`namespace/pod`) a CocoonHibernation targets, as an index value. */
-export function podRefOf(cr: KubeObject): string[] {
+function podRefOf(cr: KubeObject): string[] {
   const ns = cr.metadata.namespace;
   const pod = (cr as { spec?: { podRef?: { name?: string } } }).spec?.podRef?.name;
   return ns && pod ? [`${ns}/${pod}`] : [];
@@ -40,7 +40,7 @@ export const hibernationKind: Kind = {
 };
 
 /** The keys of the CRs that target the pod `namespace/pod`, by name. */
-export function hibernationsOfPod(cache: CacheReader, namespace: string, pod: string): ObjectKey[] {
+function hibernationsOfPod(cache: CacheReader, namespace: string, pod: string): ObjectKey[] {
   return cache
     .kind(hibernationKind.name)
     .byIndex(HIBERNATIONS_BY_POD, `${namespace}/${pod}`)
@@ -61,7 +61,7 @@ export function hibernationChangeMatters(a: KubeObject, b: KubeObject): boolean 
 }
 
 /** Whether the CocoonHibernation resource is served (API discovery, open to every user). */
-export async function checkHibernationCrd(client: KubeClient): Promise<CheckResult> {
+async function checkHibernationCrd(client: KubeClient): Promise<CheckResult> {
   try {
     const group = await client.get<{ resources?: { name: string }[] }>(`/apis/${COCOONSET_API}`);
     return group.resources?.some((r) => r.name === HIBERNATION_PLURAL)
@@ -77,7 +77,7 @@ export async function checkHibernationCrd(client: KubeClient): Promise<CheckResu
 }
 
 /** The watches mapping pod and CR events to CocoonHibernation keys. */
-export function hibernationWatches(pods: Omit<Watch, "map">): Watch[] {
+function hibernationWatches(pods: Omit<Watch, "map">): Watch[] {
   return [
     {
       ...pods,

@@ -8,6 +8,7 @@ import { parseBindAddress } from "./health.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js";
 import { DEFAULT_FANOUT } from "../engine/spec/index.js";
+import { DEFAULT_HIBERNATE_TIMEOUT_MS } from "../engine/hibernation/index.js";
 import {
   describeValue,
   escapeUnsafeText,
@@ -105,6 +106,16 @@ export interface OptionSpec {
   description: string;
 }
 
+/** The defaults of the options that have one, as written on the command line. */
+export const DEFAULT_METRICS_BIND_ADDRESS = ":8080";
+export const DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081";
+export const DEFAULT_LEASE_DURATION = "15s";
+export const DEFAULT_REAP_INTERVAL = "5m";
+export const DEFAULT_REGISTRY_TIMEOUT = "10s";
+export const DEFAULT_WAKE_TIMEOUT = "5m";
+/** The engine's default (engine/hibernation), as a flag value. */
+export const DEFAULT_HIBERNATE_TIMEOUT = `${DEFAULT_HIBERNATE_TIMEOUT_MS / 60_000}m`;
+
 /** Every controller option, in `--help` order. */
 export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
   {
@@ -153,7 +164,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<address>",
     flag: "--metrics-bind-address",
     env: "COCOONSET_METRICS_BIND_ADDRESS",
-    defaultText: ":8080",
+    defaultText: DEFAULT_METRICS_BIND_ADDRESS,
     description: "address of GET /metrics (host:port or :port; 0 disables)",
   },
   {
@@ -161,7 +172,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<address>",
     flag: "--health-probe-bind-address",
     env: "COCOONSET_HEALTH_PROBE_BIND_ADDRESS",
-    defaultText: ":8081",
+    defaultText: DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
     description: "address of GET /healthz and /readyz (host:port or :port; 0 disables)",
   },
   {
@@ -186,7 +197,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<duration>",
     flag: "--leader-election-lease-duration",
     env: "COCOONSET_LEADER_ELECTION_LEASE_DURATION",
-    defaultText: "15s",
+    defaultText: DEFAULT_LEASE_DURATION,
     description:
       "how long the leader's Lease lasts without renewal: a standby takes over that long after a leader dies (renewals and retries scale with it)",
   },
@@ -203,7 +214,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<duration>",
     flag: "--reap-interval",
     env: "COCOONSET_REAP_INTERVAL",
-    defaultText: "5m",
+    defaultText: DEFAULT_REAP_INTERVAL,
     description: "time between orphan reaper passes (e.g. 30s, 5m, 1h)",
   },
   {
@@ -258,7 +269,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<duration>",
     flag: "--oci-registry-timeout",
     env: "OCI_REGISTRY_TIMEOUT",
-    defaultText: "10s",
+    defaultText: DEFAULT_REGISTRY_TIMEOUT,
     description:
       "deadline of one request to the snapshot registry; a reconcile waits at most 2s (or this, when shorter) for an answer, and after 3 requests in a row without one the registry is not asked for a cool-down (5s, doubling to 1m) while the fleets that need it requeue",
   },
@@ -267,7 +278,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<duration>",
     flag: "--hibernate-timeout",
     env: "COCOONSET_HIBERNATE_TIMEOUT",
-    defaultText: "3m",
+    defaultText: DEFAULT_HIBERNATE_TIMEOUT,
     description:
       "how long a CocoonHibernation may stay Hibernating before it is Failed (HibernateTimedOut)",
   },
@@ -276,7 +287,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<duration>",
     flag: "--wake-timeout",
     env: "COCOONSET_WAKE_TIMEOUT",
-    defaultText: "5m",
+    defaultText: DEFAULT_WAKE_TIMEOUT,
     description: "how long a CocoonHibernation may stay Waking before it is Failed (WakeTimedOut)",
   },
 ];
@@ -374,21 +385,17 @@ export function parseLogLevelOption(text: string): LogLevel {
  */
 export const parseRegistryOption = parseRegistryAddress;
 
-/**
- * Merges flags, environment and defaults, and validates the result.
- * @param flags what commander parsed (undefined = flag absent)
- * @param env the process environment
- * @param podNamespace the namespace the controller runs in, if known (see {@link detectPodNamespace})
- * @throws OptionsError naming the offending flag
- */
-export function resolveControllerOptions(
-  flags: ControllerFlags,
-  env: Record<string, string | undefined>,
-  podNamespace?: string,
-): ControllerOptions {
+/** A raw option's text and a label naming where it came from. */
+interface Picked {
+  value: string;
+  from: string;
+}
+
+/** Reads options from the flags, then the environment, and parses them naming the flag. */
+function optionReader(flags: ControllerFlags, env: Record<string, string | undefined>) {
   const spec = (key: keyof ControllerFlags) => CONTROLLER_OPTIONS.find((o) => o.key === key)!;
   /** The raw text and a label naming where it came from, or undefined when absent. */
-  const pick = (key: keyof ControllerFlags): { value: string; from: string } | undefined => {
+  const pick = (key: keyof ControllerFlags): Picked | undefined => {
     const s = spec(key);
     const f = flags[key];
     if (f !== undefined && !Array.isArray(f)) return { value: String(f), from: s.flag };
@@ -403,9 +410,8 @@ export function resolveControllerOptions(
     const got = shown.length > 60 ? describeValue(shown) : `"${escapeUnsafeText(shown)}"`;
     throw new OptionsError(`[${from}] ${rule} (got ${got})`);
   };
-
   /** Runs a shared parser, turning its rule into an error naming the flag. */
-  const parse = <T>(p: { value: string; from: string }, parser: (text: string) => T): T => {
+  const parse = <T>(p: Picked, parser: (text: string) => T): T => {
     try {
       return parser(p.value);
     } catch (e) {
@@ -413,74 +419,9 @@ export function resolveControllerOptions(
       return fail(p.from, e.message, p.value);
     }
   };
-
-  const int = (key: keyof ControllerFlags, dflt: number): number => {
-    const p = pick(key);
-    return p ? parse(p, parseCountOption) : dflt;
-  };
-
-  const bind = (key: keyof ControllerFlags, dflt: string): string => {
-    const p = pick(key);
-    if (!p) return dflt;
-    try {
-      parseBindAddress(p.value);
-    } catch (e) {
-      if (!InvalidValueError.isInstance(e)) throw e;
-      return fail(p.from, e.message, p.value);
-    }
-    return p.value.trim();
-  };
-
-  let namespaces: string[] = [];
-  const nsFrom = flags.namespace?.length
-    ? { values: flags.namespace, from: "--namespace" }
-    : env.COCOONSET_NAMESPACE?.trim()
-      ? { values: [env.COCOONSET_NAMESPACE], from: "--namespace (from COCOONSET_NAMESPACE)" }
-      : undefined;
-  if (nsFrom) {
-    const all = nsFrom.values.flatMap((v) => v.split(",")).map((v) => v.trim());
-    for (const ns of all) parse({ value: ns, from: nsFrom.from }, parseNamespaceOption);
-    namespaces = [...new Set(all)];
-  }
-
-  let leaderElect = true;
-  const le = pick("leaderElect");
-  if (le) {
-    const v = le.value.trim().toLowerCase();
-    if (["true", "1", "yes", "on"].includes(v)) leaderElect = true;
-    else if (["false", "0", "no", "off"].includes(v)) leaderElect = false;
-    else fail(le.from, "must be true or false", le.value);
-  }
-
-  const len = pick("leaderElectionNamespace");
-  const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
-  if (!isNamespaceName(leaderElectionNamespace))
-    fail(
-      len?.from ?? "--leader-election-namespace",
-      "must be a namespace name",
-      leaderElectionNamespace,
-    );
-
-  const ld = pick("leaderElectionLeaseDuration");
-  const leaderElectionLeaseDurationMs = ld ? parse(ld, parseLeaseDurationOption) : 15_000;
-
-  const sh = pick("shard");
-  const shard = sh ? parseShard(sh.value) : UNSHARDED;
-  if (sh && !shard)
-    fail(sh.from, `must be INDEX/COUNT with 0 <= INDEX < COUNT <= ${MAX_SHARDS}`, sh.value);
-  if (sh && shard && shard.count > 1 && !leaderElect)
-    fail(
-      sh.from,
-      "needs leader election (a shard hands CocoonSets over to another through its Lease)",
-      sh.value,
-    );
-
-  const ri = pick("reapInterval");
-  const reapIntervalMs = ri ? parse(ri, parseReapIntervalOption) : 300_000;
-
-  const ll = pick("logLevel");
-  const logLevel: LogLevel = ll ? parse(ll, parseLogLevelOption) : "info";
-
+  /** The option parsed, or its default parsed by the same parser. */
+  const value = <T>(key: keyof ControllerFlags, dflt: string, parser: (text: string) => T): T =>
+    parse(pick(key) ?? { value: dflt, from: spec(key).flag }, parser);
   const bool = (key: keyof ControllerFlags, dflt: boolean): boolean => {
     const p = pick(key);
     if (!p) return dflt;
@@ -489,46 +430,129 @@ export function resolveControllerOptions(
     if (["false", "0", "no", "off"].includes(v)) return false;
     return fail(p.from, "must be true or false", p.value);
   };
-  const reg = pick("ociRegistry");
-  const ociRegistry = reg ? parse(reg, parseRegistryOption) : undefined;
-  const ociRegistryInsecure = bool("ociRegistryInsecure", false);
-  const plainProblem = reg ? plainHttpProblem(reg.value, ociRegistryInsecure) : undefined;
-  if (reg && plainProblem)
-    fail(
-      reg.from,
-      plainProblem.replace("the registry's insecure flag", "--oci-registry-insecure"),
-      reg.value,
+  const bind = (text: string): string => {
+    parseBindAddress(text);
+    return text.trim();
+  };
+  return { pick, fail, parse, value, bool, bind };
+}
+
+type OptionReader = ReturnType<typeof optionReader>;
+
+function resolveNamespaces(
+  flags: ControllerFlags,
+  env: Record<string, string | undefined>,
+  r: OptionReader,
+): string[] {
+  const nsFrom = flags.namespace?.length
+    ? { values: flags.namespace, from: "--namespace" }
+    : env.COCOONSET_NAMESPACE?.trim()
+      ? { values: [env.COCOONSET_NAMESPACE], from: "--namespace (from COCOONSET_NAMESPACE)" }
+      : undefined;
+  if (!nsFrom) return [];
+  const all = nsFrom.values.flatMap((v) => v.split(",")).map((v) => v.trim());
+  for (const ns of all) r.parse({ value: ns, from: nsFrom.from }, parseNamespaceOption);
+  return [...new Set(all)];
+}
+
+function resolveLeaderElection(r: OptionReader, podNamespace: string | undefined) {
+  const leaderElect = r.bool("leaderElect", true);
+  const len = r.pick("leaderElectionNamespace");
+  const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
+  if (!isNamespaceName(leaderElectionNamespace))
+    r.fail(
+      len?.from ?? "--leader-election-namespace",
+      "must be a namespace name",
+      leaderElectionNamespace,
     );
-  const ociRegistryCaFile = pick("ociRegistryCaFile")?.value.trim() || undefined;
-  const ociRegistryDockerConfig = pick("ociRegistryDockerConfig")?.value.trim() || undefined;
-  const rt = pick("ociRegistryTimeout");
-  const ociRegistryTimeoutMs = rt ? parse(rt, parseRegistryTimeoutOption) : 10_000;
-
-  const ht = pick("hibernateTimeout");
-  const hibernateTimeoutMs = ht ? parse(ht, parseTransitionTimeoutOption) : 180_000;
-  const wt = pick("wakeTimeout");
-  const wakeTimeoutMs = wt ? parse(wt, parseTransitionTimeoutOption) : 300_000;
-
-  const kc = pick("kubeconfig");
+  const leaderElectionLeaseDurationMs = r.value(
+    "leaderElectionLeaseDuration",
+    DEFAULT_LEASE_DURATION,
+    parseLeaseDurationOption,
+  );
+  const sh = r.pick("shard");
+  const shard = sh ? parseShard(sh.value) : UNSHARDED;
+  if (sh && !shard)
+    r.fail(sh.from, `must be INDEX/COUNT with 0 <= INDEX < COUNT <= ${MAX_SHARDS}`, sh.value);
+  if (sh && shard && shard.count > 1 && !leaderElect)
+    r.fail(
+      sh.from,
+      "needs leader election (a shard hands CocoonSets over to another through its Lease)",
+      sh.value,
+    );
   return {
-    kubeconfig: kc?.value.trim() || undefined,
-    context: pick("context")?.value.trim() || undefined,
-    namespaces,
-    concurrency: int("concurrency", DEFAULT_CONCURRENCY),
-    fanoutConcurrency: int("fanoutConcurrency", DEFAULT_FANOUT),
-    metricsBindAddress: bind("metricsBindAddress", ":8080"),
-    healthProbeBindAddress: bind("healthProbeBindAddress", ":8081"),
     leaderElect,
     leaderElectionNamespace,
     leaderElectionLeaseDurationMs,
     shard: shard ?? UNSHARDED,
+  };
+}
+
+function resolveRegistry(r: OptionReader) {
+  const reg = r.pick("ociRegistry");
+  const ociRegistry = reg ? r.parse(reg, parseRegistryOption) : undefined;
+  const ociRegistryInsecure = r.bool("ociRegistryInsecure", false);
+  const plainProblem = reg ? plainHttpProblem(reg.value, ociRegistryInsecure) : undefined;
+  if (reg && plainProblem)
+    r.fail(
+      reg.from,
+      plainProblem.replace("the registry's insecure flag", "--oci-registry-insecure"),
+      reg.value,
+    );
+  return {
+    ociRegistry,
+    ociRegistryCaFile: r.pick("ociRegistryCaFile")?.value.trim() || undefined,
+    ociRegistryInsecure,
+    ociRegistryDockerConfig: r.pick("ociRegistryDockerConfig")?.value.trim() || undefined,
+    ociRegistryTimeoutMs: r.value(
+      "ociRegistryTimeout",
+      DEFAULT_REGISTRY_TIMEOUT,
+      parseRegistryTimeoutOption,
+    ),
+  };
+}
+
+/**
+ * Merges flags, environment and defaults, and validates the result.
+ * @param flags what commander parsed (undefined = flag absent)
+ * @param env the process environment
+ * @param podNamespace the namespace the controller runs in, if known (see {@link detectPodNamespace})
+ * @throws OptionsError naming the offending flag
+ */
+export function resolveControllerOptions(
+  flags: ControllerFlags,
+  env: Record<string, string | undefined>,
+  podNamespace?: string,
+): ControllerOptions {
+  const r = optionReader(flags, env);
+  const namespaces = resolveNamespaces(flags, env, r);
+  const election = resolveLeaderElection(r, podNamespace);
+  const reapIntervalMs = r.value("reapInterval", DEFAULT_REAP_INTERVAL, parseReapIntervalOption);
+  const logLevel: LogLevel = r.value("logLevel", "info", parseLogLevelOption);
+  const registry = resolveRegistry(r);
+  const hibernateTimeoutMs = r.value(
+    "hibernateTimeout",
+    DEFAULT_HIBERNATE_TIMEOUT,
+    parseTransitionTimeoutOption,
+  );
+  const wakeTimeoutMs = r.value("wakeTimeout", DEFAULT_WAKE_TIMEOUT, parseTransitionTimeoutOption);
+  const kc = r.pick("kubeconfig");
+  return {
+    kubeconfig: kc?.value.trim() || undefined,
+    context: r.pick("context")?.value.trim() || undefined,
+    namespaces,
+    concurrency: r.value("concurrency", String(DEFAULT_CONCURRENCY), parseCountOption),
+    fanoutConcurrency: r.value("fanoutConcurrency", String(DEFAULT_FANOUT), parseCountOption),
+    metricsBindAddress: r.value("metricsBindAddress", DEFAULT_METRICS_BIND_ADDRESS, r.bind),
+    healthProbeBindAddress: r.value(
+      "healthProbeBindAddress",
+      DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
+      r.bind,
+    ),
+    ...election,
     reapIntervalMs,
     logLevel,
-    ociRegistry,
-    ociRegistryCaFile,
-    ociRegistryInsecure,
-    ociRegistryDockerConfig,
-    ociRegistryTimeoutMs,
+    ...registry,
     hibernateTimeoutMs,
     wakeTimeoutMs,
   };

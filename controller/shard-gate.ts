@@ -41,7 +41,7 @@ export function shardLeaseMetadata(
  * A Lease as a shard: the base name's Lease without a shard annotation is an unsharded
  * controller's (one from before shards, too). Undefined for Leases of other things.
  */
-export function shardLeaseOf(lease: Lease, base: string, nowMs: number): ShardLease | undefined {
+function shardLeaseOf(lease: Lease, base: string, nowMs: number): ShardLease | undefined {
   const name = lease.metadata.name ?? "";
   const ours = lease.metadata.labels?.[SHARD_LEASE_LABEL] === base || name === base;
   if (!ours) return undefined;

@@ -4,7 +4,7 @@
  * events and metrics, and hands the engine what it needs through {@link ReconcileContext}.
  */
 import type { Logger } from "pino";
-import type { ObjectLike } from "../engine/kube/index.js";
+import { keyOf, type ObjectLike } from "../engine/kube/index.js";
 
 export type { Logger } from "pino";
 
@@ -110,9 +110,9 @@ export interface Reconciler<M = unknown> {
   reconcile(key: ObjectKey, ctx: ReconcileContext<M>): Promise<ReconcileResult>;
 }
 
-/** Formats a key as `namespace/name`. */
+/** Formats a key as `namespace/name` (`name` alone when cluster-scoped). */
 export function formatKey(key: ObjectKey): string {
-  return `${key.namespace}/${key.name}`;
+  return keyOf(key.namespace, key.name);
 }
 
 /** Parses `namespace/name`; a key without a slash is cluster-scoped (empty namespace). */

@@ -1,6 +1,6 @@
 /**
  * The planning core's public names, room by room: what the package's `./provider` facade
- * shows as `fleet`. Pure code, no I/O; other layers import the rooms' own index files.
+ * shows as `core`. Pure code, no I/O; other layers import the rooms' own index files.
  */
 export * from "./spec/index.js";
 export * from "./pods/index.js";

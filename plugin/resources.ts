@@ -11,7 +11,7 @@ import type { ResourceFactory } from "../sdk/resource-factory.js";
 import type { Slots } from "../sdk/slots.js";
 
 /** The package's name: the first part of every type token. */
-export const PACKAGE = "cocoonset";
+const PACKAGE = "cocoonset";
 
 /** Type token of an engine-backed resource kind. */
 export const token = (kind: string) => `${PACKAGE}:index:${kind}`;

@@ -76,7 +76,7 @@ const pascal = (path: string) =>
     .join("");
 
 /** The type name of the object at `path`. */
-export function typeNameAt(path: string): string {
+function typeNameAt(path: string): string {
   return TYPE_NAMES[path] ?? pascal(path);
 }
 

@@ -12,7 +12,7 @@ const SIG_KEY = "4dabf18193072939515e22adb298388d";
 const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
 
 /** Whether a wire value is a wrapped secret. */
-export function isWrappedSecret(v: unknown): v is { value: unknown } {
+function isWrappedSecret(v: unknown): v is { value: unknown } {
   return (
     typeof v === "object" && v !== null && (v as Record<string, unknown>)[SIG_KEY] === SECRET_SIG
   );

@@ -1,7 +1,7 @@
 /**
- * The engine both sides run: pure planning (`fleet`), the Kubernetes client (`kube`),
- * execution (`engine`), owner release and the reaper (`release`), and the Pulumi dynamic
- * provider (`dynamic`).
+ * The package's `./provider` export: the engine's planning core (`core`), its Kubernetes
+ * client (`kube`), execution (`engine`), owner release and the reaper (`release`), all in
+ * engine/, and the Pulumi dynamic providers of this folder (`dynamic`).
  *
  * Stored Pulumi state depends on two names here, so they never change: the package's
  * `./provider` export path (each stored provider method runs
@@ -12,7 +12,7 @@
  * `guardDiff`, `guardDelete`, `fleetGuardDiff`, `fleetGuardDelete`). A stack
  * deployed with one version calls them by name from the next.
  */
-export * as fleet from "../engine/core.js";
+export * as core from "../engine/core.js";
 export * as kube from "../engine/kube/index.js";
 export * as engine from "../engine/execute/index.js";
 export * as release from "../engine/release/index.js";

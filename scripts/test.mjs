@@ -97,6 +97,7 @@ async function checks(tag) {
     ["lint", "npx", ["eslint", "."]],
     ["format", "npx", ["prettier", "--check", "."]],
     ["imports: no cycles, no upward layers", "npm", ["run", "--silent", "lint:deps"]],
+    ["exports: none unused", "npm", ["run", "--silent", "lint:exports"]],
     ["package: publint, arethetypeswrong", "npm", ["run", "--silent", "lint:package"]],
   ];
   for (const [title, cmd, args] of steps)

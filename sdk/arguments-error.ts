@@ -16,7 +16,7 @@ export interface ArgumentProblem {
  * A problem as the components write it, `[path] reason`, as a property path and a reason (a
  * problem without a path is the whole resource's: path "").
  */
-export function argumentProblem(text: string): ArgumentProblem {
+function argumentProblem(text: string): ArgumentProblem {
   const m = /^\[([^\]]*)\]\s*(.*)$/s.exec(text);
   return m ? { propertyPath: m[1], reason: m[2] } : { propertyPath: "", reason: text };
 }

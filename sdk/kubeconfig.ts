@@ -17,7 +17,7 @@ import {
 export { withContext };
 
 /** Reads `$KUBECONFIG` (its files merged), else `~/.kube/config`; the error names the file. */
-export function defaultKubeconfig(): string {
+function defaultKubeconfig(): string {
   return readKubeconfigFile(defaultKubeconfigFile(), "not given and");
 }
 
@@ -37,7 +37,7 @@ function fileOf(value: string): string {
  * the path to it (a `:`-separated list as in `$KUBECONFIG`: the files merged as kubectl
  * merges them).
  */
-export function kubeconfigText(value: string): string {
+function kubeconfigText(value: string): string {
   return isKubeconfigText(value) ? value : readKubeconfigFile(fileOf(value), "names a file, and");
 }
 

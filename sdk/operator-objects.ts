@@ -12,7 +12,7 @@ import type { ObjectRef } from "../provider/dynamic/ownership.js";
 import type * as k8s from "@pulumi/kubernetes";
 import { createRequire } from "node:module";
 import type { OperatorArgs } from "./operator-args.js";
-import { DEFAULT_CONCURRENCY } from "../controller/options.js";
+import { DEFAULT_CONCURRENCY, DEFAULT_REAP_INTERVAL } from "../controller/options.js";
 import {
   controllerRules,
   leaderElectionRules,
@@ -61,7 +61,7 @@ export function requiredKinds(objects: Pick<OperatorObjects, "serviceMonitor">):
 export { OPERATOR_LABELS };
 
 /** Label on every controller pod of a sharded Operator (its name): the metrics Service's selector. */
-export const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";
+const CONTROLLER_LABEL = "cocoonset.cocoonstack.io/controller";
 
 /** `metadata` of the objects built here. */
 export interface ObjectMeta {
@@ -306,7 +306,7 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
     leaderElectionNamespace: ns,
     concurrency: args.concurrency ?? DEFAULT_CONCURRENCY,
     fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
-    reapInterval: args.reapInterval ?? "5m",
+    reapInterval: args.reapInterval ?? DEFAULT_REAP_INTERVAL,
     logLevel: args.logLevel ?? "info",
     watchNamespaces: watch,
     ociRegistry,

@@ -39,7 +39,7 @@ export interface ResourceFactory {
 }
 
 /** The dynamic resources a program's components create. */
-export const dynamicResources: ResourceFactory = {
+const dynamicResources: ResourceFactory = {
   slots: (name, args, opts) => new Slots(name, args, opts),
   operatorGuard: (name, args, opts) => new OperatorGuard(name, args, opts),
   controllerRollout: (name, args, opts) => new ControllerRollout(name, args, opts),

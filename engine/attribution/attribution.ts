@@ -12,9 +12,7 @@ import { createHash } from "node:crypto";
 import { ANNOTATIONS, KIND, LABELS, ROLES } from "../spec/constants.js";
 import type { CocoonSet, VMRecord } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-
-/** A fleet's record of its VMs, by member (`0`, a slot number, or a toolbox name). */
-export type VmRecords = Readonly<Record<string, VMRecord>>;
+import { keyOf, namespaceOf } from "../kube/objects.js";
 
 /** VM name of a member: `vk-<namespace>-<cs>-<member>` (the node agents rely on it). */
 export function vmNameFor(namespace: string, cocoonSet: string, member: number | string): string {
@@ -22,11 +20,9 @@ export function vmNameFor(namespace: string, cocoonSet: string, member: number |
 }
 
 /** Pod name of a member: `<cs>-<member>`, for agents and toolboxes alike. */
-export function memberPodName(cocoonSet: string, member: number | string): string {
+function memberPodName(cocoonSet: string, member: number | string): string {
   return `${cocoonSet}-${member}`;
 }
-
-const nsOf = (cs: CocoonSet) => cs.metadata.namespace ?? "default";
 
 /** A member key as the engine writes it: `0`, a slot `[1-9][0-9]*`, or a toolbox name. */
 export function memberRole(member: string): "main" | "sub-agent" | "toolbox" | undefined {
@@ -40,14 +36,14 @@ export function memberRole(member: string): "main" | "sub-agent" | "toolbox" | u
 
 /** The VM the fleet's member runs, derived from what is immutable: namespace, name, member. */
 export function memberVm(cs: CocoonSet, member: number | string): string {
-  return vmNameFor(nsOf(cs), cs.metadata.name ?? "", member);
+  return vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", member);
 }
 
 /**
  * The record as read from the status, entries that do not say what the engine would have
  * written (a malformed member, a VM name that is not the member's) left out.
  */
-export function vmRecords(cs: CocoonSet): Map<string, VMRecord> {
+function vmRecords(cs: CocoonSet): Map<string, VMRecord> {
   const out = new Map<string, VMRecord>();
   for (const [member, entry] of Object.entries(cs.status?.vms ?? {})) {
     if (entry === null || typeof entry !== "object") continue;
@@ -256,7 +252,10 @@ export interface VmHolders {
   standalone?: readonly StandaloneHold[];
 }
 
-const fleetKey = (cs: CocoonSet) => `${nsOf(cs)}/${cs.metadata.name ?? ""}`;
+/** A fleet as `namespace/name`. */
+export function fleetKey(cs: CocoonSet): string {
+  return keyOf(namespaceOf(cs), cs.metadata.name ?? "");
+}
 
 /**
  * Who other than `cs` (same namespace, name and uid) holds `vm`, as `Kind ns/name`, sorted:
@@ -299,11 +298,11 @@ export function standaloneCandidates(vm: string): { namespace: string; name: str
  * annotation says so) and no fleet recorded it as a member: a member's VM is its fleet's.
  */
 export function standaloneHold(pod: Pod, fleets: readonly CocoonSet[]): StandaloneHold | undefined {
-  const ns = pod.metadata?.namespace ?? "default";
+  const ns = namespaceOf(pod);
   const name = pod.metadata?.name ?? "";
   const vm = `vk-${ns}-${name}`;
   if (pod.metadata?.annotations?.[ANNOTATIONS.vmName] !== vm) return undefined;
-  if (fleets.some((f) => nsOf(f) === ns && isRecordedMember(attributedView(f, []), pod)))
+  if (fleets.some((f) => namespaceOf(f) === ns && isRecordedMember(attributedView(f, []), pod)))
     return undefined;
   return { namespace: ns, name, vm };
 }
@@ -340,10 +339,12 @@ export function attributePodVm(
   /** The VM the asking CocoonHibernation already recorded: a fleet asking for it later holds nothing. */
   recorded = "",
 ): PodVmAttribution {
-  const ns = pod.metadata?.namespace ?? "default";
+  const ns = namespaceOf(pod);
   const podName = pod.metadata?.name ?? "";
   const said = pod.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
-  const owner = fleets.find((f) => nsOf(f) === ns && isRecordedMember(attributedView(f, []), pod));
+  const owner = fleets.find(
+    (f) => namespaceOf(f) === ns && isRecordedMember(attributedView(f, []), pod),
+  );
   const expected = owner ? memberPodVm(attributedView(owner, []), pod) : `vk-${ns}-${podName}`;
   if (said !== expected) {
     return {

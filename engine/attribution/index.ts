@@ -7,7 +7,6 @@ export {
   type HibernationHold,
   isRecordedMember,
   memberOf,
-  memberPodName,
   memberPodVm,
   memberRole,
   memberVm,
@@ -25,7 +24,6 @@ export {
   unrecordedClaim,
   type VmHolders,
   vmNameFor,
-  vmRecords,
   vmsFreeToDrop,
   withHibernationMarks,
 } from "./attribution.js";

@@ -132,7 +132,7 @@ function add(into: Amounts, from: Amounts, sign = 1n): void {
 }
 
 /** A pod's requests in the kubelet's units, the pod itself counted under `pods`. */
-export function podAmounts(pod: CapacityPod): Amounts {
+function podAmounts(pod: CapacityPod): Amounts {
   const out: Amounts = { [PODS]: 1n };
   for (const [k, q] of Object.entries(podRequests(pod)))
     if (isNodeResource(k)) out[k] = kubeletUnits(k, q);
@@ -140,7 +140,7 @@ export function podAmounts(pod: CapacityPod): Amounts {
 }
 
 /** A node's allocatable in the kubelet's units (a resource it does not list is 0). */
-export function allocatableAmounts(node: ForecastNode): Amounts {
+function allocatableAmounts(node: ForecastNode): Amounts {
   const out: Amounts = {};
   for (const [k, v] of Object.entries(node.status?.allocatable ?? {})) {
     const q = parseQuantity(v);
@@ -150,7 +150,7 @@ export function allocatableAmounts(node: ForecastNode): Amounts {
 }
 
 /** The resources where `want` exceeds `free`, in the kubelet's order. */
-export function shortfalls(free: Amounts, want: Amounts): Shortfall[] {
+function shortfalls(free: Amounts, want: Amounts): Shortfall[] {
   return resourceOrder(Object.keys(want))
     .filter((k) => want[k] > 0n && want[k] > (free[k] ?? 0n))
     .map((k) => ({ resource: k, free: free[k] ?? 0n, requested: want[k] }));

@@ -39,25 +39,21 @@ export const PODS = "pods";
 
 const ZERO: Quantity = { numerator: 0n, denominator: 1n };
 
-export function addQ(a: Quantity, b: Quantity): Quantity {
+function addQ(a: Quantity, b: Quantity): Quantity {
   return {
     numerator: a.numerator * b.denominator + b.numerator * a.denominator,
     denominator: a.denominator * b.denominator,
   };
 }
 
-export function subQ(a: Quantity, b: Quantity): Quantity {
-  return addQ(a, { numerator: -b.numerator, denominator: b.denominator });
-}
-
-export function compareQ(a: Quantity, b: Quantity): number {
+function compareQ(a: Quantity, b: Quantity): number {
   const l = a.numerator * b.denominator;
   const r = b.numerator * a.denominator;
   return l < r ? -1 : l > r ? 1 : 0;
 }
 
 /** The quantity of a resource in a map (zero when absent). */
-export function amountOf(r: Resources, name: string): Quantity {
+function amountOf(r: Resources, name: string): Quantity {
   return r[name] ?? ZERO;
 }
 
@@ -95,7 +91,7 @@ function maxInto(out: Resources, other: Resources): void {
 }
 
 /** Adds every quantity of `b` to `a` (a new map). */
-export function addResources(a: Resources, b: Resources): Resources {
+function addResources(a: Resources, b: Resources): Resources {
   const out = { ...a };
   sumInto(out, b);
   return out;
@@ -148,7 +144,7 @@ export function isNodeResource(name: string): boolean {
 }
 
 /** An extended resource: domain-prefixed, outside `kubernetes.io/`. */
-export function isExtendedResource(name: string): boolean {
+function isExtendedResource(name: string): boolean {
   return (
     name.includes("/") && !name.startsWith("requests.") && !/(^|\.)kubernetes\.io\//.test(name)
   );

@@ -13,8 +13,8 @@ import {
 import { errorMessage } from "../kube/branded-error.js";
 import { type KubeClient, type KubeObject, paths } from "../kube/index.js";
 import { type CocoonSet, LABELS, type Pod, ROLES } from "../spec/index.js";
-import { listFleetPods } from "./pass.js";
 import { NOT_CREATED_UID, type PreviewCreates, previewCreates } from "./preview-creates.js";
+import { listFleetPods } from "./pass-reads.js";
 
 /** The forecast, or why it could not be made (the caller may not list nodes or pods). */
 export type LiveForecast = { forecast: CapacityForecast } | { unavailable: string };

@@ -20,8 +20,11 @@ import {
   KubeApiError,
   PatchType,
   type KubeClient,
+  paths,
   type ObjectMeta,
 } from "../kube/index.js";
+import { FINALIZER, type CocoonSet } from "../spec/index.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Adds `finalizer` to the object at `path` when `obj` (as read) lacks it; returns the object. */
 export async function addFinalizerTo<T extends { metadata: ObjectMeta }>(
@@ -93,4 +96,20 @@ export async function removeFinalizerFrom<T extends { metadata: ObjectMeta }>(
 function sameObject(obj: { metadata: ObjectMeta }): { op: string; path: string; value: string }[] {
   const uid = obj.metadata.uid;
   return uid ? [{ op: "test", path: "/metadata/uid", value: uid }] : [];
+}
+
+/** Adds the CocoonSet's finalizer when missing (a JSON patch that tests the list first). */
+export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
+  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
+  return addFinalizerTo(client, path, cs, FINALIZER);
+}
+
+/**
+ * Removes only this project's finalizer from a CocoonSet, another controller's never; when
+ * the list changed under it (the controller and `pulumi destroy` finishing together), it
+ * reads again and retries; a CocoonSet already gone means done.
+ */
+export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
+  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
+  await removeFinalizerFrom(client, path, cs, FINALIZER);
 }

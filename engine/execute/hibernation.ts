@@ -2,7 +2,7 @@
  * The engine's execution of one CocoonHibernation reconcile, next to the CocoonSet's pass
  * (pass.ts): read the facts (the CR's pod, the namespace's CRs, the fleets, and the
  * registry's `<vm>:hibernate` tag when the plan needs it), ask the pure planner
- * (fleet/hibernation.ts), and carry its actions out in order. The controller's reconciler
+ * (engine/hibernation/hibernation.ts), and carry its actions out in order. The controller's reconciler
  * calls {@link runHibernationPass}.
  *
  * Guarantees: actions run in plan order and the first failure stops the rest (thrown as
@@ -24,8 +24,8 @@ import { SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "../spec/index.j
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { PatchType, paths, type KubeClient } from "../kube/index.js";
 import { addFinalizerTo, removeFinalizerFrom } from "./finalizer.js";
-import { listCocoonSetsVisible } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
+import { listCocoonSetsVisible } from "./pass-reads.js";
 
 /** Hooks through which the hibernation executor reports what it did. */
 export interface HibernationHooks {
@@ -74,7 +74,7 @@ export class HibernationRefused extends BrandedError {
  * fleets a VM name could belong to, and the registry's answer for the one VM
  * {@link hibernationProbe} names (a failure to answer is a fact too).
  */
-export async function readHibernationInput(
+async function readHibernationInput(
   client: KubeClient,
   cr: CocoonHibernation,
   opts: Omit<HibernationPassOptions, "hooks"> = {},
@@ -111,7 +111,7 @@ export async function readHibernationInput(
 }
 
 /** Carries out `plan`'s actions for `cr`, in order (see the module's guarantees). */
-export async function executeHibernationPlan(
+async function executeHibernationPlan(
   client: KubeClient,
   cr: CocoonHibernation,
   plan: HibernationPlan,
@@ -179,7 +179,7 @@ export async function executeHibernationPlan(
 }
 
 /** A tag delete was planned and the engine was given no registry to delete it from. */
-export class NoRegistry extends BrandedError {
+class NoRegistry extends BrandedError {
   constructor() {
     super("no snapshot registry to delete the tag from");
   }

@@ -1,25 +1,27 @@
 /** The engine's execution: passes, convergence, finalizer, deletion, the CRD install, preview and its dry runs. Only what other layers use is exported here. */
 export { type HibernationHooks, HibernationRefused, runHibernationPass } from "./hibernation.js";
-export { converge, deleteFleet, ensureFinalizer, finalizeDeletion } from "./lifecycle.js";
+export { converge } from "./converge.js";
+export { deleteFleet, finalizeDeletion } from "./deletion.js";
+export { ensureFinalizer } from "./finalizer.js";
+export { runPass } from "./pass.js";
+export { type CreateLogs, type EngineHooks, type PassOptions } from "./pass-options.js";
 export {
   addNameHolders,
   apiReads,
-  type CreateLogs,
-  type EngineHooks,
-  isSuspendRegistrySilence,
   listCocoonSetsVisible,
   listFleetPods,
+  type PassReads,
+  podSelector,
+  readCocoonSet,
+} from "./pass-reads.js";
+export {
+  isSuspendRegistrySilence,
   onlyOvertaken,
   PassError,
   type PassFailure,
   passFailureSummary,
-  type PassOptions,
-  type PassReads,
-  podSelector,
-  readCocoonSet,
-  runPass,
   SnapshotRegistryFailure,
-} from "./pass.js";
+} from "./pass-result.js";
 export {
   groupByShape,
   plannedCocoonSet,

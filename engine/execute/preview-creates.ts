@@ -25,7 +25,7 @@ export const NOT_CREATED_UID = "00000000-0000-0000-0000-000000000000";
  * main agent's node, which the scheduler picks only once the main agent is created, so the
  * sub-agent pods of a preview that also creates the main agent carry no node.
  */
-export const PREVIEW_NODE = "cocoonset-preview.invalid";
+const PREVIEW_NODE = "cocoonset-preview.invalid";
 
 /** One pod a deploy would create. */
 export interface SlotCreate {
@@ -46,7 +46,7 @@ export interface PreviewCreates {
 }
 
 /** The slot key of a plan target, as the slots resource keys its slots. */
-export function slotKey(target: PlanTarget): string {
+function slotKey(target: PlanTarget): string {
   return target.role === "toolbox" ? target.name : String(target.slot);
 }
 
@@ -106,7 +106,7 @@ export function previewCreates(input: PreviewInput): PreviewCreates {
   const seen = new Set<string>();
   const refusals = new Map<string, Refusal>();
   const deletedUids = new Set<string>();
-  for (let pass = 0; pass < (input.maxPasses ?? 10); pass++) {
+  for (let round = 0; round < (input.maxPasses ?? 10); round++) {
     const plan = planPass({ cocoonSet: cs, pods, nowMs: input.nowMs, fanOut: input.fanOut });
     for (const r of plan.refusals) if (!refusals.has(r.message)) refusals.set(r.message, r);
     for (const step of plan.steps) {

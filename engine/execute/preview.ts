@@ -7,16 +7,18 @@ import type { Plan } from "../plan/index.js";
 import { planPass } from "../planner/index.js";
 import type { CocoonSet } from "../spec/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { listCocoonSetsVisible, planLive } from "./pass.js";
+import { planLive } from "./pass.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
+import { namespaceOf } from "../kube/objects.js";
+import { listCocoonSetsVisible } from "./pass-reads.js";
 
 /**
  * The plan of a CocoonSet not created yet. A pass creates the main agent first and the rest
  * once it is Ready; showing only the main agent would hide what the spec asks for, so this
  * also plans the pass after a (simulated) Ready main agent and shows both.
  */
-export function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
+function planNewFleet(cs: CocoonSet, nowMs: number, fleets?: readonly CocoonSet[]): Plan {
   const planned: CocoonSet = {
     ...cs,
     metadata: { ...cs.metadata, uid: "not-created-yet", generation: 1 },
@@ -47,10 +49,6 @@ export async function previewPlan(
 ): Promise<Plan> {
   const nowMs = opts.nowMs ?? Date.now();
   if (!opts.exists)
-    return planNewFleet(
-      cs,
-      nowMs,
-      await listCocoonSetsVisible(client, cs.metadata.namespace ?? "default"),
-    );
+    return planNewFleet(cs, nowMs, await listCocoonSetsVisible(client, namespaceOf(cs)));
   return (await planLive(client, cs, { registry: opts.registry, now: () => nowMs })).plan;
 }

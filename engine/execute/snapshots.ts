@@ -19,7 +19,7 @@ export interface SnapshotRegistry {
 }
 
 /** HEAD requests in flight at once while gathering the facts of one pass. */
-export const SNAPSHOT_PROBE_CONCURRENCY = 8;
+const SNAPSHOT_PROBE_CONCURRENCY = 8;
 
 /**
  * Asks the registry for the `:hibernate` tag of each VM and returns the facts. Any failed

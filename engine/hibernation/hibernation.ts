@@ -26,6 +26,7 @@ import { vmLive } from "../pods/pod-state.js";
 import { asksHibernate } from "../lifecycle/suspend.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import { attributePodVm, vmNameHolders } from "../snapshots/vm-names.js";
+import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
 /** Poll interval while a transition is in flight or the pod is not there yet. */
 export const HIBERNATION_POLL_MS = 5_000;
@@ -132,7 +133,7 @@ function event(type: HibernationEvent["type"], reason: string, message: string):
 const READY = "Ready";
 
 /** The VM name the node agent runs for the pod (`vm.cocoonstack.io/name`), or "". */
-export function podVmName(pod: Pod | undefined): string {
+function podVmName(pod: Pod | undefined): string {
   return pod?.metadata?.annotations?.[ANNOTATIONS.vmName] ?? "";
 }
 
@@ -140,7 +141,7 @@ export function podVmName(pod: Pod | undefined): string {
  * The completion gate of one pod: the node agent reports `hibernated` for a generation at
  * least the pod's own generation stamp (a stale state of an earlier round is rejected).
  */
-export function podReportsHibernated(pod: Pod): boolean {
+function podReportsHibernated(pod: Pod): boolean {
   const a = pod.metadata?.annotations ?? {};
   const observed = Number(a[ANNOTATIONS.lifecycleObservedGeneration] ?? "");
   const stamp = Number(a[ANNOTATIONS.generation] ?? "0");
@@ -178,7 +179,7 @@ export function goDuration(ms: number): string {
  * then the one that already recorded the VM, then name). Upstream's admission webhook refuses a second CR for one pod; here the
  * reconciler refuses every CR but this one (docs/behaviour.md §3.18).
  */
-export function podHolder(
+function podHolder(
   all: readonly CocoonHibernation[],
   podName: string,
 ): CocoonHibernation | undefined {
@@ -196,7 +197,7 @@ export function podHolder(
 }
 
 /** Whether another live CR still tracks this CR's VM (by status or by the same pod). */
-export function vmHeldByAnother(cr: CocoonHibernation, all: readonly CocoonHibernation[]): boolean {
+function vmHeldByAnother(cr: CocoonHibernation, all: readonly CocoonHibernation[]): boolean {
   const vm = cr.status?.vmName ?? "";
   return all.some(
     (o) =>
@@ -260,7 +261,7 @@ function statusFor(
     prev.message === ready.message &&
     prev.observedGeneration === generation;
   if (same) return undefined;
-  const now = new Date(nowMs).toISOString().replace(/\.\d{3}Z$/, "Z");
+  const now = rfc3339Seconds(nowMs);
   const condition: Condition = {
     type: READY,
     status: ready.status,
@@ -583,7 +584,7 @@ function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet
   return (
     vmNameHolders(
       vm,
-      fleets.filter((f) => (f.metadata.namespace ?? "default") !== ns),
+      fleets.filter((f) => namespaceOf(f) !== ns),
     ).length === 0
   );
 }
@@ -593,7 +594,7 @@ function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet
  * that VM (the last holder drops it), then release the finalizer. Best effort: the tag
  * delete's failure does not hold the CR.
  */
-export function planHibernationDeletion(
+function planHibernationDeletion(
   input: Pick<HibernationInput, "cr" | "all" | "registry" | "fleets">,
 ): HibernationPlan {
   const { cr } = input;
@@ -604,7 +605,7 @@ export function planHibernationDeletion(
     input.registry &&
     vm !== "" &&
     !vmHeldByAnother(cr, input.all) &&
-    (!input.fleets || mayDropFromNamespace(cr.metadata.namespace ?? "default", vm, input.fleets));
+    (!input.fleets || mayDropFromNamespace(namespaceOf(cr), vm, input.fleets));
   return {
     actions: [
       ...ordered({ dropTag: drop ? vm : undefined, events: [] }),

@@ -19,7 +19,7 @@ import { spawn } from "node:child_process";
 import { InvalidValueError } from "./branded-error.js";
 
 /** The ExecCredential versions a plugin may speak. */
-export const EXEC_API_VERSIONS = [
+const EXEC_API_VERSIONS = [
   "client.authentication.k8s.io/v1",
   "client.authentication.k8s.io/v1beta1",
 ] as const;
@@ -187,7 +187,7 @@ export class ExecCredentialPlugin {
 }
 
 /** Checks a plugin's output; errors never quote it (it may hold a credential). */
-export function parseExecOutput(
+function parseExecOutput(
   stdout: string,
   apiVersion: string,
   command: string,

@@ -2,5 +2,6 @@
 export * from "./client.js";
 export * from "./kubeconfig.js";
 export * from "./kubeconfig-file.js";
+export { keyOf, namespaceOf, rfc3339Seconds } from "./objects.js";
 export * from "./paths.js";
 export * from "./wait.js";

@@ -23,7 +23,7 @@ export function foreignHolder(
 }
 
 /** Who controls a pod, for messages: `ReplicaSet/web-7d9` or `no controller`. */
-export function controllerOf(pod: Pod): string {
+function controllerOf(pod: Pod): string {
   const ref = pod.metadata?.ownerReferences?.find((r) => r.controller === true);
   return ref ? `${ref.kind}/${ref.name}` : "no controller";
 }
@@ -44,7 +44,7 @@ export function isFollowedMember(cs: CocoonSet, pod: Pod): boolean {
 }
 
 /** Who holds a name, for messages: the pod's controller, or what it claims and lacks. */
-export function holderOf(cs: CocoonSet, holder: Pod): string {
+function holderOf(cs: CocoonSet, holder: Pod): string {
   const ref = holder.metadata?.ownerReferences?.find((r) => r.controller === true);
   const claimsThis = ref !== undefined && ref.uid !== undefined && ref.uid === cs.metadata.uid;
   if (!claimsThis) return controllerOf(holder);

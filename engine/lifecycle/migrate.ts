@@ -8,11 +8,12 @@ import { ANNOTATIONS, ANNOTATION_TRUE, NODE_LABELS, SNAPSHOT_TAGS } from "../spe
 import type { CocoonSet, CocoonSetStatus } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import type { MigrationDecision, PlanAction, Refusal, PlanStep } from "../plan/plan-types.js";
-import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "../pods/pod-builder.js";
+import { agentPodName, buildAgentPod, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal, vmLive } from "../pods/pod-state.js";
 import { asksHibernate, hibernationGate, type SnapshotFacts } from "./suspend.js";
 import { unschedulableMessage } from "./unschedulable.js";
 import { hibernationHeld, type HibernationTarget } from "../snapshots/hibernation-targets.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Requeue delay while a migration waits (the registry has no watch; as upstream polls). */
 export const MIGRATE_POLL_MS = 5_000;
@@ -101,7 +102,7 @@ function settledOn(main: Pod | undefined, desired: string): boolean {
  * `<vm>:hibernate` tag): `spec.nodeName` set, or Migrating stored, unless the main agent is
  * terminal (triaged first) or already settled on the target with no migration in flight.
  */
-export function migrationConsults(
+function migrationConsults(
   cs: CocoonSet,
   owned: ClassifiedPods,
   hibernations: readonly HibernationTarget[] = [],

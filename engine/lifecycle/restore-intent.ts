@@ -6,11 +6,12 @@ import { classifyPods } from "../pods/classify.js";
 import { ANNOTATIONS, ANNOTATION_TRUE } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-import { agentPodName, namespaceOf, toolboxPodName, vmNameFor } from "../pods/pod-builder.js";
+import { agentPodName, toolboxPodName, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal } from "../pods/pod-state.js";
 import type { Refusal } from "../plan/plan-types.js";
 import { asksHibernate, suspendsRetaining, type SnapshotFacts } from "./suspend.js";
 import { restoreIntended, type HibernationTarget } from "../snapshots/hibernation-targets.js";
+import { namespaceOf } from "../kube/objects.js";
 
 export {
   hibernationHeld,

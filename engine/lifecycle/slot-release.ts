@@ -18,7 +18,7 @@ import {
 import type { CocoonSet, CocoonSetPhase, CocoonSetStatus } from "../spec/generated/types.js";
 import type { Affinity, Pod, PodManifest } from "../spec/kube-types.js";
 import type { PlanAction, Refusal, PlanStep, PlanTarget } from "../plan/plan-types.js";
-import { agentPodName, buildAgentPod, namespaceOf, vmNameFor } from "../pods/pod-builder.js";
+import { agentPodName, buildAgentPod, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal, isTerminating, vmLive } from "../pods/pod-state.js";
 import { deriveStatus, statusEqual } from "../plan/status.js";
 import {
@@ -30,20 +30,16 @@ import {
   type SnapshotFacts,
 } from "./suspend.js";
 import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
-export type WakePlacement = "hint-node" | "pool";
+type WakePlacement = "hint-node" | "pool";
 
 /** Weight of the wake's preferred node affinity to the node hint (the strongest there is). */
 export const HINT_AFFINITY_WEIGHT = 100;
 
-/** Whether the CocoonSet asks to be suspended with its seat freed (the release policy). */
-export function suspendsReleasing(cs: CocoonSet): boolean {
-  return cs.spec.suspend === true && cs.spec.hibernatePolicy === "release";
-}
-
 /** The node hint a release suspend left on the CocoonSet ("" when none). */
-export function hibernatedOnNode(cs: CocoonSet): string {
+function hibernatedOnNode(cs: CocoonSet): string {
   return cs.metadata.annotations?.[ANNOTATIONS.hibernatedOnNode] ?? "";
 }
 
@@ -268,7 +264,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
 }
 
 /** The preferred (soft) hostname affinity of a wake to the node hint. */
-export function hintAffinity(node: string): Affinity {
+function hintAffinity(node: string): Affinity {
   return {
     nodeAffinity: {
       preferredDuringSchedulingIgnoredDuringExecution: [
@@ -287,7 +283,7 @@ export function hintAffinity(node: string): Affinity {
  * The main agent of a wake: restoring from its snapshot, preferring the node hint unless
  * `spec.nodeName` pins it (the pin's required affinity wins).
  */
-export function wakeMainPod(cs: CocoonSet, hint: string): PodManifest {
+function wakeMainPod(cs: CocoonSet, hint: string): PodManifest {
   const pod = buildAgentPod(cs, 0);
   pod.metadata.annotations = {
     ...pod.metadata.annotations,

@@ -6,10 +6,10 @@ import type { CocoonSetStatus } from "../spec/generated/types.js";
 import { condition, deriveStatus, type StatusInput } from "./status.js";
 
 /** Most characters of one failure's message a summary or a condition quotes. */
-export const MAX_REASON_CHARS = 1000;
+const MAX_REASON_CHARS = 1000;
 
 /** `text` cut to `max` characters, saying how long it was. */
-export function clip(text: string, max: number = MAX_REASON_CHARS): string {
+function clip(text: string, max: number = MAX_REASON_CHARS): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`;
 }
 

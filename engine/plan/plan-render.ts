@@ -76,7 +76,7 @@ function order(step: PlanStep): [number, number, string] {
 }
 
 /** Steps sorted for display: main, then sub-agents by slot, then toolboxes by name. */
-export function stepsInSlotOrder(plan: Plan): PlanStep[] {
+function stepsInSlotOrder(plan: Plan): PlanStep[] {
   return [...plan.steps].sort((a, b) => {
     const [ga, sa, na] = order(a);
     const [gb, sb, nb] = order(b);
@@ -143,4 +143,10 @@ export function planToJSON(plan: Plan): PlanJSON {
     errors: plan.refusals.map((r) => r.message),
     requeueAfterMs: plan.requeueAfterMs ?? null,
   };
+}
+
+/** How a member is named in messages. */
+export function memberLabel(target: PlanTarget): string {
+  if (target.role === "main") return "main agent";
+  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
 }

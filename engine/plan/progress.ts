@@ -6,12 +6,13 @@
 // and refusals. Behaviour: docs/behaviour.md §3.12a.
 import { DEFAULT_PROGRESS_DEADLINE_SECONDS, EVENT_REASONS } from "../spec/constants.js";
 import type { CocoonSet, CocoonSetStatus, Condition } from "../spec/generated/types.js";
+import { rfc3339Seconds } from "../kube/objects.js";
 
 /** The reason of `Progressing` `False`, and of the Warning, once the deadline is exceeded. */
 export const PROGRESS_DEADLINE_EXCEEDED = EVENT_REASONS.progressDeadlineExceeded;
 
 /** How many causes a deadline message names (the rest are counted). */
-export const MAX_CAUSES_NAMED = 5;
+const MAX_CAUSES_NAMED = 5;
 
 /** The fleet's deadline in seconds: its spec's, else the default (600). */
 export function progressDeadlineSeconds(cs: CocoonSet): number {
@@ -71,12 +72,8 @@ export interface ProgressVerdict {
   recheckMs?: number;
 }
 
-function rfc3339(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
 /** The message of an exceeded deadline: when progress stopped, the phase, and the causes. */
-export function deadlineMessage(
+function deadlineMessage(
   since: string,
   deadlineSeconds: number,
   phase: string | undefined,
@@ -105,7 +102,7 @@ export function judgeProgress(input: ProgressInput): ProgressVerdict {
   // A stored time in the future (a clock step back) counts as now.
   const sinceMs = moved ? nowMs : Math.min(storedMs, nowMs);
   if (atRest(next.phase)) return {};
-  const lastProgressTime = moved ? rfc3339(nowMs) : (previous?.lastProgressTime as string);
+  const lastProgressTime = moved ? rfc3339Seconds(nowMs) : (previous?.lastProgressTime as string);
   const deadlineMs = input.deadlineSeconds * 1000;
   const elapsed = nowMs - sinceMs;
   if (elapsed < deadlineMs) return { lastProgressTime, recheckMs: deadlineMs - elapsed };
@@ -140,7 +137,7 @@ export function deadlineCondition(
     lastTransitionTime:
       before?.status === "False" && before.lastTransitionTime
         ? before.lastTransitionTime
-        : rfc3339(nowMs),
+        : rfc3339Seconds(nowMs),
   };
 }
 

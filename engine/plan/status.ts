@@ -18,6 +18,7 @@ import { isReady, isTerminal } from "../pods/pod-state.js";
 import { nodeRefusal } from "../pods/node-refusal.js";
 import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
 import { deadlineCondition, judgeProgress, progressDeadlineSeconds } from "./progress.js";
+import { rfc3339Seconds } from "../kube/objects.js";
 
 /** Inputs of {@link deriveStatus}. */
 export interface StatusInput {
@@ -56,11 +57,6 @@ export interface StatusInput {
   waitingFor?: readonly string[];
 }
 
-/** metav1.Time has second precision; writing the same precision keeps round trips equal. */
-export function rfc3339Seconds(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
 function compact<T extends object>(value: T): T {
   return Object.fromEntries(
     Object.entries(value).filter(([, v]) => v !== undefined && v !== ""),
@@ -71,7 +67,7 @@ function compact<T extends object>(value: T): T {
  * The connection protocol of a toolbox: the spec's, else VNC when it has a VNC port, else
  * inferred from its OS (android: adb, windows: rdp, others: ssh), as cocoon-operator reports.
  */
-export function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
+function connectionType(os: string | undefined, hasVNCPort: boolean, override?: string) {
   if (override) return override as ConnType;
   if (hasVNCPort) return "vnc";
   if (os === "android") return "adb";
@@ -84,12 +80,12 @@ export function connectionType(os: string | undefined, hasVNCPort: boolean, over
  * failed. A VM whose lifecycle state is `failed` can sit in a pod that still reports Ready;
  * counting it would make the counts, the entries and the phase tell different stories.
  */
-export function memberReady(pod: Pod): boolean {
+function memberReady(pod: Pod): boolean {
   return isReady(pod) && !isTerminal(pod);
 }
 
 /** A member's phase as the status reports it: `Failed` once it is terminal, else the pod's. */
-export function memberPhase(pod: Pod): string | undefined {
+function memberPhase(pod: Pod): string | undefined {
   return isTerminal(pod) ? "Failed" : pod.status?.phase;
 }
 
@@ -131,7 +127,7 @@ function toolboxEntry(cs: CocoonSet, name: string, pod: Pod): ToolboxStatus {
  * main agent → Failed; any desired member missing or not Ready, or an extra one still
  * present → Scaling; otherwise Running.
  */
-export function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
+function fleetPhase(cs: CocoonSet, pods: ClassifiedPods): CocoonSetPhase {
   const main = pods.main;
   if (!main) return "Pending";
   if (isTerminal(main)) return "Failed";

@@ -3,7 +3,6 @@
 // executor performs each step's actions in sequence and stops that step at its first failure.
 // Behaviour: docs/behaviour.md §3.
 import {
-  memberPodVm,
   recordedHibernated,
   unrecordedClaim,
   type HibernationHold,
@@ -36,7 +35,6 @@ import {
   agentPodName,
   buildAgentPod,
   buildToolboxPod,
-  namespaceOf,
   toolboxPodName,
   vmNameFor,
 } from "../pods/pod-builder.js";
@@ -64,27 +62,16 @@ import {
   type SlotCreateRecord,
 } from "../pods/vanish.js";
 import { INTEGER_NAME_PATTERN } from "../spec/schema-source.js";
-import {
-  SUSPEND_POLL_MS,
-  asksHibernate,
-  hibernationGate,
-  missingTagWhy,
-  suspendUnanswered,
-  suspendsRetaining,
-  type SnapshotFacts,
-} from "../lifecycle/suspend.js";
+import { suspendsRetaining, type SnapshotFacts } from "../lifecycle/suspend.js";
 import {
   planSlotRelease,
   releasedSnapshotLost,
   type SlotReleasePlan,
 } from "../lifecycle/slot-release.js";
-import type { ClassifiedPods } from "../pods/classify.js";
-import {
-  applyRestoreIntent,
-  hibernationHeld,
-  type HibernationTarget,
-} from "../lifecycle/restore-intent.js";
+import { applyRestoreIntent, type HibernationTarget } from "../lifecycle/restore-intent.js";
 import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
+import { lostMark, planRetainSuspend, planWake } from "../lifecycle/suspend-wake.js";
+import { memberLabel } from "../plan/plan-render.js";
 import { unschedulableMessage } from "../lifecycle/unschedulable.js";
 import type {
   GenerationStamp,
@@ -107,14 +94,13 @@ import {
   lostSnapshotMessage,
   readLostSnapshots,
   serializeLostSnapshots,
-  wakesFromSnapshot,
   type LostSnapshotMark,
 } from "../snapshots/lost-snapshots.js";
 import { BLOCKED_POLL_MS, blockedMessage, foreignHolder } from "../lifecycle/blocked.js";
-import { rfc3339Seconds } from "../plan/status.js";
 import { deadlineWarning, storedDeadlineRecheckMs } from "../plan/progress.js";
 import { staticVmClash, staticVmClashMessage } from "../snapshots/static-vms.js";
 import { placementProblem, type PlacementNode } from "../capacity/placement.js";
+import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
 /** Inputs of {@link planPass}. */
 export interface PlanInput {
@@ -166,13 +152,13 @@ export interface PlanInput {
 }
 
 /** How often a pass looks again at a node that did not take new members (no watch on nodes). */
-export const PLACEMENT_POLL_MS = 30_000;
+const PLACEMENT_POLL_MS = 30_000;
 
 /** How often a refused migration looks at its target node again (no watch on nodes). */
-export const MIGRATION_REFUSED_POLL_MS = 30_000;
+const MIGRATION_REFUSED_POLL_MS = 30_000;
 
 /** Checks toolbox names the way the CRD does; any refusal stops the pass before it mutates. */
-export function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
+function toolboxNameErrors(toolboxes: readonly ToolboxSpec[]): Refusal[] {
   const refusals: Refusal[] = [];
   const seen = new Set<string>();
   const refuse = (index: number, toolbox: string, message: string) =>
@@ -198,14 +184,14 @@ function deletePod(pod: Pod): PlanAction {
 
 /** Plans the replacement of a drifted pod; false (nothing planned) when it matches the spec. */
 function replaceIfDrifted(
-  pass: Pass,
+  draft: PlanDraft,
   target: PlanTarget,
   podName: string,
   pod: Pod,
   drift: string[],
 ): boolean {
   if (drift.length === 0) return false;
-  pass.steps.push({
+  draft.steps.push({
     target,
     decision: "delete-drifted",
     podName,
@@ -224,8 +210,9 @@ function isOwnedToolbox(cs: CocoonSet, pod: Pod, name: string): boolean {
   );
 }
 
-// Working state of one planning pass, shared by the helpers below.
-interface Pass {
+// The plan being drafted by one call of planPass, shared by the helpers below (a "pass" is the
+// whole reconcile that reads, plans and executes).
+interface PlanDraft {
   cs: CocoonSet;
   name: string;
   namespace: string;
@@ -253,34 +240,28 @@ interface Pass {
  */
 export const UNRECORDED_GRACE_MS = 30_000;
 
-/** How a member is named in messages. */
-function memberLabel(target: PlanTarget): string {
-  if (target.role === "main") return "main agent";
-  return target.role === "sub-agent" ? `slot ${target.slot}` : `toolbox ${target.name}`;
-}
-
 /**
  * Whether another pod holds the member's name; if so the slot is planned as blocked (the
  * event is added in {@link finish}, once per holder) and nothing is created for it.
  */
-function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): boolean {
-  const holder = foreignHolder(pass.cs, pass.input.pods, podName);
+function blockedByForeignPod(draft: PlanDraft, target: PlanTarget, podName: string): boolean {
+  const holder = foreignHolder(draft.cs, draft.input.pods, podName);
   if (!holder) return false;
   // A pod that claims this CocoonSet and is not recorded may be another writer's create of
   // moments ago (`pulumi up` and the controller both create; the record lands at the end of
   // the creating pass): it is waited for quietly first, and never adopted (docs/security.md).
-  const claim = unrecordedClaim(pass.cs, holder);
+  const claim = unrecordedClaim(draft.cs, holder);
   const born = Date.parse(holder.metadata?.creationTimestamp ?? "");
-  if (claim !== "" && Number.isFinite(born) && pass.input.nowMs - born < UNRECORDED_GRACE_MS) {
+  if (claim !== "" && Number.isFinite(born) && draft.input.nowMs - born < UNRECORDED_GRACE_MS) {
     const why = `pod ${podName} ${claim}; waiting for its record`;
-    pass.steps.push({ target, decision: "blocked", podName, why, actions: [] });
-    pass.waits.push(MAIN_RETRY_MS);
+    draft.steps.push({ target, decision: "blocked", podName, why, actions: [] });
+    draft.waits.push(MAIN_RETRY_MS);
     return true;
   }
-  const message = blockedMessage(memberLabel(target), holder, pass.cs);
-  (pass.blocked ??= []).push(message);
-  pass.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
-  pass.waits.push(BLOCKED_POLL_MS);
+  const message = blockedMessage(memberLabel(target), holder, draft.cs);
+  (draft.blocked ??= []).push(message);
+  draft.steps.push({ target, decision: "blocked", podName, why: message, actions: [] });
+  draft.waits.push(BLOCKED_POLL_MS);
   return true;
 }
 
@@ -289,48 +270,44 @@ function blockedByForeignPod(pass: Pass, target: PlanTarget, podName: string): b
  * the VM, when that CR says it is hibernated and its snapshot is gone.
  */
 function restoring<P extends Pod & { metadata: { name: string } }>(
-  pass: Pass,
+  draft: PlanDraft,
   pod: P,
 ): { pod: P; lost?: string } | undefined {
   // A member the record says waits in its snapshot (its pod was deleted during a wake, say)
   // restores from it as a Hibernated CocoonHibernation would have it (engine/attribution).
-  const member = pod.metadata.name.slice(pass.name.length + 1);
+  const member = pod.metadata.name.slice(draft.name.length + 1);
   // A loss already reported (the wake found the tag gone) is not reported again.
-  const marked = recordedHibernated(pass.cs, member);
+  const marked = recordedHibernated(draft.cs, member);
   const waiting =
-    pass.cs.spec.suspend !== true &&
+    draft.cs.spec.suspend !== true &&
     marked !== undefined &&
-    !readLostSnapshots(pass.cs).has(marked);
+    !readLostSnapshots(draft.cs).has(marked);
   const targets = waiting
-    ? [...(pass.input.hibernations ?? []), { pod: pod.metadata.name, phase: "Hibernated" }]
-    : pass.input.hibernations;
-  const r = applyRestoreIntent(pod, targets, pass.input.snapshots);
+    ? [...(draft.input.hibernations ?? []), { pod: pod.metadata.name, phase: "Hibernated" }]
+    : draft.input.hibernations;
+  const r = applyRestoreIntent(pod, targets, draft.input.snapshots);
   if ("refusal" in r) {
-    pass.refusals.push(r.refusal);
+    draft.refusals.push(r.refusal);
     return undefined;
   }
   return { pod: r.pod as P, lost: r.lost };
 }
 
-function lostMark(target: PlanTarget, vm: string | undefined): LostSnapshotMark | undefined {
-  return vm ? { vm, member: memberLabel(target) } : undefined;
-}
-
-function writeHistory(pass: Pass, next: Map<number, RebuildEntry>): PlanAction {
-  pass.history = next;
-  return { kind: "write-history", value: serializeRebuildHistory(next, pass.replicas) };
+function writeHistory(draft: PlanDraft, next: Map<number, RebuildEntry>): PlanAction {
+  draft.history = next;
+  return { kind: "write-history", value: serializeRebuildHistory(next, draft.replicas) };
 }
 
 /** Plans the main agent; returns it when it is Ready and the pass may go on. */
-function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
+function planMain(draft: PlanDraft, main: Pod | undefined): Pod | undefined {
   const target: PlanTarget = { role: "main", slot: 0 };
-  const podName = agentPodName(pass.name, 0);
+  const podName = agentPodName(draft.name, 0);
   if (!main) {
-    pass.blocked ??= [];
-    if (blockedByForeignPod(pass, target, podName)) return undefined;
-    const built = restoring(pass, buildAgentPod(pass.cs, 0));
+    draft.blocked ??= [];
+    if (blockedByForeignPod(draft, target, podName)) return undefined;
+    const built = restoring(draft, buildAgentPod(draft.cs, 0));
     if (!built) return undefined;
-    pass.steps.push({
+    draft.steps.push({
       target,
       decision: "create",
       podName,
@@ -339,14 +316,15 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
     });
     return undefined;
   }
-  if (replaceIfDrifted(pass, target, podName, main, agentDrift(pass.cs, 0, main))) return undefined;
+  if (replaceIfDrifted(draft, target, podName, main, agentDrift(draft.cs, 0, main)))
+    return undefined;
   if (isTerminal(main)) {
     // The VM's own report wins over the pod phase, in reason as in detail.
     const byLifecycle = isLifecycleFailed(main);
     const detail =
       main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
       (byLifecycle ? "lifecycle state failed" : "phase Failed");
-    pass.steps.push({
+    draft.steps.push({
       target,
       decision: "main-failed",
       podName,
@@ -363,7 +341,7 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
   }
   if (!isReady(main)) {
     const unplaced = unschedulableMessage(main);
-    pass.steps.push({
+    draft.steps.push({
       target,
       decision: "wait-main",
       podName,
@@ -372,11 +350,11 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
         : {}),
       actions: [],
     });
-    pass.waits.push(MAIN_RETRY_MS);
+    draft.waits.push(MAIN_RETRY_MS);
     return undefined;
   }
-  if (pass.cs.status?.phase === "Failed") {
-    pass.steps.push({
+  if (draft.cs.status?.phase === "Failed") {
+    draft.steps.push({
       target,
       decision: "recovered",
       podName,
@@ -394,27 +372,27 @@ function planMain(pass: Pass, main: Pod | undefined): Pod | undefined {
 }
 
 /** Triage of an existing sub-agent (docs/behaviour.md §3.6): dead-letter, terminal, drifted. */
-function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
+function triageSubAgent(draft: PlanDraft, slot: number, pod: Pod): void {
   const target: PlanTarget = { role: "sub-agent", slot };
-  const podName = pod.metadata?.name ?? agentPodName(pass.name, slot);
+  const podName = pod.metadata?.name ?? agentPodName(draft.name, slot);
 
   if (pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE) {
     // A spec edit is how users clear dead-letter: the slot starts over with a fresh budget.
-    const drift = agentDrift(pass.cs, slot, pod);
+    const drift = agentDrift(draft.cs, slot, pod);
     if (drift.length === 0) return;
     const actions: PlanAction[] = [];
-    if (pass.history.has(slot)) {
-      const next = new Map(pass.history);
+    if (draft.history.has(slot)) {
+      const next = new Map(draft.history);
       next.delete(slot);
-      actions.push(writeHistory(pass, next));
+      actions.push(writeHistory(draft, next));
     }
     actions.push(deletePod(pod));
-    pass.steps.push({ target, decision: "reset-dead-letter", podName, drift, actions });
+    draft.steps.push({ target, decision: "reset-dead-letter", podName, drift, actions });
     return;
   }
 
   if (isTerminal(pod)) {
-    const entry = pass.history.get(slot);
+    const entry = draft.history.get(slot);
     const count = entry?.count ?? 0;
     // A pod its node refused is rebuilt all the same (room may free up; the slot cannot move,
     // it is bound next to the main agent), but every report of it names the refusal, and the
@@ -433,7 +411,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
         : [];
     const marked: { nodeRefusal?: NodeRefusal } = refused ? { nodeRefusal: refused } : {};
     if (count >= MAX_REBUILD_ATTEMPTS) {
-      pass.steps.push({
+      draft.steps.push({
         target,
         decision: "dead-letter",
         podName,
@@ -457,9 +435,9 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
       });
       return;
     }
-    const remaining = backoffRemainingMs(entry, pass.input.nowMs);
+    const remaining = backoffRemainingMs(entry, draft.input.nowMs);
     if (remaining > 0) {
-      pass.steps.push({
+      draft.steps.push({
         target,
         decision: "wait-backoff",
         podName,
@@ -467,13 +445,13 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
         ...marked,
         actions: [],
       });
-      pass.waits.push(remaining);
+      draft.waits.push(remaining);
       return;
     }
     const attempt = count + 1;
-    const next = new Map(pass.history);
-    next.set(slot, { count: attempt, lastDeleted: new Date(pass.input.nowMs).toISOString() });
-    pass.steps.push({
+    const next = new Map(draft.history);
+    next.set(slot, { count: attempt, lastDeleted: new Date(draft.input.nowMs).toISOString() });
+    draft.steps.push({
       target,
       decision: "rebuild",
       podName,
@@ -481,7 +459,7 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
       ...marked,
       actions: [
         // Persisted before the delete: a failed delete must not hand out a free attempt.
-        writeHistory(pass, next),
+        writeHistory(draft, next),
         deletePod(pod),
         { kind: "count-metric", metric: PLAN_METRICS.subAgentRebuild },
         ...refusedEvent(attempt),
@@ -496,36 +474,36 @@ function triageSubAgent(pass: Pass, slot: number, pod: Pod): void {
     return;
   }
 
-  replaceIfDrifted(pass, target, podName, pod, agentDrift(pass.cs, slot, pod));
+  replaceIfDrifted(draft, target, podName, pod, agentDrift(draft.cs, slot, pod));
 }
 
 /** Triage of existing slots, fan-out of the missing ones, then scale-down. */
-function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
-  const mainVMName = vmNameFor(pass.namespace, pass.name, 0);
+function planSubAgents(draft: PlanDraft, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
+  const mainVMName = vmNameFor(draft.namespace, draft.name, 0);
   const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
   // The node the new sub-agents are bound to must take them (the kubelet would not refuse).
-  const node = pass.input.placementNode;
+  const node = draft.input.placementNode;
   const unfit =
     node && node.name === main.spec?.nodeName
-      ? placementProblem(buildAgentPod(pass.cs, 1, placement), node)
+      ? placementProblem(buildAgentPod(draft.cs, 1, placement), node)
       : undefined;
   const unplaced: number[] = [];
   // Every missing slot is looked at here: the list is complete (empty clears the condition).
-  pass.placementBlocked = [];
+  draft.placementBlocked = [];
   // Every slot is looked at: the blocked list is complete (an empty one clears the condition).
-  pass.blocked ??= [];
-  for (let slot = 1; slot <= pass.replicas; slot++) {
+  draft.blocked ??= [];
+  for (let slot = 1; slot <= draft.replicas; slot++) {
     const pod = subAgents.get(slot);
     if (pod) {
-      triageSubAgent(pass, slot, pod);
+      triageSubAgent(draft, slot, pod);
       continue;
     }
-    const podName = agentPodName(pass.name, slot);
-    if (blockedByForeignPod(pass, { role: "sub-agent", slot }, podName)) continue;
+    const podName = agentPodName(draft.name, slot);
+    if (blockedByForeignPod(draft, { role: "sub-agent", slot }, podName)) continue;
     if (unfit !== undefined) {
       unplaced.push(slot);
-      pass.steps.push({
+      draft.steps.push({
         target: { role: "sub-agent", slot },
         decision: "wait-placement",
         podName,
@@ -534,19 +512,19 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
       });
       continue;
     }
-    const recreate = decideRecreate(pass.createLog.get(slot), pass.input.nowMs);
+    const recreate = decideRecreate(draft.createLog.get(slot), draft.input.nowMs);
     if (recreate.waitMs > 0) {
-      pass.steps.push({
+      draft.steps.push({
         target: { role: "sub-agent", slot },
         decision: "wait-vanished",
         podName,
         waitMs: recreate.waitMs,
         actions: [],
       });
-      pass.waits.push(recreate.waitMs);
+      draft.waits.push(recreate.waitMs);
       continue;
     }
-    const built = restoring(pass, buildAgentPod(pass.cs, slot, placement));
+    const built = restoring(draft, buildAgentPod(draft.cs, slot, placement));
     if (!built) continue;
     const actions: PlanAction[] = [
       { kind: "create-pod", pod: built.pod, onAlreadyExists: "success" },
@@ -572,42 +550,42 @@ function planSubAgents(pass: Pass, subAgents: ReadonlyMap<number, Pod>, main: Po
   }
   // A pod the engine deletes itself (rebuild, drift, dead-letter reset) did not vanish: its
   // slot's next create starts a fresh record.
-  for (const step of pass.steps) {
+  for (const step of draft.steps) {
     if (step.target.role === "sub-agent" && step.actions.some((a) => a.kind === "delete-pod")) {
-      pass.createLog.delete(step.target.slot);
+      draft.createLog.delete(step.target.slot);
     }
   }
-  pass.steps.push(...creates);
+  draft.steps.push(...creates);
   if (unplaced.length > 0) {
-    pass.placementBlocked = [
+    draft.placementBlocked = [
       `sub-agent slot(s) ${unplaced.join(", ")} not created: ${unfit ?? ""} (sub-agents are bound to the main agent's node)`,
     ];
-    pass.waits.push(PLACEMENT_POLL_MS);
+    draft.waits.push(PLACEMENT_POLL_MS);
   }
   for (const slot of [...subAgents.keys()].sort((a, b) => a - b)) {
-    if (slot <= pass.replicas) continue;
+    if (slot <= draft.replicas) continue;
     const pod = subAgents.get(slot) as Pod;
-    pass.steps.push({
+    draft.steps.push({
       target: { role: "sub-agent", slot },
       decision: "scale-down",
-      podName: pod.metadata?.name ?? agentPodName(pass.name, slot),
+      podName: pod.metadata?.name ?? agentPodName(draft.name, slot),
       actions: [deletePod(pod)],
     });
   }
 }
 
 /** Replaces terminal or drifted toolboxes at once, creates missing ones, drops extras. */
-function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
+function planToolboxes(draft: PlanDraft, toolboxes: ReadonlyMap<string, Pod>): void {
   const wanted = new Set<string>();
-  for (const toolbox of pass.cs.spec.toolboxes ?? []) {
+  for (const toolbox of draft.cs.spec.toolboxes ?? []) {
     wanted.add(toolbox.name);
     const target: PlanTarget = { role: "toolbox", name: toolbox.name };
-    const podName = toolboxPodName(pass.name, toolbox.name);
-    const squatter = pass.input.pods.find(
-      (p) => p.metadata?.name === podName && !isOwnedToolbox(pass.cs, p, toolbox.name),
+    const podName = toolboxPodName(draft.name, toolbox.name);
+    const squatter = draft.input.pods.find(
+      (p) => p.metadata?.name === podName && !isOwnedToolbox(draft.cs, p, toolbox.name),
     );
     if (squatter) {
-      pass.refusals.push({
+      draft.refusals.push({
         kind: "toolbox-taken",
         toolbox: toolbox.name,
         podName,
@@ -617,9 +595,9 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
     }
     const pod = toolboxes.get(toolbox.name);
     if (!pod) {
-      const built = restoring(pass, buildToolboxPod(pass.cs, toolbox));
+      const built = restoring(draft, buildToolboxPod(draft.cs, toolbox));
       if (!built) continue;
-      pass.steps.push({
+      draft.steps.push({
         target,
         decision: "create",
         podName,
@@ -627,35 +605,35 @@ function planToolboxes(pass: Pass, toolboxes: ReadonlyMap<string, Pod>): void {
         actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "check-owner" }],
       });
     } else if (isTerminal(pod)) {
-      pass.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
+      draft.steps.push({ target, decision: "delete-terminal", podName, actions: [deletePod(pod)] });
     } else {
-      replaceIfDrifted(pass, target, podName, pod, toolboxDrift(pass.cs, toolbox, pod));
+      replaceIfDrifted(draft, target, podName, pod, toolboxDrift(draft.cs, toolbox, pod));
     }
   }
   for (const extra of [...toolboxes.keys()].sort()) {
     if (wanted.has(extra)) continue;
     const pod = toolboxes.get(extra) as Pod;
-    pass.steps.push({
+    draft.steps.push({
       target: { role: "toolbox", name: extra },
       decision: "delete-extra",
-      podName: pod.metadata?.name ?? toolboxPodName(pass.name, extra),
+      podName: pod.metadata?.name ?? toolboxPodName(draft.name, extra),
       actions: [deletePod(pod)],
     });
   }
 }
 
 /** Live pods of this CocoonSet, not deleted by the plan, whose generation annotation lags. */
-function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationStamp[] {
-  const generation = pass.cs.metadata.generation;
+function generationStamps(draft: PlanDraft, steps: readonly PlanStep[]): GenerationStamp[] {
+  const generation = draft.cs.metadata.generation;
   if (generation === undefined) return [];
   const deleted = new Set(
     steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === "delete-pod" ? [a.uid] : []))),
   );
   const want = String(generation);
-  return pass.input.pods
+  return draft.input.pods
     .filter(
       (p) =>
-        isOwnedPod(pass.cs, p) &&
+        isOwnedPod(draft.cs, p) &&
         !isTerminating(p) &&
         !deleted.has(p.metadata?.uid ?? "") &&
         p.metadata?.annotations?.[ANNOTATIONS.generation] !== want,
@@ -669,15 +647,15 @@ function generationStamps(pass: Pass, steps: readonly PlanStep[]): GenerationSta
  * of this pass, so concurrent creates write the same value, then warns), and announces each
  * newly blocked member once: a holder already named in the stored condition is not again.
  */
-function announce(pass: Pass): void {
-  const record = readLostSnapshots(pass.cs);
-  const fresh = pass.steps.filter((s) => s.lostSnapshot && !record.has(s.lostSnapshot.vm));
+function announce(draft: PlanDraft): void {
+  const record = readLostSnapshots(draft.cs);
+  const fresh = draft.steps.filter((s) => s.lostSnapshot && !record.has(s.lostSnapshot.vm));
   for (const s of fresh) {
     const mark = s.lostSnapshot as LostSnapshotMark;
     record.set(mark.vm, {
       member: mark.member,
       tag: "hibernate",
-      at: rfc3339Seconds(pass.input.nowMs),
+      at: rfc3339Seconds(draft.input.nowMs),
     });
   }
   if (fresh.length > 0) {
@@ -693,16 +671,16 @@ function announce(pass: Pass): void {
         },
       );
     // The status this pass writes already shows the record.
-    pass.cs = {
-      ...pass.cs,
+    draft.cs = {
+      ...draft.cs,
       metadata: {
-        ...pass.cs.metadata,
-        annotations: { ...pass.cs.metadata.annotations, [ANNOTATIONS.lostSnapshots]: value },
+        ...draft.cs.metadata,
+        annotations: { ...draft.cs.metadata.annotations, [ANNOTATIONS.lostSnapshots]: value },
       },
     };
   }
   const told = (type: string) => {
-    const stored = pass.cs.status?.conditions?.find((c) => c.type === type);
+    const stored = draft.cs.status?.conditions?.find((c) => c.type === type);
     return stored?.status === "True" ? (stored.message ?? "") : "";
   };
   const notices = [
@@ -715,8 +693,8 @@ function announce(pass: Pass): void {
     // A migration's restore the scheduler cannot place: the wake has no seat there.
     { decision: "wait-migration", type: "MigrationRefused", reason: EVENT_REASONS.wakeNoCapacity },
   ];
-  const placement = pass.placementBlocked?.[0];
-  const first = pass.steps.find((s) => s.decision === "wait-placement");
+  const placement = draft.placementBlocked?.[0];
+  const first = draft.steps.find((s) => s.decision === "wait-placement");
   if (placement !== undefined && first && told("PlacementBlocked") !== placement)
     first.actions.push({
       kind: "event",
@@ -726,55 +704,55 @@ function announce(pass: Pass): void {
     });
   for (const n of notices) {
     const stored = told(n.type);
-    for (const s of pass.steps)
+    for (const s of draft.steps)
       if (s.decision === n.decision && s.why && !stored.includes(s.why))
         s.actions.push({ kind: "event", type: "Warning", reason: n.reason, message: s.why });
   }
 }
 
-function finish(pass: Pass, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
-  announce(pass);
-  const mutatesPods = pass.steps.some((s) =>
+function finish(draft: PlanDraft, writeStatus: boolean, phase?: CocoonSetPhase): Plan {
+  announce(draft);
+  const mutatesPods = draft.steps.some((s) =>
     s.actions.some((a) => a.kind === "create-pod" || a.kind === "delete-pod"),
   );
   // The Failed phase is only cleared by a status write, which waits for a quiet pass;
   // announcing the recovery in that same pass announces it once.
-  const steps = mutatesPods ? pass.steps.filter((s) => s.decision !== "recovered") : pass.steps;
+  const steps = mutatesPods ? draft.steps.filter((s) => s.decision !== "recovered") : draft.steps;
   const plan: Plan = {
-    cocoonSet: { namespace: pass.namespace, name: pass.name, uid: pass.cs.metadata.uid ?? "" },
+    cocoonSet: { namespace: draft.namespace, name: draft.name, uid: draft.cs.metadata.uid ?? "" },
     steps,
-    refusals: pass.refusals,
-    history: pass.history,
-    createLog: pass.createLog,
-    requeueAfterMs: mutatesPods ? 0 : pass.waits.length > 0 ? Math.min(...pass.waits) : undefined,
+    refusals: draft.refusals,
+    history: draft.history,
+    createLog: draft.createLog,
+    requeueAfterMs: mutatesPods ? 0 : draft.waits.length > 0 ? Math.min(...draft.waits) : undefined,
     mutatesPods,
-    fanOut: pass.input.fanOut ?? DEFAULT_FANOUT,
-    generationStamps: generationStamps(pass, steps),
+    fanOut: draft.input.fanOut ?? DEFAULT_FANOUT,
+    generationStamps: generationStamps(draft, steps),
   };
   if (writeStatus && !mutatesPods) {
     const status = deriveStatus({
-      cocoonSet: pass.cs,
-      pods: pass.input.pods,
-      nowMs: pass.input.nowMs,
-      vanishingSlots: vanishingSlots(pass.createLog),
+      cocoonSet: draft.cs,
+      pods: draft.input.pods,
+      nowMs: draft.input.nowMs,
+      vanishingSlots: vanishingSlots(draft.createLog),
       phase,
-      blocked: pass.blocked,
-      migrationRefused: pass.migrationRefused,
-      placementBlocked: pass.placementBlocked,
-      waitingFor: waitingFor(pass, steps),
+      blocked: draft.blocked,
+      migrationRefused: draft.migrationRefused,
+      placementBlocked: draft.placementBlocked,
+      waitingFor: waitingFor(draft, steps),
     });
-    if (!statusEqual(pass.cs.status, status)) plan.status = status;
-    announceStall(plan, pass.cs.status, status);
+    if (!statusEqual(draft.cs.status, status)) plan.status = status;
+    announceStall(plan, draft.cs.status, status);
   }
   // A fleet under way is looked at again when its deadline runs out, event or not.
-  const recheck = storedDeadlineRecheckMs(pass.cs, pass.input.nowMs);
+  const recheck = storedDeadlineRecheckMs(draft.cs, draft.input.nowMs);
   if (recheck !== undefined && !mutatesPods)
     plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? recheck, recheck);
   return plan;
 }
 
 /** The Warning of an exceeded progress deadline, posted with the status that first says it. */
-export function announceStall(
+function announceStall(
   plan: Plan,
   stored: CocoonSetStatus | undefined,
   next: CocoonSetStatus,
@@ -801,7 +779,7 @@ export function announceStall(
  * What a pass waits for, one line each, for the progress deadline's message: the steps that
  * say why they wait, the members still coming up, the dead-lettered slots, and the refusals.
  */
-function waitingFor(pass: Pass, steps: readonly PlanStep[]): string[] {
+function waitingFor(draft: PlanDraft, steps: readonly PlanStep[]): string[] {
   const out: string[] = [];
   for (const s of steps) {
     const member = memberLabel(s.target);
@@ -835,19 +813,19 @@ function waitingFor(pass: Pass, steps: readonly PlanStep[]): string[] {
         break;
     }
   }
-  const pods = classifyPods(pass.cs, pass.input.pods);
+  const pods = classifyPods(draft.cs, draft.input.pods);
   for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
     if (
-      slot <= pass.replicas &&
+      slot <= draft.replicas &&
       pod.metadata?.annotations?.[ANNOTATIONS.deadLetter] === ANNOTATION_TRUE
     )
       out.push(
         `slot ${slot}: pod ${pod.metadata?.name ?? ""} is in dead-letter (edit the spec to retry it)`,
       );
   for (const [slot, pod] of [...pods.subAgents].sort(([a], [b]) => a - b))
-    if (slot <= pass.replicas && !isReady(pod) && !isTerminal(pod))
+    if (slot <= draft.replicas && !isReady(pod) && !isTerminal(pod))
       out.push(`slot ${slot}: pod ${pod.metadata?.name ?? ""} is not Ready${pendingWhy(pod)}`);
-  for (const r of pass.refusals) out.push(r.message);
+  for (const r of draft.refusals) out.push(r.message);
   return out;
 }
 
@@ -859,115 +837,17 @@ function pendingWhy(pod: Pod): string {
   return c ? ` (unschedulable: ${c.message ?? ""})` : "";
 }
 
-/** The owned pods with their plan targets: main, sub-agents by slot, toolboxes by name. */
-function members(pass: Pass, pods: ClassifiedPods): { target: PlanTarget; pod: Pod }[] {
-  const out: { target: PlanTarget; pod: Pod }[] = [];
-  if (pods.main) out.push({ target: { role: "main", slot: 0 }, pod: pods.main });
-  for (const slot of [...pods.subAgents.keys()].sort((a, b) => a - b))
-    out.push({ target: { role: "sub-agent", slot }, pod: pods.subAgents.get(slot) as Pod });
-  for (const name of [...pods.toolboxes.keys()].sort())
-    out.push({ target: { role: "toolbox", name }, pod: pods.toolboxes.get(name) as Pod });
-  return out;
-}
-
-function hibernateAction(pod: Pod, value: string | null): PlanAction {
-  return {
-    kind: "annotate-pod",
-    name: pod.metadata?.name ?? "",
-    uid: pod.metadata?.uid ?? "",
-    annotations: { [ANNOTATIONS.hibernate]: value },
-  };
-}
-
 /**
- * `spec.suspend` with the retain policy (docs/behaviour.md §3.15): the main agent is
- * created if missing (restoring from its snapshot when there is one), every owned pod is
- * asked to hibernate, and the fleet is Suspending until every VM has, then Suspended.
- * Nothing else of the normal pass runs: no sub-agent or toolbox is created or rebuilt.
+ * Folds a lifecycle planner's answer (engine/lifecycle/: the retain suspend, the slot
+ * release's suspend and wake) into the plan.
  */
-function planSuspend(pass: Pass, pods: ClassifiedPods, facts: SnapshotFacts): Plan {
-  if ("error" in facts) {
-    pass.refusals.push(suspendUnanswered(facts.error));
-    return finish(pass, false);
-  }
-  if (!pods.main) {
-    const pod = buildAgentPod(pass.cs, 0);
-    // Fail-closed restore intent: the registry was asked, and a snapshot is never booted over.
-    if (facts.hibernate.has(pod.metadata.annotations?.[ANNOTATIONS.vmName] ?? ""))
-      pod.metadata.annotations = {
-        ...pod.metadata.annotations,
-        [ANNOTATIONS.restoreFromHibernate]: ANNOTATION_TRUE,
-      };
-    pass.steps.push({
-      target: { role: "main", slot: 0 },
-      decision: "create",
-      podName: pod.metadata.name,
-      actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
-    });
-    return finish(pass, true);
-  }
-  const all = members(pass, pods);
-  const gate = hibernationGate(
-    pass.cs,
-    all.map((m) => m.pod),
-    facts.hibernate,
-  );
-  const pending = new Set(gate.pending);
-  for (const { target, pod } of all) {
-    const podName = pod.metadata?.name ?? "";
-    if (!asksHibernate(pod) && !isTerminating(pod)) {
-      pass.steps.push({
-        target,
-        decision: "hibernate",
-        podName,
-        actions: [hibernateAction(pod, ANNOTATION_TRUE)],
-      });
-    } else if (pending.has(podName)) {
-      const why = missingTagWhy(pass.cs, pod, facts.hibernate);
-      pass.steps.push({
-        target,
-        decision: "wait-hibernation",
-        podName,
-        ...(why !== undefined ? { why: `${memberLabel(target)}: ${why}` } : {}),
-        actions: [],
-      });
-    }
-  }
-  if (pending.size > 0) pass.waits.push(SUSPEND_POLL_MS);
-  return finish(pass, true, pending.size > 0 ? "Suspending" : "Suspended");
-}
-
-/** Folds the slot-release part of a pass into the plan (docs/behaviour.md §3.16). */
-function finishSlotRelease(pass: Pass, release: SlotReleasePlan): Plan {
-  pass.steps.push(...release.steps);
-  pass.refusals.push(...release.refusals);
-  if (release.waitMs !== undefined) pass.waits.push(release.waitMs);
-  const plan = finish(pass, release.writeStatus, release.phase);
-  if (release.statusAfter) plan.status = release.statusAfter;
+function finishLifecycle(draft: PlanDraft, part: SlotReleasePlan): Plan {
+  draft.steps.push(...part.steps);
+  draft.refusals.push(...part.refusals);
+  if (part.waitMs !== undefined) draft.waits.push(part.waitMs);
+  const plan = finish(draft, part.writeStatus, part.phase);
+  if (part.statusAfter) plan.status = part.statusAfter;
   return plan;
-}
-
-/**
- * Not suspended: withdraw every hibernate request still on an owned pod (a wake). A VM that
- * would wake from a snapshot the registry no longer has is marked lost first.
- */
-function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
-  const facts = pass.input.snapshots;
-  const tags = facts && !("error" in facts) ? facts.hibernate : undefined;
-  for (const { target, pod } of members(pass, pods)) {
-    if (!asksHibernate(pod) || isTerminating(pod)) continue;
-    // A CocoonHibernation that wants this pod hibernated keeps its request.
-    if (hibernationHeld(pass.input.hibernations ?? [], pod.metadata?.name ?? "")) continue;
-    const vm = memberPodVm(pass.cs, pod);
-    const gone = tags !== undefined && wakesFromSnapshot(pod) && !tags.has(vm);
-    pass.steps.push({
-      target,
-      decision: "wake",
-      podName: pod.metadata?.name ?? "",
-      lostSnapshot: gone ? lostMark(target, vm) : undefined,
-      actions: [hibernateAction(pod, null)],
-    });
-  }
 }
 
 /**
@@ -975,17 +855,17 @@ function planUnsuspend(pass: Pass, pods: ClassifiedPods): void {
  * touched; the condition and a Warning are written once (while the message stays the same)
  * and the error is reported on every pass until the clash is gone.
  */
-function planVmNameRefusal(pass: Pass, clash: VmNameClash | string): Plan {
-  const message = typeof clash === "string" ? clash : vmNameClashMessage(pass.cs, clash);
-  pass.refusals.push({ kind: "vm-name-clash", message });
-  const said = pass.cs.status?.conditions?.some(
+function planVmNameRefusal(draft: PlanDraft, clash: VmNameClash | string): Plan {
+  const message = typeof clash === "string" ? clash : vmNameClashMessage(draft.cs, clash);
+  draft.refusals.push({ kind: "vm-name-clash", message });
+  const said = draft.cs.status?.conditions?.some(
     (c) => c.type === VM_NAME_CONDITION && c.status === "False" && c.message === message,
   );
   if (!said) {
     const status = deriveStatus({
-      cocoonSet: pass.cs,
-      pods: pass.input.pods,
-      nowMs: pass.input.nowMs,
+      cocoonSet: draft.cs,
+      pods: draft.input.pods,
+      nowMs: draft.input.nowMs,
     });
     status.conditions = [
       ...(status.conditions ?? []),
@@ -994,21 +874,21 @@ function planVmNameRefusal(pass: Pass, clash: VmNameClash | string): Plan {
         status: "False",
         reason: VM_NAME_CONFLICT_REASON,
         message,
-        observedGeneration: pass.cs.metadata.generation,
-        lastTransitionTime: new Date(pass.input.nowMs).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        observedGeneration: draft.cs.metadata.generation,
+        lastTransitionTime: rfc3339Seconds(draft.input.nowMs),
       },
     ];
-    pass.steps.push({
+    draft.steps.push({
       target: { role: "main", slot: 0 },
       decision: "refuse-vm-names",
-      podName: agentPodName(pass.name, 0),
+      podName: agentPodName(draft.name, 0),
       actions: [
         { kind: "write-status", status },
         { kind: "event", type: "Warning", reason: VM_NAME_CONFLICT_REASON, message },
       ],
     });
   }
-  return finish(pass, false);
+  return finish(draft, false);
 }
 
 /**
@@ -1025,7 +905,7 @@ export function planPass(input: PlanInput): Plan {
     replicas,
     input.nowMs,
   );
-  const pass: Pass = {
+  const draft: PlanDraft = {
     cs,
     name: cs.metadata.name ?? "",
     namespace: namespaceOf(cs),
@@ -1040,20 +920,20 @@ export function planPass(input: PlanInput): Plan {
   };
   const nameErrors = toolboxNameErrors(cs.spec.toolboxes ?? []);
   if (nameErrors.length > 0) {
-    pass.refusals.push(...nameErrors);
-    return finish(pass, false);
+    draft.refusals.push(...nameErrors);
+    return finish(draft, false);
   }
   const clash =
     (input.fleets ? vmNameClash(cs, input.fleets) : undefined) ??
     (input.hibernationHolds ? vmHeldByHibernation(cs, input.hibernationHolds) : undefined);
-  if (clash) return planVmNameRefusal(pass, clash);
+  if (clash) return planVmNameRefusal(draft, clash);
   // A static toolbox's VM id or IP another live fleet holds is refused alike (static-vms.ts).
   const staticClash = input.fleets ? staticVmClash(cs, input.fleets) : undefined;
-  if (staticClash) return planVmNameRefusal(pass, staticVmClashMessage(cs, staticClash));
+  if (staticClash) return planVmNameRefusal(draft, staticVmClashMessage(cs, staticClash));
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
-    return planSuspend(pass, pods, facts);
+    return finishLifecycle(draft, planRetainSuspend(cs, pods, facts));
   // Migration owns the pass while in flight (it does nothing while suspended); before a
   // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
   // (docs/behaviour.md §3.17), as cocoon-operator orders them.
@@ -1062,7 +942,7 @@ export function planPass(input: PlanInput): Plan {
       cocoonSet: cs,
       pods: input.pods,
       nowMs: input.nowMs,
-      vanishingSlots: vanishingSlots(pass.createLog),
+      vanishingSlots: vanishingSlots(draft.createLog),
       phase: "Migrating",
     });
   const migration = facts
@@ -1077,32 +957,32 @@ export function planPass(input: PlanInput): Plan {
     : undefined;
   if (migration && "refused" in migration) {
     // Nothing hibernates; the fleet goes on where it runs, and looks again later.
-    pass.migrationRefused = [migration.refused];
-    pass.steps.push({
+    draft.migrationRefused = [migration.refused];
+    draft.steps.push({
       target: { role: "main", slot: 0 },
       decision: "migrate-refused",
-      podName: agentPodName(pass.name, 0),
+      podName: agentPodName(draft.name, 0),
       why: migration.refused,
       actions: [],
     });
-    pass.waits.push(MIGRATION_REFUSED_POLL_MS);
+    draft.waits.push(MIGRATION_REFUSED_POLL_MS);
     // No main agent to go on with (a released seat's wake): nothing is created on a node that
     // cannot take it; the wake waits, said, and looks at the node again.
     if (!pods.main) {
       const stored = cs.status?.phase;
       return finish(
-        pass,
+        draft,
         true,
         stored === "Suspended" || stored === "Waking" ? "Waking" : undefined,
       );
     }
   } else if (migration) {
     // A restore the scheduler cannot place on the target is said in MigrationRefused.
-    if (migration.unschedulable !== undefined) pass.migrationRefused = [migration.unschedulable];
-    pass.steps.push(...migration.steps);
-    pass.refusals.push(...migration.refusals);
-    pass.waits.push(migration.waitMs);
-    return finish(pass, migration.refusals.length === 0 && !migration.persistsPhase, "Migrating");
+    if (migration.unschedulable !== undefined) draft.migrationRefused = [migration.unschedulable];
+    draft.steps.push(...migration.steps);
+    draft.refusals.push(...migration.refusals);
+    draft.waits.push(migration.waitMs);
+    return finish(draft, migration.refusals.length === 0 && !migration.persistsPhase, "Migrating");
   }
   // hibernatePolicy release: its suspend, and the wake from a released seat (slot-release.ts).
   const released = planSlotRelease({
@@ -1112,23 +992,24 @@ export function planPass(input: PlanInput): Plan {
     snapshots: facts,
     nowMs: input.nowMs,
   });
-  if (released) return finishSlotRelease(pass, released);
-  if (facts && !migration) pass.migrationRefused = [];
-  if (facts && !cs.spec.suspend) planUnsuspend(pass, pods);
+  if (released) return finishLifecycle(draft, released);
+  if (facts && !migration) draft.migrationRefused = [];
+  if (facts && !cs.spec.suspend)
+    draft.steps.push(...planWake(cs, pods, facts, input.hibernations ?? []));
   // A released seat whose snapshot is gone: the main agent boots fresh, and says so.
   const lostMain = releasedSnapshotLost(cs, pods, facts);
-  const main = planMain(pass, pods.main);
+  const main = planMain(draft, pods.main);
   if (lostMain)
-    for (const s of pass.steps)
+    for (const s of draft.steps)
       if (s.target.role === "main" && s.decision === "create")
         s.lostSnapshot ??= lostMark(s.target, lostMain);
   if (main) {
-    planSubAgents(pass, pods.subAgents, main);
-    planToolboxes(pass, pods.toolboxes);
+    planSubAgents(draft, pods.subAgents, main);
+    planToolboxes(draft, pods.toolboxes);
   }
   // A replacement main that is not Ready yet must not overwrite Failed with Pending: the
   // Failed phase is what announces RecoveredFromFailure once the main is Ready again.
   const waitingAfterFailure =
-    cs.status?.phase === "Failed" && pass.steps.some((s) => s.decision === "wait-main");
-  return finish(pass, !waitingAfterFailure);
+    cs.status?.phase === "Failed" && draft.steps.some((s) => s.decision === "wait-main");
+  return finish(draft, !waitingAfterFailure);
 }

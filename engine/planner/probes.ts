@@ -5,10 +5,11 @@ import { classifyPods } from "../pods/classify.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { migrationProbes } from "../lifecycle/migrate.js";
-import { namespaceOf, vmNameFor } from "../pods/pod-builder.js";
+import { vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal } from "../pods/pod-state.js";
 import { slotReleaseProbes } from "../lifecycle/slot-release.js";
 import { gateProbes, suspendsRetaining } from "../lifecycle/suspend.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /**
  * The VMs whose `<vm>:hibernate` tag the next pass consults, sorted: what the executor asks

@@ -56,11 +56,7 @@ export function toolboxPodName(cocoonSet: string, toolbox: string): string {
 /** VM name of a slot or toolbox: `vk-<namespace>-<cs>-<slot|toolbox>` (engine/attribution). */
 export { vmNameFor } from "../attribution/attribution.js";
 import { vmNameFor } from "../attribution/attribution.js";
-
-/** Namespace of the CocoonSet, `default` when unset. */
-export function namespaceOf(cs: CocoonSet): string {
-  return cs.metadata.namespace ?? "default";
-}
+import { namespaceOf } from "../kube/objects.js";
 
 /** The node pool the pods select, `default` when empty. */
 export function nodePoolOf(cs: CocoonSet): string {
@@ -68,7 +64,7 @@ export function nodePoolOf(cs: CocoonSet): string {
 }
 
 /** The storage quantity as annotation text, or undefined when unset or zero. */
-export function storageOf(options: VMOptions): string | undefined {
+function storageOf(options: VMOptions): string | undefined {
   const storage = options.storage;
   if (storage === undefined || storage === "" || isZeroQuantity(storage)) return undefined;
   return String(storage);
@@ -151,7 +147,7 @@ function quantityMap(values: Record<string, number | string> | undefined): Recor
 }
 
 /** Container resources from the spec, with storage also as ephemeral-storage request and limit. */
-export function containerResources(options: VMOptions): ContainerResources | undefined {
+function containerResources(options: VMOptions): ContainerResources | undefined {
   const limits = quantityMap(options.resources?.limits);
   const requests = quantityMap(options.resources?.requests);
   const storage = storageOf(options);
@@ -167,7 +163,7 @@ export function containerResources(options: VMOptions): ContainerResources | und
 }
 
 /** The controller ownerReference every engine pod carries. */
-export function ownerReferenceTo(cs: CocoonSet): OwnerReference {
+function ownerReferenceTo(cs: CocoonSet): OwnerReference {
   return {
     apiVersion: API_VERSION,
     kind: KIND,

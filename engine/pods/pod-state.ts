@@ -24,7 +24,7 @@ export function isTerminating(pod: Pod): boolean {
 }
 
 /** The uid of the pod's controller ownerReference, if it has one. */
-export function controllerUid(pod: Pod): string | undefined {
+function controllerUid(pod: Pod): string | undefined {
   return pod.metadata?.ownerReferences?.find((ref) => ref.controller === true)?.uid;
 }
 

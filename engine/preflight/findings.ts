@@ -23,7 +23,7 @@ export interface Finding {
 }
 
 /** The oldest Kubernetes the CRDs work on: their validation rules (CEL) are GA from 1.29. */
-export const MIN_KUBERNETES = { major: 1, minor: 29 };
+const MIN_KUBERNETES = { major: 1, minor: 29 };
 
 /** One right a deploy needs, asked of the apiserver as a SelfSubjectAccessReview. */
 export interface AccessCheck {

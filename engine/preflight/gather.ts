@@ -81,7 +81,7 @@ interface Deployment extends KubeObject {
 }
 
 /** The `--oci-registry` (or `OCI_REGISTRY`) a controller Deployment runs with. */
-export function controllerRegistry(d: Deployment): string | undefined {
+function controllerRegistry(d: Deployment): string | undefined {
   for (const c of d.spec?.template?.spec?.containers ?? []) {
     const args = c.args ?? [];
     for (let i = 0; i < args.length; i++) {
@@ -200,7 +200,7 @@ async function attempt(fn: () => Promise<unknown>): Promise<RegistryCall> {
 }
 
 /** The repository the probes use under the registry's prefix; nothing is ever written there. */
-export const PROBE_REPOSITORY = "cocoonset-doctor-probe";
+const PROBE_REPOSITORY = "cocoonset-doctor-probe";
 
 async function readRegistry(target: RegistryTarget): Promise<RegistryFact> {
   const { client, keychain } = target;

@@ -127,7 +127,7 @@ export function breakerSettle(
 }
 
 /** Whether a registry error means the registry did not answer usefully (a breaker failure). */
-export function isUnanswered(e: unknown): boolean {
+function isUnanswered(e: unknown): boolean {
   if (RegistryUnansweredError.isInstance(e)) return true;
   if (!RegistryError.isInstance(e)) return true;
   return e.status === 0 || e.status >= 500;

@@ -57,9 +57,6 @@ export interface Keychain {
   resolve(host: string): Promise<RegistryCredential | undefined>;
 }
 
-/** A keychain that never has a credential. */
-export const ANONYMOUS: Keychain = { resolve: () => Promise.resolve(undefined) };
-
 /** Where the Docker config lives: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`. */
 export function dockerConfigPath(env: Record<string, string | undefined> = process.env): string {
   const dir = env.DOCKER_CONFIG?.trim() || join(homedir(), ".docker");
@@ -83,7 +80,7 @@ export function authsKeyHost(key: string): string {
  * `username`/`password`, plus `identitytoken`; undefined when it holds none.
  * @throws KeychainError for an `auth` that is not base64 of `user:password` (the value is not quoted)
  */
-export function credentialOfAuthsEntry(
+function credentialOfAuthsEntry(
   key: string,
   entry: NonNullable<DockerConfig["auths"]>[string],
 ): RegistryCredential | undefined {

@@ -7,7 +7,7 @@
  * reports) is refused, the younger claim losing. Pure; behaviour: docs/behaviour.md §2.7.
  */
 import type { CocoonSet } from "../spec/generated/types.js";
-import { fleetKey } from "./vm-names.js";
+import { fleetKey } from "../attribution/attribution.js";
 
 /** One static identity: a VM id or a VM IP. */
 export interface StaticClaim {
@@ -18,7 +18,7 @@ export interface StaticClaim {
 }
 
 /** The static identities a fleet's spec claims: its static toolboxes' VM ids and IPs. */
-export function staticClaims(cs: CocoonSet): StaticClaim[] {
+function staticClaims(cs: CocoonSet): StaticClaim[] {
   const out: StaticClaim[] = [];
   for (const tb of cs.spec?.toolboxes ?? []) {
     if (tb.mode !== "static") continue;

@@ -16,9 +16,9 @@ import { isOwnedPod } from "../pods/classify.js";
 import { isTerminal } from "../pods/pod-state.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-import { namespaceOf } from "../pods/pod-builder.js";
 import { memberPodVm, recordedVms } from "../attribution/attribution.js";
 import { DEFAULT_SNAPSHOT_POLICY } from "../spec/schema-source.js";
+import { namespaceOf } from "../kube/objects.js";
 
 /** One registry tag the deletion drops. */
 export interface TeardownTag {
@@ -70,7 +70,7 @@ export function agentSlotOfVm(cs: CocoonSet, vm: string): number {
 }
 
 /** Whether the deletion keeps `<vm>:latest`: the node agent pushed it to be kept. */
-export function keepsLatestTag(cs: CocoonSet, vm: string): boolean {
+function keepsLatestTag(cs: CocoonSet, vm: string): boolean {
   switch (cs.spec.snapshotPolicy || DEFAULT_SNAPSHOT_POLICY) {
     case "never":
       return false;

@@ -11,6 +11,7 @@
 import {
   attributedView,
   desiredVms,
+  fleetKey,
   recordedVms,
   type HibernationHold,
 } from "../attribution/attribution.js";
@@ -24,13 +25,8 @@ export const VM_NAME_CONDITION = "VMNamesAvailable";
 /** Event reason (Warning) of that refusal, and of a CocoonHibernation refused for its VM name. */
 export const VM_NAME_CONFLICT_REASON = "VMNameConflict";
 
-/** A fleet as `namespace/name`. */
-export function fleetKey(cs: CocoonSet): string {
-  return `${cs.metadata.namespace ?? "default"}/${cs.metadata.name ?? ""}`;
-}
-
 /** The VM names the spec asks for: slots 0..replicas, then the toolboxes. */
-export function desiredVmNames(cs: CocoonSet): string[] {
+function desiredVmNames(cs: CocoonSet): string[] {
   return desiredVms(cs);
 }
 
@@ -39,7 +35,7 @@ export function desiredVmNames(cs: CocoonSet): string[] {
  * attribution). Evidence that the fleet holds a name, not just asks for it; its annotations
  * are no evidence (anyone who may edit the CocoonSet writes them).
  */
-export function usedVmNames(cs: CocoonSet): Set<string> {
+function usedVmNames(cs: CocoonSet): Set<string> {
   return new Set(recordedVms(attributedView(cs, [])));
 }
 

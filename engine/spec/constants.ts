@@ -124,9 +124,6 @@ export const LIFECYCLE_STATES = {
   failed: "failed",
 } as const;
 
-/** A lifecycle state. */
-export type LifecycleState = (typeof LIFECYCLE_STATES)[keyof typeof LIFECYCLE_STATES];
-
 /** Registry tags of a VM's snapshots (the repository is the VM name). */
 export const SNAPSHOT_TAGS = {
   /** Written by hibernation, read by wake and restore. */

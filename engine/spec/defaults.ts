@@ -11,7 +11,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Returns a deep copy of `value` with the defaults of `schema` filled in where a property is
  * absent (`undefined`); present values, `null` included, are kept as they are.
  */
-export function applySchemaDefaults(value: unknown, schema: SchemaNode): unknown {
+function applySchemaDefaults(value: unknown, schema: SchemaNode): unknown {
   if (Array.isArray(value)) {
     const items = schema.items;
     return value.map((v: unknown) => (items ? applySchemaDefaults(v, items) : structuredClone(v)));

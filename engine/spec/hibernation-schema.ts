@@ -29,21 +29,21 @@ export const HIBERNATION_API_VERSION = `${GROUP}/${VERSION}`;
 export const HIBERNATION_FINALIZER = "cocoonhibernation.cocoonset.cocoonstack.io/finalizer";
 
 /** What the user asks of the pod. */
-export const hibernationDesireSchema: SchemaNode = {
+const hibernationDesireSchema: SchemaNode = {
   type: "string",
   description: "Hibernate: snapshot the VM and stop it. Wake: boot it again from the snapshot.",
   enum: ["Hibernate", "Wake"],
 };
 
 /** Where the transition stands. */
-export const hibernationPhaseSchema: SchemaNode = {
+const hibernationPhaseSchema: SchemaNode = {
   type: "string",
   description: "Phase of the hibernate or wake transition.",
   enum: ["Pending", "Hibernating", "Hibernated", "Waking", "Active", "Failed"],
 };
 
 /** The pod a CocoonHibernation targets (same namespace). */
-export const hibernationPodRefSchema: SchemaNode = {
+const hibernationPodRefSchema: SchemaNode = {
   type: "object",
   description: "The target pod, in the CocoonHibernation's namespace.",
   required: ["name"],
@@ -59,7 +59,7 @@ export const hibernationPodRefSchema: SchemaNode = {
 };
 
 /** The spec. */
-export const hibernationSpecSchema: SchemaNode = {
+const hibernationSpecSchema: SchemaNode = {
   type: "object",
   description: "What to do with which pod.",
   required: ["podRef", "desire"],
@@ -70,7 +70,7 @@ export const hibernationSpecSchema: SchemaNode = {
 };
 
 /** The status. */
-export const hibernationStatusSchema: SchemaNode = {
+const hibernationStatusSchema: SchemaNode = {
   type: "object",
   description: "What the controller observed.",
   properties: {

@@ -49,7 +49,7 @@ export const LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?
  */
 export const QUANTITY_PATTERN = `^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,${QUANTITY_MAX_EXPONENT_DIGITS}})?$`;
 /** Largest quantity written as a JSON number: 2^53-1, the last integer a double holds exactly. */
-export const MAX_INTEGER_QUANTITY = Number.MAX_SAFE_INTEGER;
+const MAX_INTEGER_QUANTITY = Number.MAX_SAFE_INTEGER;
 /** The CEL rule bounding a quantity string's value (the pattern keeps `quantity()` cheap). */
 export const QUANTITY_BOUND_RULE =
   `type(self) != string || !self.matches(r'${QUANTITY_PATTERN}') || ` +
@@ -76,7 +76,7 @@ export const OPTIONAL_DNS_SUBDOMAIN_PATTERN = `^(${DNS_SUBDOMAIN_PATTERN.slice(1
 /** Longest name of an object the pods refer to (a DNS-1123 subdomain). */
 export const MAX_OBJECT_NAME_LENGTH = 253;
 /** Longest free-text string in the spec (image references, network names, VM ids). */
-export const MAX_TEXT_LENGTH = 4096;
+const MAX_TEXT_LENGTH = 4096;
 /** A name that parses as a (decimal) integer. */
 export const INTEGER_NAME_PATTERN = "^[0-9]+$";
 
@@ -85,7 +85,7 @@ export const DEFAULT_NODE_POOL = "default";
 /** Default snapshot policy. */
 export const DEFAULT_SNAPSHOT_POLICY = "always";
 /** Default hibernate policy. */
-export const DEFAULT_HIBERNATE_POLICY = "retain";
+const DEFAULT_HIBERNATE_POLICY = "retain";
 /** Default agent mode. */
 export const DEFAULT_AGENT_MODE = "clone";
 /** Default toolbox mode. */
@@ -95,7 +95,7 @@ export const DEFAULT_OS = "linux";
 /** Default hypervisor backend. */
 export const DEFAULT_BACKEND = "cloud-hypervisor";
 /** Default number of sub-agents. */
-export const DEFAULT_REPLICAS = 0;
+const DEFAULT_REPLICAS = 0;
 
 const string = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
   type: "string",
@@ -126,47 +126,46 @@ const quantity = (description: string): SchemaNode => ({
 });
 
 /** Snapshot policy values. */
-export const snapshotPolicySchema: SchemaNode = string(
+const snapshotPolicySchema: SchemaNode = string(
   "Which VMs get snapshots: every VM, only the main agent, or none.",
   { enum: ["always", "main-only", "never"] },
 );
 
 /** Hibernate policy values. */
-export const hibernatePolicySchema: SchemaNode = string(
+const hibernatePolicySchema: SchemaNode = string(
   "Whether a suspended fleet keeps (retain) or frees (release) its scheduling seat.",
   { enum: ["retain", "release"] },
 );
 
 /** Agent VM provisioning modes. */
-export const agentModeSchema: SchemaNode = string(
+const agentModeSchema: SchemaNode = string(
   "How agent VMs are provisioned: clone a snapshot or run the image fresh.",
   { enum: ["clone", "run"] },
 );
 
 /** Toolbox VM provisioning modes. */
-export const toolboxModeSchema: SchemaNode = string(
+const toolboxModeSchema: SchemaNode = string(
   "How the toolbox VM is provisioned: run the image, clone it, or adopt an existing (static) VM.",
   { enum: ["run", "clone", "static"] },
 );
 
 /** Guest operating systems. */
-export const osSchema: SchemaNode = string("Guest operating system family.", {
+const osSchema: SchemaNode = string("Guest operating system family.", {
   enum: ["linux", "windows", "android", "macos"],
 });
 
 /** Hypervisor backends. */
-export const backendSchema: SchemaNode = string("Hypervisor backend that runs the VM.", {
+const backendSchema: SchemaNode = string("Hypervisor backend that runs the VM.", {
   enum: ["cloud-hypervisor", "firecracker"],
 });
 
 /** Connection protocols. */
-export const connTypeSchema: SchemaNode = string(
-  "Connection protocol; inferred from the OS when unset.",
-  { enum: ["ssh", "rdp", "vnc", "adb"] },
-);
+const connTypeSchema: SchemaNode = string("Connection protocol; inferred from the OS when unset.", {
+  enum: ["ssh", "rdp", "vnc", "adb"],
+});
 
 /** Fleet phases reported in status. */
-export const phaseSchema: SchemaNode = string("Coarse state of the fleet.", {
+const phaseSchema: SchemaNode = string("Coarse state of the fleet.", {
   enum: [
     "Pending",
     "Running",
@@ -180,12 +179,12 @@ export const phaseSchema: SchemaNode = string("Coarse state of the fleet.", {
 });
 
 /** Condition status values. */
-export const conditionStatusSchema: SchemaNode = string("Status of the condition.", {
+const conditionStatusSchema: SchemaNode = string("Status of the condition.", {
   enum: ["True", "False", "Unknown"],
 });
 
 /** One resource claim of a container (core/v1 ResourceClaim). */
-export const resourceClaimSchema: SchemaNode = {
+const resourceClaimSchema: SchemaNode = {
   type: "object",
   description: "A dynamic resource claim the container uses.",
   required: ["name"],
@@ -200,10 +199,10 @@ export const resourceClaimSchema: SchemaNode = {
 };
 
 /** Most resources a limits or requests map names (bounds the CRD's CEL cost per map). */
-export const MAX_RESOURCES = 16;
+const MAX_RESOURCES = 16;
 
 /** Compute resources (core/v1 ResourceRequirements). */
-export const resourceRequirementsSchema: SchemaNode = {
+const resourceRequirementsSchema: SchemaNode = {
   type: "object",
   description: "Compute resources of the pod's container (core/v1 ResourceRequirements).",
   properties: {
@@ -230,7 +229,7 @@ export const resourceRequirementsSchema: SchemaNode = {
 };
 
 /** Reference to a ConfigMap whose keys become environment variables. */
-export const configMapEnvSourceSchema: SchemaNode = {
+const configMapEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "ConfigMap whose keys become environment variables.",
   properties: {
@@ -243,7 +242,7 @@ export const configMapEnvSourceSchema: SchemaNode = {
 };
 
 /** Reference to a Secret whose keys become environment variables. */
-export const secretEnvSourceSchema: SchemaNode = {
+const secretEnvSourceSchema: SchemaNode = {
   type: "object",
   description: "Secret whose keys become environment variables.",
   properties: {
@@ -256,7 +255,7 @@ export const secretEnvSourceSchema: SchemaNode = {
 };
 
 /** One envFrom source (core/v1 EnvFromSource). */
-export const envFromSourceSchema: SchemaNode = {
+const envFromSourceSchema: SchemaNode = {
   type: "object",
   description: "A source of environment variables (core/v1 EnvFromSource).",
   properties: {
@@ -269,7 +268,7 @@ export const envFromSourceSchema: SchemaNode = {
 };
 
 /** VM options shared by agents and toolboxes. */
-export const vmOptionsProperties: Record<string, SchemaNode> = {
+const vmOptionsProperties: Record<string, SchemaNode> = {
   os: { ...osSchema, default: DEFAULT_OS },
   backend: { ...backendSchema, default: DEFAULT_BACKEND },
   connType: connTypeSchema,
@@ -282,14 +281,14 @@ export const vmOptionsProperties: Record<string, SchemaNode> = {
 };
 
 /** The VM options as an object schema (used for the TypeScript type only). */
-export const vmOptionsSchema: SchemaNode = {
+const vmOptionsSchema: SchemaNode = {
   type: "object",
   description: "VM options shared by agents and toolboxes.",
   properties: vmOptionsProperties,
 };
 
 /** The agent section: the main agent plus `replicas` sub-agents forked from it. */
-export const agentSpecSchema: SchemaNode = {
+const agentSpecSchema: SchemaNode = {
   type: "object",
   description: "The main agent (slot 0) and its sub-agents (slots 1..replicas).",
   required: ["image"],
@@ -321,7 +320,7 @@ export const agentSpecSchema: SchemaNode = {
 };
 
 /** One toolbox: a named helper VM next to the agents. */
-export const toolboxSpecSchema: SchemaNode = {
+const toolboxSpecSchema: SchemaNode = {
   type: "object",
   description: "A named helper VM next to the agents.",
   required: ["name"],
@@ -420,7 +419,7 @@ export const cocoonSetSpecSchema: SchemaNode = {
 };
 
 /** Why a node refused an agent's pod, as its kubelet wrote it in the pod's status. */
-export const nodeRefusalSchema: SchemaNode = {
+const nodeRefusalSchema: SchemaNode = {
   type: "object",
   description:
     "Set while the agent's pod is one its node refused to admit (it never ran), as the node's kubelet wrote it in the pod's status; a sub-agent is rebuilt with backoff, then left in dead-letter.",
@@ -435,7 +434,7 @@ export const nodeRefusalSchema: SchemaNode = {
 };
 
 /** Observed state of one agent. */
-export const agentStatusSchema: SchemaNode = {
+const agentStatusSchema: SchemaNode = {
   type: "object",
   description: "Observed state of one agent.",
   required: ["slot", "role"],
@@ -453,7 +452,7 @@ export const agentStatusSchema: SchemaNode = {
 };
 
 /** Observed state of one toolbox. */
-export const toolboxStatusSchema: SchemaNode = {
+const toolboxStatusSchema: SchemaNode = {
   type: "object",
   description: "Observed state of one toolbox.",
   required: ["name"],
@@ -470,7 +469,7 @@ export const toolboxStatusSchema: SchemaNode = {
 };
 
 /** One VM the controller named for a member of the fleet (status.vms). */
-export const vmRecordSchema: SchemaNode = {
+const vmRecordSchema: SchemaNode = {
   type: "object",
   description:
     "A VM this CocoonSet named for one member, and the uid of the last pod it created for that member. Written only by the engine (the status subresource): what it believes about the fleet's pods and VMs (docs/security.md).",
@@ -513,7 +512,7 @@ export const conditionSchema: SchemaNode = {
 const count = (description: string): SchemaNode => ({ type: "integer", description, minimum: 0 });
 
 /** The observed state of a CocoonSet, written by the engine. */
-export const cocoonSetStatusSchema: SchemaNode = {
+const cocoonSetStatusSchema: SchemaNode = {
   type: "object",
   description: "Observed state of a CocoonSet.",
   required: ["readyAgents", "desiredAgents", "readyToolboxes", "desiredToolboxes"],

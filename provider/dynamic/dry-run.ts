@@ -6,7 +6,7 @@
  * a fleet.
  *
  * - The pods are the engine's own: its planner (and pod builder) is run pass after pass on a
- *   simulated copy of the fleet's live pods (fleet/preview.ts), so a new fleet's sub-agents,
+ *   simulated copy of the fleet's live pods (engine/execute/preview-creates.ts), so a new fleet's sub-agents,
  *   a scale-up's added slots and an image change's rebuilt pods are all sent.
  * - One dry run per pod shape: pods that differ only by their slot (name, slot label, VM
  *   name) share the answer of the first; at most `fanOut` dry runs are in flight.
@@ -89,7 +89,7 @@ export interface PreviewFindings {
 }
 
 /** The apiserver's answer to one dry-run create. */
-export type DryRunAnswer =
+type DryRunAnswer =
   /** Admitted: the pod as admission left it (defaults, mutations). */
   | { kind: "admitted"; pod: Pod }
   /** Refused, with the apiserver's message. */
@@ -103,7 +103,7 @@ function apiMessage(e: KubeApiError): string {
 }
 
 /** Sends one pod as a `dryRun=All` create. Errors that do not come from admission are thrown. */
-export async function dryRunCreate(client: KubeClient, pod: PodManifest): Promise<DryRunAnswer> {
+async function dryRunCreate(client: KubeClient, pod: PodManifest): Promise<DryRunAnswer> {
   try {
     const admitted = await client.create<Pod>(
       `${paths.pods(pod.metadata.namespace)}?dryRun=All`,
@@ -124,7 +124,7 @@ export async function dryRunCreate(client: KubeClient, pod: PodManifest): Promis
 const list = (slots: readonly string[]): string => slots.join(", ");
 
 /** The check failure of a shape the apiserver refused, naming the slot sent and the others. */
-export function refusalReason(group: ShapeGroup, message: string): string {
+function refusalReason(group: ShapeGroup, message: string): string {
   const [first, ...others] = group.creates;
   const alike =
     others.length === 0
@@ -134,7 +134,7 @@ export function refusalReason(group: ShapeGroup, message: string): string {
 }
 
 /** The check failure of a quota the new pods do not fit in, naming the slots refused. */
-export function quotaReason(namespace: string, o: QuotaOverflow): string {
+function quotaReason(namespace: string, o: QuotaOverflow): string {
   return `[slots.${o.refused[0]}] ResourceQuota ${o.quota} in namespace ${namespace} has ${o.resource} used ${o.used} of ${o.hard}, and the pods this deploy creates add ${o.added} (${o.slots.length === 1 ? "slot" : "slots"} ${list(o.slots)}): the apiserver would refuse the ${o.refused.length === 1 ? "create of slot" : "creates of slots"} ${list(o.refused)} (each pod's own dry run fits; together they do not)`;
 }
 
@@ -163,7 +163,7 @@ async function cocoonSetsServed(client: KubeClient, namespace: string): Promise<
 }
 
 /** The warning of a forecast that could not be made (said once per check). */
-export function forecastUnavailableWarning(why: string): string {
+function forecastUnavailableWarning(why: string): string {
   return `the capacity forecast was not made: the kubeconfig cannot list the cluster's nodes and the pods bound to them (${why}); \`pulumi up\` may create pods the nodes refuse. Grant list on nodes and pods cluster-wide, or set the Fleet's capacityCheck: "off"`;
 }
 

@@ -37,6 +37,7 @@ import { type CapacityCheck, dryRunRefusals } from "./dry-run.js";
 import { missingNamespaceReason } from "./namespace-check.js";
 import { fleetPreflight } from "./preflight.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
+import { UNKNOWN } from "./slots.js";
 import {
   CREATED_BY,
   deleteDecision,
@@ -47,9 +48,6 @@ import {
 } from "./ownership.js";
 
 export { CREATED_BY };
-
-/** The placeholder Pulumi sends for values not known during preview. */
-const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 /** Inputs of the Fleet's claim guard. */
 export interface FleetGuardInputs {

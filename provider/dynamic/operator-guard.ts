@@ -22,6 +22,7 @@ import { BrandedError } from "../../engine/kube/branded-error.js";
 import { missingKindReason, missingNamespaceReason, type RequiredKind } from "./namespace-check.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import { operatorPreflight } from "./preflight.js";
+import { UNKNOWN } from "./slots.js";
 import {
   collectionPath,
   CREATED_BY,
@@ -79,9 +80,6 @@ export interface OperatorGuardInputs {
 export type OperatorGuardOutputs = Omit<OperatorGuardInputs, "kubeconfig"> & {
   kubeconfig?: string;
 };
-
-/** The placeholder Pulumi sends for values not known during preview. */
-const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 /**
  * Guard `check`, run by `pulumi preview` and by `up` before any object of the Operator is

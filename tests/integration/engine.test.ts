@@ -22,12 +22,6 @@ import {
   type PassOptions,
 } from "../../engine/execute/index.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
-import {
-  PASS_ABORTED,
-  PassAborted,
-  PlanRefusal,
-  type PassResult,
-} from "../../engine/execute/pass.js";
 import type { PlanJSON } from "../../engine/plan/plan-render.js";
 import {
   FINALIZER,
@@ -52,6 +46,12 @@ import {
   withNamespace,
 } from "../support/cluster.js";
 import { serviceAccountClient } from "../support/service-account.js";
+import {
+  PASS_ABORTED,
+  PassAborted,
+  type PassResult,
+  PlanRefusal,
+} from "../../engine/execute/pass-result.js";
 
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const NAME_LABEL = "cocoonset.cocoonstack.io/name";

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { converge } from "../../engine/execute/index.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
-import type { PassResult } from "../../engine/execute/pass.js";
 import type { CocoonSet } from "../../engine/spec/index.js";
 import { KubeClient, paths, type KubeObject } from "../../engine/kube/index.js";
 import { release } from "../../engine/release/index.js";
 import { adminClient, isReady, withNamespace } from "../support/cluster.js";
 import { startFaultProxy, type FaultProxy } from "../support/fault-proxy.js";
+import { type PassResult } from "../../engine/execute/pass-result.js";
 
 const REPLICAS = 200;
 const NAME_LABEL = "cocoonset.cocoonstack.io/name";

@@ -13,15 +13,15 @@ import {
   wakePending,
 } from "../../../provider/dynamic/lifecycle-view.js";
 import { UNKNOWN } from "../../../provider/dynamic/slots.js";
-import {
-  isSuspendRegistrySilence,
-  refusalFailure,
-  StepFailure,
-} from "../../../engine/execute/pass.js";
 import { cocoonSetFrom, desiredSlots } from "../../../provider/dynamic/slot-view.js";
 import { planPass } from "../../../engine/planner/index.js";
 import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
 import { ANNOTATIONS, type CocoonSetSpec, type Pod } from "../../../engine/spec/index.js";
+import {
+  StepFailure,
+  isSuspendRegistrySilence,
+  refusalFailure,
+} from "../../../engine/execute/pass-result.js";
 
 const unknown = (v: unknown) => v === UNKNOWN;
 const spec = (suspend?: unknown): CocoonSetSpec =>

@@ -7,9 +7,9 @@ import {
   summarizeFailures,
 } from "../../../engine/plan/index.js";
 import { QUOTA_CONDITION, type FailedStep } from "../../../engine/plan/pass-report.js";
-import { rfc3339Seconds } from "../../../engine/plan/status.js";
 import type { CocoonSet } from "../../../engine/spec/index.js";
 import { NOW, cocoonSet, mainPod, subPod } from "./fixtures.js";
+import { rfc3339Seconds } from "../../../engine/kube/index.js";
 
 const QUOTA_MESSAGE =
   'POST /api/v1/namespaces/q/pods: HTTP 403 Forbidden: pods "demo-11" is forbidden: exceeded quota: pods-10, requested: pods=1, used: pods=10, limited: pods=10';

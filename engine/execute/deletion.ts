@@ -1,0 +1,241 @@
+/**
+ * Deletion of a CocoonSet: the owner release of its tree, the teardown of its VMs' snapshot
+ * tags, then its finalizer (`finalizeDeletion`); `deleteFleet` for a caller that deletes it.
+ * Behaviour: docs/behaviour.md §3.13.
+ */
+import {
+  deleteVmNamesStash,
+  hibernationsInFlight,
+  teardownTags,
+  teardownVmNames,
+} from "../snapshots/index.js";
+import {
+  attributedView,
+  standaloneCandidates,
+  standaloneHold,
+  type StandaloneHold,
+  vmsFreeToDrop as dropDecision,
+} from "../attribution/index.js";
+import { ANNOTATIONS, KIND, type CocoonSet, type Pod } from "../spec/index.js";
+import {
+  isNotFound,
+  PatchType,
+  paths,
+  waitForList,
+  waitForObject,
+  WaitTimeoutError,
+  type KubeClient,
+} from "../kube/index.js";
+import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
+import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
+import { removeFinalizer } from "./finalizer.js";
+import { errorMessage } from "../kube/branded-error.js";
+import { namespaceOf } from "../kube/objects.js";
+import {
+  listCocoonSetsVisible,
+  listFleetPods,
+  listHibernationsVisible,
+  podSelector,
+  readCocoonSet,
+} from "./pass-reads.js";
+import { createdRecords, forgetCreated } from "./created.js";
+
+/** Options of {@link finalizeDeletion}. */
+export interface FinalizeOptions {
+  /** Overall deadline of the release. @default 120000 */
+  timeoutMs?: number;
+  metrics?: ReleaseMetrics;
+  log?: (level: "info" | "warn" | "debug", msg: string, fields?: Record<string, unknown>) => void;
+  /** Release the tree's PersistentVolumeClaims too (the release option of that name). @default true */
+  pvcs?: boolean;
+  /**
+   * The snapshot registry: with it, once the pods are gone, the VMs' `:hibernate` tags and
+   * the `:latest` tags the snapshot policy does not keep are dropped. Without it the
+   * registry is left as it is.
+   */
+  registry?: SnapshotRegistry;
+}
+
+/** What {@link finalizeDeletion} did. */
+export interface FinalizeResult extends ReleaseResult {
+  /** Registry tags dropped and not dropped (only with a registry). */
+  snapshotTags?: { dropped: number; failed: number };
+}
+
+/**
+ * Releases everything the CocoonSet owns (its pods and, recursively, what they own), waits
+ * until it is gone, drops the VMs' snapshot tags when a registry is given, then removes the
+ * finalizer. The VM names are stashed on the CocoonSet before its pods go, so a run cut
+ * short between the two still finds them. A tag that cannot be dropped is logged and left:
+ * the finalizer does not wait on the registry.
+ */
+export async function finalizeDeletion(
+  client: KubeClient,
+  cs: CocoonSet,
+  opts: FinalizeOptions = {},
+): Promise<FinalizeResult> {
+  let vms: string[] = [];
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
+  if (opts.registry) {
+    await waitForHibernationsInFlight(client, cs, deadline, opts.log);
+    // The record, plus what this process created and has not recorded yet (pass.ts).
+    const pods = await listFleetPods(client, cs);
+    vms = teardownVmNames(attributedView(cs, pods, createdRecords(cs)), pods);
+    const stash = deleteVmNamesStash(cs, vms);
+    if (stash !== undefined) {
+      const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
+      try {
+        await client.patch(
+          path,
+          { metadata: { annotations: { [ANNOTATIONS.deleteVmNames]: stash } } },
+          PatchType.merge,
+        );
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+    }
+  }
+  const released: FinalizeResult = await release(
+    client,
+    { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
+    namespaceOf(cs),
+    {
+      timeoutMs: Math.max(1000, deadline - Date.now()),
+      metrics: opts.metrics,
+      log: opts.log,
+      pvcs: opts.pvcs,
+    },
+  );
+  if (opts.registry) {
+    const { drop, kept } = await vmsFreeToDrop(client, cs, vms);
+    for (const k of kept) {
+      opts.log?.("warn", "kept the snapshot tags of a VM name another fleet holds", {
+        vm: k.vm,
+        holders: k.holders.join(","),
+      });
+    }
+    const { dropped, failed } = await dropSnapshotTags(opts.registry, teardownTags(cs, drop));
+    for (const f of failed) {
+      opts.log?.("warn", "could not drop a snapshot tag; it is left in the registry", {
+        vm: f.tag.vm,
+        tag: f.tag.tag,
+        error: f.error,
+      });
+    }
+    released.snapshotTags = { dropped: dropped.length, failed: failed.length };
+  }
+  await removeFinalizer(client, cs);
+  forgetCreated(cs);
+  return released;
+}
+
+/** How long a deletion waits at most for the hibernations in flight before it goes on. */
+const TEARDOWN_HIBERNATION_WAIT_MS = 60_000;
+
+/**
+ * Waits (watch) until no pod of the fleet is hibernating (teardown.ts), at most
+ * {@link TEARDOWN_HIBERNATION_WAIT_MS} and never past `deadline`: a snapshot pushed after the
+ * tags were dropped would outlive the fleet. On timeout it goes on and says so.
+ */
+async function waitForHibernationsInFlight(
+  client: KubeClient,
+  cs: CocoonSet,
+  deadline: number,
+  log: FinalizeOptions["log"],
+): Promise<void> {
+  const ns = namespaceOf(cs);
+  const name = cs.metadata.name ?? "";
+  // Members as the engine recorded them (engine/attribution), the node agent's report of theirs.
+  const inFlight = (pods: readonly Pod[]) =>
+    hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
+  const first = inFlight(await listFleetPods(client, cs));
+  if (first.length === 0) return;
+  log?.("info", "waiting for the hibernations in flight before the deletion", {
+    pods: first.join(","),
+  });
+  try {
+    await waitForList<Pod>(client, paths.pods(ns), (items) => inFlight(items).length === 0, {
+      labelSelector: podSelector(name),
+      timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
+      description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
+    });
+  } catch (e) {
+    if (!(e instanceof WaitTimeoutError)) throw e;
+    log?.("warn", "hibernations still in flight; the deletion goes on and their tags may stay", {
+      pods: first.join(","),
+    });
+  }
+}
+
+/**
+ * The VMs whose tags the deletion may drop: those no one else holds (engine/attribution): no
+ * other live fleet recorded it, no CocoonHibernation recorded it, no standalone pod runs it
+ * under its own name. When the holders cannot be read, none: a tag left behind is better
+ * than another fleet's, namespace's or pod's lost.
+ */
+async function vmsFreeToDrop(
+  client: KubeClient,
+  cs: CocoonSet,
+  vms: readonly string[],
+): Promise<ReturnType<typeof dropDecision>> {
+  if (vms.length === 0) return { drop: [], kept: [] };
+  const ns = namespaceOf(cs);
+  try {
+    const fleets = await listCocoonSetsVisible(client, ns);
+    const hibernations = (await listHibernationsVisible(client, ns))
+      .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+      .map((h) => ({
+        namespace: namespaceOf(h),
+        name: h.metadata.name ?? "",
+        vm: h.status?.vmName ?? "",
+      }));
+    const standalone: StandaloneHold[] = [];
+    for (const vm of vms) {
+      for (const c of standaloneCandidates(vm)) {
+        const pod = await client.getOrUndefined<Pod>(paths.pod(c.namespace, c.name));
+        const hold = pod && standaloneHold(pod, fleets);
+        if (hold) standalone.push(hold);
+      }
+    }
+    return dropDecision(cs, vms, { fleets, hibernations, standalone });
+  } catch (e) {
+    return {
+      drop: [],
+      kept: vms.map((vm) => ({ vm, holders: [`unknown (${errorMessage(e)})`] })),
+    };
+  }
+}
+
+/**
+ * Deletes a CocoonSet and everything it owns, and returns once all of it is gone. Works
+ * whether or not a controller runs: the controller may do part of the work concurrently.
+ */
+export async function deleteFleet(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  opts: FinalizeOptions = {},
+): Promise<FinalizeResult | undefined> {
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
+  const cs = await readCocoonSet(client, namespace, name);
+  if (!cs) return undefined;
+  // Deleting first stops any controller from recreating pods while they are released.
+  await client.delete(paths.cocoonSet(namespace, name), {
+    propagationPolicy: "Background",
+    uid: cs.metadata.uid,
+  });
+  const released = await finalizeDeletion(client, cs, { ...opts, timeoutMs });
+  await waitForObject(
+    client,
+    paths.cocoonSets(namespace),
+    name,
+    (o) => o === undefined || o.metadata.uid !== cs.metadata.uid,
+    {
+      timeoutMs: Math.max(1000, deadline - Date.now()),
+      description: `CocoonSet ${namespace}/${name} to be gone`,
+    },
+  );
+  return released;
+}

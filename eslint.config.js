@@ -47,7 +47,6 @@ export default tseslint.config(
       "engine/lifecycle/slot-release.ts",
       "engine/plan/status.ts",
       "engine/planner/plan.ts",
-      "sdk/doctor/findings.ts",
       "sdk/fleet.ts",
       "sdk/operator-args.ts",
       "sdk/operator-objects.ts",

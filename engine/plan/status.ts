@@ -80,12 +80,12 @@ function connectionType(os: string | undefined, hasVNCPort: boolean, override?: 
  * failed. A VM whose lifecycle state is `failed` can sit in a pod that still reports Ready;
  * counting it would make the counts, the entries and the phase tell different stories.
  */
-function memberReady(pod: Pod): boolean {
+export function memberReady(pod: Pod): boolean {
   return isReady(pod) && !isTerminal(pod);
 }
 
 /** A member's phase as the status reports it: `Failed` once it is terminal, else the pod's. */
-function memberPhase(pod: Pod): string | undefined {
+export function memberPhase(pod: Pod): string | undefined {
   return isTerminal(pod) ? "Failed" : pod.status?.phase;
 }
 

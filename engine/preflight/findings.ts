@@ -123,13 +123,8 @@ export interface DoctorFacts {
   registry?: RegistryFact;
 }
 
-/**
- * The rights `pulumi up` and `pulumi destroy` of a Fleet in `namespace` use (the CocoonSet
- * through pulumi-kubernetes, then the engine's pass, preview's dry runs and forecast, and the
- * owner release), and those of an Operator in `operatorNamespace` (its CRDs, namespace,
- * ServiceAccount, RBAC and Deployment).
- */
-export function requiredAccess(namespace: string, operatorNamespace: string): AccessCheck[] {
+/** The rights `pulumi up` and `pulumi destroy` of a Fleet in `namespace` use. */
+function fleetAccess(namespace: string): AccessCheck[] {
   const fleet = (
     resource: string,
     verbs: string[],
@@ -147,22 +142,6 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       for: why,
       scope: "fleet",
       ...(destroyOnly.includes(verb) ? { destroyOnly: true } : {}),
-    }));
-  const operator = (
-    resource: string,
-    verbs: string[],
-    why: string,
-    group: string,
-    clusterScoped = false,
-  ): AccessCheck[] =>
-    verbs.map((verb) => ({
-      verb,
-      group,
-      resource,
-      ...(clusterScoped ? {} : { namespace: operatorNamespace }),
-      for: why,
-      scope: "operator",
-      ...(verb === "delete" ? { destroyOnly: true } : {}),
     }));
   return [
     ...fleet(
@@ -209,13 +188,28 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       "the pass reads the pods' hibernation requests",
       GROUP,
     ),
-    {
-      verb: "list",
-      group: "",
-      resource: "nodes",
-      for: "preview forecasts room on the nodes (capacityCheck) and makes no forecast without it",
-      scope: "forecast",
-    },
+  ];
+}
+
+/** The rights an Operator's deploy and destroy use, its objects in `operatorNamespace`. */
+function operatorAccess(operatorNamespace: string): AccessCheck[] {
+  const operator = (
+    resource: string,
+    verbs: string[],
+    why: string,
+    group: string,
+    clusterScoped = false,
+  ): AccessCheck[] =>
+    verbs.map((verb) => ({
+      verb,
+      group,
+      resource,
+      ...(clusterScoped ? {} : { namespace: operatorNamespace }),
+      for: why,
+      scope: "operator",
+      ...(verb === "delete" ? { destroyOnly: true } : {}),
+    }));
+  return [
     ...operator(
       "customresourcedefinitions",
       ["get", "create", "patch", "delete"],
@@ -257,6 +251,26 @@ export function requiredAccess(namespace: string, operatorNamespace: string): Ac
       "the controller Deployment (pulumi up awaits its rollout)",
       "apps",
     ),
+  ];
+}
+
+/**
+ * The rights `pulumi up` and `pulumi destroy` of a Fleet in `namespace` use (the CocoonSet
+ * through pulumi-kubernetes, then the engine's pass, preview's dry runs and forecast, and the
+ * owner release), and those of an Operator in `operatorNamespace` (its CRDs, namespace,
+ * ServiceAccount, RBAC and Deployment).
+ */
+export function requiredAccess(namespace: string, operatorNamespace: string): AccessCheck[] {
+  return [
+    ...fleetAccess(namespace),
+    {
+      verb: "list",
+      group: "",
+      resource: "nodes",
+      for: "preview forecasts room on the nodes (capacityCheck) and makes no forecast without it",
+      scope: "forecast",
+    },
+    ...operatorAccess(operatorNamespace),
   ];
 }
 

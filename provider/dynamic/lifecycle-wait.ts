@@ -37,7 +37,7 @@ import {
 const MAX_IDLE_MS = 5_000;
 
 /** Thrown when the fleet did not reach the phase `pulumi up` waits for in time. */
-class LifecycleTimeoutError extends BrandedError {
+export class LifecycleTimeoutError extends BrandedError {
   constructor(
     message: string,
     /** The pods still waited for. */
@@ -51,7 +51,7 @@ class LifecycleTimeoutError extends BrandedError {
  * Thrown when a suspend or a wake cannot finish: the CocoonSet is gone, the fleet is
  * Failed, or a pass failed for another reason than the registry's silence (`failures`).
  */
-class LifecycleFailedError extends BrandedError {
+export class LifecycleFailedError extends BrandedError {
   constructor(
     message: string,
     /** The pass failures that stopped the wait; empty when the fleet itself did. */

@@ -20,7 +20,7 @@ import { CONTROLLER_BUNDLE } from "../cli/launch.js";
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 /** The entry the bundle is built from, relative to the package root. */
-export const BUNDLE_SOURCE = "dist/controller/main.js";
+const BUNDLE_SOURCE = "dist/controller/main.js";
 
 /** Packages the controller loads lazily, outside the bundle: the image ships them as packages. */
 export const LAZY_PACKAGES = ["yaml"];

@@ -7,7 +7,7 @@ import { agentPodName, toolboxPodName } from "../pods/pod-builder.js";
 import type { CocoonSet } from "../spec/index.js";
 
 /** The Lease a member's activity is renewed on: its pod's name and this suffix. */
-export const ACTIVITY_LEASE_SUFFIX = "-activity";
+const ACTIVITY_LEASE_SUFFIX = "-activity";
 
 /** The name of the activity Lease of the member whose pod is `pod`. */
 export function activityLeaseName(pod: string): string {
@@ -21,7 +21,7 @@ export interface ActivityLease {
 }
 
 /** The members of a fleet by key (slot number or toolbox name), with their pods' names. */
-export function memberPods(cs: CocoonSet): { key: string; pod: string }[] {
+function memberPods(cs: CocoonSet): { key: string; pod: string }[] {
   const name = cs.metadata.name ?? "";
   const out: { key: string; pod: string }[] = [];
   for (let slot = 0; slot <= (cs.spec.agent?.replicas ?? 0); slot++)
@@ -46,11 +46,4 @@ export function leaseActivity(cs: CocoonSet, leases: readonly ActivityLease[]): 
     if (Number.isFinite(ms)) out.set(key, new Date(ms));
   }
   return out;
-}
-
-/** The later of a member's Lease renewal and the controller's own mark of it, if any. */
-export function lastActivityOf(lease: Date | undefined, mark: Date | undefined): Date | undefined {
-  if (!lease) return mark;
-  if (!mark) return lease;
-  return lease > mark ? lease : mark;
 }

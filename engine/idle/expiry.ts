@@ -3,7 +3,7 @@
 // already has. Behaviour: docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 
 /** The longest lead of the Expiring condition: an hour. */
-export const EXPIRING_LEAD_MAX_MS = 3_600_000;
+const EXPIRING_LEAD_MAX_MS = 3_600_000;
 
 /** spec.expiry with its duration parsed. */
 export interface ExpiryPolicy {

@@ -1,7 +1,5 @@
 /** The idle, expiry and hook policies (spec.idle, spec.expiry, spec.hooks), pure. Only what other layers use is exported here. */
 export {
-  fleetLastActivity,
-  isIdle,
   planIdle,
   type IdleDecision,
   type IdleFleetDecision,
@@ -23,11 +21,4 @@ export {
   type HookSubject,
   type HookVerdict,
 } from "./hooks.js";
-export {
-  ACTIVITY_LEASE_SUFFIX,
-  activityLeaseName,
-  lastActivityOf,
-  leaseActivity,
-  memberPods,
-  type ActivityLease,
-} from "./activity.js";
+export { activityLeaseName, leaseActivity, type ActivityLease } from "./activity.js";

@@ -73,7 +73,7 @@ function activityOf(m: IdleMember, now: Date): Date {
 }
 
 /** Whether the member has gone `afterMs` without activity at `now`. */
-export function isIdle(m: IdleMember, afterMs: number, now: Date): boolean {
+function isIdle(m: IdleMember, afterMs: number, now: Date): boolean {
   return now.getTime() - activityOf(m, now).getTime() >= afterMs;
 }
 
@@ -89,7 +89,7 @@ function wakeAll(input: IdleInput): IdleDecision {
 }
 
 /** The latest activity of any member (the fleet's), or undefined without members. */
-export function fleetLastActivity(members: readonly IdleMember[], now: Date): Date | undefined {
+function fleetLastActivity(members: readonly IdleMember[], now: Date): Date | undefined {
   let latest: Date | undefined;
   for (const m of members) {
     const a = activityOf(m, now);

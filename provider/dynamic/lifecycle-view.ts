@@ -163,7 +163,7 @@ export interface Readiness {
  * (a suspend, a CocoonHibernation) or the node agent's state `hibernating`/`hibernated`. Such a
  * member is not asked to run, so `up` does not wait for it.
  */
-export function hibernating(pod: Pod): boolean {
+function hibernating(pod: Pod): boolean {
   const state = pod.metadata?.annotations?.[ANNOTATIONS.lifecycleState];
   return (
     asksHibernate(pod) ||

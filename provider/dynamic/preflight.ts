@@ -72,7 +72,7 @@ export function fleetPreflight(
  * The rights an Operator's objects need: create, patch (server-side apply) and get of each
  * kind where it puts one, delete for its destroy.
  */
-export function objectAccess(objects: readonly ObjectRef[]): AccessCheck[] {
+function objectAccess(objects: readonly ObjectRef[]): AccessCheck[] {
   const seen = new Set<string>();
   const out: AccessCheck[] = [];
   for (const o of objects) {

@@ -12,17 +12,18 @@
 // run one at a time. Then the CRD is installed once and the other files run CONCURRENCY at a
 // time, each in its own namespaces.
 //
-// Two lanes, two clusters: the serial groups (they remove the CRD, or their Operators install
-// and delete it) and the differential tier (it swaps the CRD for the peer's) run on a second
-// cluster, beside the concurrent files of the integration and e2e tiers on the first, so that
-// waiting on one cluster's CRD never holds the other's tests (SECOND_LANE). With COCOONSET_TEST_CLUSTER_DIR (a cluster
-// the caller started) everything runs in one lane on that cluster, in tier order.
+// Three lanes, three clusters: the serial groups (they remove the CRD, or their Operators
+// install and delete it) and the differential tier (it swaps the CRD for the peer's) run on
+// the second and third clusters, beside the concurrent files of the integration and e2e tiers
+// on the first, so that waiting on one cluster's CRD never holds another's tests (LANE and
+// MOVED in test-groups.mjs). With COCOONSET_TEST_CLUSTER_DIR (a cluster the caller started)
+// everything runs in one lane on that cluster, in tier order.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
-import { CONCURRENCY, SECOND_LANE, SERIAL } from "./test-groups.mjs";
+import { CONCURRENCY, LANE, MOVED, SERIAL } from "./test-groups.mjs";
 
 const only = process.argv[2];
 const tiers = only ? [only] : ["unit", "integration", "differential", "e2e"];
@@ -107,20 +108,21 @@ async function checks(tag) {
 
 /**
  * The work of the cluster tiers as parts: a tier's serial group, then the CRD and its other
- * files. Each part knows whether it belongs to the second lane.
+ * files (some of them, MOVED, a part of their own). Each part knows its lane.
  */
 function partsOf(tier) {
   const files = testFiles(join("dist", "tests", tier));
   if (files.length === 0) throw new Error(`no ${tier} tests found`);
   const alone = SERIAL[tier] ?? {};
   const serial = files.filter((f) => Object.hasOwn(alone, basename(f)));
-  const rest = files.filter((f) => !serial.includes(f));
-  const second = SECOND_LANE[tier] ?? [];
+  const movedNames = MOVED[tier]?.files ?? [];
+  const moved = files.filter((f) => !serial.includes(f) && movedNames.includes(basename(f)));
+  const rest = files.filter((f) => !serial.includes(f) && !moved.includes(f));
+  const lane = LANE[tier] ?? { serial: 0, rest: 0 };
   const parts = [];
-  if (serial.length > 0)
-    parts.push({ tier, kind: "serial", files: serial, second: second.includes("serial") });
-  if (rest.length > 0)
-    parts.push({ tier, kind: "rest", files: rest, second: second.includes("rest") });
+  if (serial.length > 0) parts.push({ tier, kind: "serial", files: serial, lane: lane.serial });
+  if (rest.length > 0) parts.push({ tier, kind: "rest", files: rest, lane: lane.rest });
+  if (moved.length > 0) parts.push({ tier, kind: "rest", files: moved, lane: MOVED[tier].lane });
   return parts;
 }
 
@@ -215,13 +217,13 @@ try {
   process.exit(1);
 }
 const given = process.env.COCOONSET_TEST_CLUSTER_DIR;
-const lanes = given
-  ? [parts]
-  : [parts.filter((p) => !p.second), parts.filter((p) => p.second)].filter((l) => l.length > 0);
+const byLane = [];
+for (const part of parts) (byLane[given ? 0 : part.lane] ??= []).push(part);
+const lanes = byLane.filter((l) => l !== undefined && l.length > 0);
 const clusters = given
   ? [given]
   : lanes.map((_, i) => mkdtempSync(join(tmpdir(), `cocoonset-test-cluster-${i + 1}-`)));
-const tags = lanes.length > 1 ? lanes.map((_, i) => `${"AB"[i]}│ `) : [""];
+const tags = lanes.length > 1 ? lanes.map((_, i) => `${"ABC"[i]}│ `) : [""];
 
 let failed = false;
 try {

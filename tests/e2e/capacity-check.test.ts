@@ -16,22 +16,12 @@ import { LABELS } from "../../engine/spec/index.js";
 import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
 import { poolNode } from "../support/pool-node.js";
-import { programStack, repoRoot } from "../support/pulumi.js";
+import { programStack, repoRoot, failure } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "fleet");
 
 interface PodObject extends KubeObject {
   status?: { phase?: string; reason?: string };
-}
-
-/** The error text of a failed preview or up (the CLI's output is in the error's message). */
-async function failure(run: Promise<unknown>): Promise<string> {
-  try {
-    await run;
-  } catch (e) {
-    return String(e);
-  }
-  assert.fail("expected the command to fail");
 }
 
 test("capacityCheck: preview refuses a scale-up the node has no room for; off forecasts nothing; warn lets up go and the node refuses the pods", async (t) => {

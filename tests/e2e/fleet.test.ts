@@ -20,7 +20,7 @@ import {
 } from "../support/fleet-program.js";
 import { workerObjects } from "../support/language-program.js";
 import { poolNode, setAllocatable } from "../support/pool-node.js";
-import { programStack } from "../support/pulumi.js";
+import { programStack, failure } from "../support/pulumi.js";
 
 test("a slot pod deleted outside Pulumi shows in a refreshing preview and comes back on up; destroy releases the pods' Jobs and ConfigMaps before it returns", async (t) => {
   const client = adminClient();
@@ -120,16 +120,6 @@ interface PodObject extends KubeObject {
     phase?: string;
     conditions?: { type: string; status: string; lastTransitionTime?: string }[];
   };
-}
-
-/** The error text of a failed `up` (the CLI's output is in the error's message). */
-async function failure(run: Promise<unknown>): Promise<string> {
-  try {
-    await run;
-  } catch (e) {
-    return String(e);
-  }
-  assert.fail("expected the command to fail");
 }
 
 test("up returns only once every member is Ready (a toolbox held Pending until its node grows), with outputs that say Running; a timeout names the member and why; skipAwait returns at once and alone changes nothing", async (t) => {

@@ -13,7 +13,7 @@ import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { LABELS, ROLES } from "../../engine/spec/index.js";
 import { KubeApiError, paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
-import { programStack, repoRoot } from "../support/pulumi.js";
+import { programStack, repoRoot, failure } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "fleet");
 const VAP_API = "/apis/admissionregistration.k8s.io/v1";
@@ -27,16 +27,6 @@ async function podNames(ns: string): Promise<string[]> {
 }
 
 const fleetPods = (...slots: (number | string)[]) => slots.map((s) => `fleet-${s}`).sort();
-
-/** The error text of a failed preview or up (the CLI's output is in the error's message). */
-async function failure(run: Promise<unknown>): Promise<string> {
-  try {
-    await run;
-  } catch (e) {
-    return String(e);
-  }
-  assert.fail("expected the command to fail");
-}
 
 /** The refusals in a failure's output, each once, for the test's output. */
 const refusals = (text: string): string =>

@@ -12,7 +12,7 @@ import { CRD_NAME } from "../../engine/spec/index.js";
 import { paths, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix } from "../support/cluster.js";
 import { removeCrd } from "../support/crd.js";
-import { programStack, repoRoot } from "../support/pulumi.js";
+import { programStack, repoRoot, failure } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "options");
 const TRANSFORMED = "e2e.cocoonstack.io/transformed";
@@ -32,16 +32,6 @@ async function cleanOnFailure(stack: Stack, steps: () => Promise<void>): Promise
     await stack.destroy().catch(() => undefined);
     throw e;
   }
-}
-
-/** The message of a failed Automation API command (stdout and stderr). */
-async function failure(run: Promise<unknown>): Promise<string> {
-  try {
-    await run;
-  } catch (e) {
-    return String((e as Error).message);
-  }
-  assert.fail("the command was expected to fail");
 }
 
 test("Operator transforms, ignoreChanges [replicas], protect and retainOnDelete, through one stack's life", async (t: TestContext) => {

@@ -15,7 +15,7 @@ import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { LABELS, type CocoonSet } from "../../engine/spec/index.js";
 import { paths, waitForObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, withNamespace } from "../support/cluster.js";
-import { programStack, repoRoot } from "../support/pulumi.js";
+import { programStack, repoRoot, failure } from "../support/pulumi.js";
 
 const program = join(repoRoot, "tests", "e2e", "programs", "options");
 const TRANSFORMED = "e2e.cocoonstack.io/transformed";
@@ -54,16 +54,6 @@ async function cleanOnFailure(stack: Stack, steps: () => Promise<void>): Promise
     await stack.destroy().catch(() => undefined);
     throw e;
   }
-}
-
-/** The message of a failed Automation API command (stdout and stderr). */
-async function failure(run: Promise<unknown>): Promise<string> {
-  try {
-    await run;
-  } catch (e) {
-    return String((e as Error).message);
-  }
-  assert.fail("the command was expected to fail");
 }
 
 test("Fleet transforms, dependsOn and ignoreChanges [spec.agent.image]: the CocoonSet carries the transform's label, a namespace created by a dependency is there first, and a new image is ignored while a replica change goes through", async (t) => {

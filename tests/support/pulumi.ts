@@ -3,6 +3,7 @@
  * the Automation API with a local file backend in a temporary folder.
  */
 import { LocalWorkspace, type Stack } from "@pulumi/pulumi/automation/index.js";
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -115,4 +116,17 @@ export function scratchBackend(t: TestContext): Record<string, string> {
   const backend = join(scratch, "backend");
   mkdirSync(backend, { recursive: true });
   return pulumiEnv(join(scratch, "home"), backend, testKubeconfig());
+}
+
+/**
+ * The error text of a command that must fail (a preview or an up through the Automation API:
+ * the CLI's output is in the error's message); fails the test when it succeeds.
+ */
+export async function failure(run: Promise<unknown>): Promise<string> {
+  try {
+    await run;
+  } catch (e) {
+    return String(e);
+  }
+  assert.fail("expected the command to fail");
 }

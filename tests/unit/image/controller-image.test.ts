@@ -40,6 +40,44 @@ const pkg = JSON.parse(readFileSync(join(PACKAGE_ROOT, "package.json"), "utf8"))
 };
 const dockerfile = readFileSync(join(PACKAGE_ROOT, "controller", "Dockerfile"), "utf8");
 
+/**
+ * Runs `fn` with a module hook file that prints `LOADED <url>` on stderr for each file a Node
+ * process loads (given to it with `--import`); the hook's folder is removed after.
+ */
+function withLoadHook(fn: (hooks: string) => void): void {
+  const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
+  try {
+    const hooks = join(dir, "hooks.mjs");
+    writeFileSync(
+      hooks,
+      'import { registerHooks } from "node:module";\n' +
+        "registerHooks({ load(url, context, next) {\n" +
+        '  if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n");\n' +
+        "  return next(url, context);\n} });\n",
+    );
+    fn(hooks);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** `controller --help` run from `entry` under the hook: the files it loaded, after its checks. */
+function loadedByHelp(hooks: string, entry: string): string[] {
+  const r = spawnSync(
+    process.execPath,
+    ["--import", hooks, join(PACKAGE_ROOT, entry), "controller", "--help"],
+    {
+      encoding: "utf8",
+    },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /--leader-elect/);
+  return r.stderr
+    .split("\n")
+    .filter((l) => l.startsWith("LOADED "))
+    .map((l) => l.slice(7));
+}
+
 describe("the controller entry point's import graph", () => {
   it("reaches no Pulumi SDK, no TypeScript and only production dependencies", () => {
     const graph = importGraph(join(PACKAGE_ROOT, CONTROLLER_ENTRY));
@@ -83,27 +121,8 @@ describe("the controller entry point's import graph", () => {
   });
 
   it("loading it (controller --help) loads no module of @pulumi, typescript, client-node or the cluster code", () => {
-    const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
-    try {
-      const hooks = join(dir, "hooks.mjs");
-      writeFileSync(
-        hooks,
-        'import { registerHooks } from "node:module";\n' +
-          "registerHooks({ load(url, context, next) {\n" +
-          '  if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n");\n' +
-          "  return next(url, context);\n} });\n",
-      );
-      const r = spawnSync(
-        process.execPath,
-        ["--import", hooks, join(PACKAGE_ROOT, CONTROLLER_ENTRY), "controller", "--help"],
-        { encoding: "utf8" },
-      );
-      assert.equal(r.status, 0, r.stderr);
-      assert.match(r.stdout, /--leader-elect/);
-      const loaded = r.stderr
-        .split("\n")
-        .filter((l) => l.startsWith("LOADED "))
-        .map((l) => l.slice(7));
+    withLoadHook((hooks) => {
+      const loaded = loadedByHelp(hooks, CONTROLLER_ENTRY);
       assert.ok(loaded.length > 50, `${loaded.length} modules loaded`);
       const bad = loaded.filter((u) =>
         /\/node_modules\/(@pulumi\/|typescript\/|@kubernetes\/client-node\/)|\/dist\/(cluster|sdk|bench|tests)\//.test(
@@ -127,35 +146,14 @@ describe("the controller entry point's import graph", () => {
         { encoding: "utf8" },
       );
       assert.match(full.stderr, /LOADED file:.*\/node_modules\/@pulumi\/pulumi\//);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe("the controller's bundle", () => {
   it("is one module: `controller --help` from it loads no other project file and no package", () => {
-    const dir = mkdtempSync(join(tmpdir(), "cocoonset-hooks-"));
-    try {
-      const hooks = join(dir, "hooks.mjs");
-      writeFileSync(
-        hooks,
-        'import { registerHooks } from "node:module";\n' +
-          "registerHooks({ load(url, context, next) {\n" +
-          '  if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n");\n' +
-          "  return next(url, context);\n} });\n",
-      );
-      const r = spawnSync(
-        process.execPath,
-        ["--import", hooks, join(PACKAGE_ROOT, CONTROLLER_BUNDLE), "controller", "--help"],
-        { encoding: "utf8" },
-      );
-      assert.equal(r.status, 0, r.stderr);
-      assert.match(r.stdout, /--leader-elect/);
-      const loaded = r.stderr
-        .split("\n")
-        .filter((l) => l.startsWith("LOADED "))
-        .map((l) => l.slice(7));
+    withLoadHook((hooks) => {
+      const loaded = loadedByHelp(hooks, CONTROLLER_BUNDLE);
       assert.deepEqual(
         loaded.filter((u) => !u.endsWith(`/${CONTROLLER_BUNDLE}`)),
         [],
@@ -168,9 +166,7 @@ describe("the controller's bundle", () => {
       );
       for (const p of ["commander", "pino", "prom-client"])
         assert.match(licences, new RegExp(`^${p}@`, "m"), `${p}'s licence is listed`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 

@@ -30,10 +30,8 @@ export interface EventRecorderOptions {
   dedupWindowMs?: number;
 }
 
-/** Formats a time as a Kubernetes MicroTime (`2006-01-02T15:04:05.000000Z`). */
-export function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
-}
+import { microTime } from "../engine/kube/objects.js";
+export { microTime };
 
 /** Cuts a string to at most `max` UTF-8 bytes without splitting a character. */
 function truncateBytes(s: string, max: number): string {

@@ -5,13 +5,9 @@
  * what an agent, a sidecar or a gateway does with its own client (docs/lifecycle-design.md).
  */
 import { paths, type KubeClient } from "../kube/index.js";
+import { microTime } from "../kube/objects.js";
 import { activityLeaseName } from "../idle/index.js";
 import { LABELS } from "../spec/index.js";
-
-/** Kubernetes' MicroTime: RFC 3339 with microseconds. */
-function microTime(d: Date): string {
-  return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
-}
 
 /** Renews the activity Lease of each pod's member at `now`, as `holder`. */
 export async function markActivity(
@@ -29,7 +25,7 @@ export async function markActivity(
         apiVersion: "coordination.k8s.io/v1",
         kind: "Lease",
         metadata: { name, namespace, labels: { [LABELS.name]: cocoonSet } },
-        spec: { holderIdentity: holder, renewTime: microTime(now) },
+        spec: { holderIdentity: holder, renewTime: microTime(now.getTime()) },
       };
       return client.patch(
         `${paths.lease(namespace, name)}?fieldManager=${encodeURIComponent(holder)}&force=true`,

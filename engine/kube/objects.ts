@@ -49,3 +49,8 @@ export function keyOf(namespace: string | undefined, name: string): string {
 export function rfc3339Seconds(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 }
+
+/** Formats a time as a Kubernetes MicroTime (`2006-01-02T15:04:05.000000Z`). */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}

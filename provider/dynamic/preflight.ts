@@ -17,12 +17,10 @@ import {
 } from "../../engine/preflight/index.js";
 import type { AccessCheck } from "../../engine/preflight/findings.js";
 import type { CocoonSetSpec } from "../../engine/spec/index.js";
+import { DEFAULT_NODE_POOL } from "../../engine/spec/schema-source.js";
 import type { ObjectRef } from "./ownership.js";
 
 const NOTHING: DeployPreflight = { refusals: [], warnings: [] };
-
-/** The default pool, as the schema defaults spec.nodePool. */
-const DEFAULT_POOL = "default";
 
 async function withClient(
   kubeconfig: string,
@@ -59,7 +57,7 @@ export function fleetPreflight(
 ): Promise<DeployPreflight> {
   return withClient(kubeconfig, `the rights and nodes for ${namespace}`, async (client) => {
     const checks = requiredAccess(namespace, "").filter((c) => c.scope !== "operator");
-    const pools = spec ? [spec.nodePool ?? DEFAULT_POOL] : [];
+    const pools = spec ? [spec.nodePool || DEFAULT_NODE_POOL] : [];
     const [access, found] = await Promise.all([
       readAccess(client, checks),
       readPools(client, pools),

@@ -36,21 +36,12 @@ export default tseslint.config(
     ignores: [
       // still to split
       "controller/cocoonset-reconciler.ts",
-      "controller/metrics.ts",
-      "controller/session.ts",
-      "engine/capacity/forecast.ts",
       "engine/execute/pass-executor.ts",
-      "engine/execute/simulate.ts",
       "engine/hibernation/hibernation.ts",
-      "engine/kube/client.ts",
-      "engine/lifecycle/migrate.ts",
       "engine/lifecycle/slot-release.ts",
       "engine/plan/status.ts",
       "engine/planner/plan.ts",
       "sdk/fleet.ts",
-      "sdk/operator-args.ts",
-      "sdk/operator-objects.ts",
-      "sdk/operator.ts",
     ],
     rules: {
       "max-lines-per-function": ["error", { max: 80, skipBlankLines: true, skipComments: true }],

@@ -36,7 +36,7 @@ import { bundleController } from "../cluster/controller-bundle.js";
 import { imageEntrypoint } from "../cluster/image.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { isReady } from "../engine/pods/index.js";
-import { LABELS } from "../engine/spec/index.js";
+import { LABELS, shardBucketOf } from "../engine/spec/index.js";
 import { isGone, KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
 import {
   PEER_MODULE,
@@ -63,6 +63,7 @@ import {
   table,
   withCluster,
   type Child,
+  scrape,
 } from "./support.js";
 import {
   delta,
@@ -100,6 +101,8 @@ export const SETS = DEFAULT_WORKLOAD.sets;
 export const REPLICAS = DEFAULT_WORKLOAD.replicas;
 let SETTLE_MS = 10_000;
 let WINDOW_MS = 30_000;
+/** `--node-flags`: Node's flags for our controller instead of the image's ENTRYPOINT's. */
+let NODE_FLAGS: string[] | null = null;
 const FAILURE_TRIALS = 5;
 /** At most this many points of the Ready-pods timeline are kept per run. */
 const TIMELINE_POINTS = 200;
@@ -165,6 +168,8 @@ export interface SideFigures {
 /** One controller process: its shard, CPU seconds and RSS. */
 export interface ProcessFigures {
   shard: string;
+  /** RSS once ready, before the workload: the runtime's own start figure. */
+  startRssMiB?: number;
   cpuToConvergeS: number | null;
   cpuAfterConvergeS: number | null;
   rssMiB: number;
@@ -181,6 +186,9 @@ export interface ClusterProcessFigures {
   peakRssMiB: number;
 }
 
+/** Ours as `shards` processes. */
+type ShardedFigures = SideFigures & { shards: number };
+
 /** One workload's run: both sides' figures, or why a side has none. */
 interface WorkloadRun {
   workload: Workload;
@@ -188,8 +196,12 @@ interface WorkloadRun {
   oursMissing?: string;
   peer?: SideFigures;
   peerMissing?: string;
-  /** `--shards N`: ours again as N processes, `--shard I/N` each with leader election. */
-  sharded?: SideFigures & { shards: number };
+  /**
+   * `--shards N[,M…]`: ours again as N processes (then M…), `--shard I/N` each with leader
+   * election; `sharded` is the last (largest) count's, `shardedRuns` every count's.
+   */
+  sharded?: ShardedFigures;
+  shardedRuns?: ShardedFigures[];
   shardedMissing?: string;
   /** `--rounds N` above 1: each round's figures; `ours` and `peer` are then their medians. */
   oursRounds?: SideFigures[];
@@ -546,7 +558,8 @@ export async function measure(
   const cpus = () => children.map((c) => cpuSeconds(c.pid));
   const clusterCpus = () =>
     Object.fromEntries(Object.entries(clusterPids).map(([k, pid]) => [k, cpuSeconds(pid)]));
-  const startRss = sumOf(children.map((c) => rssKiB(c.pid)));
+  const startEach = children.map((c) => rssKiB(c.pid));
+  const startRss = sumOf(startEach);
   note(`${side}: ready; RSS right after start ${mib(startRss)} MiB; load ${loadAtStart.join(" ")}`);
   try {
     note(`${side}: creating ${w.sets} CocoonSets × ${w.replicas} sub-agents at once`);
@@ -571,7 +584,12 @@ export async function measure(
         admin.create(paths.cocoonSets(s.ns), {
           apiVersion: "cocoonset.cocoonstack.io/v1",
           kind: "CocoonSet",
-          metadata: { name: s.name, namespace: s.ns },
+          // Labelled with its shard bucket, as the Fleet writes it (the peer ignores it).
+          metadata: {
+            name: s.name,
+            namespace: s.ns,
+            labels: { [LABELS.shardBucket]: String(shardBucketOf(s.ns, s.name)) },
+          },
           spec: { agent: { replicas: w.replicas, image: IMAGE } },
         }),
       ),
@@ -653,6 +671,7 @@ export async function measure(
         : Math.round(xs.reduce<number>((a, x) => a + x!, 0) * 100) / 100;
     const processes: ProcessFigures[] = children.map((c, i) => ({
       shard: c.shard ?? "0/1",
+      startRssMiB: mib(startEach[i]),
       cpuToConvergeS: secs(cpu0[i], cpu1[i]),
       cpuAfterConvergeS: secs(cpu1[i], cpu2[i]),
       rssMiB: mib(rssEach[i]),
@@ -724,7 +743,7 @@ async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
   const child = startChild(
     process.execPath,
     [
-      ...image.nodeFlags,
+      ...(NODE_FLAGS ?? image.nodeFlags),
       image.script,
       "controller",
       "--kubeconfig",
@@ -737,20 +756,6 @@ async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
   return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });
-}
-
-/** The text of a metrics page, or null. */
-function scrape(url: string): Promise<string | null> {
-  return new Promise((resolve) => {
-    const req = get(url, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (body += d));
-      res.on("end", () => resolve(res.statusCode === 200 ? body : null));
-    });
-    req.on("error", () => resolve(null));
-    req.setTimeout(5000, () => req.destroy());
-  });
 }
 
 /**
@@ -767,7 +772,7 @@ function startSharded(shards: number) {
         const child = startChild(
           process.execPath,
           [
-            ...image.nodeFlags,
+            ...(NODE_FLAGS ?? image.nodeFlags),
             image.script,
             "controller",
             "--kubeconfig",
@@ -991,13 +996,14 @@ function workloadTable(r: WorkloadRun): string {
       : []),
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
-    ...(r.sharded || r.shardedMissing ? ["", shardedTable(r)] : []),
+    ...(r.shardedRuns ?? (r.sharded ? [r.sharded] : [])).flatMap((s) => ["", shardedTable(r, s)]),
+    ...(r.shardedMissing ? [`sharded missing: ${r.shardedMissing}`] : []),
   ].join("\n");
 }
 
 /** The printed table of a workload's sharded run against the one-process run. */
-function shardedTable(r: WorkloadRun): string {
-  const { ours: o, sharded: s, workload: w } = r;
+function shardedTable(r: WorkloadRun, s: ShardedFigures): string {
+  const { ours: o, workload: w } = r;
   const n = s?.shards ?? 0;
   const num = (f: SideFigures | undefined, get: Figure[3]) => (f ? get(f) : undefined);
   const rows = [
@@ -1009,16 +1015,15 @@ function shardedTable(r: WorkloadRun): string {
       ratio(num(s, get), num(o, get)),
     ]),
     ...(s?.processes ?? []).map((p) => [
-      `  shard ${p.shard}: CPU to converge / after (s), RSS (MiB)`,
+      `  shard ${p.shard}: CPU to converge / after (s), RSS (MiB), above its start`,
       "",
-      `${fmt(p.cpuToConvergeS, 2)} / ${fmt(p.cpuAfterConvergeS, 2)}, ${fmt(p.rssMiB, 1)}`,
+      `${fmt(p.cpuToConvergeS, 2)} / ${fmt(p.cpuAfterConvergeS, 2)}, ${fmt(p.rssMiB, 1)}, ${fmt(p.startRssMiB === undefined ? undefined : p.rssMiB - p.startRssMiB, 1)}`,
       "",
     ]),
   ];
   return [
     table(rows),
     `load average (1/5/15 min) at the start of the sharded run: ${s?.loadAtStart.join(" ") ?? "—"}`,
-    ...(r.shardedMissing ? [`sharded missing: ${r.shardedMissing}`] : []),
   ].join("\n");
 }
 
@@ -1027,7 +1032,7 @@ function options(): {
   workloads: Workload[];
   peer: boolean;
   ours: boolean;
-  shards: number;
+  shards: number[];
   rounds: number;
   name: string;
 } {
@@ -1041,6 +1046,7 @@ function options(): {
       "settle-seconds": { type: "string" },
       "window-seconds": { type: "string" },
       rounds: { type: "string" },
+      "node-flags": { type: "string" },
     },
   });
   const ids =
@@ -1056,9 +1062,11 @@ function options(): {
   SETTLE_MS = seconds(values["settle-seconds"], "settle-seconds", SETTLE_MS);
   WINDOW_MS = seconds(values["window-seconds"], "window-seconds", WINDOW_MS);
   if (WINDOW_MS === 0) throw new Error("--window-seconds must be more than 0");
-  const shards = Number(values.shards ?? 0);
-  if (!Number.isInteger(shards) || shards < 0 || shards === 1)
-    throw new Error("--shards must be a whole number of shards, 2 or more");
+  const nodeFlags = values["node-flags"] ?? process.env.COCOONSET_BENCH_NODE_FLAGS;
+  if (nodeFlags !== undefined) NODE_FLAGS = nodeFlags.split(/\s+/).filter(Boolean);
+  const shards = (values.shards ?? "").split(",").filter(Boolean).map(Number);
+  if (shards.some((n) => !Number.isInteger(n) || n < 2))
+    throw new Error("--shards must be whole numbers of shards, 2 or more, separated by commas");
   const rounds = Number(values.rounds ?? process.env.COCOONSET_BENCH_ROUNDS ?? 1);
   if (!Number.isInteger(rounds) || rounds < 1)
     throw new Error("--rounds must be a whole number of rounds, 1 or more");
@@ -1079,7 +1087,7 @@ async function main(): Promise<void> {
   const opts = options();
   const run = startRun(opts.name);
   // Ours runs as the image runs it: the bundle, built now from the compiled controller.
-  if (opts.ours || opts.shards) note(`bundled ${bundleController().file}`);
+  if (opts.ours || opts.shards.length) note(`bundled ${bundleController().file}`);
   const peer: Peer = opts.peer
     ? await ensurePeer(note)
     : { ok: false, reason: "not run (--no-peer or COCOONSET_BENCH_PEER=0)" };
@@ -1148,7 +1156,7 @@ async function main(): Promise<void> {
         oursMissing: r.oursMissing,
         peer: r.peer,
         peerMissing: r.peerMissing,
-        sharded: r.sharded,
+        shardedRuns: r.shardedRuns,
         shardedMissing: r.shardedMissing,
         oursRounds: r.oursRounds,
         peerRounds: r.peerRounds,
@@ -1166,7 +1174,7 @@ async function main(): Promise<void> {
           [
             ["ours", r.ours],
             ["peer", r.peer],
-            [`ours, ${r.sharded?.shards ?? 0} shards`, r.sharded],
+            ...(r.shardedRuns ?? []).map((f) => [`ours, ${f.shards} shards`, f] as const),
           ] as const
         ).flatMap(([series, f]) =>
           (f?.readyTimeline ?? []).map((p) => ({
@@ -1254,22 +1262,23 @@ async function main(): Promise<void> {
       r.ours = await oursSide("");
       await save();
     }
-    if (opts.shards > 1 && w.sets >= opts.shards) {
-      note(`workload ${w.id}: ours as ${opts.shards} shards`);
+    for (const shards of opts.shards.filter((n) => w.sets >= n)) {
+      note(`workload ${w.id}: ours as ${shards} shards`);
       try {
         r.sharded = {
           ...(await side(
-            `ours-${opts.shards}shards-${w.id}`,
+            `ours-${shards}shards-${w.id}`,
             async (admin) => {
               await ensureCrd(admin);
             },
-            startSharded(opts.shards),
+            startSharded(shards),
             w,
           )),
-          shards: opts.shards,
+          shards,
         };
+        (r.shardedRuns ??= []).push(r.sharded);
       } catch (e) {
-        r.shardedMissing = `the sharded run failed: ${(e as Error).message}`;
+        r.shardedMissing = `the ${shards}-shard run failed: ${(e as Error).message}`;
         note(r.shardedMissing);
       }
       await save();

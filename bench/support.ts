@@ -4,6 +4,7 @@
  * how and where a run was made (provenance) and the results file with its chart. Nothing
  * here measures anything.
  */
+import { get as httpGet } from "node:http";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
@@ -17,6 +18,7 @@ import {
   type BinaryName,
   type ClusterState,
 } from "../cluster/index.js";
+import type { KubeClient, ObjectLike } from "../engine/kube/client.js";
 import { renderSvg, type ChartSpec } from "./chart.js";
 
 /** A progress line on stderr (stdout carries the table). */
@@ -363,4 +365,62 @@ export function startChild(
   const remove = onInterrupt(() => stop(2000));
   void exited.then(remove);
   return { proc, pid: proc.pid ?? -1, tail: () => lines.join("\n"), stop, exited };
+}
+
+/** Follows a collection by watch and calls `check` on every change until it returns true. */
+export async function watchUntil<T extends ObjectLike>(
+  client: KubeClient,
+  path: string,
+  query: { labelSelector?: string; fieldSelector?: string },
+  check: (items: T[]) => boolean,
+  timeoutMs: number,
+  description: string,
+): Promise<void> {
+  const items = new Map<string, T>();
+  const list = await client.list<T>(path, query);
+  for (const o of list.items) items.set(o.metadata?.uid ?? "", o);
+  if (check([...items.values()])) return;
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  let rv = list.metadata.resourceVersion;
+  let done = false;
+  try {
+    while (!done && !ac.signal.aborted) {
+      try {
+        rv = await client.watch<T>(
+          path,
+          { ...query, resourceVersion: rv, timeoutSeconds: 60 },
+          (ev) => {
+            const uid = ev.object.metadata?.uid ?? "";
+            if (ev.type === "DELETED") items.delete(uid);
+            else if (ev.type === "ADDED" || ev.type === "MODIFIED") items.set(uid, ev.object);
+            else return false;
+            done = check([...items.values()]);
+            return done;
+          },
+          ac.signal,
+        );
+      } catch (e) {
+        if (ac.signal.aborted) break;
+        throw e;
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!done) throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
+}
+
+/** The text of an HTTP page (a metrics page), or null when it did not answer 200 in `timeoutMs`. */
+export function scrape(url: string, timeoutMs = 5000): Promise<string | null> {
+  return new Promise((resolve) => {
+    const req = httpGet(url, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (body += d));
+      res.on("end", () => resolve(res.statusCode === 200 ? body : null));
+    });
+    req.on("error", () => resolve(null));
+    req.setTimeout(timeoutMs, () => req.destroy());
+  });
 }

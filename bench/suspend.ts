@@ -31,7 +31,6 @@ import { ensureCrd } from "../engine/execute/install-crd.js";
 import { API_VERSION } from "../engine/kube/api-names.js";
 import { ANNOTATIONS, KIND, LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import { KubeClient, PatchType, paths } from "../engine/kube/index.js";
-import type { ObjectLike } from "../engine/kube/client.js";
 import { applyCrds, deleteCrd, ensurePeer, peerHelp, readCrds, type Peer } from "./peer.js";
 import {
   freePort,
@@ -41,6 +40,7 @@ import {
   startChild,
   startRun,
   table,
+  watchUntil,
   withCluster,
   type Child,
 } from "./support.js";
@@ -50,50 +50,6 @@ interface Round {
   suspendSimulatorMs: number;
   wakeMs: number;
   wakeSimulatorMs: number;
-}
-
-/** Follows a collection by watch and calls `check` on every change until it returns true. */
-async function watchUntil<T extends ObjectLike>(
-  client: KubeClient,
-  path: string,
-  query: { labelSelector?: string; fieldSelector?: string },
-  check: (items: T[]) => boolean,
-  timeoutMs: number,
-  description: string,
-): Promise<void> {
-  const items = new Map<string, T>();
-  const list = await client.list<T>(path, query);
-  for (const o of list.items) items.set(o.metadata?.uid ?? "", o);
-  if (check([...items.values()])) return;
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), timeoutMs);
-  let rv = list.metadata.resourceVersion;
-  let done = false;
-  try {
-    while (!done && !ac.signal.aborted) {
-      try {
-        rv = await client.watch<T>(
-          path,
-          { ...query, resourceVersion: rv, timeoutSeconds: 60 },
-          (ev) => {
-            const uid = ev.object.metadata?.uid ?? "";
-            if (ev.type === "DELETED") items.delete(uid);
-            else if (ev.type === "ADDED" || ev.type === "MODIFIED") items.set(uid, ev.object);
-            else return false;
-            done = check([...items.values()]);
-            return done;
-          },
-          ac.signal,
-        );
-      } catch (e) {
-        if (ac.signal.aborted) break;
-        throw e;
-      }
-    }
-  } finally {
-    clearTimeout(timer);
-  }
-  if (!done) throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
 }
 
 const annotationsOf = (p: Pod) => p.metadata?.annotations ?? {};

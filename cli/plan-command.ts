@@ -5,7 +5,8 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import { forecastLive, previewPlan } from "../engine/execute/index.js";
+import { forecastLive, previewPlan, readPolicyForecast } from "../engine/execute/index.js";
+import { policyForecastToJSON, renderPolicyForecast } from "../engine/idle/index.js";
 import { forecastToJSON, renderForecast } from "../engine/capacity/index.js";
 import { OciRegistry } from "../engine/registry/oci.js";
 import {
@@ -156,7 +157,7 @@ export function registerPlan(program: Command): void {
   const planCmd = program
     .command("plan")
     .description(
-      "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on, then the capacity forecast: per node that would receive pods, what is free, what the plan requests there and the slots the node would refuse (read-only)",
+      "show what the engine would do now if the CocoonSet in the file were applied: one line per slot that would be created, deleted, rebuilt, dead-lettered or waited on; with spec.idle or spec.expiry, which members the policy hibernates next and when the fleet is suspended or expires if nobody is active; then the capacity forecast: per node that would receive pods, what is free, what the plan requests there and the slots the node would refuse (read-only)",
     )
     .requiredOption("-f, --file <path>", "CocoonSet manifest (YAML, one document)");
   addClusterFlags(
@@ -220,10 +221,16 @@ export function registerPlan(program: Command): void {
             const plan = await previewPlan(client, cocoonSet, { exists, registry, nowMs });
             // Room on the nodes for the pods the deploy creates (docs/behaviour.md §8).
             const capacity = await forecastLive(client, cocoonSet, { exists, nowMs });
+            // What the idle and expiry policies do next if nobody is active (docs/lifecycle.md).
+            const policy = await readPolicyForecast(client, cocoonSet, {
+              exists,
+              now: new Date(nowMs),
+            });
             if (format)
               return printDocument(
                 {
                   ...planToJSON(plan),
+                  ...(policy ? { policy: policyForecastToJSON(policy) } : {}),
                   capacity:
                     "forecast" in capacity
                       ? forecastToJSON(capacity.forecast)
@@ -235,7 +242,13 @@ export function registerPlan(program: Command): void {
               "forecast" in capacity
                 ? renderForecast(capacity.forecast)
                 : `capacity forecast: not made (${capacity.unavailable})`;
-            process.stdout.write(renderPlan(plan) + "\n" + (table ? `\n${table}\n` : ""));
+            const policyLines = policy ? renderPolicyForecast(policy) : [];
+            process.stdout.write(
+              renderPlan(plan) +
+                "\n" +
+                (policyLines.length > 0 ? `\n${policyLines.join("\n")}\n` : "") +
+                (table ? `\n${table}\n` : ""),
+            );
           } catch (e) {
             if (KubeApiError.isInstance(e) && e.status === 0) {
               throw new CliError(`${e.message}; kubeconfig: ${client.source}`);

@@ -9,6 +9,7 @@ import { registerController } from "../controller/command.js";
 import { registerPlan } from "./plan-command.js";
 import { registerManifests } from "./manifests-command.js";
 import { registerDoctor } from "./doctor-command.js";
+import { registerWake } from "./wake-command.js";
 import {
   cocoonSetControllerDeps,
   reconcilerOptionsOf,
@@ -18,10 +19,11 @@ import {
 export function cocoonsetProgram(): Command {
   const program = newProgram(
     "cocoonset",
-    "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, release, reap, controller, manifests, doctor",
+    "Run fleets of AI agents (CocoonSets) on Kubernetes: plan, wake, release, reap, controller, manifests, doctor",
   );
   registerReleaseAndReap(program);
   registerPlan(program);
+  registerWake(program);
   registerManifests(program);
   registerDoctor(program);
   registerController(program, async ({ client, options }) =>

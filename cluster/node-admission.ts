@@ -150,11 +150,38 @@ export class KubeletAdmission {
           const admitted = this.podsOn(node).filter(
             (p) => p.metadata.uid !== pod.metadata.uid && this.holds(p),
           );
-          await this.decide(pod, admissionDecision(pod, nodeObj, admitted));
+          let decision = admissionDecision(pod, nodeObj, admitted);
+          // A refusal is final (the pod fails): confirm it on a fresh read of the node and its
+          // pods, as the caches may not show a patched allocatable or a pod that finished yet.
+          if (!decision.admit) decision = await this.confirmRefusal(pod, node, decision);
+          await this.decide(pod, decision);
         }
       }
     } finally {
       this.busy.delete(node);
+    }
+  }
+
+  /** The decision again from fresh reads; the cached one when a read fails. */
+  private async confirmRefusal(
+    pod: AdmissionPod,
+    node: string,
+    cached: AdmissionDecision,
+  ): Promise<AdmissionDecision> {
+    try {
+      const [nodeObj, pods] = await Promise.all([
+        this.o.client.get<AdmissionNode>(`${paths.nodes()}/${node}`),
+        this.o.client.list<AdmissionPod>(paths.allPods(), {
+          fieldSelector: `spec.nodeName=${node}`,
+        }),
+      ]);
+      const admitted = pods.items.filter(
+        (p) => p.metadata.uid !== pod.metadata.uid && this.holds(p),
+      );
+      return admissionDecision(pod, nodeObj, admitted);
+    } catch (e) {
+      this.o.log(`${node}: fresh read for a refusal failed (${errorMessage(e)})`);
+      return cached;
     }
   }
 

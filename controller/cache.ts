@@ -24,12 +24,38 @@ export interface Kind {
   path(namespace: string | undefined): string;
   labelSelector?: string;
   /**
+   * Its objects carry the fleet's shard bucket label (`LABELS.shardBucket`): a shard's
+   * informers of the kind select only its own buckets (controller/shard.ts).
+   */
+  sharded?: boolean;
+  /**
+   * A sharded kind whose bucket is that of its own `namespace/name` (CocoonSets), not read
+   * from its label: a shard reconciles only the objects of its buckets by name, and one whose
+   * label says otherwise is relabelled by the shard that holds it. @default false
+   */
+  bucketFromName?: boolean;
+  /**
+   * Watched only by a sharded process (whose cache of the full kind holds its own buckets):
+   * an unsharded process's cache of this kind stays empty. @default false
+   */
+  shardedOnly?: boolean;
+  /** Only the objects' metadata is listed and watched (PartialObjectMetadata). @default false */
+  metadataOnly?: boolean;
+  /**
    * What of each object is kept, applied before it is cached or handed to a handler.
    * @default {@link trimForCache}
    */
   transform?: <U extends KubeObject>(obj: U) => U;
   /** Named index functions. */
   indexes?: Record<string, IndexFunc>;
+  /**
+   * The account may lack the right to watch the kind (nodes, under a namespaced Role): a
+   * refusal (403) stops its informer, the cache counts it synced, and its readers read
+   * afresh instead. @default false
+   */
+  optional?: boolean;
+  /** The kind has no namespace (nodes): one informer, whatever the watched namespaces. */
+  clusterScoped?: boolean;
 }
 
 /** One index: the cache keys (`namespace/name`) filed under each value, and each key's values. */
@@ -80,11 +106,13 @@ export class KindCache {
    * @param informers one per watched scope (not started yet, or started: the indexes are
    *   filled from what they already hold)
    * @param clusterWide whether they watch every namespace
+   * @param selected whether they select a shard's buckets (they hold only its share)
    */
   constructor(
     readonly informers: readonly InformerLike[],
     readonly clusterWide = false,
     indexes: Record<string, IndexFunc> = {},
+    readonly selected = false,
   ) {
     for (const [name, fn] of Object.entries(indexes)) this.indexes.set(name, new Index(fn));
     // Registered before any other handler: the indexes see each event first.
@@ -154,21 +182,31 @@ export class SharedCache implements CacheReader {
   constructor(
     kinds: readonly Kind[],
     scopes: readonly (string | undefined)[],
-    deps: { client: KubeClient; log?: Logger },
+    deps: { client: KubeClient; log?: Logger; bucketSelector?: string },
   ) {
     for (const kind of mergeKinds(kinds)) {
-      const informers = scopes.map(
+      const selected = !!kind.sharded && !!deps.bucketSelector;
+      const selectors = [kind.labelSelector, selected ? deps.bucketSelector : undefined];
+      const labelSelector = selectors.filter((x) => x).join(",") || undefined;
+      const own = kind.clusterScoped ? [undefined] : scopes;
+      const watched = !kind.shardedOnly || !!deps.bucketSelector;
+      const informers = (watched ? own : []).map(
         (ns) =>
           new Informer({
             client: deps.client,
             path: kind.path(ns),
-            labelSelector: kind.labelSelector,
+            labelSelector,
+            metadataOnly: kind.metadataOnly,
             transform: kind.transform,
             log: deps.log,
+            optional: kind.optional,
           }),
       );
       this.all.push(...informers);
-      this.kinds.set(kind.name, new KindCache(informers, scopes[0] === undefined, kind.indexes));
+      this.kinds.set(
+        kind.name,
+        new KindCache(informers, own[0] === undefined, kind.indexes, selected),
+      );
     }
   }
 
@@ -189,13 +227,14 @@ export class SharedCache implements CacheReader {
     for (const i of this.informers()) i.start();
   }
 
-  /** Resolves once every informer has listed (or stopped). */
+  /** Resolves once every informer has listed (or stopped, or was refused an optional kind). */
   async waitForSync(): Promise<void> {
     await Promise.all(this.informers().map((i) => i.waitForSync()));
   }
 
+  /** True once every informer has listed, or was refused an optional kind. */
   synced(): boolean {
-    return this.informers().every((i) => i.hasSynced());
+    return this.informers().every((i) => i.hasSynced() || i.wasRefused());
   }
 
   async stop(): Promise<void> {
@@ -219,7 +258,13 @@ export function mergeKinds(kinds: readonly Kind[]): Kind[] {
     if (
       seen.path("x") !== k.path("x") ||
       seen.labelSelector !== k.labelSelector ||
-      seen.transform !== k.transform
+      !seen.sharded !== !k.sharded ||
+      !seen.shardedOnly !== !k.shardedOnly ||
+      !seen.bucketFromName !== !k.bucketFromName ||
+      !seen.metadataOnly !== !k.metadataOnly ||
+      seen.transform !== k.transform ||
+      seen.optional !== k.optional ||
+      seen.clusterScoped !== k.clusterScoped
     )
       throw new Error(`two different watches are named ${k.name}`);
     seen.indexes = { ...seen.indexes, ...k.indexes };

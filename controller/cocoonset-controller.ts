@@ -25,8 +25,10 @@ import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonse
 import type { Kind } from "./cache.js";
 import { CocoonSetMetrics, registerRegistryMetrics } from "./cocoonset-metrics.js";
 import { FleetCache, FLEET_POD_INDEXES } from "./fleet-cache.js";
-import { trimPodForCache } from "./informer.js";
-import { hibernationController } from "./hibernation-controller.js";
+import { activityLeases, idleHibernations, IdleReads } from "./idle-activity.js";
+import { keepNameOnly, trimPodForCache } from "./informer.js";
+import { hibernationController, hibernationKind } from "./hibernation-controller.js";
+import { nodeKind } from "./node-kind.js";
 import { HibernationReconciler } from "./hibernation-reconciler.js";
 import type { CheckResult } from "./health.js";
 import { logWithFields } from "./logger.js";
@@ -43,8 +45,12 @@ import type {
 } from "./types.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
 
-/** Long-lived watches per watched namespace (or per cluster): CocoonSets, pods, CocoonHibernations. */
-export const WATCHES_PER_SCOPE = 3;
+/**
+ * Long-lived watches per watched namespace (or per cluster): CocoonSets, pods,
+ * CocoonHibernations, activity Leases; the shard labeller's of the CocoonSets, pods and
+ * CocoonHibernations without a bucket; and, sharded, every CocoonSet's name.
+ */
+export const WATCHES_PER_SCOPE = 8;
 /** Sockets left for requests beside the watches (the KubeClient's default pool size). */
 export const REQUEST_SOCKETS = 32;
 
@@ -147,6 +153,8 @@ export interface ControllerDeps {
   cache?: FleetCache;
   /** The guarded snapshot registry: its series and its `/readyz/registry` check. */
   registry?: GuardedRegistry;
+  /** The idle step's reads of activity Leases and CocoonHibernations (the session's cache feeds it). */
+  idle?: IdleReads;
 }
 
 /**
@@ -236,10 +244,12 @@ export function cocoonSetControllerDeps(
   opts: CocoonSetReconcilerOptions = {},
 ): ControllerDeps {
   const cache = opts.cache ?? new FleetCache(client, { now: opts.now });
+  const idle = opts.idle ?? new IdleReads(client);
   return {
     cache,
+    idle,
     registry: opts.registry instanceof GuardedRegistry ? opts.registry : undefined,
-    reconciler: new CocoonSetReconciler(client, { ...opts, cache }),
+    reconciler: new CocoonSetReconciler(client, { ...opts, cache, idle }),
     hibernation: new HibernationReconciler(client, {
       registry: opts.registry,
       hibernateTimeoutMs: opts.hibernateTimeoutMs,
@@ -254,14 +264,36 @@ export function cocoonSetControllerDeps(
   };
 }
 
-/** The CocoonSets the cache watches. */
-export const cocoonSetKind: Kind = { name: "cocoonsets", path: (ns) => paths.cocoonSets(ns) };
+/**
+ * The CocoonSets the cache watches: a shard's, selected by the bucket label (the Fleet sets
+ * it; the shard labeller labels those written without it); its bucket is its own name's.
+ */
+export const cocoonSetKind: Kind = {
+  name: "cocoonsets",
+  path: (ns) => paths.cocoonSets(ns),
+  sharded: true,
+  bucketFromName: true,
+};
+
+/**
+ * A sharded process's list of every CocoonSet by name, metadata only (its cache of
+ * {@link cocoonSetKind} holds only its buckets): whose VM names may collide with a fleet's
+ * (fleet-cache.ts) and which namespaces the periodic tasks visit.
+ */
+export const cocoonSetNamesKind: Kind = {
+  name: "cocoonset-names",
+  path: (ns) => paths.cocoonSets(ns),
+  shardedOnly: true,
+  metadataOnly: true,
+  transform: keepNameOnly,
+};
 
 /** The managed pods the cache watches, indexed by their CocoonSet (`FLEET_POD_INDEXES`). */
 export const podKind: Kind = {
   name: "pods",
   path: (ns) => (ns === undefined ? "/api/v1/pods" : paths.pods(ns)),
   labelSelector: MANAGED_POD_SELECTOR,
+  sharded: true,
   // Held trimmed to what the engine reads: the fleets' pods are most of the controller's memory.
   transform: trimPodForCache,
   indexes: FLEET_POD_INDEXES,
@@ -299,16 +331,27 @@ export function cocoonSetController(
     name: "cocoonset",
     for: cocoonSetKind,
     updateMatters: cocoonSetChangeMatters,
-    watches: [ownedPods],
+    // The activity Leases and the idle policy's CocoonHibernations enqueue their fleet.
+    watches: [ownedPods, activityLeases, idleHibernations],
+    // A pass reads the CocoonHibernations, the nodes and (sharded) every fleet's name too.
+    reads: [hibernationKind, nodeKind, cocoonSetNamesKind],
     reconciler: deps.reconciler,
     metrics: (registry) => {
       if (deps.registry) registerRegistryMetrics(registry, deps.registry);
       return new CocoonSetMetrics(registry);
     },
     checks: deps.registry ? { registry: registryCheck(deps.registry) } : undefined,
-    attach: cache
-      ? (shared) => cache.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name))
-      : undefined,
+    attach:
+      cache || deps.idle
+        ? (shared) => {
+            cache?.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name), {
+              hibernations: shared.kind(hibernationKind.name),
+              nodes: shared.kind(nodeKind.name),
+              names: shared.kind(cocoonSetNamesKind.name),
+            });
+            deps.idle?.attach(shared);
+          }
+        : undefined,
     ready: (client, log) => checkCrd(client, log),
     readyPending: `checking CRD ${COCOONSET_CRD_NAME}`,
     notReadyMessage: "CocoonSet CRD not available; not ready",

@@ -11,6 +11,9 @@ import type { ControllerMetrics, HibernationMetrics } from "./types.js";
 
 /** The CocoonSet controller's series; what its reconciles and its reaper record. */
 export class CocoonSetMetrics implements ControllerMetrics {
+  private readonly idleHibernations: Counter<"namespace" | "cocoonset">;
+  private readonly idleHibernatedGauge: Gauge<"namespace" | "cocoonset">;
+  private readonly wakesOnDemand: Counter<"namespace" | "cocoonset">;
   private readonly rebuilds: Counter<"namespace" | "cocoonset">;
   private readonly deadLetters: Counter<"namespace" | "cocoonset">;
   private readonly reaped: Counter<"kind" | "reason">;
@@ -63,6 +66,39 @@ export class CocoonSetMetrics implements ControllerMetrics {
       labelNames: ["namespace", "cocoonset"],
       registers,
     });
+    this.idleHibernations = new Counter({
+      name: METRIC_NAMES.idleHibernations,
+      help: "Members the idle policy hibernated after `spec.idle.after` without activity",
+      labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
+    this.idleHibernatedGauge = new Gauge({
+      name: METRIC_NAMES.idleHibernatedMembers,
+      help: "Members the idle policy holds hibernated, as its last pass of the fleet saw them",
+      labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
+    this.wakesOnDemand = new Counter({
+      name: METRIC_NAMES.wakesOnDemand,
+      help: "Idle-hibernated members and idle-suspended fleets woken by activity",
+      labelNames: ["namespace", "cocoonset"],
+      registers,
+    });
+  }
+
+  /** {@inheritDoc ControllerMetrics.idleHibernated} */
+  idleHibernated(namespace: string, cocoonset: string, n: number): void {
+    this.idleHibernations.inc({ namespace, cocoonset }, n);
+  }
+
+  /** {@inheritDoc ControllerMetrics.wokenOnDemand} */
+  wokenOnDemand(namespace: string, cocoonset: string, n: number): void {
+    this.wakesOnDemand.inc({ namespace, cocoonset }, n);
+  }
+
+  /** {@inheritDoc ControllerMetrics.idleHibernatedMembers} */
+  idleHibernatedMembers(namespace: string, cocoonset: string, n: number): void {
+    this.idleHibernatedGauge.set({ namespace, cocoonset }, n);
   }
 
   /** {@inheritDoc ControllerMetrics.rebuild} */

@@ -1,10 +1,10 @@
 /**
  * The CocoonSet reconciler: the engine's pass (the same functions `pulumi up` runs) inside
- * the controller runtime, plus the finalizer and deletion. Events, metrics and logs go
+ * the controller runtime (its plan adds the finalizer), plus the deletion. Events, metrics and logs go
  * through the runtime's context.
  */
 import {
-  ensureFinalizer,
+  freshReader,
   finalizeDeletion,
   PassError,
   passFailureSummary,
@@ -18,8 +18,10 @@ import {
 } from "../engine/execute/index.js";
 import { EVENT_REASONS, FINALIZER, PLAN_METRICS, type CocoonSet } from "../engine/spec/index.js";
 import { GuardedRegistry } from "../engine/registry/guard.js";
-import { KubeApiError, type KubeClient } from "../engine/kube/index.js";
+import type { KubeClient } from "../engine/kube/index.js";
 import type { FleetCache } from "./fleet-cache.js";
+import { runIdle, type IdleReads } from "./idle-activity.js";
+import { idleStepApplies } from "../engine/idle/index.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,
@@ -50,6 +52,11 @@ export interface CocoonSetReconcilerOptions {
    * until they are synced (or without them) the pass reads the apiserver afresh.
    */
   cache?: FleetCache;
+  /**
+   * The reads of the idle and expiry policies (spec.idle, spec.expiry); with them, a fleet with
+   * a policy runs the idle step before its pass (controller/idle-activity.ts).
+   */
+  idle?: IdleReads;
 }
 
 function hooksFor(ctx: ReconcileContext<ControllerMetrics>): EngineHooks {
@@ -157,10 +164,10 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       own.cs.metadata.uid === cached.metadata.uid &&
       (own.cached === version || isNewer(own.cs.metadata.resourceVersion, version))
     )
-      return { cs: structuredClone(own.cs), cached: version };
+      return { cs: own.cs, cached: version };
     this.written.delete(fleet);
-    // A copy: the pass must not change the cache's object.
-    return { cs: structuredClone(cached), cached: version };
+    // The cache's object itself, frozen (FleetCache): a pass never changes what it planned from.
+    return { cs: cached, cached: version };
   }
 
   async reconcile(
@@ -189,18 +196,29 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       ctx.log.info({ released }, "released the CocoonSet's tree and removed the finalizer");
       return DONE;
     }
-    try {
-      cs = await ensureFinalizer(this.client, cs);
-    } catch (e) {
-      // The cached copy was behind (the patch's test failed, 422, or 409): read it fresh.
-      const overtaken = KubeApiError.isInstance(e) && (e.status === 422 || e.status === 409);
-      if (!cache || read.fresh || !overtaken) throw e;
-      this.overtaken(fleet, cs, read.cached);
-      ctx.log.debug({}, "the cached CocoonSet was behind when adding the finalizer");
-      return requeueAfter(STALE_RECHECK_MS);
-    }
     const readVersion = cs.metadata.resourceVersion;
     const hooks = hooksFor(ctx);
+    // The idle and expiry policies first: the pass plans from the effective suspend they record.
+    let idleRequeueAtMs: number | undefined;
+    if (this.opts.idle && idleStepApplies(cs)) {
+      const pods = await (cache?.reads ?? freshReader(this.client)).fleetPods(cs);
+      const idle = await runIdle(
+        this.client,
+        this.opts.idle,
+        cs,
+        pods,
+        this.nowMs(),
+        hooks,
+        ctx.metrics,
+      );
+      if (idle.deleted) return DONE;
+      if (idle.overtaken) {
+        if (cache && !read.fresh) this.overtaken(fleet, cs, read.cached);
+        return requeueAfter(cache ? STALE_RECHECK_MS : 0);
+      }
+      cs = idle.cocoonSet;
+      idleRequeueAtMs = idle.requeueAtMs;
+    }
     if (cache) {
       hooks.podWritten = (kind, pod) => {
         if (kind === "create") cache.expectCreated(fleet, pod);
@@ -222,6 +240,9 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       }),
       createLogs: this.createLogs,
       registry: this.opts.registry,
+      // The plan's setup adds it when missing; a cached copy another writer overtook fails its
+      // patch's test (422) and counts as overtaken, as a history write's 409 does.
+      finalizer: FINALIZER,
       // Shutdown: once the grace period is over, the pass stops starting new actions.
       signal: ctx.signal,
     });
@@ -259,7 +280,11 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       // One bounded line however many steps failed (the runtime logs it once per pass).
       throw new PassError(passFailureSummary(result), result);
     }
-    return result.requeueAfterMs === undefined ? DONE : requeueAfter(result.requeueAfterMs);
+    // The policies' next check, timed from now (after the pass) rather than from the read.
+    const idleRequeueMs =
+      idleRequeueAtMs === undefined ? undefined : Math.max(0, idleRequeueAtMs - this.nowMs());
+    const requeue = [result.requeueAfterMs, idleRequeueMs].filter((ms) => ms !== undefined);
+    return requeue.length === 0 ? DONE : requeueAfter(Math.min(...requeue));
   }
 }
 

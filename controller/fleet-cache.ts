@@ -13,14 +13,25 @@
  * reads that name afresh (as the fresh read does) and plans the slot as blocked until the
  * name is free (docs/behaviour.md §3.21).
  *
- * Still read from the apiserver: the names remembered as held, the CocoonSets a VM name may collide with when the
- * controller watches only some namespaces, the CocoonHibernations, the migration target's
- * node and the main agent's node before sub-agents are created next to it (asked only when a
- * pass needs them).
+ * The CocoonHibernations come from the cache the CocoonHibernation controller shares, and the
+ * nodes (a migration's target, the main agent's node before sub-agents are placed next to it)
+ * from a node informer, so a converged fleet's pass asks the apiserver nothing even while it
+ * carries a CocoonHibernation or a migration target. Still read from the apiserver: the names
+ * remembered as held; the CocoonSets and CocoonHibernations a VM name may collide with when the
+ * controller watches only some namespaces (a name is unique in the whole cluster); and a node
+ * while the node informer has not listed, or cannot (a controller bound by a namespaced Role
+ * may not list nodes: it reads each node afresh, and a Role cannot grant that either, so its
+ * migrations are refused saying why, as before).
  */
-import { addNameHolders, listCocoonSetsVisible, type PassReads } from "../engine/execute/index.js";
-import type { KubeClient, KubeObject } from "../engine/kube/index.js";
-import { LABELS, type CocoonSet, type Pod } from "../engine/spec/index.js";
+import {
+  freshReader,
+  listCocoonSetsVisible,
+  readNameHolders,
+  type Reader,
+} from "../engine/execute/index.js";
+import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
+import type { TargetNodeFacts } from "../engine/lifecycle/index.js";
+import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, showsVersion } from "./expectations.js";
 import { keyOf, namespaceOf } from "../engine/kube/index.js";
@@ -33,6 +44,18 @@ function fleetOfPod(pod: KubeObject): string | undefined {
   const ns = pod.metadata.namespace;
   const name = pod.metadata.labels?.[LABELS.name];
   return ns && name ? keyOf(ns, name) : undefined;
+}
+
+/**
+ * `o` frozen, and every object and array in it: what a pass reads from the caches is shared
+ * with the caches, so it must stay as the watch left it. An object is frozen once (the watch
+ * replaces a cached object on each change, never edits it); after that this is one check.
+ */
+export function frozen<T>(o: T): T {
+  if (o === null || typeof o !== "object" || Object.isFrozen(o)) return o;
+  // The children first, so that a frozen object is always frozen all the way down.
+  for (const v of Object.values(o)) frozen(v);
+  return Object.freeze(o);
 }
 
 /** The pod cache's index of pods by the CocoonSet they belong to (`namespace/name`). */
@@ -54,6 +77,12 @@ export class FleetCache {
   readonly expectations: PodExpectations;
   private cocoonSets?: KindCache;
   private pods?: KindCache;
+  private hibernationCache?: KindCache;
+  private nodes?: KindCache;
+  /** A sharded process's names of every CocoonSet (its CocoonSet cache holds only its own). */
+  private names?: KindCache;
+  /** What the caches cannot answer, read afresh. */
+  private readonly fresh: Reader;
   /**
    * The uids of the pods the watch last showed gone, oldest first: a pod deleted before its
    * create's answer came back settles that create when it is recorded.
@@ -67,15 +96,24 @@ export class FleetCache {
     opts: { now?: () => number; expectationTtlMs?: number } = {},
   ) {
     this.expectations = new PodExpectations(opts.now, opts.expectationTtlMs);
+    this.fresh = freshReader(client);
   }
 
   /**
    * A session's caches: the CocoonSets, and the managed pods with {@link FLEET_POD_INDEXES};
-   * the expectations follow the pod cache's events from now on.
+   * the expectations follow the pod cache's events from now on. With `more`, the
+   * CocoonHibernations and the nodes are read from their caches too.
    */
-  attach(cocoonSets: KindCache, pods: KindCache): void {
+  attach(
+    cocoonSets: KindCache,
+    pods: KindCache,
+    more: { hibernations?: KindCache; nodes?: KindCache; names?: KindCache } = {},
+  ): void {
     this.cocoonSets = cocoonSets;
     this.pods = pods;
+    this.hibernationCache = more.hibernations;
+    this.nodes = more.nodes;
+    this.names = more.names;
     pods.addHandlers({
       onAdd: (p) => this.seen(p),
       onUpdate: (old, p) => {
@@ -88,41 +126,114 @@ export class FleetCache {
     });
   }
 
-  /** True once both caches are attached and have listed. */
+  /**
+   * True once the fleets' caches are attached and have listed (and the CocoonHibernations',
+   * when attached). The nodes' is not waited for: a node is read afresh while it has not
+   * listed, or when it may not (the session starts no worker before it did either).
+   */
   synced(): boolean {
-    return !!this.cocoonSets?.synced() && !!this.pods?.synced();
+    return (
+      !!this.cocoonSets?.synced() &&
+      !!this.pods?.synced() &&
+      (this.hibernationCache?.synced() ?? true)
+    );
   }
 
-  /** The cached CocoonSet, or undefined when the cache has none. */
+  /** The cached CocoonSet (frozen), or undefined when the cache has none. */
   cocoonSet(namespace: string, name: string): CocoonSet | undefined {
-    return this.cocoonSets?.get(keyOf(namespace, name)) as CocoonSet | undefined;
+    const cached = this.cocoonSets?.get(keyOf(namespace, name));
+    return cached && (frozen(cached) as unknown as CocoonSet);
   }
 
-  /** The reads of one pass of `cs`, from the caches. */
-  readonly reads: PassReads = {
-    fleetPods: async (cs) => {
+  /**
+   * The reads of one pass, from the caches: the cached objects themselves, frozen (a pass
+   * plans from them and must not change them; a write to one throws). No copy per pass: at
+   * 1,001 pods a copy of each was most of a pass's CPU.
+   */
+  readonly reads: Reader = {
+    cocoonSet: (namespace, name) => Promise.resolve(this.cocoonSet(namespace, name)),
+    fleetPods: (cs) => {
       const fleet = keyOf(namespaceOf(cs), cs.metadata.name ?? "");
-      // Copies: the pass must not change the cache's objects.
       const pods = (this.pods?.byIndex(PODS_BY_COCOONSET, fleet) ?? []).map(
-        (p) => structuredClone(p) as Pod,
+        (p) => frozen(p) as Pod,
       );
       // In the order the apiserver lists them (by name), as the fresh read has them.
       pods.sort((a, b) => ((a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1));
-      const held = this.heldNames.get(fleet);
-      if (!held) return pods;
-      const listed = new Set(pods.map((p) => p.metadata?.name));
-      await addNameHolders(this.client, cs, pods, (name) => held.has(name));
-      // A name the pass no longer creates, found free, or now the fleet's, is forgotten.
-      const holders = new Set(pods.slice(listed.size).map((p) => p.metadata?.name));
-      for (const name of held) if (listed.has(name) || !holders.has(name)) held.delete(name);
-      if (held.size === 0) this.heldNames.delete(fleet);
-      return pods;
+      return Promise.resolve(pods);
     },
-    cocoonSetsForVmNames: async (cs) => {
+    nameHolders: async (cs, names) => {
+      const fleet = keyOf(namespaceOf(cs), cs.metadata.name ?? "");
+      const held = this.heldNames.get(fleet);
+      if (!held) return [];
+      const asked = new Set(names);
+      // A name the pass no longer creates (now the fleet's, or no longer declared) is forgotten.
+      for (const name of held) if (!asked.has(name)) held.delete(name);
+      const holders = await readNameHolders(this.client, namespaceOf(cs), [...held]);
+      // So is a name found free.
+      const holding = new Set(holders.map((p) => p.metadata?.name));
+      for (const name of held) if (!holding.has(name)) held.delete(name);
+      if (held.size === 0) this.heldNames.delete(fleet);
+      return holders;
+    },
+    cocoonSetsForVmNames: (cs) => {
       if (!this.cocoonSets?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
-      return this.cocoonSets.list() as unknown as CocoonSet[];
+      if (this.cocoonSets.selected) return this.vmNameNeighbours(cs);
+      return Promise.resolve(this.cocoonSets.list().map((o) => frozen(o) as unknown as CocoonSet));
+    },
+    hibernations: (namespace) => {
+      const cache = this.hibernationCache;
+      if (!cache?.synced()) return this.fresh.hibernations(namespace);
+      return Promise.resolve(
+        cache
+          .list()
+          .filter((o) => o.metadata.namespace === namespace)
+          .sort((a, b) => ((a.metadata.name ?? "") < (b.metadata.name ?? "") ? -1 : 1))
+          .map((o) => frozen(o) as unknown as CocoonHibernation),
+      );
+    },
+    hibernationsForVmNames: (cs) => {
+      const cache = this.hibernationCache;
+      // A shard's cache holds only its buckets' CRs; a standalone pod's CR may be another's.
+      if (!cache?.clusterWide || cache.selected || !cache.synced())
+        return this.fresh.hibernationsForVmNames(cs);
+      return Promise.resolve(cache.list().map((o) => frozen(o) as unknown as CocoonHibernation));
+    },
+    node: (name) => {
+      const nodes = this.nodes;
+      if (!nodes?.synced()) return this.fresh.node(name);
+      const node = nodes.get(name) as Extract<TargetNodeFacts, { node?: unknown }>["node"];
+      return Promise.resolve({ name, node: node && frozen(node) });
     },
   };
+
+  /**
+   * A shard's answer to "which fleets may hold `cs`'s VM names": VM names are
+   * `vk-<namespace>-<name>-<member>`, so two fleets' names can meet only where one's
+   * `<namespace>-<name>` equals the other's or begins it at a dash. Those few are found in the
+   * names of every CocoonSet and read from the shard's own cache or afresh; the names not
+   * listed yet, every CocoonSet is listed afresh.
+   */
+  private async vmNameNeighbours(cs: CocoonSet): Promise<CocoonSet[]> {
+    const names = this.names;
+    if (!names?.synced() || names.informers.length === 0)
+      return listCocoonSetsVisible(this.client, namespaceOf(cs));
+    const stem = `${namespaceOf(cs)}-${cs.metadata.name ?? ""}`;
+    const out: CocoonSet[] = [];
+    for (const o of names.list()) {
+      const ns = o.metadata.namespace ?? "";
+      const name = o.metadata.name ?? "";
+      if (ns === namespaceOf(cs) && name === cs.metadata.name) continue;
+      const other = `${ns}-${name}`;
+      if (other !== stem && !other.startsWith(`${stem}-`) && !stem.startsWith(`${other}-`))
+        continue;
+      // The cache's own copy (frozen, as every read of a pass), else a fresh read.
+      const read =
+        this.cocoonSet(ns, name) ??
+        (await this.client.getOrUndefined<CocoonSet>(paths.cocoonSet(ns, name)));
+      if (read) out.push(read);
+    }
+    return out;
+  }
 
   /** A create of the fleet's found `podName` held by a pod that is not the fleet's. */
   nameHeld(fleet: string, podName: string): void {

@@ -13,7 +13,7 @@ import {
   type KubeObject,
 } from "../engine/kube/index.js";
 import { HIBERNATION_PLURAL } from "../engine/spec/index.js";
-import type { CacheReader, Kind } from "./cache.js";
+import type { CacheReader, Kind, KindCache } from "./cache.js";
 import { HibernationPhaseMetrics } from "./cocoonset-metrics.js";
 import type { CheckResult } from "./health.js";
 import type { Controller, Watch } from "./runtime.js";
@@ -36,6 +36,7 @@ function podRefOf(cr: KubeObject): string[] {
 export const hibernationKind: Kind = {
   name: HIBERNATION_PLURAL,
   path: (ns) => paths.cocoonHibernations(ns),
+  sharded: true,
   indexes: { [HIBERNATIONS_BY_POD]: podRefOf },
 };
 
@@ -57,6 +58,22 @@ export function hibernationChangeMatters(a: KubeObject, b: KubeObject): boolean 
     a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
     (a.metadata.finalizers ?? []).join() !== (b.metadata.finalizers ?? []).join() ||
     phase(a) !== phase(b)
+  );
+}
+
+/**
+ * A CR update that needs a pass of that CR: a spec change, finalizers, a deletion, or a phase
+ * turned `Failed` (retried at once, as upstream). Its other phase changes are this
+ * controller's own status writes, whose pass already asked for what comes next: a pass for
+ * each would only plan the same status again.
+ */
+function hibernationSelfChangeMatters(a: KubeObject, b: KubeObject): boolean {
+  const phase = (o: KubeObject) => (o.status as { phase?: string } | undefined)?.phase;
+  return (
+    a.metadata.generation !== b.metadata.generation ||
+    a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
+    (a.metadata.finalizers ?? []).join() !== (b.metadata.finalizers ?? []).join() ||
+    (phase(b) === "Failed" && phase(a) !== "Failed")
   );
 }
 
@@ -115,10 +132,16 @@ export function hibernationController(
   return {
     name: HIBERNATION_CONTROLLER,
     for: hibernationKind,
-    updateMatters: hibernationChangeMatters,
+    updateMatters: hibernationSelfChangeMatters,
     resync: false,
+    latestRequeueWins: true,
     watches: hibernationWatches(pods),
     reconciler,
+    // A pass reads the CRs of its pod from this cache (the reconciler's own reads).
+    attach: (shared) => {
+      const r = reconciler as { attach?: (cache: KindCache, index: string) => void };
+      r.attach?.(shared.kind(hibernationKind.name), HIBERNATIONS_BY_POD);
+    },
     metrics: (registry) => new HibernationPhaseMetrics(registry),
     ready: (client) => checkHibernationCrd(client),
     notReadyMessage: "CocoonHibernation CRD not available; not ready",

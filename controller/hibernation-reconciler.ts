@@ -13,7 +13,7 @@ import {
   type SnapshotRegistry,
 } from "../engine/execute/index.js";
 import type { CocoonHibernation } from "../engine/spec/index.js";
-import { paths, type KubeClient } from "../engine/kube/index.js";
+import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import { logWithFields } from "./logger.js";
 import {
   DONE,
@@ -37,6 +37,12 @@ export interface HibernationReconcilerOptions {
   now?: () => number;
 }
 
+/** The CR cache's index of CocoonHibernations by their pod (hibernation-controller.ts). */
+export interface HibernationsByPod {
+  synced(): boolean;
+  byIndex(index: string, value: string): KubeObject[];
+}
+
 /** Runs `fn` once every earlier call for the same key has settled. */
 class KeyedLock {
   private readonly tails = new Map<string, Promise<unknown>>();
@@ -57,6 +63,20 @@ class KeyedLock {
 /** Reconciles one CocoonHibernation per call; level-based. */
 export class HibernationReconciler implements Reconciler<HibernationMetrics> {
   private readonly locks = new KeyedLock();
+  private cache?: HibernationsByPod;
+  private index = "";
+
+  /** The session's CR cache (and its index by pod): a pass reads its pod's CRs from it. */
+  attach(cache: HibernationsByPod, index: string): void {
+    this.cache = cache;
+    this.index = index;
+  }
+
+  private hibernationsOfPod(ns: string, pod: string): CocoonHibernation[] | undefined {
+    const cache = this.cache;
+    if (!cache?.synced()) return undefined;
+    return cache.byIndex(this.index, `${ns}/${pod}`) as unknown as CocoonHibernation[];
+  }
 
   constructor(
     private readonly client: KubeClient,
@@ -88,6 +108,7 @@ export class HibernationReconciler implements Reconciler<HibernationMetrics> {
       wakeTimeoutMs: this.opts.wakeTimeoutMs,
       now: this.opts.now,
       hooks: hooksFor(ctx),
+      hibernationsOfPod: (ns, pod) => this.hibernationsOfPod(ns, pod),
     });
     // A registry whose breaker is open: back when it is asked again, without a thrown error's
     // growing backoff (which would outlast the outage).

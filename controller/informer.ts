@@ -19,7 +19,7 @@
  * in the controller reads and which is often the largest part of a pod.
  */
 import type { Logger } from "pino";
-import { isGone, type KubeClient, type KubeObject } from "../engine/kube/index.js";
+import { isGone, KubeApiError, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import { sleep } from "../engine/kube/sleep.js";
 import { errorMessage } from "../engine/kube/branded-error.js";
 
@@ -36,6 +36,8 @@ export interface InformerOptions {
   /** Collection path, e.g. `paths.configMaps(ns)`. */
   path: string;
   labelSelector?: string;
+  /** Only the objects' metadata is listed and watched (PartialObjectMetadata). @default false */
+  metadataOnly?: boolean;
   log?: Logger;
   /** First retry delay after an error. @default 800 */
   initialBackoffMs?: number;
@@ -50,6 +52,12 @@ export interface InformerOptions {
    * (it may change the object in place). @default {@link trimForCache}
    */
   transform?: <U extends KubeObject>(obj: U) => U;
+  /**
+   * The account may lack the right to list or watch this collection: a refusal (403) ends
+   * the loop after one warning instead of retrying, and readers fall back to fresh reads.
+   * @default false
+   */
+  optional?: boolean;
 }
 
 /**
@@ -59,6 +67,23 @@ export interface InformerOptions {
  */
 export function trimForCache<U extends KubeObject>(obj: U): U {
   if (obj.metadata && "managedFields" in obj.metadata) delete obj.metadata.managedFields;
+  return obj;
+}
+
+/**
+ * An object cut down, in place, to its name, namespace, uid, resourceVersion and deletion
+ * mark: what a list of names needs (a metadata-only watch still sends labels, annotations and
+ * managedFields).
+ */
+export function keepNameOnly<U extends KubeObject>(obj: U): U {
+  const m = obj.metadata;
+  obj.metadata = {
+    name: m.name,
+    namespace: m.namespace,
+    uid: m.uid,
+    resourceVersion: m.resourceVersion,
+    ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
+  };
   return obj;
 }
 
@@ -141,13 +166,18 @@ export class Informer<T extends KubeObject = KubeObject> {
   private readonly handlers: InformerHandlers<T>[] = [];
   private readonly abort = new AbortController();
   private readonly opts: Required<
-    Omit<InformerOptions, "labelSelector" | "log" | "client" | "path" | "transform">
+    Omit<
+      InformerOptions,
+      "labelSelector" | "log" | "client" | "path" | "transform" | "metadataOnly"
+    >
   > &
     InformerOptions;
   private synced = false;
   private syncWaiters: (() => void)[] = [];
   private loop?: Promise<void>;
   private loopEnded = false;
+  /** An optional informer the apiserver refused (403): it never syncs. */
+  private refused = false;
   private error?: InformerError;
   private relists = 0;
   private readonly transform: <U extends KubeObject>(obj: U) => U;
@@ -158,6 +188,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       maxBackoffMs: 30_000,
       resetBackoffAfterMs: 60_000,
       watchTimeoutSeconds: 300,
+      optional: false,
       ...opts,
     };
     this.transform = opts.transform ?? trimForCache;
@@ -188,6 +219,11 @@ export class Informer<T extends KubeObject = KubeObject> {
     await this.loop;
   }
 
+  /** True when the informer is optional and the apiserver refused it (403): it never syncs. */
+  wasRefused(): boolean {
+    return this.refused;
+  }
+
   /** True once the first list has filled the cache (stays true across re-lists). */
   hasSynced(): boolean {
     return this.synced;
@@ -195,8 +231,13 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   /** Resolves once synced, or when the informer stops. */
   waitForSync(): Promise<void> {
-    if (this.synced || this.abort.signal.aborted) return Promise.resolve();
+    if (this.synced || this.abort.signal.aborted || this.refused) return Promise.resolve();
     return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  /** True once `start()` has run (the informer may have stopped since). */
+  wasStarted(): boolean {
+    return this.loop !== undefined;
   }
 
   /**
@@ -250,6 +291,15 @@ export class Informer<T extends KubeObject = KubeObject> {
         needList = true;
         const message = errorMessage(e);
         this.error = { message, at: new Date() };
+        if (this.opts.optional && KubeApiError.isInstance(e) && e.status === 403) {
+          this.opts.log?.warn(
+            { path: this.opts.path, err: message },
+            "not allowed to watch; reading these objects afresh instead",
+          );
+          this.refused = true;
+          for (const w of this.syncWaiters.splice(0)) w();
+          break;
+        }
         if (isGone(e)) {
           // The resourceVersion expired: the fix is a fresh list, not a wait.
           this.opts.log?.info({ path: this.opts.path }, "watch expired (410); re-listing");
@@ -276,6 +326,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private async relist(): Promise<string | undefined> {
     const list = await this.opts.client.list<T>(this.opts.path, {
       labelSelector: this.opts.labelSelector,
+      metadataOnly: this.opts.metadataOnly,
     });
     if (this.synced) this.relists++;
     const seen = new Set<string>();
@@ -312,7 +363,12 @@ export class Informer<T extends KubeObject = KubeObject> {
     try {
       return await this.opts.client.watch<T>(
         this.opts.path,
-        { resourceVersion: rv, labelSelector: this.opts.labelSelector, timeoutSeconds },
+        {
+          resourceVersion: rv,
+          labelSelector: this.opts.labelSelector,
+          timeoutSeconds,
+          metadataOnly: this.opts.metadataOnly,
+        },
         (ev) => {
           const obj = this.transform(ev.object);
           const key = objectKey(obj);

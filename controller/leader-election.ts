@@ -4,7 +4,8 @@
  *
  * Guarantees:
  * - writes are optimistic: every update carries the resourceVersion that was read, and a
- *   409 means another candidate won the race;
+ *   409 means another candidate won the race; a leader renews from the Lease as it last
+ *   wrote it (one write a renewal, no read), and reads it again after any failure;
  * - a lease held by someone else is taken only when its holder is empty or when its record
  *   has not changed for a full `leaseDurationSeconds` as observed on this process's own
  *   clock (clock skew between replicas does not matter);
@@ -99,6 +100,13 @@ export class LeaderElector {
   /** Set by an attempt that found the Lease held (or just taken) by another candidate. */
   private lostToOther = false;
   private lastRenew = 0;
+  /**
+   * The Lease as this leader last wrote it: a renewal writes from it (its resourceVersion makes
+   * the write a compare-and-swap) without reading the Lease first; any failure forgets it.
+   */
+  private written?: Lease;
+  /** The Lease as this leader last wrote it, kept across a failed renewal until it steps down. */
+  private held?: Lease;
   private observedSpec = "";
   private observedAt = 0;
   private abort = new AbortController();
@@ -122,6 +130,11 @@ export class LeaderElector {
     this.onStopped = opts.onStoppedLeading;
     this.labels = opts.labels ?? {};
     this.annotations = opts.annotations ?? {};
+  }
+
+  /** The Lease as this candidate last wrote it while it leads; undefined when not leading. */
+  current(): Lease | undefined {
+    return this.leading ? this.held : undefined;
   }
 
   /** True while this candidate holds the Lease. */
@@ -152,11 +165,20 @@ export class LeaderElector {
   async tryAcquireOrRenew(): Promise<boolean> {
     let ok: boolean;
     try {
+      const fromCopy = this.leading && this.written !== undefined;
       ok = await this.attempt();
+      // A renewal from the copy that fails (409: someone wrote the Lease since) is decided
+      // on a fresh read at once: another holder there means stepping down now, not at the
+      // renew deadline.
+      if (!ok && fromCopy) {
+        this.written = undefined;
+        ok = await this.attempt();
+      }
     } catch (e) {
       this.log?.warn({ err: errorMessage(e), lease: this.name }, "lease attempt failed");
       ok = false;
     }
+    if (!ok) this.written = undefined;
     const t = this.now();
     if (ok) {
       this.lastRenew = t;
@@ -203,6 +225,8 @@ export class LeaderElector {
   }
 
   private stepDown(why: string): void {
+    this.written = undefined;
+    this.held = undefined;
     if (!this.leading) return;
     this.leading = false;
     const level = why === "released" ? "info" : "warn";
@@ -213,10 +237,13 @@ export class LeaderElector {
   private async attempt(): Promise<boolean> {
     this.lostToOther = false;
     const t = this.now();
-    const lease = await this.client.getOrUndefined<Lease>(this.leasePath());
+    const lease =
+      this.leading && this.written
+        ? this.written
+        : await this.client.getOrUndefined<Lease>(this.leasePath());
     if (!lease) {
       try {
-        await this.client.create(paths.leases(this.namespace), {
+        this.written = this.held = await this.client.create<Lease>(paths.leases(this.namespace), {
           apiVersion: "coordination.k8s.io/v1",
           kind: "Lease",
           metadata: {
@@ -276,6 +303,7 @@ export class LeaderElector {
       });
       this.observedSpec = JSON.stringify(updated.spec ?? {});
       this.observedAt = t;
+      this.written = this.held = updated;
       return true;
     } catch (e) {
       if (isConflict(e)) {

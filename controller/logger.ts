@@ -10,6 +10,9 @@ export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "
 /** One of {@link LOG_LEVELS}. */
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** The level when `--log-level` (or the Operator's `logLevel`) is not given. */
+export const DEFAULT_LOG_LEVEL: LogLevel = "info";
+
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
   /** @default "info" */
@@ -60,7 +63,7 @@ export function boundLogValue(value: unknown, depth = 0): unknown {
 /** Creates the process logger: JSON lines with an ISO time and the level as a string. */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const options = {
-    level: opts.level ?? "info",
+    level: opts.level ?? DEFAULT_LOG_LEVEL,
     base: { component: "cocoonset-controller", ...opts.base },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },

@@ -56,8 +56,17 @@ export interface Controller<M = unknown> {
   updateMatters?(oldObj: KubeObject, newObj: KubeObject): boolean;
   /** Enqueue every reconciled object each resync interval. @default true */
   resync?: boolean;
+  /**
+   * A reconcile's answer replaces the requeue an earlier one asked for (a pass that ends with
+   * nothing to wait for cancels it). For a controller whose every wait is an event or its own
+   * requeue (CocoonHibernations); the others keep each requeue asked for, as
+   * controller-runtime does. @default false
+   */
+  latestRequeueWins?: boolean;
   /** Other kinds whose events map to this controller's keys. */
   watches?: Watch[];
+  /** Kinds the reconciler reads from the cache without a watch of its own (nodes). */
+  reads?: Kind[];
   reconciler: Reconciler<M>;
   /** Registers the controller's own series on the manager's registry; `ctx.metrics` is the result. */
   metrics?(registry: Registry): M;

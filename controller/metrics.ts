@@ -25,6 +25,9 @@ export const METRIC_NAMES = {
   slotReleasePodsDeleted: "cocoonset_slot_release_pods_deleted_total",
   slotReleaseWake: "cocoonset_slot_release_wake_total",
   slotReleaseWakeUnschedulable: "cocoonset_slot_release_wake_unschedulable_total",
+  idleHibernations: "cocoonset_idle_hibernations_total",
+  idleHibernatedMembers: "cocoonset_idle_hibernated_members",
+  wakesOnDemand: "cocoonset_wakes_on_demand_total",
   registryCalls: "cocoonset_snapshot_registry_calls_total",
   registryUnanswered: "cocoonset_snapshot_registry_unanswered",
   reconcile: "controller_runtime_reconcile_total",
@@ -150,7 +153,25 @@ export class Metrics {
       buckets: QUEUE_BUCKETS,
       registers,
     });
-    // The gauges below are computed from each controller's queue when scraped.
+    this.registerQueueGauges(registers);
+    this.leaderGauge = new Gauge({
+      name: METRIC_NAMES.leader,
+      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+      labelNames: ["name"],
+      registers,
+    });
+    this.restRequests = new Counter({
+      name: METRIC_NAMES.restClientRequests,
+      help: "Number of HTTP requests, partitioned by status code, method, and host.",
+      labelNames: ["code", "method", "host"],
+      registers,
+    });
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The queue gauges, computed from each controller's queue when scraped. */
+  private registerQueueGauges(registers: Registry[]): void {
+    const queueLabels = ["name", "controller"] as const;
     const queues = this.queues;
     const perQueue = (compute: (view: QueueView) => number) =>
       function collect(this: Gauge<"name" | "controller">) {
@@ -187,19 +208,6 @@ export class Metrics {
           .reduce((max, [, since]) => Math.max(max, (now - since) / 1000), 0);
       }),
     });
-    this.leaderGauge = new Gauge({
-      name: METRIC_NAMES.leader,
-      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
-      labelNames: ["name"],
-      registers,
-    });
-    this.restRequests = new Counter({
-      name: METRIC_NAMES.restClientRequests,
-      help: "Number of HTTP requests, partitioned by status code, method, and host.",
-      labelNames: ["code", "method", "host"],
-      registers,
-    });
-    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
   /**

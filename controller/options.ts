@@ -5,10 +5,14 @@
  */
 import { MAX_TIMER_MS, parseDuration } from "./duration.js";
 import { parseBindAddress } from "./health.js";
-import { LOG_LEVELS, type LogLevel } from "./logger.js";
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS, type LogLevel } from "./logger.js";
 import { BrandedError, InvalidValueError } from "../engine/kube/branded-error.js";
-import { DEFAULT_FANOUT } from "../engine/spec/index.js";
-import { DEFAULT_HIBERNATE_TIMEOUT_MS } from "../engine/hibernation/index.js";
+import {
+  DEFAULT_FANOUT,
+  DEFAULT_HIBERNATE_TIMEOUT_MS,
+  DEFAULT_WAKE_TIMEOUT_MS,
+} from "../engine/spec/index.js";
+import { METRICS_PORT, PROBE_PORT } from "./image.js";
 import {
   describeValue,
   escapeUnsafeText,
@@ -107,14 +111,17 @@ export interface OptionSpec {
 }
 
 /** The defaults of the options that have one, as written on the command line. */
-export const DEFAULT_METRICS_BIND_ADDRESS = ":8080";
-export const DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081";
+export const DEFAULT_METRICS_BIND_ADDRESS = `:${METRICS_PORT}`;
+export const DEFAULT_HEALTH_PROBE_BIND_ADDRESS = `:${PROBE_PORT}`;
+export const DEFAULT_LEADER_ELECT = true;
+/** CocoonSets reconciled at once when `--concurrency` is not given. */
+export const DEFAULT_CONCURRENCY = 4;
 export const DEFAULT_LEASE_DURATION = "15s";
 export const DEFAULT_REAP_INTERVAL = "5m";
 export const DEFAULT_REGISTRY_TIMEOUT = "10s";
-export const DEFAULT_WAKE_TIMEOUT = "5m";
-/** The engine's default (engine/hibernation), as a flag value. */
+/** The engine's defaults (engine/spec/constants.ts), as flag values. */
 export const DEFAULT_HIBERNATE_TIMEOUT = `${DEFAULT_HIBERNATE_TIMEOUT_MS / 60_000}m`;
+export const DEFAULT_WAKE_TIMEOUT = `${DEFAULT_WAKE_TIMEOUT_MS / 60_000}m`;
 
 /** Every controller option, in `--help` order. */
 export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
@@ -148,7 +155,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<n>",
     flag: "--concurrency",
     env: "COCOONSET_CONCURRENCY",
-    defaultText: "4",
+    defaultText: String(DEFAULT_CONCURRENCY),
     description: "CocoonSets reconciled in parallel (>= 1)",
   },
   {
@@ -156,7 +163,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<n>",
     flag: "--fanout-concurrency",
     env: "COCOONSET_FANOUT_CONCURRENCY",
-    defaultText: "8",
+    defaultText: String(DEFAULT_FANOUT),
     description: "sub-agent creates in flight per reconcile (>= 1)",
   },
   {
@@ -180,7 +187,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "[bool]",
     flag: "--leader-elect",
     env: "COCOONSET_LEADER_ELECT",
-    defaultText: "true",
+    defaultText: String(DEFAULT_LEADER_ELECT),
     description:
       "reconcile only while holding a coordination.k8s.io Lease (--leader-elect=false or --no-leader-elect to disable)",
   },
@@ -222,7 +229,7 @@ export const CONTROLLER_OPTIONS: readonly OptionSpec[] = [
     valueName: "<level>",
     flag: "--log-level",
     env: "COCOONSET_LOG_LEVEL",
-    defaultText: "info",
+    defaultText: DEFAULT_LOG_LEVEL,
     description: `log level (${LOG_LEVELS.join(", ")})`,
   },
   {
@@ -304,9 +311,6 @@ const isNamespaceName = (ns: string) => namespaceNameProblem(ns) === undefined;
 // The value parsers below are shared with the Operator component (sdk/operator.ts), which
 // renders these flags into the controller Deployment: what one refuses the other refuses.
 // Each throws an InvalidValueError whose message is the rule (the caller names the field).
-
-/** CocoonSets reconciled at once when `--concurrency` is not given. */
-export const DEFAULT_CONCURRENCY = 4;
 
 /** Largest `--concurrency` / `--fanout-concurrency`. */
 export const MAX_CONCURRENCY = 10_000;
@@ -456,7 +460,7 @@ function resolveNamespaces(
 }
 
 function resolveLeaderElection(r: OptionReader, podNamespace: string | undefined) {
-  const leaderElect = r.bool("leaderElect", true);
+  const leaderElect = r.bool("leaderElect", DEFAULT_LEADER_ELECT);
   const len = r.pick("leaderElectionNamespace");
   const leaderElectionNamespace = len?.value.trim() ?? podNamespace ?? "default";
   if (!isNamespaceName(leaderElectionNamespace))
@@ -528,7 +532,7 @@ export function resolveControllerOptions(
   const namespaces = resolveNamespaces(flags, env, r);
   const election = resolveLeaderElection(r, podNamespace);
   const reapIntervalMs = r.value("reapInterval", DEFAULT_REAP_INTERVAL, parseReapIntervalOption);
-  const logLevel: LogLevel = r.value("logLevel", "info", parseLogLevelOption);
+  const logLevel: LogLevel = r.value("logLevel", DEFAULT_LOG_LEVEL, parseLogLevelOption);
   const registry = resolveRegistry(r);
   const hibernateTimeoutMs = r.value(
     "hibernateTimeout",

@@ -46,14 +46,19 @@ export const COCOONSET_CRD_NAME = CRD_NAME;
  * - events.k8s.io events: create (the event recorder only creates);
  * - cocoonhibernations: get (each reconcile reads its CR), list and watch (informer; the
  *   reconcile's duplicate and tag checks; the CocoonSet pass's restore intent), patch
- *   (finalizer add/remove); cocoonhibernations/status: patch (the phase).
+ *   (finalizer add/remove; the idle policy turns its own CR's desire), create and delete
+ *   (the idle policy's CR of an idle member, deleted once its wake is over);
+ *   cocoonhibernations/status: patch (the phase);
+ * - leases: list and watch (the members' activity Leases, selected by the fleet label; the
+ *   controller never writes them);
+ * - cocoonsets: delete (a fleet expired with `spec.expiry.action: delete`).
  */
 export function namespacedRules(): PolicyRule[] {
   return [
     {
       apiGroups: [GROUP],
       resources: ["cocoonsets"],
-      verbs: ["get", "list", "watch", "patch"],
+      verbs: ["get", "list", "watch", "patch", "delete"],
     },
     {
       apiGroups: [GROUP],
@@ -76,8 +81,9 @@ export function namespacedRules(): PolicyRule[] {
     {
       apiGroups: [GROUP],
       resources: ["cocoonhibernations"],
-      verbs: ["get", "list", "watch", "patch"],
+      verbs: ["get", "list", "watch", "patch", "create", "delete"],
     },
+    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["list", "watch"] },
     { apiGroups: [GROUP], resources: ["cocoonhibernations/status"], verbs: ["patch"] },
   ];
 }
@@ -111,11 +117,13 @@ export function crdRules(): PolicyRule[] {
 }
 
 /**
- * Rule to read a node (cluster-scoped; only a ClusterRole can grant it): a migration to
- * `spec.nodeName` checks its target before anything hibernates (docs/behaviour.md §3.17).
+ * Rule to watch the nodes (cluster-scoped; only a ClusterRole can grant it): a migration to
+ * `spec.nodeName` checks its target before anything hibernates, and sub-agents are placed
+ * next to the main agent when its node has room (docs/behaviour.md §3.17, §3.22); the
+ * controller reads both from its node cache.
  */
 export function nodeRules(): PolicyRule[] {
-  return [{ apiGroups: [""], resources: ["nodes"], verbs: ["get"] }];
+  return [{ apiGroups: [""], resources: ["nodes"], verbs: ["list", "watch"] }];
 }
 
 /**

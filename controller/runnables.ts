@@ -81,9 +81,16 @@ export function signalsRunnable(run: ManagerRun): Runnable {
   };
 }
 
-/** `/healthz`: every informer of the session still supervised. */
+/**
+ * `/healthz`: every informer the session started still supervised (or refused an optional
+ * kind). One not started yet is not dead: a session starts its caches once its labeller
+ * (shards) is done, after the session exists, and `/readyz` says they are not synced meanwhile.
+ */
 function healthz(run: ManagerRun): CheckResult {
-  const dead = run.session?.cache.informers().filter((i) => !i.isSupervised()) ?? [];
+  const dead =
+    run.session?.cache
+      .informers()
+      .filter((i) => i.wasStarted() && !i.isSupervised() && !i.wasRefused()) ?? [];
   return dead.length
     ? { ok: false, reason: `informers stopped: ${dead.map((i) => i.path).join(", ")}` }
     : { ok: true, reason: "ok" };
@@ -227,6 +234,7 @@ export function electionRunnable(run: ManagerRun): Runnable {
       events: run.events,
       resyncMs: runtime.resyncIntervalMs ?? 600_000,
       clock: runtime.clock,
+      shard: run.shard,
       // With leader election, every process reads the shards' Leases (shard-gate.ts).
       shardGate: opts.leaderElect
         ? new ShardGate(run.client, {
@@ -234,6 +242,7 @@ export function electionRunnable(run: ManagerRun): Runnable {
             base: run.leaseBase,
             shard: run.shard,
             log: run.log,
+            own: () => run.elector?.current(),
           })
         : undefined,
     });

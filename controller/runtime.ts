@@ -73,10 +73,14 @@ export class Manager {
     return this;
   }
 
-  /** The kinds the cache watches: every controller's reconciled and watched kinds. */
+  /** The kinds the cache watches: every controller's reconciled, watched and read kinds. */
   kinds(): Kind[] {
     return mergeKinds(
-      this.controllers.flatMap(({ def }) => [def.for, ...(def.watches ?? []).map((w) => w.kind)]),
+      this.controllers.flatMap(({ def }) => [
+        def.for,
+        ...(def.watches ?? []).map((w) => w.kind),
+        ...(def.reads ?? []),
+      ]),
     );
   }
 

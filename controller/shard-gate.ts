@@ -1,6 +1,7 @@
 /**
  * The shard gate of a leading controller process: an informer on the Leases of its leader
- * election's namespace, read as shards (controller/shard.ts), and the verdict on each key the
+ * election's namespace of other generations than its own, read as shards (controller/shard.ts)
+ * beside its own Lease as its leader election last wrote it, and the verdict on each key the
  * process's queue would take. A key of another shard is never queued; a key a live shard of
  * another count holds since earlier (a count change in progress) waits until that shard's
  * Lease goes. An unsharded controller runs the gate too, so that going back from N shards to
@@ -13,12 +14,17 @@ import {
   formatShard,
   parseShard,
   SHARD_ANNOTATION,
+  SHARD_HASH_ANNOTATION,
+  SHARD_GENERATION_LABEL,
+  SHARD_HASH_VERSION,
   SHARD_LEASE_LABEL,
+  shardGeneration,
   shardLeaseName,
   shardVerdict,
   UNSHARDED,
   type Shard,
   type ShardLease,
+  type ShardTarget,
   type ShardVerdict,
 } from "./shard.js";
 import type { Logger } from "./types.js";
@@ -32,8 +38,11 @@ export function shardLeaseMetadata(
   shard: Shard,
 ): { labels: Record<string, string>; annotations: Record<string, string> } {
   return {
-    labels: { [SHARD_LEASE_LABEL]: base },
-    annotations: { [SHARD_ANNOTATION]: formatShard(shard) },
+    labels: { [SHARD_LEASE_LABEL]: base, [SHARD_GENERATION_LABEL]: shardGeneration(shard.count) },
+    annotations: {
+      [SHARD_ANNOTATION]: formatShard(shard),
+      [SHARD_HASH_ANNOTATION]: String(SHARD_HASH_VERSION),
+    },
   };
 }
 
@@ -46,6 +55,8 @@ function shardLeaseOf(lease: Lease, base: string, nowMs: number): ShardLease | u
   const ours = lease.metadata.labels?.[SHARD_LEASE_LABEL] === base || name === base;
   if (!ours) return undefined;
   const share = parseShard(lease.metadata.annotations?.[SHARD_ANNOTATION]) ?? UNSHARDED;
+  // A Lease without the version is a controller's from before buckets: version 1.
+  const version = Number(lease.metadata.annotations?.[SHARD_HASH_ANNOTATION] ?? 1);
   const spec = lease.spec ?? {};
   const renewed = Date.parse(spec.renewTime ?? "");
   const fresh =
@@ -55,6 +66,7 @@ function shardLeaseOf(lease: Lease, base: string, nowMs: number): ShardLease | u
     name,
     index: share.index,
     count: share.count,
+    version: Number.isInteger(version) && version > 0 ? version : 1,
     held: !!spec.holderIdentity && fresh,
     acquiredAtMs: Number.isFinite(acquired) ? acquired : 0,
   };
@@ -73,17 +85,27 @@ export class ShardGate {
       shard: Shard;
       log?: Logger;
       now?: () => number;
+      /** This process's own Lease as its leader election last wrote it (none: not held). */
+      own?: () => Lease | undefined;
     },
   ) {
     this.leaseName = shardLeaseName(opts.base, opts.shard);
-    this.informer = new Informer({ client, path: paths.leases(opts.namespace), log: opts.log });
+    // The Leases of other generations only (and those without the label: older controllers',
+    // other things'): a sibling's renewal cannot change a verdict, so it is not sent here.
+    this.informer = new Informer({
+      client,
+      path: paths.leases(opts.namespace),
+      labelSelector: `${SHARD_GENERATION_LABEL}!=${shardGeneration(opts.shard.count)}`,
+      log: opts.log,
+    });
   }
 
   /** The shards' Leases as the cache holds them now. */
   leases(): ShardLease[] {
     const now = (this.opts.now ?? Date.now)();
     const out: ShardLease[] = [];
-    for (const o of this.informer.list()) {
+    const own = this.opts.own?.();
+    for (const o of own ? [own, ...this.informer.list()] : this.informer.list()) {
       const l = shardLeaseOf(o, this.opts.base, now);
       if (l) out.push(l);
     }
@@ -94,19 +116,20 @@ export class ShardGate {
    * What this process does with `namespace/name`. Until its own Lease shows in the cache it
    * holds everything of its share back (it cannot tell its acquire time yet).
    */
-  verdict(namespace: string, name: string): ShardVerdict {
+  verdict(target: ShardTarget): ShardVerdict {
     const leases = this.leases();
     const self = leases.find((l) => l.name === this.leaseName);
     if (!self) {
       const pending: ShardLease = {
         name: this.leaseName,
         ...this.opts.shard,
+        version: SHARD_HASH_VERSION,
         held: false,
         acquiredAtMs: Number.MAX_SAFE_INTEGER,
       };
-      const v = shardVerdict(pending, namespace, name, []);
+      const v = shardVerdict(pending, target, []);
       return v.kind === "other" ? v : { kind: "held", by: pending };
     }
-    return shardVerdict(self, namespace, name, leases);
+    return shardVerdict(self, target, leases);
   }
 }

@@ -1,18 +1,26 @@
 /**
  * Shards: when one controller process is not enough, N processes each reconcile a disjoint
- * share of the CocoonSets. A CocoonSet's shard is a stable function of its `namespace/name`
- * (a 64-bit FNV-1a hash, then jump consistent hashing, so that going from N to N+1 shards
- * moves only about 1/(N+1) of the CocoonSets). Each shard elects its leader on a Lease of its
- * own, so every shard has its standby.
+ * share of the CocoonSets. A CocoonSet falls into one of 256 fixed buckets by its
+ * `namespace/name` (engine/spec/shard-bucket.ts), a label on it, its pods and its
+ * CocoonHibernations; each count splits the buckets evenly, and going from N to N+1 shards
+ * moves only the 1/(N+1) of them the new shard takes (`shardOfBucket`). A shard's informers
+ * select its buckets, so it caches only its own fleets (their CocoonSets, pods and
+ * CocoonHibernations).
+ * Each shard elects its leader on a Lease of its own, so every shard has its standby.
  *
  * While the shard count changes (the Operator rolls the shards' Deployments), processes of
  * the old count and of the new one run side by side for a while, and every CocoonSet has an
- * owner in each. Each shard's Lease says which share it holds (`index/count`); of two live
- * shards of different counts that claim one CocoonSet, the one whose holder acquired its
+ * owner in each. Each shard's Lease says which share it holds (`index/count`) and the version
+ * of the assignment it runs; of two live shards of different counts or versions that claim
+ * one CocoonSet, the one whose holder acquired its
  * Lease first reconciles it and the other holds it back until that Lease is released or
  * expires. Both read the same Leases, so no CocoonSet is reconciled by two shards at once,
  * and the new generation takes over as the old one stops. Pure: the caller reads the Leases.
  */
+
+import { fnv1a64, jumpHash, LABELS, SHARD_BUCKETS, shardBucketOf } from "../engine/spec/index.js";
+
+export { fnv1a64, jumpHash };
 
 /** This process's share: shard `index` of `count`. */
 export interface Shard {
@@ -23,48 +31,120 @@ export interface Shard {
 /** One process reconciles everything. */
 export const UNSHARDED: Shard = { index: 0, count: 1 };
 
-/** The most shards a controller can be split into. */
-export const MAX_SHARDS = 256;
+/** The most shards a controller can be split into: one per bucket. */
+export const MAX_SHARDS = SHARD_BUCKETS;
 
 /** Annotation on a shard's Lease: the share it holds, `index/count`. */
 export const SHARD_ANNOTATION = "cocoonset.cocoonstack.io/shard";
+/** Annotation on a shard's Lease: the version of the assignment function it runs. */
+export const SHARD_HASH_ANNOTATION = "cocoonset.cocoonstack.io/shard-hash";
 /** Label on the shards' Leases: the base name they share, so a shard lists its siblings. */
 export const SHARD_LEASE_LABEL = "cocoonset.cocoonstack.io/shard-lease";
+/**
+ * Label on the shards' Leases: the generation of its holder, `<version>-<count>`
+ * ({@link shardGeneration}). A shard's gate watches only the Leases of other generations
+ * (those are what can hold a CocoonSet back), so its siblings' renewals never reach it.
+ */
+export const SHARD_GENERATION_LABEL = "cocoonset.cocoonstack.io/shard-generation";
 
-const FNV_OFFSET = 0xcbf29ce484222325n;
-const FNV_PRIME = 0x100000001b3n;
-const MASK64 = (1n << 64n) - 1n;
+/**
+ * The assignment function's version, written on each shard's Lease
+ * ({@link SHARD_HASH_ANNOTATION}). 1 (a Lease without the annotation): jump hashing of the key
+ * itself to `count` shards. 2: the key's fixed bucket (engine/spec/shard-bucket.ts), each bucket
+ * split evenly among `count` shards (`shardOfBucket`), so that a shard's objects are whole buckets its informers can
+ * select on. Shards of different versions, like shards of different counts, claim through
+ * their own function and hold back what an earlier live one claims.
+ */
+export const SHARD_HASH_VERSION = 2;
 
-/** 64-bit FNV-1a of the UTF-8 bytes of `s`. */
-export function fnv1a64(s: string): bigint {
-  let h = FNV_OFFSET;
-  for (const byte of new TextEncoder().encode(s)) {
-    h ^= BigInt(byte);
-    h = (h * FNV_PRIME) & MASK64;
-  }
-  return h;
+/** Each count's assignment of the buckets, computed once: `[count][bucket] = shard`. */
+const assignments: number[][] = [];
+
+/** How many buckets shard `index` of `count` holds: an even split, the first ones one more. */
+function shareSize(index: number, count: number): number {
+  return Math.floor(SHARD_BUCKETS / count) + (index < SHARD_BUCKETS % count ? 1 : 0);
 }
 
 /**
- * Jump consistent hashing (Lamping and Veach, 2014): the bucket in [0, buckets) of a 64-bit
- * key, such that growing the buckets by one moves a key only into the new bucket.
+ * The buckets' shards for `count`, built from `count - 1`'s: each old shard gives the new one
+ * just enough of its buckets (those ranking first by a hash of bucket and count) to leave
+ * every shard its even share. So every count splits the buckets evenly (within one), and
+ * going from N to N+1 shards moves buckets only into the new shard, as few as can be; N+1 to
+ * N moves back only the last shard's.
  */
-export function jumpHash(key: bigint, buckets: number): number {
-  let b = -1;
-  let j = 0;
-  let k = key;
-  while (j < buckets) {
-    b = j;
-    k = (k * 2862933555777941757n + 1n) & MASK64;
-    j = Math.floor(((b + 1) * 2 ** 31) / (Number(k >> 33n) + 1));
+function assignment(count: number): number[] {
+  for (let c = assignments.length + 1; c <= count; c++) {
+    if (c === 1) {
+      assignments.push(new Array<number>(SHARD_BUCKETS).fill(0));
+      continue;
+    }
+    const next = [...assignments[c - 2]];
+    const rank = (b: number) => fnv1a64(`${b}/${c}`);
+    for (let i = 0; i < c - 1; i++) {
+      const give = shareSize(i, c - 1) - shareSize(i, c);
+      const held = next
+        .map((shard, b) => ({ shard, b, r: rank(b) }))
+        .filter((x) => x.shard === i)
+        .sort((x, y) => (x.r < y.r ? -1 : x.r > y.r ? 1 : x.b - y.b));
+      for (const x of held.slice(0, give)) next[x.b] = c - 1;
+    }
+    assignments.push(next);
   }
-  return b;
+  return assignments[count - 1];
+}
+
+/** The shard (of `count`) that holds bucket `bucket`. */
+export function shardOfBucket(bucket: number, count: number): number {
+  if (count <= 1) return 0;
+  return assignment(Math.min(count, SHARD_BUCKETS))[bucket];
 }
 
 /** The shard (of `count`) that reconciles the CocoonSet `namespace/name`. */
 export function shardOf(namespace: string, name: string, count: number): number {
+  return shardOfBucket(shardBucketOf(namespace, name), count);
+}
+
+/** The buckets shard `self` holds, ascending (every bucket when unsharded). */
+export function bucketsOf(self: Shard): number[] {
+  const out: number[] = [];
+  for (let b = 0; b < SHARD_BUCKETS; b++)
+    if (shardOfBucket(b, self.count) === self.index) out.push(b);
+  return out;
+}
+
+/**
+ * The label selector of the objects shard `self` holds (pods, CocoonHibernations): its buckets;
+ * undefined when unsharded (it holds every object, labelled or not).
+ */
+export function bucketSelector(self: Shard): string | undefined {
+  if (self.count <= 1) return undefined;
+  return `${LABELS.shardBucket} in (${bucketsOf(self).join(",")})`;
+}
+
+/** Version 1's assignment: the key itself jump-hashed (Leases without a version). */
+function shardOfV1(namespace: string, name: string, count: number): number {
   if (count <= 1) return 0;
   return jumpHash(fnv1a64(`${namespace}/${name}`), count);
+}
+
+/** What a verdict is asked about: a key and, when known, its bucket (else its name's). */
+export interface ShardTarget {
+  namespace: string;
+  name: string;
+  /** The object's bucket label; undefined: the bucket of `namespace/name`. */
+  bucket?: number;
+}
+
+/** Whether shard `index/count` of assignment `version` claims `target`. */
+function claims(
+  share: { index: number; count: number; version: number },
+  target: ShardTarget,
+): boolean {
+  if (share.count <= 1) return share.index === 0;
+  if (share.version === 1)
+    return shardOfV1(target.namespace, target.name, share.count) === share.index;
+  const bucket = target.bucket ?? shardBucketOf(target.namespace, target.name);
+  return shardOfBucket(bucket, share.count) === share.index;
 }
 
 /** A shard as its Lease shows it. */
@@ -73,6 +153,8 @@ export interface ShardLease {
   name: string;
   index: number;
   count: number;
+  /** The assignment function's version the holder runs ({@link SHARD_HASH_VERSION}). */
+  version: number;
   /** The Lease has a holder whose record is fresh (not released, not expired). */
   held: boolean;
   /** When its holder acquired it (milliseconds since the epoch). */
@@ -84,7 +166,7 @@ export type ShardVerdict =
   /** Its share, and no earlier live shard of another count claims it: reconcile. */
   | { kind: "mine" }
   /** Another shard's share: not this process's business. */
-  | { kind: "other"; shard: number }
+  | { kind: "other" }
   /** Its share, but a shard of another count that holds its Lease since earlier claims it too. */
   | { kind: "held"; by: ShardLease };
 
@@ -98,18 +180,21 @@ const before = (a: ShardLease, b: ShardLease): boolean =>
  */
 export function shardVerdict(
   self: ShardLease,
-  namespace: string,
-  name: string,
+  target: ShardTarget,
   leases: readonly ShardLease[],
 ): ShardVerdict {
-  const own = shardOf(namespace, name, self.count);
-  if (own !== self.index) return { kind: "other", shard: own };
+  if (!claims(self, target)) return { kind: "other" };
   for (const lease of leases) {
-    if (!lease.held || lease.count === self.count || lease.name === self.name) continue;
-    if (shardOf(namespace, name, lease.count) === lease.index && before(lease, self))
-      return { kind: "held", by: lease };
+    const sameGeneration = lease.count === self.count && lease.version === self.version;
+    if (!lease.held || sameGeneration || lease.name === self.name) continue;
+    if (claims(lease, target) && before(lease, self)) return { kind: "held", by: lease };
   }
   return { kind: "mine" };
+}
+
+/** The generation label's value of a shard of `count` running this assignment version. */
+export function shardGeneration(count: number): string {
+  return `${SHARD_HASH_VERSION}-${count}`;
 }
 
 /** The Lease name of shard `self` on the base name (the base itself when unsharded). */

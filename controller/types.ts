@@ -60,6 +60,12 @@ export interface ControllerMetrics {
   slotReleaseWake(namespace: string, cocoonset: string, placement: string): void;
   /** One wake pass that found the restored main agent unschedulable. */
   slotReleaseWakeUnschedulable(namespace: string, cocoonset: string): void;
+  /** Members the idle policy hibernated (spec.idle). */
+  idleHibernated?(namespace: string, cocoonset: string, n: number): void;
+  /** Members or fleets woken by activity (or because their policy went). */
+  wokenOnDemand?(namespace: string, cocoonset: string, n: number): void;
+  /** How many members the idle policy holds hibernated now. */
+  idleHibernatedMembers?(namespace: string, cocoonset: string, n: number): void;
 }
 
 /** The CocoonHibernation controller's metrics. */

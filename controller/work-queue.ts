@@ -129,6 +129,17 @@ export class WorkQueue {
     return Math.max(perKey, this.reserveToken());
   }
 
+  /**
+   * Drops the key's delayed add, if one waits: a reconcile that just ended decided from newer
+   * facts when (and whether) it must come back, so an earlier pass's wish is void.
+   */
+  cancelDelayed(key: string): void {
+    const prev = this.waiting.get(key);
+    if (!prev) return;
+    this.clock.clearTimeout(prev.handle);
+    this.waiting.delete(key);
+  }
+
   /** Resets the failure count of a key (after a successful reconcile). */
   forget(key: string): void {
     this.failures.delete(key);

@@ -115,6 +115,25 @@ const operatorOutputs: Record<string, Property> = {
   deploymentName: str("Name of the controller Deployment."),
 };
 
+// The policy arguments take the spec's own types, so each language checks their fields.
+const fleetPolicyInputs = {
+  idle: {
+    ...typeRef("IdleSpec"),
+    description:
+      "The idle policy, the CocoonSet's `spec.idle` (here or in `spec`, not both): a sub-agent or toolbox without activity for `after` is hibernated and woken by its next activity; a fleet idle as a whole is suspended. Changing it alone changes no slot. Default: none.",
+  },
+  expiry: {
+    ...typeRef("ExpirySpec"),
+    description:
+      "The expiry, the CocoonSet's `spec.expiry` (here or in `spec`, not both): `after` the fleet's creation (or its last activity, with `since: idle`) it is suspended or deleted (`action`). Changing it alone changes no slot. Default: none.",
+  },
+  hooks: {
+    ...typeRef("HooksSpec"),
+    description:
+      "Lifecycle hooks, the CocoonSet's `spec.hooks` (here or in `spec`, not both): the controller POSTs an event to `url` around each hibernate, wake and expiry. A `url` holding credentials makes the Fleet keep its spec as a secret. Default: none.",
+  },
+} satisfies Pick<Record<keyof FleetArgs, Property>, "idle" | "expiry" | "hooks">;
+
 // Keyed by every Fleet argument, as the Operator's above.
 const fleetInputs: Record<keyof FleetArgs, Property> = {
   namespace: str("Namespace of the CocoonSet (it must exist)."),
@@ -163,6 +182,7 @@ const fleetInputs: Record<keyof FleetArgs, Property> = {
     description:
       'What `pulumi preview` (and `up`, before any pod) does when the capacity forecast says a node would refuse pods this deploy creates: `"refuse"` fails naming the node, the figures and the slots; `"warn"` prints the same lines as warnings and `up` goes on; `"off"` lists no node or pod. Default "refuse" (`"warn"` is for nodes the forecast cannot see as they will be, e.g. an autoscaled pool). Changing it alone changes no slot.',
   },
+  ...fleetPolicyInputs,
 };
 
 const fleetOutputs: Record<string, Property> = {

@@ -41,12 +41,40 @@ if (!process.env.NODE_COMPILE_CACHE) {
 }
 
 /**
+ * What failed, repeated at the very end of the run: the lanes' output interleaves, and a
+ * reader (or CI, which keeps the tail) must not have to search for the red line. Each entry
+ * is a failed step's title and the failing tests' lines with a few lines of their reasons.
+ */
+const failures = [];
+
+/** Keeps the lines of a step's output that say what failed (node:test's spec reporter). */
+function failureLines(lines) {
+  const out = [];
+  let keep = 0;
+  for (const line of lines) {
+    if (/✖|not ok|Error|error:|expected|actual|FAILED/.test(line)) keep = 6;
+    if (keep > 0) {
+      out.push(line);
+      keep--;
+    }
+  }
+  return out.slice(-80);
+}
+
+/**
  * Runs one step, its output shown live (each line after `tag` when lanes run side by side).
  * Resolves true when it exits 0.
  */
 function step(title, cmd, args, { env = {}, tag = "" } = {}) {
   const t0 = Date.now();
-  const say = (line) => process.stdout.write(`${tag}${line}\n`);
+  const seen = [];
+  const say = (line) => {
+    process.stdout.write(`${tag}${line}\n`);
+    if (tag) {
+      seen.push(line);
+      if (seen.length > 4000) seen.splice(0, 1000);
+    }
+  };
   process.stdout.write(`\n${tag}== ${title}\n`);
   return new Promise((resolve) => {
     const child = spawn(cmd, args, {
@@ -59,6 +87,7 @@ function step(title, cmd, args, { env = {}, tag = "" } = {}) {
     }
     child.on("close", (code) => {
       const secs = ((Date.now() - t0) / 1000).toFixed(1);
+      if (code !== 0) failures.push({ title: `${tag}${title}`, lines: failureLines(seen) });
       say(code === 0 ? `== ${title}: ok in ${secs}s` : `== ${title}: FAILED after ${secs}s`);
       resolve(code === 0);
     });
@@ -77,7 +106,16 @@ function testFiles(dir) {
 }
 
 function must(ok) {
-  if (!ok) process.exit(1);
+  if (ok) return;
+  printFailures();
+  process.exit(1);
+}
+
+function printFailures() {
+  for (const f of failures) {
+    process.stdout.write(`\n== FAILED: ${f.title}\n`);
+    for (const line of f.lines) process.stdout.write(`   ${line}\n`);
+  }
 }
 
 must(await step("build", "npx", ["tsc", "-p", "tsconfig.json"]));
@@ -258,5 +296,6 @@ try {
       });
   }
 }
+printFailures();
 process.stdout.write(failed ? "\n== tests FAILED\n" : "\n== tests: all passed\n");
 process.exit(failed ? 1 : 0);

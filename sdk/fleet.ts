@@ -10,17 +10,22 @@ import {
   registryCredentialsProblem,
   slotsArgumentProblems,
 } from "../provider/dynamic/slots.js";
-import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/lifecycle-view.js";
+import { DEFAULT_SUSPEND_TIMEOUT_SECONDS } from "../provider/dynamic/deploy-view.js";
 import { API_VERSION } from "../engine/kube/api-names.js";
 import {
   DEFAULT_FANOUT,
   KIND,
+  LABELS,
   cocoonSetNameProblem,
   formatFailure,
   prefixedProperty,
+  shardBucketOf,
   validateCocoonSetSpec,
   type CocoonSetSpec,
   type CocoonSetStatus,
+  type ExpirySpec,
+  type HooksSpec,
+  type IdleSpec,
 } from "../engine/spec/index.js";
 import { CREATED_BY, OWNER_TOKEN } from "../provider/dynamic/ownership.js";
 import { type CapacityCheck, DEFAULT_CAPACITY_CHECK } from "../provider/dynamic/dry-run.js";
@@ -35,13 +40,16 @@ import {
   fleetIgnoreChanges,
 } from "./resource-options.js";
 import { PROVIDER_VERSION, type Slots } from "./slots.js";
+import {
+  POLICY_FIELDS,
+  hooksUrlHasCredentials,
+  policyProblems,
+  withPolicy,
+  type DeepInput,
+  type FleetPolicy,
+} from "./fleet-policy.js";
 
-/** A value whose fields, at any depth, may be Pulumi inputs (Outputs or promises). */
-export type DeepInput<T> = T extends (infer U)[]
-  ? pulumi.Input<DeepInput<U>[]>
-  : T extends object
-    ? pulumi.Input<{ [K in keyof T]: DeepInput<T[K]> }>
-    : pulumi.Input<T>;
+export type { DeepInput } from "./fleet-policy.js";
 
 /** Arguments of {@link Fleet}. */
 export interface FleetArgs {
@@ -165,6 +173,33 @@ export interface FleetArgs {
    * nodes the forecast cannot see as they will be (an autoscaled pool adds nodes after it)
    */
   capacityCheck?: CapacityCheck;
+  /**
+   * The idle policy, the CocoonSet's `spec.idle` (give it here or in `spec`, not both): a
+   * sub-agent or toolbox without activity for `after` (`30m`, `2h`) is hibernated, snapshot
+   * kept, and woken by its next activity; when every member, the main agent included, is
+   * idle, the controller suspends the whole fleet as `spec.suspend` would, without writing
+   * the spec, so `pulumi up` shows no diff then. Changing it alone changes no slot.
+   * @default none: nothing is hibernated for being idle
+   * @see docs/lifecycle.md
+   */
+  idle?: DeepInput<IdleSpec>;
+  /**
+   * The expiry, the CocoonSet's `spec.expiry` (here or in `spec`, not both): `after` the
+   * fleet's creation (or, with `since: "idle"`, its last activity) the fleet is suspended
+   * (`action: "suspend"`, the default) or deleted (`"delete"`). Changing it alone changes no
+   * slot.
+   * @default none: the fleet lives until it is destroyed
+   */
+  expiry?: DeepInput<ExpirySpec>;
+  /**
+   * Lifecycle hooks, the CocoonSet's `spec.hooks` (here or in `spec`, not both): the
+   * controller POSTs an event to `url` before a member hibernates, after it wakes and before
+   * the fleet expires. A `url` holding credentials (`https://user:token@host/…`) makes the
+   * Fleet keep its spec as a secret (encrypted in the state, masked in previews). Changing it
+   * alone changes no slot.
+   * @default none
+   */
+  hooks?: DeepInput<HooksSpec>;
 }
 
 /**
@@ -276,9 +311,16 @@ export class Fleet extends pulumi.ComponentResource {
     // the slots resource, and in an existing namespace its preview (a server-side dry run)
     // would fail first with the apiserver's words. A spec holding Outputs is checked once
     // they are known, by the slots resource's `check`.
-    const specProblems = holdsInputs(args.spec)
-      ? []
-      : specFailures(validateCocoonSetSpec(args.spec));
+    const policy = { idle: args.idle, expiry: args.expiry, hooks: args.hooks };
+    const plainSpec = !holdsInputs(args.spec) && !holdsInputs(policy);
+    const specProblems = plainSpec
+      ? [
+          ...policyProblems(args.spec as CocoonSetSpec, policy as FleetPolicy),
+          ...specFailures(
+            validateCocoonSetSpec(withPolicy(args.spec as CocoonSetSpec, policy as FleetPolicy)),
+          ),
+        ]
+      : [];
     const problems = [
       ...(cocoonSetNameProblem(csName) ? [`[name] ${cocoonSetNameProblem(csName)}`] : []),
       // A registry given as an Output is checked by the slots resource's `check`.
@@ -323,8 +365,22 @@ export class Fleet extends pulumi.ComponentResource {
       ...aliased(childName),
     });
     // Outputs anywhere in the spec resolve here; the resources take the same input.
-    const spec = pulumi.output(args.spec) as pulumi.Output<CocoonSetSpec>;
-    if (pulumi.runtime.isDryRun() && holdsInputs(args.spec)) reportUnknownSlots(this, spec);
+    // The policy arguments join the spec there; one given twice fails once both are known.
+    const givenPolicy = POLICY_FIELDS.some((f) => args[f] !== undefined);
+    const plain = givenPolicy
+      ? pulumi.all([args.spec, policy]).apply(([s, p]) => {
+          const twice = policyProblems(s, p);
+          if (twice.length > 0) throw new ArgumentsError(`Fleet ${name}`, twice);
+          return withPolicy(s, p);
+        })
+      : pulumi.output(args.spec);
+    if (pulumi.runtime.isDryRun() && !plainSpec) reportUnknownSlots(this, plain);
+    // Credentials in the hook URL make the spec a secret wherever it is kept. The slots map
+    // follows from `spec` alone (the policy arguments change no slot), so a secret hook
+    // given as `hooks` leaves it readable and a preview still lists each slot's change.
+    const spec = plain.apply((s) =>
+      hooksUrlHasCredentials(s) ? pulumi.secret(s) : s,
+    ) as pulumi.Output<CocoonSetSpec>;
     // Without an `operator`, the program's own Operators (constructed before it) still come
     // first: the CocoonSet waits for their CRD guards, so `destroy` deletes this fleet before
     // they check what is left (their CRD guard refused a CocoonSet this very destroy deletes).
@@ -381,6 +437,11 @@ export class Fleet extends pulumi.ComponentResource {
         metadata: {
           name: csName,
           namespace: args.namespace,
+          // Its shard bucket, so a sharded controller's shard selects it from the start
+          // (the controller labels a CocoonSet written without it once).
+          labels: pulumi
+            .output(args.namespace)
+            .apply((ns) => ({ [LABELS.shardBucket]: String(shardBucketOf(ns, csName)) })),
           // The program's spec wins over an edit made with kubectl: a refreshing preview plans
           // to set it back, as the up that follows does (without force the preview failed on
           // the edit's field manager while the up went through). Taking over someone else's
@@ -415,7 +476,7 @@ export class Fleet extends pulumi.ComponentResource {
         spec,
         // An invalid spec gets no slots here: the resource's check reports every failure.
         slots: pulumi
-          .all([args.namespace, spec])
+          .all([args.namespace, args.spec as pulumi.Input<CocoonSetSpec>])
           .apply(([ns, s]) => (validateCocoonSetSpec(s).ok ? desiredSlots(ns, csName, s) : {})),
         providerVersion: PROVIDER_VERSION,
         fanOut: args.fanOut ?? DEFAULT_FANOUT,

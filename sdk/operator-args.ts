@@ -186,11 +186,11 @@ function secretNameProblem(name: string): string | undefined {
   return undefined;
 }
 
-/** Every problem with the arguments, one `[field] rule (got value)` line each. */
-export function operatorArgumentProblems(args: OperatorArgs): string[] {
-  const out: string[] = [];
+/** Collects `[field] rule (got value)` lines; `parsed` runs a controller flag's own parser. */
+function problemList() {
+  const lines: string[] = [];
   const bad = (field: string, rule: string, value: unknown) =>
-    out.push(`[${field}] ${rule} (got ${describeValue(value)})`);
+    lines.push(`[${field}] ${rule} (got ${describeValue(value)})`);
   const parsed = (field: string, value: unknown, parser: (text: string) => unknown) => {
     try {
       parser(String(value));
@@ -199,7 +199,23 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
       bad(field, e.message, value);
     }
   };
+  return { lines, bad, parsed };
+}
 
+type Problems = ReturnType<typeof problemList>;
+
+/** Every problem with the arguments, one `[field] rule (got value)` line each. */
+export function operatorArgumentProblems(args: OperatorArgs): string[] {
+  const p = problemList();
+  flagValueProblems(args, p);
+  replicaProblems(args, p);
+  registryProblems(args, p);
+  watchNamespaceProblems(args, p);
+  return p.lines;
+}
+
+/** The plain values: the namespace, the booleans, the image and the controller's flags. */
+function flagValueProblems(args: OperatorArgs, { bad, parsed }: Problems): void {
   if (args.namespace !== undefined) {
     const problem = namespaceNameProblem(args.namespace);
     if (problem) bad("namespace", problem, args.namespace);
@@ -243,6 +259,10 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
       bad("ociRegistry", "must be a string host[:port][/prefix]", args.ociRegistry);
     else parsed("ociRegistry", args.ociRegistry, parseRegistryOption);
   }
+}
+
+/** Replicas and shards (and the leader election both need), and the adopted CRD. */
+function replicaProblems(args: OperatorArgs, { bad }: Problems): void {
   const replicas = args.replicas ?? 1;
   if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 1) {
     bad("replicas", "must be an integer >= 1", replicas);
@@ -267,6 +287,10 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
   if (args.adoptCrd !== undefined && args.adoptCrd !== CRD_NAME) {
     bad("adoptCrd", `must be the name of the CocoonSet CRD, "${CRD_NAME}"`, args.adoptCrd);
   }
+}
+
+/** The snapshot registry's transport, CA bundle and credentials. */
+function registryProblems(args: OperatorArgs, { bad, parsed }: Problems): void {
   if (args.ociRegistryInsecure !== undefined && typeof args.ociRegistryInsecure !== "boolean")
     bad("ociRegistryInsecure", "must be true or false", args.ociRegistryInsecure);
   if (typeof args.ociRegistry === "string") {
@@ -290,15 +314,16 @@ export function operatorArgumentProblems(args: OperatorArgs): string[] {
     else if (args.ociRegistry === undefined)
       bad("ociRegistryCredentialsSecret", "needs [ociRegistry]: the registry it opens", v);
   }
-  if (args.watchNamespaces !== undefined) {
-    if (!Array.isArray(args.watchNamespaces)) {
-      bad("watchNamespaces", "must be a list of namespace names", args.watchNamespaces);
-    } else {
-      args.watchNamespaces.forEach((ns: unknown, i) => {
-        if (typeof ns !== "string") bad(`watchNamespaces[${i}]`, "must be a string", ns);
-        else parsed(`watchNamespaces[${i}]`, ns, parseNamespaceOption);
-      });
-    }
+}
+
+function watchNamespaceProblems(args: OperatorArgs, { bad, parsed }: Problems): void {
+  if (args.watchNamespaces === undefined) return;
+  if (!Array.isArray(args.watchNamespaces)) {
+    bad("watchNamespaces", "must be a list of namespace names", args.watchNamespaces);
+    return;
   }
-  return out;
+  args.watchNamespaces.forEach((ns: unknown, i) => {
+    if (typeof ns !== "string") bad(`watchNamespaces[${i}]`, "must be a string", ns);
+    else parsed(`watchNamespaces[${i}]`, ns, parseNamespaceOption);
+  });
 }

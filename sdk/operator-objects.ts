@@ -12,7 +12,12 @@ import type { ObjectRef } from "../provider/dynamic/ownership.js";
 import type * as k8s from "@pulumi/kubernetes";
 import { createRequire } from "node:module";
 import type { OperatorArgs } from "./operator-args.js";
-import { DEFAULT_CONCURRENCY, DEFAULT_REAP_INTERVAL } from "../controller/options.js";
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_LEADER_ELECT,
+  DEFAULT_REAP_INTERVAL,
+} from "../controller/options.js";
+import { DEFAULT_LOG_LEVEL } from "../controller/logger.js";
 import {
   controllerRules,
   leaderElectionRules,
@@ -231,6 +236,15 @@ const crd = (c: { metadata: { name: string }; spec: CrdSpec }, resourceName: str
   },
 });
 
+/** What every object of one Operator is built from: its name, namespace and labels. */
+interface Base {
+  name: string;
+  args: OperatorArgs;
+  ns: string;
+  labels: Record<string, string>;
+  saName: string;
+}
+
 /**
  * The objects of the Operator `name` with these arguments, which must have passed
  * `operatorArgumentProblems` (sdk/operator-args.ts). Pure: the same arguments give the same
@@ -238,29 +252,77 @@ const crd = (c: { metadata: { name: string }; spec: CrdSpec }, resourceName: str
  */
 export function operatorObjects(name: string, args: OperatorArgs = {}): OperatorObjects {
   const ns = operatorNamespace(args);
-  const ociRegistry = args.ociRegistry?.trim();
-  const ociRegistryCa = ociRegistry ? args.ociRegistryCa : undefined;
-  const ociRegistryInsecure = ociRegistry ? args.ociRegistryInsecure : undefined;
-  const credentials = ociRegistry ? args.ociRegistryCredentialsSecret : undefined;
-  const watch = args.watchNamespaces ?? [];
-  const leaderElect = args.leaderElect ?? true;
   const labels = { ...OPERATOR_LABELS, "app.kubernetes.io/name": `${name}-controller` };
-  const saName = `${name}-controller`;
-  const subject = { kind: "ServiceAccount" as const, name: saName, namespace: ns };
-  const role = (
-    resourceName: string,
-    kind: "ClusterRole" | "Role",
-    metadata: ObjectMeta,
-    rules: PolicyRule[],
-  ): Named<RbacObject> => ({
+  const b: Base = { name, args, ns, labels, saName: `${name}-controller` };
+  const registryCa = registryCaObject(b);
+  const deployment = deploymentObject(b, 0, registryCa);
+  const metricsService = metricsServiceObject(b);
+  const serviceMonitor = serviceMonitorObject(b);
+  const podDisruptionBudget = podDisruptionBudgetObject(b, 0);
+  const shardDeployments = Array.from({ length: (args.shards ?? 1) - 1 }, (_, k) => {
+    const pdb = podDisruptionBudgetObject(b, k + 1);
+    return {
+      deployment: deploymentObject(b, k + 1, registryCa),
+      ...(pdb ? { podDisruptionBudget: pdb } : {}),
+    };
+  });
+  const namespace = args.createNamespace === false ? undefined : namespaceObject(b);
+  return {
+    ...(namespace ? { namespace } : {}),
+    crd: crd(crdJson, `${name}-crd`),
+    hibernationCrd: crd(hibernationCrdJson, `${name}-hibernation-crd`),
+    serviceAccount: {
+      resourceName: `${name}-sa`,
+      object: {
+        apiVersion: "v1",
+        kind: "ServiceAccount",
+        metadata: { name: b.saName, namespace: ns, labels },
+      },
+    },
+    rbac: rbacObjects(b),
+    ...(registryCa ? { registryCa } : {}),
+    deployment,
+    ...(shardDeployments.length > 0 ? { shardDeployments } : {}),
+    ...(metricsService ? { metricsService } : {}),
+    ...(serviceMonitor ? { serviceMonitor } : {}),
+    ...(podDisruptionBudget ? { podDisruptionBudget } : {}),
+  };
+}
+
+function namespaceObject(b: Base): NonNullable<OperatorObjects["namespace"]> {
+  return {
+    resourceName: `${b.name}-ns`,
+    object: {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: b.ns, labels: OPERATOR_LABELS },
+    },
+  };
+}
+
+/** The controller's leader election, on unless `leaderElect: false`. */
+const leaderElects = (args: OperatorArgs) => args.leaderElect ?? DEFAULT_LEADER_ELECT;
+
+function role(
+  resourceName: string,
+  kind: "ClusterRole" | "Role",
+  metadata: ObjectMeta,
+  rules: PolicyRule[],
+): Named<RbacObject> {
+  return {
     resourceName,
     object: { apiVersion: "rbac.authorization.k8s.io/v1", kind, metadata, rules },
-  });
-  const binding = (
-    resourceName: string,
-    kind: "ClusterRole" | "Role",
-    metadata: ObjectMeta,
-  ): Named<RbacObject> => ({
+  };
+}
+
+/** The binding of the role of that kind and metadata to the controller's ServiceAccount. */
+function binding(
+  resourceName: string,
+  kind: "ClusterRole" | "Role",
+  metadata: ObjectMeta,
+  subject: { kind: "ServiceAccount"; name: string; namespace: string },
+): Named<RbacObject> {
+  return {
     resourceName,
     object: {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -269,65 +331,87 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind, name: metadata.name },
       subjects: [subject],
     },
-  });
+  };
+}
 
-  const rbac: Named<RbacObject>[] = [];
+/**
+ * The RBAC objects, each role before its binding: a ClusterRole (and a Lease Role in the
+ * controller's namespace) when the controller watches every namespace, else a Role per
+ * watched namespace (and the Lease rules in the controller's own).
+ */
+function rbacObjects(b: Base): Named<RbacObject>[] {
+  const { name, ns, labels } = b;
+  const watch = b.args.watchNamespaces ?? [];
+  const leaderElect = leaderElects(b.args);
+  const subject = { kind: "ServiceAccount" as const, name: b.saName, namespace: ns };
+  // `*` in the suffix: "role" in the role's resource name, "binding" in the binding's.
+  const pair = (
+    suffix: string,
+    kind: "ClusterRole" | "Role",
+    meta: ObjectMeta,
+    rules: PolicyRule[],
+  ) => [
+    role(`${name}-${suffix.replace("*", "role")}`, kind, meta, rules),
+    binding(`${name}-${suffix.replace("*", "binding")}`, kind, meta, subject),
+  ];
   if (watch.length === 0) {
     const meta = { name: `${name}-cocoonset-controller`, labels };
-    rbac.push(
-      role(`${name}-role`, "ClusterRole", meta, controllerRules()),
-      binding(`${name}-binding`, "ClusterRole", meta),
-    );
     // Leases only in the controller's own namespace, where its leader election runs.
-    if (leaderElect) {
-      const leaseMeta = { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels };
-      rbac.push(
-        role(`${name}-lease-role`, "Role", leaseMeta, leaderElectionRules()),
-        binding(`${name}-lease-binding`, "Role", leaseMeta),
-      );
-    }
-  } else {
-    for (const w of [...new Set([...watch, ...(leaderElect ? [ns] : [])])]) {
-      const rules = [
-        ...(watch.includes(w) ? namespacedRules() : []),
-        ...(leaderElect && w === ns ? leaderElectionRules() : []),
-      ];
-      const meta = { name: `${name}-cocoonset-controller`, namespace: w, labels };
-      rbac.push(
-        role(`${name}-role-${w}`, "Role", meta, rules),
-        binding(`${name}-binding-${w}`, "Role", meta),
-      );
-    }
+    const leaseMeta = { name: `${name}-cocoonset-controller-lease`, namespace: ns, labels };
+    return [
+      ...pair("*", "ClusterRole", meta, controllerRules()),
+      ...(leaderElect ? pair("lease-*", "Role", leaseMeta, leaderElectionRules()) : []),
+    ];
   }
+  return [...new Set([...watch, ...(leaderElect ? [ns] : [])])].flatMap((w) => {
+    const rules = [
+      ...(watch.includes(w) ? namespacedRules() : []),
+      ...(leaderElect && w === ns ? leaderElectionRules() : []),
+    ];
+    const meta = { name: `${name}-cocoonset-controller`, namespace: w, labels };
+    return pair(`*-${w}`, "Role", meta, rules);
+  });
+}
 
-  const cliArgs = deploymentControllerArgs({
-    leaderElect,
+/** The registry's CA bundle reaches the controller as a mounted ConfigMap. */
+function registryCaObject(b: Base): OperatorObjects["registryCa"] {
+  const ca = b.args.ociRegistry?.trim() ? b.args.ociRegistryCa : undefined;
+  if (!ca) return undefined;
+  return {
+    resourceName: `${b.name}-registry-ca`,
+    object: {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: `${b.name}-registry-ca`, namespace: b.ns, labels: b.labels },
+      data: { "ca.crt": ca },
+    },
+  };
+}
+
+/** The controller's command line (without the shard). */
+function controllerArgs(b: Base): string[] {
+  const { args, ns } = b;
+  const ociRegistry = args.ociRegistry?.trim();
+  return deploymentControllerArgs({
+    leaderElect: leaderElects(args),
     // The Lease Role is in this namespace: the controller elects its leader there.
     leaderElectionNamespace: ns,
     concurrency: args.concurrency ?? DEFAULT_CONCURRENCY,
     fanoutConcurrency: args.fanoutConcurrency ?? DEFAULT_FANOUT,
     reapInterval: args.reapInterval ?? DEFAULT_REAP_INTERVAL,
-    logLevel: args.logLevel ?? "info",
-    watchNamespaces: watch,
+    logLevel: args.logLevel ?? DEFAULT_LOG_LEVEL,
+    watchNamespaces: args.watchNamespaces ?? [],
     ociRegistry,
-    ociRegistryCaFile: ociRegistryCa ? `${REGISTRY_CA_DIR}/ca.crt` : undefined,
-    ociRegistryInsecure,
+    ociRegistryCaFile: ociRegistry && args.ociRegistryCa ? `${REGISTRY_CA_DIR}/ca.crt` : undefined,
+    ociRegistryInsecure: ociRegistry ? args.ociRegistryInsecure : undefined,
     hibernateTimeout: args.hibernateTimeout?.trim(),
     wakeTimeout: args.wakeTimeout?.trim(),
   });
-  // The registry's CA bundle reaches the controller as a mounted ConfigMap.
-  const registryCa = ociRegistryCa
-    ? {
-        resourceName: `${name}-registry-ca`,
-        object: {
-          apiVersion: "v1" as const,
-          kind: "ConfigMap" as const,
-          metadata: { name: `${name}-registry-ca`, namespace: ns, labels },
-          data: { "ca.crt": ociRegistryCa },
-        },
-      }
-    : undefined;
+}
 
+/** The controller container's volumes and their mounts: the registry's CA and credentials. */
+function registryVolumes(b: Base, registryCa: OperatorObjects["registryCa"]) {
+  const credentials = b.args.ociRegistry?.trim() ? b.args.ociRegistryCredentialsSecret : undefined;
   const volumes = [
     ...(registryCa
       ? [{ name: "registry-ca", configMap: { name: registryCa.object.metadata.name } }]
@@ -350,176 +434,156 @@ export function operatorObjects(name: string, args: OperatorArgs = {}): Operator
       ? [{ name: "registry-auth", mountPath: REGISTRY_AUTH_DIR, readOnly: true }]
       : []),
   ];
-  const shards = args.shards ?? 1;
-  // Shard 0 keeps the unsharded names (a Deployment's selector cannot change); every shard's
-  // pods carry the controller label the metrics Service selects them all by.
-  const shardName = (i: number) =>
-    i === 0 ? `${name}-controller` : `${name}-controller-shard-${i}`;
-  const shardLabels = (i: number) => ({
-    ...labels,
-    "app.kubernetes.io/name": shardName(i),
-    ...(shards > 1 ? { [CONTROLLER_LABEL]: name } : {}),
-  });
-  const deploymentOf = (i: number): OperatorObjects["deployment"] => ({
-    resourceName: shardName(i),
+  return { volumes, mounts, credentials };
+}
+
+/**
+ * Shard `i`'s name: shard 0 keeps the unsharded names (a Deployment's selector cannot change).
+ */
+const shardName = (b: Base, i: number) =>
+  i === 0 ? `${b.name}-controller` : `${b.name}-controller-shard-${i}`;
+
+/** Shard `i`'s pods' labels: every shard's carry the label the metrics Service selects. */
+const shardLabels = (b: Base, i: number) => ({
+  ...b.labels,
+  "app.kubernetes.io/name": shardName(b, i),
+  ...((b.args.shards ?? 1) > 1 ? { [CONTROLLER_LABEL]: b.name } : {}),
+});
+
+/** The Deployment of shard `i` (shard 0: the controller's, when unsharded). */
+function deploymentObject(
+  b: Base,
+  i: number,
+  registryCa: OperatorObjects["registryCa"],
+): OperatorObjects["deployment"] {
+  const name = shardName(b, i);
+  return {
+    resourceName: name,
     object: {
       apiVersion: "apps/v1",
       kind: "Deployment",
-      metadata: { name: shardName(i), namespace: ns, labels: shardLabels(i) },
+      metadata: { name, namespace: b.ns, labels: shardLabels(b, i) },
       spec: {
-        replicas: args.replicas ?? 1,
-        selector: { matchLabels: { "app.kubernetes.io/name": shardName(i) } },
+        replicas: b.args.replicas ?? 1,
+        selector: { matchLabels: { "app.kubernetes.io/name": name } },
         template: {
-          metadata: { labels: shardLabels(i) },
-          spec: {
-            serviceAccountName: saName,
-            imagePullSecrets: args.imagePullSecrets?.map((name) => ({ name })),
-            nodeSelector: args.nodeSelector,
-            tolerations: args.tolerations,
-            priorityClassName: args.priorityClassName,
-            securityContext: {
-              runAsNonRoot: true,
-              runAsUser: CONTROLLER_UID,
-              seccompProfile: { type: "RuntimeDefault" },
-            },
-            containers: [
-              {
-                name: "controller",
-                image: operatorImage(args),
-                imagePullPolicy: args.imagePullPolicy,
-                args: shards > 1 ? [...cliArgs, `--shard=${i}/${shards}`] : cliArgs,
-                env: [
-                  {
-                    name: "POD_NAMESPACE",
-                    valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } },
-                  },
-                  { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-                  // The registry's credentials: the Docker keychain reads $DOCKER_CONFIG/config.json.
-                  ...(credentials ? [{ name: "DOCKER_CONFIG", value: REGISTRY_AUTH_DIR }] : []),
-                ],
-                ports: [
-                  { name: "metrics", containerPort: METRICS_PORT },
-                  { name: "probes", containerPort: PROBE_PORT },
-                ],
-                livenessProbe: {
-                  httpGet: { path: "/healthz", port: "probes" },
-                  periodSeconds: 20,
-                },
-                readinessProbe: {
-                  httpGet: { path: "/readyz", port: "probes" },
-                  periodSeconds: 10,
-                },
-                resources: args.resources ?? {
-                  requests: { cpu: "100m", memory: "128Mi" },
-                  limits: { memory: "512Mi" },
-                },
-                securityContext: {
-                  allowPrivilegeEscalation: false,
-                  readOnlyRootFilesystem: true,
-                  capabilities: { drop: ["ALL"] },
-                },
-                ...(mounts.length > 0 ? { volumeMounts: mounts } : {}),
-              },
-            ],
-            ...(volumes.length > 0 ? { volumes } : {}),
-          },
+          metadata: { labels: shardLabels(b, i) },
+          spec: podSpec(b, i, registryCa),
         },
       },
     },
-  });
-  const deployment = deploymentOf(0);
+  };
+}
 
-  const selector: Record<string, string> =
-    shards > 1 ? { [CONTROLLER_LABEL]: name } : { "app.kubernetes.io/name": `${name}-controller` };
-  const monitor = args.serviceMonitor === true;
-  const metricsLabels = { ...labels, "app.kubernetes.io/component": "metrics" };
-  const metricsService: OperatorObjects["metricsService"] =
-    args.metricsService === true || monitor
-      ? {
-          resourceName: `${name}-metrics`,
-          object: {
-            apiVersion: "v1",
-            kind: "Service",
-            metadata: { name: `${name}-controller-metrics`, namespace: ns, labels: metricsLabels },
-            spec: {
-              selector,
-              ports: [
-                { name: "metrics", port: METRICS_PORT, targetPort: "metrics", protocol: "TCP" },
-              ],
-            },
-          },
-        }
-      : undefined;
-  const serviceMonitor: OperatorObjects["serviceMonitor"] = monitor
-    ? {
-        resourceName: `${name}-service-monitor`,
-        object: {
-          apiVersion: "monitoring.coreos.com/v1",
-          kind: "ServiceMonitor",
-          metadata: { name: `${name}-controller`, namespace: ns, labels },
-          spec: {
-            selector: {
-              matchLabels: {
-                "app.kubernetes.io/name": `${name}-controller`,
-                "app.kubernetes.io/component": "metrics",
-              },
-            },
-            endpoints: [{ port: "metrics", path: "/metrics" }],
-          },
-        },
-      }
-    : undefined;
-  // Per shard: at most one of its pods evicted at a time, so each shard keeps its leader.
-  const pdbOf = (i: number): OperatorObjects["podDisruptionBudget"] =>
-    (args.replicas ?? 1) > 1
-      ? {
-          resourceName: i === 0 ? `${name}-pdb` : `${name}-pdb-shard-${i}`,
-          object: {
-            apiVersion: "policy/v1",
-            kind: "PodDisruptionBudget",
-            metadata: { name: shardName(i), namespace: ns, labels },
-            spec: {
-              minAvailable: 1,
-              selector: { matchLabels: { "app.kubernetes.io/name": shardName(i) } },
-            },
-          },
-        }
-      : undefined;
-  const podDisruptionBudget = pdbOf(0);
-  const shardDeployments = Array.from({ length: shards - 1 }, (_, k) => {
-    const pdb = pdbOf(k + 1);
-    return { deployment: deploymentOf(k + 1), ...(pdb ? { podDisruptionBudget: pdb } : {}) };
-  });
-
+/** The controller pod of shard `i`. */
+function podSpec(b: Base, i: number, registryCa: OperatorObjects["registryCa"]) {
+  const { args } = b;
+  const { volumes, mounts, credentials } = registryVolumes(b, registryCa);
+  const shards = args.shards ?? 1;
+  const cliArgs = controllerArgs(b);
   return {
-    ...(args.createNamespace === false
-      ? {}
-      : {
-          namespace: {
-            resourceName: `${name}-ns`,
-            object: {
-              apiVersion: "v1",
-              kind: "Namespace",
-              metadata: { name: ns, labels: OPERATOR_LABELS },
-            },
-          },
-        }),
-    crd: crd(crdJson, `${name}-crd`),
-    hibernationCrd: crd(hibernationCrdJson, `${name}-hibernation-crd`),
-    serviceAccount: {
-      resourceName: `${name}-sa`,
-      object: {
-        apiVersion: "v1",
-        kind: "ServiceAccount",
-        metadata: { name: saName, namespace: ns, labels },
+    serviceAccountName: b.saName,
+    imagePullSecrets: args.imagePullSecrets?.map((name) => ({ name })),
+    nodeSelector: args.nodeSelector,
+    tolerations: args.tolerations,
+    priorityClassName: args.priorityClassName,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: CONTROLLER_UID,
+      seccompProfile: { type: "RuntimeDefault" },
+    },
+    containers: [
+      {
+        name: "controller",
+        image: operatorImage(args),
+        imagePullPolicy: args.imagePullPolicy,
+        args: shards > 1 ? [...cliArgs, `--shard=${i}/${shards}`] : cliArgs,
+        env: [
+          { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+          { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+          // The registry's credentials: the Docker keychain reads $DOCKER_CONFIG/config.json.
+          ...(credentials ? [{ name: "DOCKER_CONFIG", value: REGISTRY_AUTH_DIR }] : []),
+        ],
+        ports: [
+          { name: "metrics", containerPort: METRICS_PORT },
+          { name: "probes", containerPort: PROBE_PORT },
+        ],
+        livenessProbe: { httpGet: { path: "/healthz", port: "probes" }, periodSeconds: 20 },
+        readinessProbe: { httpGet: { path: "/readyz", port: "probes" }, periodSeconds: 10 },
+        resources: args.resources ?? {
+          requests: { cpu: "100m", memory: "128Mi" },
+          limits: { memory: "512Mi" },
+        },
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ["ALL"] },
+        },
+        ...(mounts.length > 0 ? { volumeMounts: mounts } : {}),
+      },
+    ],
+    ...(volumes.length > 0 ? { volumes } : {}),
+  };
+}
+
+/** The metrics port's Service, with `metricsService` or `serviceMonitor`. */
+function metricsServiceObject(b: Base): OperatorObjects["metricsService"] {
+  const { name, args } = b;
+  if (args.metricsService !== true && args.serviceMonitor !== true) return undefined;
+  const selector: Record<string, string> =
+    (args.shards ?? 1) > 1
+      ? { [CONTROLLER_LABEL]: name }
+      : { "app.kubernetes.io/name": `${name}-controller` };
+  const labels = { ...b.labels, "app.kubernetes.io/component": "metrics" };
+  return {
+    resourceName: `${name}-metrics`,
+    object: {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: `${name}-controller-metrics`, namespace: b.ns, labels },
+      spec: {
+        selector,
+        ports: [{ name: "metrics", port: METRICS_PORT, targetPort: "metrics", protocol: "TCP" }],
       },
     },
-    rbac,
-    ...(registryCa ? { registryCa } : {}),
-    deployment,
-    ...(shardDeployments.length > 0 ? { shardDeployments } : {}),
-    ...(metricsService ? { metricsService } : {}),
-    ...(serviceMonitor ? { serviceMonitor } : {}),
-    ...(podDisruptionBudget ? { podDisruptionBudget } : {}),
+  };
+}
+
+/** The Prometheus Operator's ServiceMonitor of the metrics Service, with `serviceMonitor`. */
+function serviceMonitorObject(b: Base): OperatorObjects["serviceMonitor"] {
+  if (b.args.serviceMonitor !== true) return undefined;
+  return {
+    resourceName: `${b.name}-service-monitor`,
+    object: {
+      apiVersion: "monitoring.coreos.com/v1",
+      kind: "ServiceMonitor",
+      metadata: { name: `${b.name}-controller`, namespace: b.ns, labels: b.labels },
+      spec: {
+        selector: {
+          matchLabels: {
+            "app.kubernetes.io/name": `${b.name}-controller`,
+            "app.kubernetes.io/component": "metrics",
+          },
+        },
+        endpoints: [{ port: "metrics", path: "/metrics" }],
+      },
+    },
+  };
+}
+
+/** Per shard, with `replicas` > 1: at most one of its pods evicted at a time, so it keeps its leader. */
+function podDisruptionBudgetObject(b: Base, i: number): OperatorObjects["podDisruptionBudget"] {
+  if ((b.args.replicas ?? 1) <= 1) return undefined;
+  return {
+    resourceName: i === 0 ? `${b.name}-pdb` : `${b.name}-pdb-shard-${i}`,
+    object: {
+      apiVersion: "policy/v1",
+      kind: "PodDisruptionBudget",
+      metadata: { name: shardName(b, i), namespace: b.ns, labels: b.labels },
+      spec: {
+        minAvailable: 1,
+        selector: { matchLabels: { "app.kubernetes.io/name": shardName(b, i) } },
+      },
+    },
   };
 }

@@ -56,16 +56,18 @@ function rbacResource(
   }
 }
 
+/** The ownership token every object of one Operator carries. */
+interface Token {
+  token: pulumi.Output<string>;
+  adopt: boolean;
+}
+
 /**
  * An object carrying the Operator's ownership token (and, for the CRDs, its name): the guards
  * act only on objects that carry their token. The token is an Output; the object types hold
  * plain strings, and Pulumi resolves Outputs at any depth of a resource's inputs.
  */
-function owned<T extends { metadata: ObjectMeta }>(
-  o: T,
-  own: { token: pulumi.Output<string>; adopt: boolean },
-  installedBy?: string,
-): T {
+function owned<T extends { metadata: ObjectMeta }>(o: T, own: Token, installedBy?: string): T {
   return {
     ...o,
     metadata: {
@@ -80,6 +82,39 @@ function owned<T extends { metadata: ObjectMeta }>(
       },
     },
   };
+}
+
+/** Why the guards keep the CRD at destroy, or "" when they delete it. */
+function retainReason(args: OperatorArgs): string {
+  if (args.adoptCrd) return "adopted: this Operator did not install it";
+  return args.retainCrdOnDelete ? "retainCrdOnDelete" : "";
+}
+
+/** The rollout check of each controller Deployment: shard 0's first. */
+function registerRollouts(
+  name: string,
+  args: OperatorArgs,
+  kubeconfig: ReturnType<typeof kubeconfigInputs>["kubeconfig"],
+  deployments: { deployment: k8s.apps.v1.Deployment; shards: k8s.apps.v1.Deployment[] },
+  optsOf: (resourceName: string) => pulumi.CustomResourceOptions,
+): ControllerRollout[] {
+  const rolloutOf = (resourceName: string, d: k8s.apps.v1.Deployment) =>
+    resources().controllerRollout(
+      resourceName,
+      {
+        kubeconfig,
+        namespace: operatorNamespace(args),
+        deployment: d.metadata.name,
+        image: operatorImage(args),
+        generation: d.metadata.generation,
+        timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
+      },
+      { ...optsOf(resourceName), dependsOn: [d] },
+    );
+  return [
+    rolloutOf(`${name}-rollout`, deployments.deployment),
+    ...deployments.shards.map((d, k) => rolloutOf(`${name}-rollout-shard-${k + 1}`, d)),
+  ];
 }
 
 /** The Operators this program has constructed so far, in order. */
@@ -102,6 +137,189 @@ export function programOperators(): readonly Operator[] {
  * CRD, and fails instead while any CocoonSet is left; `retainCrdOnDelete` (and `adoptCrd`)
  * keep the CRD.
  */
+/** How the children of one Operator are registered. */
+interface Children {
+  objects: OperatorObjects;
+  token: Token;
+  /** `<project>/<stack>/<name>` of the Operator, stamped on its CRDs. */
+  owner: string;
+  /** A child's options: the given ones and the aliases its name inherits. */
+  as: (resourceName: string, o: pulumi.CustomResourceOptions) => pulumi.CustomResourceOptions;
+  /** The options of a cluster-scoped Kubernetes object: it waits for the install guard. */
+  kube: pulumi.CustomResourceOptions;
+  /** The options of a namespaced one: it also waits for the namespace. */
+  inNs: pulumi.CustomResourceOptions;
+  /** The install guard and the namespace (if the Operator creates it). */
+  first: pulumi.Resource[];
+}
+
+/**
+ * One Operator per cluster, and ownership by token: the install guard's check refuses, at
+ * preview and before anything of the Operator is written in `up`, a CRD another Operator
+ * holds. Every object depends on it, so a refused `up` has written nothing.
+ */
+function registerInstallGuard(
+  name: string,
+  args: OperatorArgs,
+  objects: OperatorObjects,
+  guard: { owner: string; reach: ReturnType<typeof kubeconfigInputs>; retain: string },
+  opts: pulumi.CustomResourceOptions,
+) {
+  const ns = operatorNamespace(args);
+  return resources().operatorGuard(
+    `${name}-guard`,
+    {
+      ...guard.reach,
+      owner: guard.owner,
+      ...(args.adoptCrd ? { adoptCrd: args.adoptCrd } : {}),
+      // Preview fails when a namespace the Operator needs but does not create is missing.
+      requiredNamespaces: [
+        ...(objects.namespace ? [] : [{ field: "namespace", namespace: ns }]),
+        ...(args.watchNamespaces ?? [])
+          .map((w, i) => ({ field: `watchNamespaces[${i}]`, namespace: w }))
+          .filter((r) => !(objects.namespace && r.namespace === ns)),
+      ],
+      // Preview fails when the ServiceMonitor it asks for has no CRD to serve it.
+      ...(objects.serviceMonitor ? { requiredKinds: requiredKinds(objects) } : {}),
+      // Deleted after every object of the Operator, it deletes those that carry its token.
+      objects: teardownOrder(objects),
+      retain: guard.retain,
+    },
+    opts,
+  );
+}
+
+/**
+ * The RBAC objects. Cluster-scoped ones wait for nothing but the guard; namespaced ones for
+ * the namespace; a binding also for the role it names.
+ */
+function registerRbac(c: Children): pulumi.Resource[] {
+  const rbac: pulumi.Resource[] = [];
+  const roles = new Map<string, pulumi.Resource>();
+  for (const r of c.objects.rbac) {
+    const o = r.object;
+    const base = o.metadata.namespace ? c.inNs : c.kube;
+    const role =
+      "roleRef" in o
+        ? roles.get(`${o.roleRef.kind}/${o.metadata.namespace ?? ""}/${o.roleRef.name}`)
+        : undefined;
+    const res = rbacResource(
+      { ...r, object: owned(o, c.token) },
+      c.as(r.resourceName, role ? { ...base, dependsOn: [...c.first, role] } : base),
+    );
+    if (!("roleRef" in o))
+      roles.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, res);
+    rbac.push(res);
+  }
+  return rbac;
+}
+
+/**
+ * The registry's CA ConfigMap (if any) and the controller Deployments, shard 0 first, each
+ * shard after it with its own disruption budget. They wait for everything they use.
+ */
+function registerDeployments(
+  c: Children,
+  uses: pulumi.Resource[],
+  ignoreChanges: string[] | undefined,
+): { deployment: k8s.apps.v1.Deployment; shards: k8s.apps.v1.Deployment[] } {
+  const { objects } = c;
+  const registryCa = objects.registryCa
+    ? new k8s.core.v1.ConfigMap(
+        objects.registryCa.resourceName,
+        owned(objects.registryCa.object, c.token),
+        c.as(objects.registryCa.resourceName, c.inNs),
+      )
+    : undefined;
+  const deploymentOf = (named: OperatorObjects["deployment"]) => {
+    const d = owned(named.object, c.token);
+    return new k8s.apps.v1.Deployment(
+      named.resourceName,
+      {
+        ...d,
+        metadata: {
+          ...d.metadata,
+          // The rollout check waits instead of the provider's generic await, so an image the
+          // cluster cannot pull fails `up` at once with a message that says so.
+          annotations: { ...d.metadata.annotations, "pulumi.com/skipAwait": "true" },
+        },
+      },
+      {
+        ...c.as(named.resourceName, c.inNs),
+        dependsOn: [...c.first, ...uses, ...(registryCa ? [registryCa] : [])],
+        ignoreChanges,
+      },
+    );
+  };
+  const deployment = deploymentOf(objects.deployment);
+  const shards = (objects.shardDeployments ?? []).map((shard) => {
+    if (shard.podDisruptionBudget)
+      new k8s.policy.v1.PodDisruptionBudget(
+        shard.podDisruptionBudget.resourceName,
+        owned(shard.podDisruptionBudget.object, c.token),
+        c.as(shard.podDisruptionBudget.resourceName, c.inNs),
+      );
+    return deploymentOf(shard.deployment);
+  });
+  return { deployment, shards };
+}
+
+/**
+ * The namespace (when the Operator creates it) and the options the Kubernetes objects share.
+ * The Kubernetes resources never delete: the guard does, for the objects that still carry
+ * its token. A resource moved under another parent, whose new resource took the object
+ * over, must not delete it on its way out.
+ */
+function registerNamespace(
+  args: OperatorArgs,
+  objects: OperatorObjects,
+  owner: string,
+  guard: pulumi.Resource & { ownerToken: pulumi.Output<string> },
+  as: Children["as"],
+  child: pulumi.CustomResourceOptions,
+): Children {
+  const token = { token: guard.ownerToken, adopt: args.adoptCrd !== undefined };
+  const kube = { ...child, retainOnDelete: true, dependsOn: [guard] };
+  const namespace = objects.namespace
+    ? new k8s.core.v1.Namespace(
+        objects.namespace.resourceName,
+        owned(objects.namespace.object, token),
+        as(objects.namespace.resourceName, kube),
+      )
+    : undefined;
+  const first = [guard, ...(namespace ? [namespace] : [])];
+  return { objects, owner, token, as, kube, inNs: { ...kube, dependsOn: first }, first };
+}
+
+/** The metrics Service, its ServiceMonitor and shard 0's disruption budget, when asked for. */
+function registerMetricsAndBudget(c: Children): void {
+  const { objects } = c;
+  const metricsService = objects.metricsService
+    ? new k8s.core.v1.Service(
+        objects.metricsService.resourceName,
+        owned(objects.metricsService.object, c.token),
+        c.as(objects.metricsService.resourceName, c.inNs),
+      )
+    : undefined;
+  if (objects.serviceMonitor) {
+    new k8s.apiextensions.CustomResource(
+      objects.serviceMonitor.resourceName,
+      owned(objects.serviceMonitor.object, c.token),
+      {
+        ...c.as(objects.serviceMonitor.resourceName, c.inNs),
+        dependsOn: [...c.first, ...(metricsService ? [metricsService] : [])],
+      },
+    );
+  }
+  if (objects.podDisruptionBudget) {
+    new k8s.policy.v1.PodDisruptionBudget(
+      objects.podDisruptionBudget.resourceName,
+      owned(objects.podDisruptionBudget.object, c.token),
+      c.as(objects.podDisruptionBudget.resourceName, c.inNs),
+    );
+  }
+}
+
 export class Operator extends pulumi.ComponentResource {
   /** Namespace the controller runs in. */
   readonly namespace: pulumi.Output<string>;
@@ -136,195 +354,56 @@ export class Operator extends pulumi.ComponentResource {
     const ignore = operatorIgnoreChanges(name, opts.ignoreChanges);
     super("cocoonset:index:Operator", name, {}, componentOptions(opts));
     const objects = operatorObjects(name, args);
-    const ns = operatorNamespace(args);
     this.ociRegistry = args.ociRegistry?.trim();
     this.ociRegistryCa = this.ociRegistry ? args.ociRegistryCa : undefined;
     this.ociRegistryInsecure = this.ociRegistry ? args.ociRegistryInsecure : undefined;
-    const watch = args.watchNamespaces ?? [];
-    const retain = args.adoptCrd
-      ? "adopted: this Operator did not install it"
-      : args.retainCrdOnDelete
-        ? "retainCrdOnDelete"
-        : "";
+    const retain = retainReason(args);
     // provider(s), protect and transforms reach the children through `parent`, and they
     // wait for the Operator's dependsOn; retainOnDelete, ignoreChanges and the aliases that
     // follow the Operator's own are passed on here.
     const child = { parent: this, ...childOptions(opts) };
     const aliased = childAliases(name, "cocoonset:index:Operator", opts);
-    /** A child's options: the given ones and the aliases its name inherits. */
     const as = (resourceName: string, o: pulumi.CustomResourceOptions) => ({
       ...o,
       ...aliased(resourceName),
     });
-
-    // One Operator per cluster, and ownership by token: the install guard's check refuses, at
-    // preview and before anything of the Operator is written in `up`, a CRD another Operator
-    // holds. Every object depends on it, so a refused `up` has written nothing.
     const owner = `${pulumi.getProject()}/${pulumi.getStack()}/${name}`;
     const reach = kubeconfigInputs(this, args.kubeconfig);
-    const kubeconfig = reach.kubeconfig;
-    const guardName = `${name}-guard`;
-    const guard = resources().operatorGuard(
-      guardName,
-      {
-        ...reach,
-        owner,
-        ...(args.adoptCrd ? { adoptCrd: args.adoptCrd } : {}),
-        // Preview fails when a namespace the Operator needs but does not create is missing.
-        requiredNamespaces: [
-          ...(objects.namespace ? [] : [{ field: "namespace", namespace: ns }]),
-          ...watch
-            .map((w, i) => ({ field: `watchNamespaces[${i}]`, namespace: w }))
-            .filter((r) => !(objects.namespace && r.namespace === ns)),
-        ],
-        // Preview fails when the ServiceMonitor it asks for has no CRD to serve it.
-        ...(objects.serviceMonitor ? { requiredKinds: requiredKinds(objects) } : {}),
-        // Deleted after every object of the Operator, it deletes those that carry its token.
-        objects: teardownOrder(objects),
-        retain,
-      },
-      as(guardName, child),
+    const guard = registerInstallGuard(
+      name,
+      args,
+      objects,
+      { owner, reach, retain },
+      as(`${name}-guard`, child),
     );
-    const token = { token: guard.ownerToken, adopt: args.adoptCrd !== undefined };
-    // The Kubernetes resources never delete: the guard does, for the objects that still carry
-    // its token. A resource moved under another parent, whose new resource took the object
-    // over, must not delete it on its way out.
-    const kube = { ...child, retainOnDelete: true, dependsOn: [guard] };
-
-    const namespace = objects.namespace
-      ? new k8s.core.v1.Namespace(
-          objects.namespace.resourceName,
-          owned(objects.namespace.object, token),
-          as(objects.namespace.resourceName, kube),
-        )
-      : undefined;
-    const first = [guard, ...(namespace ? [namespace] : [])];
-    const inNs = { ...kube, dependsOn: first };
+    const c = registerNamespace(args, objects, owner, guard, as, child);
 
     this.crd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.crd.resourceName,
-      owned(objects.crd.object, token, owner),
-      as(objects.crd.resourceName, kube),
+      owned(objects.crd.object, c.token, owner),
+      as(objects.crd.resourceName, c.kube),
     );
     this.hibernationCrd = new k8s.apiextensions.v1.CustomResourceDefinition(
       objects.hibernationCrd.resourceName,
-      owned(objects.hibernationCrd.object, token, owner),
-      as(objects.hibernationCrd.resourceName, kube),
+      owned(objects.hibernationCrd.object, c.token, owner),
+      as(objects.hibernationCrd.resourceName, c.kube),
     );
-
     const sa = new k8s.core.v1.ServiceAccount(
       objects.serviceAccount.resourceName,
-      owned(objects.serviceAccount.object, token),
-      as(objects.serviceAccount.resourceName, inNs),
+      owned(objects.serviceAccount.object, c.token),
+      as(objects.serviceAccount.resourceName, c.inNs),
     );
-    // Cluster-scoped objects wait for nothing; namespaced ones for the namespace; a binding
-    // also for the role it names.
-    const rbac: pulumi.Resource[] = [];
-    const roles = new Map<string, pulumi.Resource>();
-    for (const r of objects.rbac) {
-      const o = r.object;
-      const base = o.metadata.namespace ? inNs : kube;
-      const role =
-        "roleRef" in o
-          ? roles.get(`${o.roleRef.kind}/${o.metadata.namespace ?? ""}/${o.roleRef.name}`)
-          : undefined;
-      const res = rbacResource(
-        { ...r, object: owned(o, token) },
-        as(r.resourceName, role ? { ...base, dependsOn: [...first, role] } : base),
-      );
-      if (!("roleRef" in o))
-        roles.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, res);
-      rbac.push(res);
-    }
-
-    const image = operatorImage(args);
-    const registryCa = objects.registryCa
-      ? new k8s.core.v1.ConfigMap(
-          objects.registryCa.resourceName,
-          owned(objects.registryCa.object, token),
-          as(objects.registryCa.resourceName, inNs),
-        )
-      : undefined;
-    const deploymentOf = (named: OperatorObjects["deployment"]) => {
-      const d = owned(named.object, token);
-      return new k8s.apps.v1.Deployment(
-        named.resourceName,
-        {
-          ...d,
-          metadata: {
-            ...d.metadata,
-            // The rollout check below waits instead of the provider's generic await, so an
-            // image the cluster cannot pull fails `up` at once with a message that says so.
-            annotations: { ...d.metadata.annotations, "pulumi.com/skipAwait": "true" },
-          },
-        },
-        {
-          ...as(named.resourceName, inNs),
-          dependsOn: [
-            ...first,
-            this.crd,
-            this.hibernationCrd,
-            sa,
-            ...rbac,
-            ...(registryCa ? [registryCa] : []),
-          ],
-          ignoreChanges: ignore.deployment,
-        },
-      );
-    };
-    this.deployment = deploymentOf(objects.deployment);
-    // Shards 1 to N-1 (shard 0 is `deployment`), each with its own disruption budget.
-    const shardDeployments = (objects.shardDeployments ?? []).map((shard) => {
-      if (shard.podDisruptionBudget)
-        new k8s.policy.v1.PodDisruptionBudget(
-          shard.podDisruptionBudget.resourceName,
-          owned(shard.podDisruptionBudget.object, token),
-          as(shard.podDisruptionBudget.resourceName, inNs),
-        );
-      return deploymentOf(shard.deployment);
-    });
-
-    const metricsService = objects.metricsService
-      ? new k8s.core.v1.Service(
-          objects.metricsService.resourceName,
-          owned(objects.metricsService.object, token),
-          as(objects.metricsService.resourceName, inNs),
-        )
-      : undefined;
-    if (objects.serviceMonitor) {
-      new k8s.apiextensions.CustomResource(
-        objects.serviceMonitor.resourceName,
-        owned(objects.serviceMonitor.object, token),
-        {
-          ...as(objects.serviceMonitor.resourceName, inNs),
-          dependsOn: [...first, ...(metricsService ? [metricsService] : [])],
-        },
-      );
-    }
-    if (objects.podDisruptionBudget) {
-      new k8s.policy.v1.PodDisruptionBudget(
-        objects.podDisruptionBudget.resourceName,
-        owned(objects.podDisruptionBudget.object, token),
-        as(objects.podDisruptionBudget.resourceName, inNs),
-      );
-    }
-
+    const rbac = registerRbac(c);
+    const uses = [this.crd, this.hibernationCrd, sa, ...rbac];
+    const deployments = registerDeployments(c, uses, ignore.deployment);
+    this.deployment = deployments.deployment;
+    registerMetricsAndBudget(c);
     if (!args.skipAwait) {
-      const rolloutOf = (resourceName: string, d: k8s.apps.v1.Deployment) =>
-        resources().controllerRollout(
-          resourceName,
-          {
-            kubeconfig,
-            namespace: ns,
-            deployment: d.metadata.name,
-            image,
-            generation: d.metadata.generation,
-            timeoutSeconds: args.rolloutTimeoutSeconds ?? DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
-          },
-          { ...as(resourceName, child), dependsOn: [d], ignoreChanges: ignore.rollout },
-        );
-      this.rollout = rolloutOf(`${name}-rollout`, this.deployment);
-      shardDeployments.forEach((d, k) => rolloutOf(`${name}-rollout-shard-${k + 1}`, d));
+      const rollouts = registerRollouts(name, args, reach.kubeconfig, deployments, (n) => ({
+        ...as(n, child),
+        ignoreChanges: ignore.rollout,
+      }));
+      this.rollout = rollouts[0];
     }
 
     // Depends on everything above, so its delete (the check) runs before any of it goes.
@@ -340,12 +419,12 @@ export class Operator extends pulumi.ComponentResource {
       },
       {
         ...as(crdGuardName, child),
-        dependsOn: [this.crd, this.deployment, ...shardDeployments, ...rbac],
+        dependsOn: [this.crd, this.deployment, ...deployments.shards, ...rbac],
       },
     );
 
     constructed.push(this);
-    this.namespace = pulumi.output(ns);
+    this.namespace = pulumi.output(operatorNamespace(args));
     this.crdName = this.crd.metadata.name;
     this.serviceAccountName = sa.metadata.name;
     this.deploymentName = this.deployment.metadata.name;

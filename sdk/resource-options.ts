@@ -22,7 +22,7 @@ function tail(path: string): string {
 
 /**
  * Maps a Fleet's `ignoreChanges` onto its CocoonSet and slots resource. Paths under `spec`
- * go to both (the slots resource derives its slots from the spec it is given, so the
+ * (and under `idle`, `expiry` and `hooks`, which are the spec's fields) go to both (the slots resource derives its slots from the spec it is given, so the
  * ignored fields keep their deployed values in both); `namespace` to both; the slots
  * resource's own arguments to it; `*` to both. Anything else is refused, naming the path.
  */
@@ -38,11 +38,13 @@ export function fleetIgnoreChanges(
       out.slots.push("*");
       // The guard keeps its token and claim: only what it shares with the slots is ignored.
       out.guard.push("spec", "namespace", "fanOut", "capacityCheck");
-    } else if (first === "spec") {
-      out.cocoonSet.push(path);
-      out.slots.push(path);
+    } else if (first === "spec" || ["idle", "expiry", "hooks"].includes(first)) {
+      // The policy arguments are fields of the spec.
+      const specPath = first === "spec" ? path : `spec.${path}`;
+      out.cocoonSet.push(specPath);
+      out.slots.push(specPath);
       // The guard's dry runs are of the spec the CocoonSet gets.
-      out.guard.push(path);
+      out.guard.push(specPath);
     } else if (path === "namespace") {
       out.cocoonSet.push("metadata.namespace");
       out.slots.push("namespace");
@@ -67,7 +69,7 @@ export function fleetIgnoreChanges(
       if (["fanOut", "capacityCheck"].includes(first)) out.guard.push(path);
     } else {
       throw new pulumi.RunError(
-        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck", "skipAwait" or "*"`,
+        `Fleet ${component}: [ignoreChanges] ${JSON.stringify(path)} is not an argument of the Fleet that can be ignored; use "spec" or a path under it (for example "spec.agent.image"), "idle", "expiry" or "hooks" (or a path under one), "namespace", "kubeconfig", "fanOut", "timeoutSeconds", "releaseTimeoutSeconds", "registry", "registryCa", "registryInsecure", "registryCredentials", "suspendTimeoutSeconds", "capacityCheck", "skipAwait" or "*"`,
       );
     }
   }

@@ -11,8 +11,10 @@
 import { createHash } from "node:crypto";
 import { ANNOTATIONS, KIND, LABELS, ROLES } from "../spec/constants.js";
 import type { CocoonSet, VMRecord } from "../spec/generated/types.js";
+import type { CocoonHibernation } from "../spec/generated/hibernation-types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { keyOf, namespaceOf } from "../kube/objects.js";
+import { effectiveSuspend } from "../spec/defaults.js";
 
 /** VM name of a member: `vk-<namespace>-<cs>-<member>` (the node agents rely on it). */
 export function vmNameFor(namespace: string, cocoonSet: string, member: number | string): string {
@@ -45,12 +47,24 @@ export function memberVm(cs: CocoonSet, member: number | string): string {
  */
 function vmRecords(cs: CocoonSet): Map<string, VMRecord> {
   const out = new Map<string, VMRecord>();
-  for (const [member, entry] of Object.entries(cs.status?.vms ?? {})) {
-    if (entry === null || typeof entry !== "object") continue;
-    if (memberRole(member) === undefined || entry.vm !== memberVm(cs, member)) continue;
-    out.set(member, entry);
+  for (const member of Object.keys(cs.status?.vms ?? {})) {
+    const entry = recordOf(cs, member);
+    if (entry) out.set(member, entry);
   }
   return out;
+}
+
+/**
+ * One member's entry of the record, with the same checks as {@link vmRecords}: a lookup, where
+ * the planner asks per pod (a whole-record scan per pod made a 1,000-pod pass quadratic).
+ */
+function recordOf(cs: CocoonSet, member: string): VMRecord | undefined {
+  const vms = cs.status?.vms;
+  if (!vms || !Object.hasOwn(vms, member)) return undefined;
+  const entry = vms[member];
+  if (entry === null || typeof entry !== "object") return undefined;
+  if (memberRole(member) === undefined || entry.vm !== memberVm(cs, member)) return undefined;
+  return entry;
 }
 
 /**
@@ -114,12 +128,13 @@ export function memberOf(cs: CocoonSet, pod: Pod): string | undefined {
   if (cs.status?.vms === undefined) return labelledMember(cs, pod);
   const uid = pod.metadata?.uid ?? "";
   if (uid === "") return undefined;
-  const name = cs.metadata.name ?? "";
-  for (const [member, entry] of vmRecords(cs)) {
-    if (pod.metadata?.name !== memberPodName(name, member)) continue;
-    if (entry.podUID === uid || carriesToken(pod, entry)) return member;
-  }
-  return undefined;
+  // The one member whose pod name the pod bears: `<cs>-<member>`.
+  const prefix = memberPodName(cs.metadata.name ?? "", "");
+  const podName = pod.metadata?.name ?? "";
+  if (!podName.startsWith(prefix)) return undefined;
+  const member = podName.slice(prefix.length);
+  const entry = recordOf(cs, member);
+  return entry && (entry.podUID === uid || carriesToken(pod, entry)) ? member : undefined;
 }
 
 /** Whether the engine recorded `pod` as a member of `cs`. */
@@ -233,6 +248,17 @@ export interface HibernationHold {
   name: string;
   /** `status.vmName`: written by the engine once it attributed the CR's pod. */
   vm: string;
+}
+
+/** The holds of the live CocoonHibernations that recorded a VM (deleted ones hold nothing). */
+export function hibernationHolds(crs: readonly CocoonHibernation[]): HibernationHold[] {
+  return crs
+    .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+    .map((h) => ({
+      namespace: namespaceOf(h),
+      name: h.metadata.name ?? "",
+      vm: h.status?.vmName ?? "",
+    }));
 }
 
 /** A standalone pod that runs a VM under its own derived name, `vk-<namespace>-<pod>`. */
@@ -426,7 +452,7 @@ export function withHibernationMarks(
  * for their tags, to restore the member's next pod from it.
  */
 export function recordedWakeProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
-  if (cs.spec?.suspend === true) return [];
+  if (effectiveSuspend(cs)) return [];
   const present = new Set(
     pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => memberOf(cs, p)),
   );
@@ -438,7 +464,7 @@ export function recordedWakeProbes(cs: CocoonSet, pods: readonly Pod[]): string[
 
 /** Whether the record says the member's VM waits in its snapshot (see {@link withHibernationMarks}). */
 export function recordedHibernated(cs: CocoonSet, member: string): string | undefined {
-  const entry = vmRecords(cs).get(member);
+  const entry = recordOf(cs, member);
   return entry?.hibernated === true ? entry.vm : undefined;
 }
 

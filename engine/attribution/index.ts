@@ -5,6 +5,7 @@ export {
   attributePodVm,
   desiredVms,
   type HibernationHold,
+  hibernationHolds,
   isRecordedMember,
   memberOf,
   memberPodVm,

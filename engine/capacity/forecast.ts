@@ -257,6 +257,19 @@ function fitsIn(left: Amounts, want: Amounts): boolean {
  * scheduler places is counted, when it fits, on the node with the most room left for it.
  */
 export function forecastCapacity(input: ForecastInput): CapacityForecast {
+  const states = nodeStates(input);
+  const { bound, groups, order } = admitBound(states, input.creates);
+  const placements = order.map((slot) => placeGroup(states, slot, groups.get(slot)!));
+  const nodes = [...bound.values()].sort((a, b) => (a.node < b.node ? -1 : 1));
+  return {
+    nodes,
+    placements,
+    fits: nodes.every((n) => n.refused.length === 0) && placements.every((p) => p.fits),
+  };
+}
+
+/** Each node's room: its allocatable less the pods that hold it (finished and freed ones not). */
+function nodeStates(input: ForecastInput): Map<string, NodeState> {
   const freed = input.freed ?? new Set<string>();
   const states = new Map<string, NodeState>();
   for (const node of input.nodes) {
@@ -270,17 +283,28 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
     add(s.free, podAmounts(p), -1n);
   }
   for (const s of states.values()) s.left = { ...s.free };
+  return states;
+}
 
+/** A group the scheduler places: its leader and every create that follows it. */
+interface Group {
+  leader: ForecastCreate;
+  members: ForecastCreate[];
+}
+
+/**
+ * Admits the bound creates one by one on their node (a refused one takes nothing) and
+ * gathers the others into groups, in the order their leaders come.
+ */
+function admitBound(states: Map<string, NodeState>, creates: readonly ForecastCreate[]) {
   const bound = new Map<string, NodeForecast>();
-  const groups = new Map<string, { leader: ForecastCreate; members: ForecastCreate[] }>();
+  const groups = new Map<string, Group>();
   const order: string[] = [];
-  for (const c of input.creates) {
-    if (c.follows !== undefined) {
-      const g = groups.get(c.follows);
-      if (g) {
-        g.members.push(c);
-        continue;
-      }
+  for (const c of creates) {
+    const g = c.follows !== undefined ? groups.get(c.follows) : undefined;
+    if (g) {
+      g.members.push(c);
+      continue;
     }
     const node = c.pod.spec?.nodeName;
     if (!node) {
@@ -313,56 +337,50 @@ export function forecastCapacity(input: ForecastInput): CapacityForecast {
     else f.refused.push(c.slot);
   }
   for (const f of bound.values()) f.short = shortfalls(f.free, f.requested);
+  return { bound, groups, order };
+}
 
-  const placements: PlacementForecast[] = [];
-  for (const slot of order) {
-    const g = groups.get(slot)!;
-    const want: Amounts = {};
-    for (const m of g.members) add(want, podAmounts(m.pod));
-    const candidates = [...states.values()].filter(
-      (s) => s.node && mayLandOn(g.leader.pod, s.node),
-    );
-    const fitting = candidates.filter((s) => fitsIn(s.left, want));
-    const byName = (s: NodeState) => s.node?.metadata.name ?? "";
-    const placement: PlacementForecast = {
-      slot,
-      slots: g.members.map((m) => m.slot),
-      requested: want,
-      candidates: candidates.length,
-      fits: fitting.length > 0,
-      short: [],
-    };
-    if (fitting.length > 0) {
-      const best = fitting.reduce((a, b) => {
-        const d = roomScore(b, want) - roomScore(a, want);
-        return d > 0 || (d === 0 && byName(b) < byName(a)) ? b : a;
-      });
-      placement.free = { ...best.left };
-      add(best.left, want, -1n);
-      placement.node = byName(best);
-    } else if (candidates.length > 0) {
-      // The best node: the fewest resources short, then the smallest first shortfall.
-      const ranked = candidates
-        .map((s) => ({ s, short: shortfalls(s.left, want) }))
-        .sort((a, b) => {
-          if (a.short.length !== b.short.length) return a.short.length - b.short.length;
-          const gap = (x: Shortfall[]) => (x[0] ? x[0].requested - x[0].free : 0n);
-          const d = gap(a.short) - gap(b.short);
-          return d < 0n ? -1 : d > 0n ? 1 : byName(a.s) < byName(b.s) ? -1 : 1;
-        });
-      placement.node = byName(ranked[0].s);
-      placement.free = { ...ranked[0].s.left };
-      placement.short = ranked[0].short;
-    }
-    placements.push(placement);
-  }
-
-  const nodes = [...bound.values()].sort((a, b) => (a.node < b.node ? -1 : 1));
-  return {
-    nodes,
-    placements,
-    fits: nodes.every((n) => n.refused.length === 0) && placements.every((p) => p.fits),
+/**
+ * Where the scheduler would put a group: the fitting node with the most room (its room then
+ * taken), else the candidate it misses the least.
+ */
+function placeGroup(states: Map<string, NodeState>, slot: string, g: Group): PlacementForecast {
+  const want: Amounts = {};
+  for (const m of g.members) add(want, podAmounts(m.pod));
+  const candidates = [...states.values()].filter((s) => s.node && mayLandOn(g.leader.pod, s.node));
+  const fitting = candidates.filter((s) => fitsIn(s.left, want));
+  const byName = (s: NodeState) => s.node?.metadata.name ?? "";
+  const placement: PlacementForecast = {
+    slot,
+    slots: g.members.map((m) => m.slot),
+    requested: want,
+    candidates: candidates.length,
+    fits: fitting.length > 0,
+    short: [],
   };
+  if (fitting.length > 0) {
+    const best = fitting.reduce((a, b) => {
+      const d = roomScore(b, want) - roomScore(a, want);
+      return d > 0 || (d === 0 && byName(b) < byName(a)) ? b : a;
+    });
+    placement.free = { ...best.left };
+    add(best.left, want, -1n);
+    placement.node = byName(best);
+  } else if (candidates.length > 0) {
+    // The best node: the fewest resources short, then the smallest first shortfall.
+    const ranked = candidates
+      .map((s) => ({ s, short: shortfalls(s.left, want) }))
+      .sort((a, b) => {
+        if (a.short.length !== b.short.length) return a.short.length - b.short.length;
+        const gap = (x: Shortfall[]) => (x[0] ? x[0].requested - x[0].free : 0n);
+        const d = gap(a.short) - gap(b.short);
+        return d < 0n ? -1 : d > 0n ? 1 : byName(a.s) < byName(b.s) ? -1 : 1;
+      });
+    placement.node = byName(ranked[0].s);
+    placement.free = { ...ranked[0].s.left };
+    placement.short = ranked[0].short;
+  }
+  return placement;
 }
 
 /** An amount as text: cpu in cores (`1500m` below a whole core), memory and storage in binary units when exact. */

@@ -16,8 +16,17 @@ import {
   type StandaloneHold,
   vmsFreeToDrop as dropDecision,
 } from "../attribution/index.js";
-import { ANNOTATIONS, KIND, type CocoonSet, type Pod } from "../spec/index.js";
 import {
+  ANNOTATIONS,
+  FINALIZER,
+  KIND,
+  type CocoonHibernation,
+  type CocoonSet,
+  type Pod,
+} from "../spec/index.js";
+import { HIBERNATION_FINALIZER } from "../spec/hibernation-schema.js";
+import {
+  isConflict,
   isNotFound,
   PatchType,
   paths,
@@ -28,7 +37,8 @@ import {
 } from "../kube/index.js";
 import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
-import { removeFinalizer } from "./finalizer.js";
+import { noOutcome, runActions } from "./actions.js";
+import { finalizerActions } from "../plan/index.js";
 import { errorMessage } from "../kube/branded-error.js";
 import { namespaceOf } from "../kube/objects.js";
 import {
@@ -107,6 +117,10 @@ export async function finalizeDeletion(
       pvcs: opts.pvcs,
     },
   );
+  // The fleet's own CocoonHibernations (the idle policy's `<pod>-idle`) go with it: their
+  // pods are gone, their VM names are the fleet's, and their finalizer (which drops the
+  // tag) needs a controller that a destroy may be about to remove.
+  await releaseOwnHibernations(client, cs, opts.log);
   if (opts.registry) {
     const { drop, kept } = await vmsFreeToDrop(client, cs, vms);
     for (const k of kept) {
@@ -125,9 +139,76 @@ export async function finalizeDeletion(
     }
     released.snapshotTags = { dropped: dropped.length, failed: failed.length };
   }
-  await removeFinalizer(client, cs);
+  await releaseFinalizer(
+    client,
+    { kind: "CocoonSet", object: cs },
+    cs.metadata.name ?? "",
+    FINALIZER,
+    opts.log,
+  );
   forgetCreated(cs);
   return released;
+}
+
+/**
+ * Removes `finalizer` from `subject` as a plan action, through the one executor, as a pass's
+ * setup adds it.
+ */
+async function releaseFinalizer(
+  client: KubeClient,
+  subject: Parameters<typeof runActions>[0]["subject"],
+  podName: string,
+  finalizer: string,
+  log: FinalizeOptions["log"],
+): Promise<void> {
+  await runActions(
+    {
+      client,
+      subject,
+      hooks: {
+        log: (level, msg, fields) => log?.(level === "error" ? "warn" : level, msg, fields),
+      },
+      outcome: noOutcome(),
+    },
+    { podName, decision: "release" },
+    finalizerActions(subject.object.metadata, finalizer, "released"),
+  );
+}
+
+/** Whether `h` is owned by the CocoonSet `cs` (the idle policy's CRs are). */
+function ownedBy(h: CocoonHibernation, cs: CocoonSet): boolean {
+  return (h.metadata.ownerReferences ?? []).some((r) => r.uid === cs.metadata.uid);
+}
+
+/**
+ * Releases the CocoonHibernations the CocoonSet owns: their finalizer off (through the one
+ * executor, as a plan action) and each deleted by uid. The tags of their VMs are the fleet's,
+ * dropped with its own (vmsFreeToDrop does not count them as holders).
+ */
+async function releaseOwnHibernations(
+  client: KubeClient,
+  cs: CocoonSet,
+  log: FinalizeOptions["log"],
+): Promise<void> {
+  const ns = namespaceOf(cs);
+  const own = (await listHibernationsVisible(client, ns)).filter(
+    (h) => namespaceOf(h) === ns && ownedBy(h, cs),
+  );
+  for (const h of own) {
+    const name = h.metadata.name ?? "";
+    await releaseFinalizer(
+      client,
+      { kind: "CocoonHibernation", object: h },
+      h.spec?.podRef?.name ?? name,
+      HIBERNATION_FINALIZER,
+      log,
+    );
+    try {
+      await client.delete(paths.cocoonHibernation(ns, name), { uid: h.metadata.uid });
+    } catch (e) {
+      if (!isNotFound(e) && !isConflict(e)) throw e;
+    }
+  }
 }
 
 /** How long a deletion waits at most for the hibernations in flight before it goes on. */
@@ -184,7 +265,9 @@ async function vmsFreeToDrop(
   try {
     const fleets = await listCocoonSetsVisible(client, ns);
     const hibernations = (await listHibernationsVisible(client, ns))
-      .filter((h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "")
+      .filter(
+        (h) => !h.metadata.deletionTimestamp && (h.status?.vmName ?? "") !== "" && !ownedBy(h, cs),
+      )
       .map((h) => ({
         namespace: namespaceOf(h),
         name: h.metadata.name ?? "",

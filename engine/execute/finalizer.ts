@@ -1,6 +1,8 @@
 /**
  * The one finalizer idiom of the engine, for the CocoonSet and the CocoonHibernation alike:
- * JSON patches whose `test` op checks exactly what the write depends on.
+ * their plans add and remove a finalizer with plan actions (engine/plan/finalizer.ts), which
+ * the executor (actions.ts) carries out with JSON patches whose `test` op checks exactly what
+ * the write depends on.
  *
  * - Add: `test` the finalizers list as read, then append ours (an object with no list
  *   tests its resourceVersion instead, since a `test` cannot name a missing path).
@@ -20,11 +22,8 @@ import {
   KubeApiError,
   PatchType,
   type KubeClient,
-  paths,
   type ObjectMeta,
 } from "../kube/index.js";
-import { FINALIZER, type CocoonSet } from "../spec/index.js";
-import { namespaceOf } from "../kube/objects.js";
 
 /** Adds `finalizer` to the object at `path` when `obj` (as read) lacks it; returns the object. */
 export async function addFinalizerTo<T extends { metadata: ObjectMeta }>(
@@ -96,20 +95,4 @@ export async function removeFinalizerFrom<T extends { metadata: ObjectMeta }>(
 function sameObject(obj: { metadata: ObjectMeta }): { op: string; path: string; value: string }[] {
   const uid = obj.metadata.uid;
   return uid ? [{ op: "test", path: "/metadata/uid", value: uid }] : [];
-}
-
-/** Adds the CocoonSet's finalizer when missing (a JSON patch that tests the list first). */
-export async function ensureFinalizer(client: KubeClient, cs: CocoonSet): Promise<CocoonSet> {
-  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
-  return addFinalizerTo(client, path, cs, FINALIZER);
-}
-
-/**
- * Removes only this project's finalizer from a CocoonSet, another controller's never; when
- * the list changed under it (the controller and `pulumi destroy` finishing together), it
- * reads again and retries; a CocoonSet already gone means done.
- */
-export async function removeFinalizer(client: KubeClient, cs: CocoonSet): Promise<void> {
-  const path = paths.cocoonSet(namespaceOf(cs), cs.metadata.name ?? "");
-  await removeFinalizerFrom(client, path, cs, FINALIZER);
 }

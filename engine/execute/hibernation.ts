@@ -2,8 +2,9 @@
  * The engine's execution of one CocoonHibernation reconcile, next to the CocoonSet's pass
  * (pass.ts): read the facts (the CR's pod, the namespace's CRs, the fleets, and the
  * registry's `<vm>:hibernate` tag when the plan needs it), ask the pure planner
- * (engine/hibernation/hibernation.ts), and carry its actions out in order. The controller's reconciler
- * calls {@link runHibernationPass}.
+ * (engine/hibernation/hibernation.ts), and carry its actions out in order through the one
+ * executor of plan actions (actions.ts). The controller's reconciler calls
+ * {@link runHibernationPass}.
  *
  * Guarantees: actions run in plan order and the first failure stops the rest (thrown as
  * the API error), except a best-effort tag delete, which is logged and passed; a planner
@@ -14,16 +15,16 @@ import {
   hibernationProbe,
   planHibernation,
   hibernationRefusalMessage,
-  type HibernationAction,
   type HibernationInput,
   type HibernationPlan,
   type HibernationRefusal,
   type TagFact,
 } from "../hibernation/index.js";
-import { SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "../spec/index.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "../spec/index.js";
+import { gateHibernationHook, hibernationWakeRecord } from "./hook-gate.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
-import { PatchType, paths, type KubeClient } from "../kube/index.js";
-import { addFinalizerTo, removeFinalizerFrom } from "./finalizer.js";
+import { paths, type KubeClient } from "../kube/index.js";
+import { noOutcome, runActions, type Subject } from "./actions.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { listCocoonSetsVisible } from "./pass-reads.js";
 
@@ -51,6 +52,13 @@ export interface HibernationPassOptions {
   /** Clock. @default Date.now */
   now?: () => number;
   hooks?: HibernationHooks;
+  /**
+   * The live CRs that target the pod `pod` of namespace `ns`, from an informer's cache; undefined
+   * while it cannot answer (then the namespace's CRs are listed). The planner needs only those
+   * of the CR's own pod: listing the whole namespace on every pass costs as much as the
+   * namespace has CRs, so a fleet of idle members cost the square of its size.
+   */
+  hibernationsOfPod?: (ns: string, pod: string) => readonly CocoonHibernation[] | undefined;
 }
 
 /** What one hibernation pass did. */
@@ -81,8 +89,13 @@ async function readHibernationInput(
 ): Promise<HibernationInput> {
   const ns = cr.metadata.namespace ?? "";
   const registry = opts.registry;
-  const all = (await client.list<CocoonHibernation>(paths.cocoonHibernations(ns))).items;
   const podName = cr.spec?.podRef?.name ?? "";
+  // A CR being deleted may share its VM with a CR of another pod (vmHeldByAnother): the list.
+  const cached = cr.metadata.deletionTimestamp ? undefined : opts.hibernationsOfPod?.(ns, podName);
+  const all = cached
+    ? // The CR as just read, in place of the cache's copy (which may lag or lack it).
+      [cr, ...cached.filter((o) => o.metadata.uid !== cr.metadata.uid)]
+    : (await client.list<CocoonHibernation>(paths.cocoonHibernations(ns))).items;
   const pod = podName ? await client.getOrUndefined<Pod>(paths.pod(ns, podName)) : undefined;
   // Every fleet a VM name could belong to: the pod's annotation is believed only when the
   // controller can attribute it (docs/behaviour.md §3.18).
@@ -110,79 +123,51 @@ async function readHibernationInput(
   return input;
 }
 
-/** Carries out `plan`'s actions for `cr`, in order (see the module's guarantees). */
-async function executeHibernationPlan(
+/** A CocoonHibernation's hibernation held back by its fleet's hook (failurePolicy Fail). */
+class HibernationHookHeld extends BrandedError {}
+
+/**
+ * The plan with the fleet's hooks around its pod write: a hibernation is called first and,
+ * when its hook failed under Fail, nothing of the plan is carried out (HibernationHookHeld is
+ * thrown, retried with backoff); a wake writes its after-wake record, which the fleet's pass
+ * calls once the VM runs. A pod of no fleet with hooks gets the plan unchanged.
+ */
+async function withHibernationHooks(
   client: KubeClient,
   cr: CocoonHibernation,
+  input: HibernationInput,
   plan: HibernationPlan,
-  opts: Pick<HibernationPassOptions, "registry" | "hooks"> = {},
-): Promise<void> {
-  const hooks = opts.hooks ?? {};
-  const ns = cr.metadata.namespace ?? "";
-  const name = cr.metadata.name ?? "";
-  const crPath = paths.cocoonHibernation(ns, name);
-  const perform = async (action: HibernationAction): Promise<void> => {
-    switch (action.kind) {
-      case "add-finalizer":
-        await addFinalizerTo(client, crPath, cr, action.finalizer);
-        hooks.log?.("debug", "added the finalizer");
-        return;
-      case "remove-finalizer":
-        await removeFinalizerFrom(client, crPath, cr, action.finalizer);
-        hooks.log?.("info", "released the finalizer", { decision: plan.decision });
-        return;
-      case "annotate-pod":
-        await client.patch(
-          paths.pod(ns, action.name),
-          { metadata: { uid: action.uid, annotations: action.annotations } },
-          PatchType.merge,
-        );
-        hooks.log?.("info", "annotated pod", {
-          pod: action.name,
-          annotations: action.annotations,
-          decision: plan.decision,
-        });
-        return;
-      case "delete-snapshot-tag":
-        try {
-          if (!opts.registry) throw new NoRegistry();
-          await opts.registry.deleteManifest(action.vm, action.tag);
-        } catch (e) {
-          if (!action.bestEffort) throw e;
-          // Not fatal, but loud: a registry refusing deletes leaks every snapshot.
-          hooks.log?.("error", "could not delete the hibernate snapshot", {
-            err: errorMessage(e),
-            vm: action.vm,
-          });
-        }
-        return;
-      case "write-status":
-        await client.patch(
-          paths.cocoonHibernationStatus(ns, name),
-          { status: action.status },
-          PatchType.merge,
-        );
-        hooks.log?.("info", "wrote the status", {
-          phase: action.status.phase,
-          decision: plan.decision,
-        });
-        return;
-      case "event":
-        hooks.event?.(cr, action.type, action.reason, action.message);
-        return;
-      case "observe-duration":
-        hooks.observe?.(action.metric, action.result, action.seconds);
-        return;
-    }
-  };
-  for (const action of plan.actions) await perform(action);
-}
-
-/** A tag delete was planned and the engine was given no registry to delete it from. */
-class NoRegistry extends BrandedError {
-  constructor() {
-    super("no snapshot registry to delete the tag from");
+  opts: HibernationPassOptions,
+): Promise<HibernationPlan> {
+  const index = plan.actions.findIndex((a) => a.kind === "annotate-pod");
+  const action = plan.actions[index];
+  if (!input.pod || action?.kind !== "annotate-pod") return plan;
+  const owner = input.pod.metadata?.ownerReferences?.find((r) => r.controller === true);
+  const fleet = input.fleets?.find((f) => owner !== undefined && f.metadata.uid === owner.uid);
+  const now = new Date((opts.now ?? Date.now)());
+  let extra: Record<string, string | null> | undefined;
+  if (action.annotations[ANNOTATIONS.hibernate] === null) {
+    extra = hibernationWakeRecord(fleet, now);
+  } else {
+    const gate = await gateHibernationHook(
+      client,
+      fleet,
+      input.pod,
+      cr.metadata.ownerReferences,
+      cr.metadata.generation,
+      now,
+      {
+        event: (type, reason, message) => opts.hooks?.event?.(cr, type, reason, message),
+        log: (level, msg, fields) => opts.hooks?.log?.(level, msg, fields),
+      },
+    );
+    if (!gate.go) throw new HibernationHookHeld(gate.message ?? "the lifecycle hook failed");
+    extra = gate.clear;
   }
+  if (!extra) return plan;
+  const actions = [...plan.actions];
+  actions[index] = { ...action, annotations: { ...action.annotations, ...extra } };
+  return { ...plan, actions };
 }
 
 /** One reconcile of `cr`: read, plan, execute; the refusal, if any, is returned. */
@@ -191,7 +176,26 @@ export async function runHibernationPass(
   cr: CocoonHibernation,
   opts: HibernationPassOptions = {},
 ): Promise<HibernationPassResult> {
-  const plan = planHibernation(await readHibernationInput(client, cr, opts));
-  await executeHibernationPlan(client, cr, plan, opts);
+  const input = await readHibernationInput(client, cr, opts);
+  // spec.hooks of the pod's fleet: called before the hibernation is written (hook-gate.ts).
+  const plan = await withHibernationHooks(client, cr, input, planHibernation(input), opts);
+  const hooks = opts.hooks ?? {};
+  // The one executor of plan actions (actions.ts), with the CR as the plan's subject.
+  const subject: Subject = { kind: "CocoonHibernation", object: cr };
+  await runActions(
+    {
+      client,
+      subject,
+      registry: opts.registry,
+      outcome: noOutcome(),
+      hooks: {
+        event: (type, reason, message) => hooks.event?.(cr, type, reason, message),
+        observe: (metric, result, seconds) => hooks.observe?.(metric, result, seconds),
+        log: (level, msg, fields) => hooks.log?.(level, msg, fields),
+      },
+    },
+    { podName: cr.spec?.podRef?.name ?? "", decision: plan.decision },
+    plan.actions,
+  );
   return { plan, refusal: plan.refusal, requeueAfterMs: plan.requeueAfterMs };
 }

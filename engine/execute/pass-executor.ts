@@ -1,6 +1,7 @@
 /**
- * The executor of a pass: carries a plan's steps out against the cluster, in order, and
- * writes the fleet's record and status.
+ * The executor of a pass: carries a plan's setup and steps out against the cluster, in order,
+ * each action through the one executor of plan actions (actions.ts), and writes the fleet's
+ * record and status.
  *
  * Guarantees: a step's actions run in order and the step stops at its first failure, so a
  * rebuild's history write always lands before its delete; sub-agent creates run at most
@@ -9,12 +10,11 @@
  */
 import pLimit from "p-limit";
 import { stableJson } from "../spec/stable-json.js";
-import { isFollowedMember, SNAPSHOT_OWNER_ANNOTATION } from "../lifecycle/index.js";
+import { SNAPSHOT_OWNER_ANNOTATION } from "../lifecycle/index.js";
 import {
   ADMISSION_REASON,
   deadlineWarning,
   quotaBlockedStatus,
-  quotaRefusalOf,
   statusEqual,
   type Plan,
   type PlanAction,
@@ -25,6 +25,7 @@ import { randomBytes } from "node:crypto";
 import {
   CREATE_TOKEN_ANNOTATION,
   attributedView,
+  memberOf,
   memberRole,
   memberVm,
   recordUpdate,
@@ -38,20 +39,23 @@ import {
   type Pod,
 } from "../spec/index.js";
 import type { VMRecord } from "../spec/generated/types.js";
-import {
-  isAlreadyExists,
-  isConflict,
-  isForbidden,
-  isNotFound,
-  PatchType,
-  paths,
-  type KubeClient,
-} from "../kube/index.js";
-import { errorMessage } from "../kube/branded-error.js";
+import { isConflict, isNotFound, PatchType, paths, type KubeClient } from "../kube/index.js";
 import { type PassResult, StaleCocoonSet, StepFailure } from "./pass-result.js";
 import { type CreateLogs, type EngineHooks, type PassOptions } from "./pass-options.js";
-import { createdRecords } from "./created.js";
-import { rememberCreated } from "./created.js";
+import {
+  createdRecords,
+  holdTokensAhead,
+  takeTokenAhead,
+  tokenAhead,
+  type TokenAhead,
+} from "./created.js";
+import {
+  type ActionContext,
+  overtaken,
+  performAction,
+  statusClears,
+  type StepState,
+} from "./actions.js";
 
 /** Requeue delay of a pass whose planned changes all met existing pods. */
 export const STALLED_REQUEUE_MS = 1000;
@@ -80,7 +84,8 @@ export interface PassContext {
 export async function writeRecord(ctx: PassContext, view: CocoonSet): Promise<void> {
   const { client, plan, result, hooks } = ctx;
   const known = attributedView(view, [], createdRecords(view));
-  const update = recordUpdate(ctx.recorded ?? result.cocoonSet, known);
+  const stored = ctx.recorded ?? result.cocoonSet;
+  const update = withoutTokened(stored, recordUpdate(stored, known));
   if (!update) return;
   try {
     ctx.recorded = await client.patch<CocoonSet>(
@@ -120,6 +125,16 @@ export async function announceCreates(ctx: PassContext): Promise<boolean> {
       if (action.kind !== "create-pod") continue;
       const member = step.podName.slice(name.length + 1);
       if (!step.podName.startsWith(`${name}-`) || memberRole(member) === undefined) continue;
+      // Announced ahead by an earlier status write, and the record still shows it: no write.
+      const ahead = takeTokenAhead(cs, member);
+      const stored = (ctx.recorded ?? cs).status?.vms?.[member]?.createToken;
+      if (ahead !== undefined && stored === ahead.digest) {
+        action.pod.metadata.annotations = {
+          ...action.pod.metadata.annotations,
+          [CREATE_TOKEN_ANNOTATION]: ahead.token,
+        };
+        continue;
+      }
       const token = randomBytes(16).toString("hex");
       action.pod.metadata.annotations = {
         ...action.pod.metadata.annotations,
@@ -139,6 +154,30 @@ export async function announceCreates(ctx: PassContext): Promise<boolean> {
     result.failures.push(new StepFailure(name, "create announcement", e));
     return false;
   }
+}
+
+/**
+ * `update` without the entries that only add the uid of a pod the stored record already names
+ * by its create token: the pod is the member's by that token (engine/attribution) until the
+ * next status write, which carries the whole record, writes its uid. A rebuild's pass then
+ * writes the CocoonSet twice (the token, the history) instead of three times.
+ */
+function withoutTokened(
+  stored: CocoonSet,
+  update: Record<string, VMRecord> | undefined,
+): Record<string, VMRecord> | undefined {
+  if (!update) return undefined;
+  const out: Record<string, VMRecord> = {};
+  for (const [member, entry] of Object.entries(update)) {
+    const have = stored.status?.vms?.[member];
+    const tokened =
+      have?.createToken !== undefined &&
+      have.createToken === entry.createToken &&
+      have.vm === entry.vm &&
+      (have.hibernated ?? false) === (entry.hibernated ?? false);
+    if (!tokened) out[member] = entry;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** The counts a CocoonSet's first status must carry, as nothing is ready yet. */
@@ -168,165 +207,76 @@ export async function recordOwnSnapshots(ctx: PassContext, record: string): Prom
   }
 }
 
-/**
- * After a create met a pod of the same name (409): reads who holds the name. Another's pod
- * is reported through {@link EngineHooks.nameHeld} and the pass runs again at once; this
- * CocoonSet's own pod means the caller's view was behind, so it is reported as written, for
- * the caller to expect it.
- */
-async function nameHolder(ctx: PassContext, podName: string): Promise<"own" | "other" | "gone"> {
-  const { client, plan, result, hooks } = ctx;
-  const holder = await client.getOrUndefined<Pod>(paths.pod(plan.cocoonSet.namespace, podName));
-  if (!holder) return "gone";
-  // Expected like a create only when the watch can show it: a pod that names this CocoonSet
-  // as its controller but lacks the labels it selects on would be waited for for ever.
-  if (isFollowedMember(result.cocoonSet, holder)) {
-    hooks.podWritten?.("create", { name: podName, uid: holder.metadata?.uid ?? "" });
-    return "own";
-  }
-  hooks.nameHeld?.(podName);
-  (result.namesHeld ??= []).push(podName);
-  hooks.log?.("info", "a pod that is not this CocoonSet's holds the name; planning again", {
-    pod: podName,
-  });
-  return "other";
+/** The executor's context of a pass: the CocoonSet (the result's copy), hooks bound to it. */
+function actionContext(ctx: PassContext): ActionContext {
+  const { client, result, opts, hooks } = ctx;
+  return {
+    client,
+    registry: opts.registry,
+    outcome: result,
+    // The result's copy is the subject: the actions' writes keep it current.
+    subject: {
+      kind: "CocoonSet",
+      get object() {
+        return result.cocoonSet;
+      },
+      set object(cs: CocoonSet) {
+        result.cocoonSet = cs;
+      },
+    },
+    hooks: {
+      event: (type, reason, message) => hooks.event?.(result.cocoonSet, type, reason, message),
+      metric: (name, labels) => hooks.metric?.(name, result.cocoonSet, labels),
+      log: (level, msg, fields) => hooks.log?.(level === "error" ? "warn" : level, msg, fields),
+      podWritten: (kind, pod) => hooks.podWritten?.(kind, pod),
+      // Absent when the caller has none: the create's 409 then asks who holds the name only
+      // for a toolbox.
+      nameHeld: hooks.nameHeld && ((podName) => hooks.nameHeld?.(podName)),
+    },
+    precondition: () => preconditionVersion(ctx),
+  };
 }
 
-/** Carries out one action of a step against the cluster (or the registry). */
-async function performAction(ctx: PassContext, step: PlanStep, action: PlanAction): Promise<void> {
-  const { client, plan, result, opts, hooks } = ctx;
-  const ns = plan.cocoonSet.namespace;
-  switch (action.kind) {
-    case "create-pod": {
-      try {
-        const created = await client.create<Pod>(paths.pods(ns), action.pod);
-        rememberCreated(result.cocoonSet, step.podName, created.metadata?.uid ?? "");
-        result.created.push(step.podName);
-        hooks.podWritten?.("create", { name: step.podName, uid: created.metadata?.uid ?? "" });
-        hooks.log?.("info", "created pod", { pod: step.podName, decision: step.decision });
-      } catch (err) {
-        // The apiserver names a refusing ResourceQuota only in its Status message (no field
-        // carries it): the one place the engine reads an error's text, an outside one.
-        const quota = isForbidden(err) ? quotaRefusalOf(errorMessage(err)) : undefined;
-        if (quota) result.quotaRefusal ??= quota;
-        else if (isForbidden(err)) result.admissionRefusal ??= errorMessage(err);
-        if (!isAlreadyExists(err)) throw err;
-        if (hooks.nameHeld) {
-          const holder = await nameHolder(ctx, step.podName);
-          // Another's pod is reported; for a toolbox, who holds it is now known.
-          if (holder === "other" || action.onAlreadyExists === "check-owner") return;
-        }
-        if (action.onAlreadyExists === "success") return;
-        if (action.onAlreadyExists === "retry-later") {
-          // The previous pod of this name is still terminating.
-          result.requeueAfterMs = Math.min(result.requeueAfterMs ?? 5000, 5000);
-          return;
-        }
-        const existing = await client.get<Pod>(paths.pod(ns, step.podName));
-        const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
-        if (owner?.uid !== plan.cocoonSet.uid) {
-          // Plain Error: the step's runner reports it as the cause of a StepFailure, the
-          // typed failure callers see.
-          throw new Error(
-            `pod ${step.podName} already exists and is not this CocoonSet's toolbox`,
-            { cause: err },
-          );
-        }
-      }
-      return;
+/** Runs `actions` as one step; a failure is noted (a 409 of an overtaken view, as such). */
+async function runNoted(
+  ctx: PassContext,
+  actx: ActionContext,
+  step: StepState,
+  actions: readonly PlanAction[],
+): Promise<boolean> {
+  const { result, opts } = ctx;
+  let current: PlanAction | undefined;
+  try {
+    for (const action of actions) {
+      if (opts.signal?.aborted === true) return false;
+      current = action;
+      await performAction(actx, step, action);
     }
-    case "delete-pod": {
-      if (await client.delete(paths.pod(ns, action.name), { uid: action.uid })) {
-        result.deleted.push(action.name);
-        hooks.podWritten?.("delete", { name: action.name, uid: action.uid });
-        hooks.log?.("info", "deleted pod", {
-          pod: action.name,
-          decision: step.decision,
-          drift: step.drift,
-          nodeRefusal: step.nodeRefusal,
-        });
-      }
-      return;
+    return true;
+  } catch (e) {
+    // No line per failed step: a quota can refuse hundreds a pass. The caller reports the
+    // pass once (passFailureSummary).
+    const stale = current !== undefined && overtaken(current, e);
+    // A finalizer's failed `test` (422) says only that the view was overtaken, as the
+    // StaleCocoonSet below does: it is no failed step (a 409 is noted as one, as before).
+    if (!stale || isConflict(e))
+      result.failures.push(new StepFailure(step.podName, step.decision, e));
+    if (stale) {
+      result.conflicted = true;
+      result.failures.push(new StaleCocoonSet());
     }
-    case "annotate-pod": {
-      try {
-        const patched = await client.patch<Pod>(
-          paths.pod(ns, action.name),
-          { metadata: { uid: action.uid, annotations: action.annotations } },
-          PatchType.merge,
-        );
-        hooks.podWritten?.("patch", {
-          name: action.name,
-          uid: action.uid,
-          resourceVersion: patched.metadata?.resourceVersion,
-        });
-      } catch (e) {
-        if (!action.bestEffort) throw e;
-        // A lost keep-snapshot flag costs the wake a registry pull, not the seat.
-        hooks.log?.("warn", "could not annotate pod; going on", {
-          pod: action.name,
-          annotations: action.annotations,
-          error: errorMessage(e),
-        });
-        return;
-      }
-      hooks.log?.("info", "annotated pod", { pod: action.name, annotations: action.annotations });
-      return;
-    }
-    case "annotate-cocoonset": {
-      result.cocoonSet = await client.patch<CocoonSet>(
-        paths.cocoonSet(ns, plan.cocoonSet.name),
-        { metadata: { annotations: action.annotations } },
-        PatchType.merge,
-      );
-      hooks.log?.("info", "annotated the CocoonSet", { annotations: action.annotations });
-      return;
-    }
-    case "delete-snapshot-tag": {
-      // A programmer error: the planner plans a tag deletion only from registry facts.
-      if (!opts.registry) throw new Error("no snapshot registry to delete the tag from");
-      await opts.registry.deleteManifest(action.vm, action.tag);
-      hooks.log?.("info", "deleted snapshot tag", { vm: action.vm, tag: action.tag });
-      return;
-    }
-    case "write-status": {
-      // Persisted before the step's next action: a phase that marks work in flight.
-      result.cocoonSet = await client.patch<CocoonSet>(
-        paths.cocoonSetStatus(ns, plan.cocoonSet.name),
-        {
-          status: {
-            ...action.status,
-            observedGeneration: result.cocoonSet.metadata.generation,
-            ...statusClears(action.status),
-          },
-        },
-        PatchType.merge,
-      );
-      result.statusWritten = true;
-      return;
-    }
-    case "write-history": {
-      // Conditional on the resourceVersion we planned from: a concurrent writer makes
-      // this fail (409) and the pass is retried on fresh data, never on stale counts.
-      result.cocoonSet = await client.patch<CocoonSet>(
-        paths.cocoonSet(ns, plan.cocoonSet.name),
-        {
-          metadata: {
-            resourceVersion: result.cocoonSet.metadata.resourceVersion,
-            annotations: { [ANNOTATIONS.rebuildHistory]: action.value },
-          },
-        },
-        PatchType.merge,
-      );
-      return;
-    }
-    case "event":
-      hooks.event?.(result.cocoonSet, action.type, action.reason, action.message);
-      return;
-    case "count-metric":
-      hooks.metric?.(action.metric, result.cocoonSet, action.labels);
-      return;
+    return false;
   }
+}
+
+/**
+ * The plan's setup (the finalizer the caller keeps), before anything else of the pass;
+ * false (a failure noted) when it could not run.
+ */
+export async function executeSetup(ctx: PassContext): Promise<boolean> {
+  if (ctx.plan.setup.length === 0) return true;
+  const step: StepState = { podName: ctx.plan.cocoonSet.name, decision: "setup" };
+  return runNoted(ctx, actionContext(ctx), step, ctx.plan.setup);
 }
 
 /**
@@ -338,22 +288,14 @@ export async function executeSteps(ctx: PassContext): Promise<void> {
   const { client, plan, result, opts, hooks } = ctx;
   const ns = plan.cocoonSet.namespace;
   const aborted = () => opts.signal?.aborted === true;
+  const actx = actionContext(ctx);
   const runStep = async (step: PlanStep): Promise<void> => {
-    for (const action of step.actions) {
-      if (aborted()) return;
-      try {
-        await performAction(ctx, step, action);
-      } catch (e) {
-        // No line per failed step: a quota can refuse hundreds a pass. The caller reports the
-        // pass once (passFailureSummary).
-        result.failures.push(new StepFailure(step.podName, step.decision, e));
-        if (isConflict(e) && action.kind === "write-history") {
-          result.conflicted = true;
-          result.failures.push(new StaleCocoonSet());
-        }
-        return;
-      }
-    }
+    const state: StepState = {
+      podName: step.podName,
+      decision: step.decision,
+      fields: { drift: step.drift, nodeRefusal: step.nodeRefusal },
+    };
+    await runNoted(ctx, actx, state, step.actions);
   };
 
   const limit = pLimit(Math.max(1, plan.fanOut));
@@ -467,15 +409,24 @@ export async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<vo
   }
   if (!status) return;
   const precondition = opts.cocoonSetFromCache === true;
+  // Only a conditioned write announces ahead: one without a precondition could replace the
+  // token of another writer's create in flight (its pod then would be no one's).
+  const ahead = precondition && status === plan.status ? tokensAhead(cs, status, pods) : undefined;
   try {
     result.cocoonSet = await client.patch<CocoonSet>(
       path,
       {
         ...(precondition && { metadata: { resourceVersion: preconditionVersion(ctx) } }),
-        status: { ...status, observedGeneration: cs.metadata.generation, ...statusClears(status) },
+        status: {
+          ...status,
+          ...(ahead && { vms: ahead.vms }),
+          observedGeneration: cs.metadata.generation,
+          ...statusClears(status),
+        },
       },
       PatchType.merge,
     );
+    if (ahead) holdTokensAhead(cs, ahead.tokens);
   } catch (e) {
     if (!precondition || !isConflict(e)) throw e;
     result.conflicted = true;
@@ -504,11 +455,35 @@ export async function writePassStatus(ctx: PassContext, pods: Pod[]): Promise<vo
 }
 
 /**
- * The optional status fields a merge patch must remove explicitly (null) when the new status
- * leaves them out: `lastProgressTime` is kept only while the fleet is under way.
+ * The status' record with a fresh create token's digest for each member whose live pod the
+ * record names by uid and whose next token is not announced yet (see AHEAD in created.ts),
+ * and those tokens; undefined when there is none to announce. A pod named by its uid is no
+ * longer named by its token, so replacing the digest takes nothing from it.
  */
-function statusClears(status: CocoonSetStatus): Record<string, null> {
-  return status.lastProgressTime === undefined ? { lastProgressTime: null } : {};
+function tokensAhead(
+  cs: CocoonSet,
+  status: CocoonSetStatus,
+  pods: readonly Pod[],
+): { vms: Record<string, VMRecord>; tokens: Map<string, TokenAhead> } | undefined {
+  const record = status.vms;
+  if (!record) return undefined;
+  const view: CocoonSet = { ...cs, status };
+  const tokens = new Map<string, TokenAhead>();
+  const vms: Record<string, VMRecord> = { ...record };
+  for (const pod of pods) {
+    const uid = pod.metadata?.uid ?? "";
+    if (uid === "" || pod.metadata?.deletionTimestamp) continue;
+    const member = memberOf(view, pod);
+    const entry = member === undefined ? undefined : record[member];
+    if (member === undefined || entry?.podUID !== uid) continue;
+    const held = tokenAhead(cs, member);
+    if (held !== undefined && entry.createToken === held.digest) continue;
+    const token = randomBytes(16).toString("hex");
+    const digest = tokenDigest(token);
+    tokens.set(member, { token, digest });
+    vms[member] = { ...entry, createToken: digest };
+  }
+  return tokens.size > 0 ? { vms, tokens } : undefined;
 }
 
 /** Keeps the pruned create log plus a record for each create that went through. */

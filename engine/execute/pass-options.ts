@@ -5,7 +5,7 @@
 import { type SlotCreateLog } from "../pods/index.js";
 import { type CocoonSet } from "../spec/index.js";
 import { type SnapshotRegistry } from "./snapshots.js";
-import { type PassReads } from "./pass-reads.js";
+import { type Reader } from "./reader.js";
 
 /** Hooks through which the engine reports what it did (events, metrics, logs, progress). */
 export interface EngineHooks {
@@ -49,8 +49,11 @@ export type CreateLogs = Map<string, SlotCreateLog>;
 
 /** Options of {@link runPass}. */
 export interface PassOptions {
-  /** Where the pass reads the fleet from. @default {@link apiReads} of the pass's client */
-  reads?: PassReads;
+  /**
+   * Where the pass reads the cluster from: every read it makes goes through it.
+   * @default the fresh reads of the pass's client (`freshReader`)
+   */
+  reads?: Reader;
   /**
    * Pod names the pass must not act on: writes of an earlier pass its reads do not show yet
    * (the controller's expectations, controller/expectations.ts). Their steps are held back,
@@ -75,6 +78,11 @@ export interface PassOptions {
   /** Clock. @default Date.now */
   now?: () => number;
   hooks?: EngineHooks;
+  /**
+   * The finalizer the caller keeps on the CocoonSet (the controller's): the plan adds it, as
+   * its setup, when missing. @default none
+   */
+  finalizer?: string;
   /** Plan only: perform nothing. */
   dryRun?: boolean;
   /**

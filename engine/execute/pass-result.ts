@@ -3,7 +3,7 @@
  * planner's refusals, a step's API error, an overtaken CocoonSet, an abort).
  */
 import { summarizeFailures, type QuotaRefusal, type Plan, type Refusal } from "../plan/index.js";
-import { type CocoonSet } from "../spec/index.js";
+import { type CocoonSet, type Pod } from "../spec/index.js";
 import { isConflict } from "../kube/index.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 
@@ -32,6 +32,8 @@ export interface PassResult {
   conflicted?: boolean;
   /** The CocoonSet after this pass's writes (history, status). */
   cocoonSet: CocoonSet;
+  /** The pods the pass planned from, as its reader gave them (the fleet's, then name holders). */
+  pods: Pod[];
   /** The ResourceQuota that refused a create of this pass, as the apiserver named it. */
   quotaRefusal?: QuotaRefusal;
   /**

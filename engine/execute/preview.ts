@@ -7,7 +7,7 @@ import type { Plan } from "../plan/index.js";
 import { planPass } from "../planner/index.js";
 import type { CocoonSet } from "../spec/index.js";
 import type { KubeClient } from "../kube/index.js";
-import { planLive } from "./pass.js";
+import { planLive } from "./live-plan.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { applyPlanToPods } from "./simulate.js";
 import { namespaceOf } from "../kube/objects.js";

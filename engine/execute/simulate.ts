@@ -37,6 +37,29 @@ export interface SimulationResult {
   deleted: string[];
 }
 
+/** The pod the apiserver would hold after a create: a uid, a node and, unless told, Ready. */
+function createdPod(manifest: Pod, options: SimulationOptions, n: number): Pod {
+  const pod: Pod = structuredClone(manifest);
+  const name = pod.metadata?.name ?? "";
+  pod.metadata = { ...pod.metadata, uid: `sim-${name}-${options.nowMs}-${n}` };
+  if (pod.spec && !pod.spec.nodeName) pod.spec.nodeName = options.nodeName ?? "sim-node";
+  pod.status =
+    (options.ready ?? true)
+      ? { phase: "Running", conditions: [{ type: "Ready", status: "True" }] }
+      : { phase: "Pending" };
+  return pod;
+}
+
+/** A pod's annotations after a patch that sets some and removes those given as null. */
+function annotated(pod: Pod, patch: Record<string, string | null>): Record<string, string> {
+  const annotations = { ...pod.metadata?.annotations };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete annotations[k];
+    else annotations[k] = v;
+  }
+  return annotations;
+}
+
 /** Applies `plan` to `pods` without touching the inputs, the way the executor would. */
 export function applyPlanToPods(
   pods: readonly Pod[],
@@ -61,13 +84,7 @@ export function applyPlanToPods(
       case "create-pod": {
         const name = action.pod.metadata.name;
         if ((byName.get(name)?.length ?? 0) > 0) return; // AlreadyExists
-        const pod: Pod = structuredClone(action.pod);
-        pod.metadata = { ...pod.metadata, uid: `sim-${name}-${options.nowMs}-${created++}` };
-        if (pod.spec && !pod.spec.nodeName) pod.spec.nodeName = options.nodeName ?? "sim-node";
-        pod.status =
-          (options.ready ?? true)
-            ? { phase: "Running", conditions: [{ type: "Ready", status: "True" }] }
-            : { phase: "Pending" };
+        const pod = createdPod(action.pod, options, created++);
         current.push(pod);
         index(pod);
         return;
@@ -86,14 +103,7 @@ export function applyPlanToPods(
       }
       case "annotate-pod": {
         const pod = byName.get(action.name)?.find((p) => p.metadata?.uid === action.uid);
-        if (pod?.metadata) {
-          const annotations = { ...pod.metadata.annotations };
-          for (const [k, v] of Object.entries(action.annotations)) {
-            if (v === null) delete annotations[k];
-            else annotations[k] = v;
-          }
-          pod.metadata.annotations = annotations;
-        }
+        if (pod?.metadata) pod.metadata.annotations = annotated(pod, action.annotations);
         return;
       }
       case "write-history":

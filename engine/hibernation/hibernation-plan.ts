@@ -25,10 +25,8 @@ export type HibernationAction =
   | Extract<PlanAction, { kind: "event" }>
   /** Merge-patch the CocoonHibernation's status subresource. */
   | { kind: "write-status"; status: CocoonHibernationStatus }
-  /** Add `finalizer` to the CocoonHibernation (finalizer.ts: a JSON patch with a test op). */
-  | { kind: "add-finalizer"; finalizer: string }
-  /** Remove `finalizer` from the CocoonHibernation; a CR already gone counts as done. */
-  | { kind: "remove-finalizer"; finalizer: string }
+  /** Add or remove the CocoonHibernation's finalizer, as the CocoonSet plan does its own. */
+  | Extract<PlanAction, { kind: "add-finalizer" | "remove-finalizer" }>
   /** Observe one finished transition in a histogram (name without the `cocoonset_` prefix). */
   | {
       kind: "observe-duration";

@@ -6,7 +6,11 @@
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
+  DEFAULT_HIBERNATE_TIMEOUT_MS,
+  DEFAULT_WAKE_TIMEOUT_MS,
+  LABELS,
   LIFECYCLE_STATES,
+  MANAGED_BY,
   SNAPSHOT_TAGS,
 } from "../spec/constants.js";
 import type {
@@ -16,6 +20,7 @@ import type {
   Condition,
 } from "../spec/generated/hibernation-types.js";
 import { HIBERNATION_FINALIZER } from "../spec/hibernation-schema.js";
+import { finalizerActions } from "../plan/finalizer.js";
 import {
   HIBERNATION_METRICS,
   type HibernationAction,
@@ -30,10 +35,6 @@ import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
 /** Poll interval while a transition is in flight or the pod is not there yet. */
 export const HIBERNATION_POLL_MS = 5_000;
-/** How long `Hibernating` may last before the CR is `Failed` (cocoon-operator: 3 minutes). */
-export const DEFAULT_HIBERNATE_TIMEOUT_MS = 3 * 60_000;
-/** How long `Waking` may last before the CR is `Failed` (cocoon-operator: 5 minutes). */
-export const DEFAULT_WAKE_TIMEOUT_MS = 5 * 60_000;
 
 /** Event reasons of the CocoonHibernation controller (the first five as upstream's). */
 export const HIBERNATION_EVENTS = {
@@ -311,6 +312,24 @@ function pendingStatus(cr: CocoonHibernation, nowMs: number, message: string) {
   });
 }
 
+/** Whether the controller's pod watch (the managed pods) brings this pod's changes to its CRs. */
+function podWatched(pod: Pod): boolean {
+  return pod.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+}
+
+/**
+ * When a hibernate that waits for the node agent on a watched pod looks again: at its deadline. The node
+ * agent's answer is an annotation on the pod, whose change reaches the CR through the pod
+ * watch at once; a poll meanwhile would only repeat the same pass (and, once the answer came,
+ * run one pass more for nothing). The registry is not watched: a pod that reports hibernated
+ * while its tag is not seen yet is polled (HIBERNATION_POLL_MS).
+ * Transition times have a resolution of one second, and the deadline is passed only once
+ * `elapsed > timeout`: a second more.
+ */
+export function hibernateDeadlineMs(timeoutMs: number, elapsedMs: number | undefined): number {
+  return Math.max(HIBERNATION_POLL_MS, timeoutMs - (elapsedMs ?? 0) + 1000);
+}
+
 /** Seconds in the current deadline phase, when the CR is in `phase`. */
 function elapsedIn(cr: CocoonHibernation, phase: CocoonHibernationPhase, nowMs: number) {
   if (cr.status?.phase !== phase) return undefined;
@@ -329,13 +348,9 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
   const events: HibernationEvent[] = [];
   const ns = cr.metadata.namespace ?? "";
   if (cr.metadata.deletionTimestamp) return planHibernationDeletion(input);
-  if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER)) {
-    return {
-      actions: [{ kind: "add-finalizer", finalizer: HIBERNATION_FINALIZER }],
-      requeueAfterMs: 0,
-      decision: "add-finalizer",
-    };
-  }
+  const finalizer = finalizerActions(cr.metadata, HIBERNATION_FINALIZER, "live");
+  if (finalizer.length > 0)
+    return { actions: finalizer, requeueAfterMs: 0, decision: "add-finalizer" };
   const podName = cr.spec?.podRef?.name ?? "";
   if (!pod) {
     return {
@@ -403,9 +418,14 @@ export function planHibernation(input: HibernationInput): HibernationPlan {
       ),
     );
   }
-  return flow === "hibernate"
-    ? planHibernate(input, pod, vm, events)
-    : planWake(input, pod, vm, events);
+  const plan =
+    flow === "hibernate" ? planHibernate(input, pod, vm, events) : planWake(input, pod, vm, events);
+  // A reversed desire waits for the transition in flight: once that is over, the one asked
+  // for starts at once (this pass's own status write does not bring the CR back).
+  const reversed = (flow === "hibernate") !== (cr.spec.desire === "Hibernate");
+  return reversed && plan.requeueAfterMs === undefined && !plan.refusal
+    ? { ...plan, requeueAfterMs: 0 }
+    : plan;
 }
 
 function exitEvent(
@@ -504,7 +524,10 @@ function planHibernate(
   }
   return {
     actions: ordered({ annotate, status: phaseStatus(cr, nowMs, "Hibernating", vm), events }),
-    requeueAfterMs: HIBERNATION_POLL_MS,
+    requeueAfterMs:
+      podReportsHibernated(pod) || !podWatched(pod)
+        ? HIBERNATION_POLL_MS
+        : hibernateDeadlineMs(timeoutMs, elapsed),
     decision: "wait-hibernated",
   };
 }
@@ -601,15 +624,19 @@ function planHibernationDeletion(
   if (!(cr.metadata.finalizers ?? []).includes(HIBERNATION_FINALIZER))
     return { actions: [], decision: "deleted" };
   const vm = cr.status?.vmName ?? "";
+  // A CR that woke its VM dropped the tag then (planWake): a tag there now is a later
+  // hibernation's, of its fleet's suspend or another CR, which this deletion must not take
+  // (the suspend would wait for it forever, and its wake restore nothing).
   const drop =
     input.registry &&
     vm !== "" &&
+    cr.status?.phase !== "Active" &&
     !vmHeldByAnother(cr, input.all) &&
     (!input.fleets || mayDropFromNamespace(namespaceOf(cr), vm, input.fleets));
   return {
     actions: [
       ...ordered({ dropTag: drop ? vm : undefined, events: [] }),
-      { kind: "remove-finalizer", finalizer: HIBERNATION_FINALIZER },
+      ...finalizerActions(cr.metadata, HIBERNATION_FINALIZER, "released"),
     ],
     decision: drop ? "drop-tag" : vm !== "" ? "keep-tag" : "release",
   };

@@ -6,7 +6,6 @@ export {
   hibernationRefusalMessage,
 } from "./hibernation-plan.js";
 export {
-  DEFAULT_HIBERNATE_TIMEOUT_MS,
   type HibernationInput,
   hibernationProbe,
   planHibernation,

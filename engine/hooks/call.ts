@@ -8,7 +8,7 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { rootCertificates } from "node:tls";
 import { InvalidValueError } from "../kube/branded-error.js";
-import type { HookEvent, HookOutcome } from "../idle/index.js";
+import { hookTarget, type HookEvent, type HookOutcome } from "../idle/index.js";
 import { isLoopbackRegistryHost } from "../registry/address.js";
 
 /** Where and how a hook is called. */
@@ -44,8 +44,32 @@ export function parseHookUrl(text: string): URL {
   );
 }
 
-/** POSTs the event; resolves to the call's outcome, never throws for the service's failure. */
-export async function callHook(endpoint: HookEndpoint, event: HookEvent): Promise<HookOutcome> {
+/**
+ * What is wrong with a spec's `hooks.url`, as `[spec.hooks.url] rule (got url)` with the URL
+ * shown without its credentials or query; undefined when it is fine or absent.
+ */
+export function hooksUrlProblem(spec: unknown): string | undefined {
+  const hooks = (spec as { hooks?: { url?: unknown } } | undefined)?.hooks;
+  const url = hooks?.url;
+  if (typeof url !== "string") return undefined;
+  try {
+    parseHookUrl(url);
+    return undefined;
+  } catch (e) {
+    if (!InvalidValueError.isInstance(e)) throw e;
+    return `[spec.hooks.url] ${e.message} (got ${hookTarget(url)})`;
+  }
+}
+
+/**
+ * POSTs the event; resolves to the call's outcome, never throws for the service's failure.
+ * An aborted `signal` cuts the call short (a failed outcome).
+ */
+export async function callHook(
+  endpoint: HookEndpoint,
+  event: HookEvent,
+  signal?: AbortSignal,
+): Promise<HookOutcome> {
   const url = parseHookUrl(endpoint.url);
   const body = Buffer.from(JSON.stringify(event));
   const headers: Record<string, string | number> = {
@@ -68,7 +92,13 @@ export async function callHook(endpoint: HookEndpoint, event: HookEvent): Promis
     ? [...rootCertificates, Buffer.from(endpoint.caBundle, "base64").toString("utf8")]
     : undefined;
   return new Promise<HookOutcome>((resolve) => {
-    const options = { ...target, method: "POST", headers, ...(ca ? { ca } : {}) };
+    const options = {
+      ...target,
+      method: "POST",
+      headers,
+      ...(ca ? { ca } : {}),
+      ...(signal ? { signal } : {}),
+    };
     const req = (url.protocol === "https:" ? httpsRequest : httpRequest)(options, (res) => {
       let read = 0;
       res.on("data", (chunk: Buffer) => {

@@ -1,2 +1,2 @@
 /** Calling the lifecycle hooks of spec.hooks (I/O to the platform's service). */
-export { callHook, parseHookUrl, type HookEndpoint } from "./call.js";
+export { callHook, hooksUrlProblem, parseHookUrl, type HookEndpoint } from "./call.js";

@@ -3,7 +3,10 @@
 // under each failure policy. Pure; the controller makes the call. Behaviour:
 // docs/lifecycle-design.md, "Idle policy, expiry and hooks".
 import { createHash } from "node:crypto";
-import { GROUP, VERSION } from "../spec/constants.js";
+import { memberOf, memberPodVm } from "../attribution/attribution.js";
+import { ANNOTATIONS, GROUP, VERSION } from "../spec/constants.js";
+import type { CocoonSet } from "../spec/generated/types.js";
+import type { Pod } from "../spec/kube-types.js";
 
 /** When the hook is called: before a hibernation or an expiry, after a wake. */
 export type HookMoment = "BeforeHibernate" | "AfterWake" | "BeforeExpire";
@@ -90,4 +93,160 @@ export function hookTarget(url: string): string {
   } catch {
     return "(invalid)";
   }
+}
+
+/** The fleet's hook as the controller calls it: spec.hooks with its defaults filled in. */
+export interface HookPolicy {
+  url: string;
+  caBundle?: string;
+  timeoutMs: number;
+  failurePolicy: "Ignore" | "Fail";
+}
+
+/** How long a call may take when spec.hooks.timeoutSeconds is unset. */
+const DEFAULT_HOOK_TIMEOUT_SECONDS = 10;
+
+/** The fleet's hook, or undefined when it has none (then nothing is called, nothing written). */
+export function hookPolicy(cs: CocoonSet): HookPolicy | undefined {
+  const h = cs.spec.hooks;
+  if (!h?.url) return undefined;
+  return {
+    url: h.url,
+    ...(h.caBundle ? { caBundle: h.caBundle } : {}),
+    timeoutMs: (h.timeoutSeconds ?? DEFAULT_HOOK_TIMEOUT_SECONDS) * 1000,
+    failurePolicy: h.failurePolicy === "Ignore" ? "Ignore" : "Fail",
+  };
+}
+
+/** A hook still to be answered for one pod: what, why, and when it was decided. */
+export interface HookRecord {
+  moment: HookMoment;
+  cause: HookCause;
+  decidedAt: Date;
+  /**
+   * The generation of the object whose spec decided it (the CocoonSet, or the
+   * CocoonHibernation), when one did: a spec changed since (a suspend withdrawn and asked
+   * again) is a new decision, with an id of its own.
+   */
+  generation?: number;
+}
+
+const MOMENTS: readonly HookMoment[] = ["BeforeHibernate", "AfterWake", "BeforeExpire"];
+const CAUSES: readonly HookCause[] = [
+  "idle",
+  "suspend",
+  "hibernation",
+  "activity",
+  "wake",
+  "expiry",
+];
+
+/** The pod annotation's text of a record: `<moment> <cause> <RFC 3339 time>[ g<generation>]`. */
+export function formatHookRecord(r: HookRecord): string {
+  const g = r.generation === undefined ? "" : ` g${r.generation}`;
+  return `${r.moment} ${r.cause} ${r.decidedAt.toISOString()}${g}`;
+}
+
+/** The record an annotation carries; undefined for none or for text that is not one. */
+export function parseHookRecord(text: string | undefined): HookRecord | undefined {
+  const [moment, cause, time, g, ...rest] = (text ?? "").split(" ");
+  if (rest.length > 0 || !MOMENTS.includes(moment as HookMoment)) return undefined;
+  if (!CAUSES.includes(cause as HookCause)) return undefined;
+  const decidedAt = new Date(time ?? "");
+  if (Number.isNaN(decidedAt.getTime()) || decidedAt.toISOString() !== time) return undefined;
+  if (g !== undefined && !/^g(0|[1-9][0-9]{0,15})$/.test(g)) return undefined;
+  return {
+    moment: moment as HookMoment,
+    cause: cause as HookCause,
+    decidedAt,
+    ...(g !== undefined ? { generation: Number(g.slice(1)) } : {}),
+  };
+}
+
+/** The record the pod carries (annotation `hook-pending`), if any. */
+export function podHookRecord(pod: Pod): HookRecord | undefined {
+  return parseHookRecord(pod.metadata?.annotations?.[ANNOTATIONS.hookPending]);
+}
+
+/**
+ * The record for a transition about to be called: the pod's own when it is about the same
+ * moment and cause, decided at the same generation (an earlier call of it held, failed, or
+ * cut short by a stop: the same decision, so the same event id), else a new one decided
+ * `now`, which the caller writes to the pod before it calls (`write`).
+ */
+export function hookRecordFor(
+  pod: Pod,
+  moment: HookMoment,
+  cause: HookCause,
+  now: Date,
+  generation?: number,
+): { record: HookRecord; write: boolean } {
+  const had = podHookRecord(pod);
+  if (had && had.moment === moment && had.cause === cause && had.generation === generation)
+    return { record: had, write: false };
+  const record: HookRecord = { moment, cause, decidedAt: now };
+  if (generation !== undefined) record.generation = generation;
+  return { record, write: true };
+}
+
+/** The subject of a member's transition: the fleet, the member's key, its pod and VM. */
+export function memberSubject(cs: CocoonSet, pod: Pod): HookSubject {
+  const member = memberOf(cs, pod);
+  const vm = memberPodVm(cs, pod);
+  return {
+    namespace: cs.metadata.namespace ?? "",
+    cocoonSet: cs.metadata.name ?? "",
+    uid: cs.metadata.uid ?? "",
+    ...(member !== undefined ? { member } : {}),
+    pod: pod.metadata?.name ?? "",
+    ...(vm ? { vm } : {}),
+  };
+}
+
+/** The subject of a transition of the fleet as a whole (an expiry). */
+export function fleetSubject(cs: CocoonSet): HookSubject {
+  return {
+    namespace: cs.metadata.namespace ?? "",
+    cocoonSet: cs.metadata.name ?? "",
+    uid: cs.metadata.uid ?? "",
+  };
+}
+
+/**
+ * Why the fleet's members hibernate: its spec asks (`suspend`), or the controller suspended
+ * it for idleness (the effective suspend without spec.suspend: `idle`).
+ */
+export function suspendCause(cs: CocoonSet): HookCause {
+  return cs.spec.suspend === true ? "suspend" : "idle";
+}
+
+/**
+ * Why a CocoonHibernation hibernates its pod: the idle policy's own (a CocoonHibernation the
+ * fleet controls, `idle`), or someone's (`hibernation`).
+ */
+export function hibernationCause(
+  fleetUid: string,
+  owners: readonly { uid?: string; controller?: boolean }[] | undefined,
+): HookCause {
+  return (owners ?? []).some((o) => o.controller === true && o.uid === fleetUid)
+    ? "idle"
+    : "hibernation";
+}
+
+/**
+ * The line an event and a log say about a failed call: the hook's target (no credentials,
+ * no query), the moment and cause, what it was about, and why it failed; never the body.
+ */
+export function hookFailureMessage(
+  url: string,
+  record: Pick<HookRecord, "moment" | "cause">,
+  about: string,
+  reason: string,
+  verdict: Exclude<HookVerdict, "proceed">,
+): string {
+  const then =
+    verdict === "hold"
+      ? "the transition waits and the call is retried with backoff (failurePolicy Fail)"
+      : "the transition went on (failurePolicy Ignore)";
+  return `lifecycle hook ${hookTarget(url)} (${record.moment}, ${record.cause}) for ${about} failed: ${reason}; ${then}`;
 }

@@ -11,9 +11,21 @@ export {
 } from "./policy.js";
 export { expiringLeadMs, expiryState, type ExpiryPolicy, type ExpiryState } from "./expiry.js";
 export {
+  fleetSubject,
+  formatHookRecord,
+  hibernationCause,
   hookEvent,
+  hookFailureMessage,
+  hookPolicy,
+  hookRecordFor,
   hookTarget,
   hookVerdict,
+  memberSubject,
+  parseHookRecord,
+  podHookRecord,
+  suspendCause,
+  type HookPolicy,
+  type HookRecord,
   type HookCause,
   type HookEvent,
   type HookMoment,
@@ -22,3 +34,22 @@ export {
   type HookVerdict,
 } from "./hooks.js";
 export { activityLeaseName, leaseActivity, type ActivityLease } from "./activity.js";
+export {
+  idleMembers,
+  newFleetMembers,
+  policyForecast,
+  policyForecastToJSON,
+  renderPolicyForecast,
+  type IdleForecastStep,
+  type PolicyForecast,
+} from "./forecast.js";
+export {
+  idleHibernationLabels,
+  idleHibernationName,
+  idleStepApplies,
+  planIdleStep,
+  type IdleEvent,
+  type IdleHibernationWrite,
+  type IdleStep,
+  type IdleStepInput,
+} from "./step.js";

@@ -102,6 +102,14 @@ export const isMalformedWatchEvent = (e: unknown): boolean =>
   KubeApiError.isInstance(e) && e.reason === MALFORMED_WATCH_EVENT;
 
 /** Patch content types. */
+/**
+ * The Accept headers of a list and of a watch that ask for the objects' metadata only
+ * (PartialObjectMetadata): no spec or status is sent. A watch must not offer the list's type
+ * (the apiserver answers 200 and ends the stream at once).
+ */
+const METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+const METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
 export const PatchType = {
   merge: "application/merge-patch+json",
   json: "application/json-patch+json",
@@ -374,10 +382,11 @@ export class KubeClient {
     contentType: string | undefined,
     signal?: AbortSignal,
     timeoutMs?: number,
+    accept = "application/json",
   ): Promise<import("node:http").IncomingMessage> {
     const t = await this.getTransport();
     const base = t.server.pathname.replace(/\/$/, "");
-    const headers: Record<string, string> = { accept: "application/json", ...t.headers };
+    const headers: Record<string, string> = { accept, ...t.headers };
     if (body !== undefined) {
       headers["content-type"] = contentType ?? "application/json";
       headers["content-length"] = String(Buffer.byteLength(body));
@@ -421,7 +430,7 @@ export class KubeClient {
   async request<T = unknown>(
     method: string,
     path: string,
-    opts: { body?: unknown; contentType?: string; signal?: AbortSignal } = {},
+    opts: { body?: unknown; contentType?: string; signal?: AbortSignal; accept?: string } = {},
   ): Promise<T> {
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const deadline = Date.now() + this.timeoutMs;
@@ -431,7 +440,15 @@ export class KubeClient {
     for (let attempt = 1; ; attempt++) {
       let err: KubeApiError;
       try {
-        const res = await this.open(verb, path, body, opts.contentType, opts.signal, 30_000);
+        const res = await this.open(
+          verb,
+          path,
+          body,
+          opts.contentType,
+          opts.signal,
+          30_000,
+          opts.accept,
+        );
         const text = await readBody(res);
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300) return (text ? JSON.parse(text) : {}) as T;
@@ -525,17 +542,32 @@ export class KubeClient {
       gracePeriodSeconds?: number;
     } = {},
   ): Promise<boolean> {
+    return (await this.deleteObject(path, opts)) !== undefined;
+  }
+
+  /**
+   * DELETE an object as {@link delete} does, answering what the apiserver answered (for a pod,
+   * the pod as the delete left it: whether it is gone or terminating); undefined where
+   * `delete` answers false.
+   */
+  async deleteObject<T = KubeObject>(
+    path: string,
+    opts: {
+      propagationPolicy?: "Background" | "Foreground" | "Orphan";
+      uid?: string;
+      gracePeriodSeconds?: number;
+    } = {},
+  ): Promise<T | undefined> {
     const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
     if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
     if (opts.uid) body.preconditions = { uid: opts.uid };
     try {
-      await this.request("DELETE", path, { body });
-      return true;
+      return (await this.request<T>("DELETE", path, { body })) ?? ({} as T);
     } catch (e) {
-      if (isNotFound(e)) return false;
+      if (isNotFound(e)) return undefined;
       // A uid precondition that fails means the object was replaced: ours is gone.
-      if (opts.uid && isConflict(e)) return false;
+      if (opts.uid && isConflict(e)) return undefined;
       throw e;
     }
   }
@@ -543,7 +575,13 @@ export class KubeClient {
   /** Lists a collection, following `continue` tokens. */
   async list<T = KubeObject>(
     collectionPath: string,
-    query: { labelSelector?: string; fieldSelector?: string; limit?: number } = {},
+    query: {
+      labelSelector?: string;
+      fieldSelector?: string;
+      limit?: number;
+      /** Objects' metadata only (PartialObjectMetadata). */
+      metadataOnly?: boolean;
+    } = {},
   ): Promise<KubeList<T>> {
     const items: T[] = [];
     let cont: string | undefined;
@@ -554,8 +592,11 @@ export class KubeClient {
       if (query.fieldSelector) q.set("fieldSelector", query.fieldSelector);
       q.set("limit", String(query.limit ?? 500));
       if (cont) q.set("continue", cont);
-      const page = await this.get<KubeList<T>>(`${collectionPath}?${q.toString()}`);
-      items.push(...page.items);
+      const page = await this.request<KubeList<T>>("GET", `${collectionPath}?${q.toString()}`, {
+        accept: query.metadataOnly ? METADATA_ONLY_LIST : undefined,
+      });
+      // A metadata-only list of nothing says `items: null`.
+      items.push(...(page.items ?? []));
       cont = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion;
     } while (cont);
@@ -574,6 +615,8 @@ export class KubeClient {
       labelSelector?: string;
       fieldSelector?: string;
       timeoutSeconds?: number;
+      /** Objects' metadata only (events carry PartialObjectMetadata). */
+      metadataOnly?: boolean;
     },
     onEvent: (ev: WatchEvent<T>) => boolean | void,
     signal?: AbortSignal,
@@ -584,7 +627,15 @@ export class KubeClient {
     if (query.fieldSelector) q.set("fieldSelector", query.fieldSelector);
     q.set("timeoutSeconds", String(query.timeoutSeconds ?? 300));
     const path = `${collectionPath}?${q.toString()}`;
-    const res = await this.open("GET", path, undefined, undefined, signal);
+    const res = await this.open(
+      "GET",
+      path,
+      undefined,
+      undefined,
+      signal,
+      undefined,
+      query.metadataOnly ? METADATA_ONLY : undefined,
+    );
     // The watcher's next attempt runs the exec plugin again.
     if (res.statusCode === 401) this.reauthenticate();
     if ((res.statusCode ?? 0) >= 300) {
@@ -615,36 +666,8 @@ export class KubeClient {
           const line = buf.slice(0, nl).trim();
           buf = buf.slice(nl + 1);
           if (!line || finished) continue;
-          let ev: WatchEvent<T>;
-          try {
-            ev = JSON.parse(line) as WatchEvent<T>;
-            if (typeof ev !== "object" || ev === null || typeof ev.object !== "object")
-              // Plain Error: caught just below, where a bad line ends the watch.
-              throw new Error("not a watch event");
-          } catch {
-            // Events may have been lost with this line: the caller re-lists (as for a 410).
-            return finish(
-              new KubeApiError(
-                `watch ${collectionPath}: the stream sent a line that is not a watch event: ${JSON.stringify(line.slice(0, 120))}`,
-                0,
-                MALFORMED_WATCH_EVENT,
-                "GET",
-                path,
-              ),
-            );
-          }
-          if (ev.type === "ERROR") {
-            const st = watchStatus(ev.object);
-            return finish(
-              new KubeApiError(
-                `watch ${collectionPath}: ${st.message ?? "error"}`,
-                st.code ?? 500,
-                st.reason ?? "",
-                "GET",
-                path,
-              ),
-            );
-          }
+          const ev = parseWatchLine<T>(line, collectionPath, path);
+          if (ev instanceof KubeApiError) return finish(ev);
           rv = ev.object.metadata?.resourceVersion ?? rv;
           if (ev.type === "BOOKMARK") continue;
           try {
@@ -659,6 +682,44 @@ export class KubeClient {
       signal?.addEventListener("abort", () => finish(), { once: true });
     });
   }
+}
+
+/**
+ * One line of a watch stream: its event, or the error that ends the watch (a line that is
+ * not an event, or an ERROR event).
+ */
+function parseWatchLine<T extends ObjectLike>(
+  line: string,
+  collectionPath: string,
+  path: string,
+): WatchEvent<T> | KubeApiError {
+  let ev: WatchEvent<T>;
+  try {
+    ev = JSON.parse(line) as WatchEvent<T>;
+    if (typeof ev !== "object" || ev === null || typeof ev.object !== "object")
+      // Plain Error: caught just below, where a bad line ends the watch.
+      throw new Error("not a watch event");
+  } catch {
+    // Events may have been lost with this line: the caller re-lists (as for a 410).
+    return new KubeApiError(
+      `watch ${collectionPath}: the stream sent a line that is not a watch event: ${JSON.stringify(line.slice(0, 120))}`,
+      0,
+      MALFORMED_WATCH_EVENT,
+      "GET",
+      path,
+    );
+  }
+  if (ev.type === "ERROR") {
+    const st = watchStatus(ev.object);
+    return new KubeApiError(
+      `watch ${collectionPath}: ${st.message ?? "error"}`,
+      st.code ?? 500,
+      st.reason ?? "",
+      "GET",
+      path,
+    );
+  }
+  return ev;
 }
 
 /** Node's codes for a server certificate that fails verification. */

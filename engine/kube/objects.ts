@@ -30,6 +30,8 @@ export interface ObjectMeta {
   creationTimestamp?: string;
   /** Set (RFC 3339) once the object is being deleted. */
   deletionTimestamp?: string;
+  /** The grace period a delete gave the object; 0 once its removal is final. */
+  deletionGracePeriodSeconds?: number;
 }
 
 /** An object's namespace; "default" where its metadata names none (as the apiserver reads it). */

@@ -3,10 +3,10 @@
 // the rest of the fleet goes on. Pure; the executor reads the holders
 // (engine/execute/pass.ts). Behaviour: docs/behaviour.md §3.21.
 import { classifyPods, isOwnedPod } from "../pods/classify.js";
-import { LABELS, MANAGED_BY } from "../spec/constants.js";
+import { ANNOTATION_TRUE, ANNOTATIONS, LABELS, MANAGED_BY } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
-import { agentPodName } from "../pods/pod-builder.js";
+import { agentPodName, toolboxPodName } from "../pods/pod-builder.js";
 import { isReady, isTerminal } from "../pods/pod-state.js";
 import { asksHibernate, suspendsRetaining } from "./suspend.js";
 
@@ -86,15 +86,33 @@ export function agentNamesToCheck(cs: CocoonSet, pods: readonly Pod[]): string[]
 }
 
 /**
+ * The names a pass must see the holders of before it plans (§3.21): each declared toolbox's
+ * pod name and each agent name the pass may create ({@link agentNamesToCheck}) that no listed
+ * pod has, toolboxes first.
+ */
+export function namesToRead(cs: CocoonSet, listed: readonly Pod[]): string[] {
+  const present = new Set(listed.map((p) => p.metadata?.name));
+  const toolboxes = (cs.spec.toolboxes ?? [])
+    .map((tb) => toolboxPodName(cs.metadata.name ?? "", tb.name))
+    .filter((name) => !present.has(name));
+  return [...new Set([...toolboxes, ...agentNamesToCheck(cs, listed)])];
+}
+
+/**
  * The node the next pass binds new sub-agents to, for the executor to read (placement.ts):
- * the main agent's node, when it is Ready and some sub-agent slot has no pod listed.
- * Undefined when the pass creates no sub-agent.
+ * the main agent's node, when it is Ready and some sub-agent slot has no pod listed, or a
+ * terminal one that is not dead-lettered (its rebuild creates the replacement in the same
+ * pass). Undefined when the pass creates no sub-agent.
  */
 export function placementNodeToRead(cs: CocoonSet, pods: readonly Pod[]): string | undefined {
-  const main = classifyPods(cs, pods).main;
+  const owned = classifyPods(cs, pods);
+  const main = owned.main;
   const node = main?.spec?.nodeName ?? "";
-  if (node === "") return undefined;
+  if (!main || node === "") return undefined;
   const name = cs.metadata.name ?? "";
   const subAgent = agentNamesToCheck(cs, pods).some((n) => n !== agentPodName(name, 0));
-  return subAgent ? node : undefined;
+  const rebuilt = [...owned.subAgents.values()].some(
+    (p) => isTerminal(p) && p.metadata?.annotations?.[ANNOTATIONS.deadLetter] !== ANNOTATION_TRUE,
+  );
+  return subAgent || (rebuilt && isReady(main) && !isTerminal(main)) ? node : undefined;
 }

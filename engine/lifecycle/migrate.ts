@@ -163,11 +163,28 @@ export function migrationProbes(cs: CocoonSet, owned: ClassifiedPods): string[] 
   return [vmNameFor(namespaceOf(cs), cs.metadata.name ?? "", 0)];
 }
 
+/**
+ * The migration steps after which a pass waits on the node agent: its next report on the
+ * main agent's pod, at most a poll of the registry (docs/behaviour.md §3.17).
+ */
+const WAITS_ON_NODE: ReadonlySet<MigrationDecision> = new Set<MigrationDecision>([
+  "migrate",
+  "migrate-drop-stale",
+  "wait-migration",
+  "migrate-evict",
+  "migrate-restore",
+  "migrate-wake",
+]);
+
 function mainStep(cs: CocoonSet, decision: MigrationDecision, actions: PlanAction[]): PlanStep {
+  const podName = agentPodName(cs.metadata.name ?? "", 0);
   return {
     target: { role: "main", slot: 0 },
     decision,
-    podName: agentPodName(cs.metadata.name ?? "", 0),
+    podName,
+    ...(WAITS_ON_NODE.has(decision)
+      ? { wait: { kind: "pod-change", pod: podName, maxMs: MIGRATE_POLL_MS } }
+      : {}),
     actions,
   };
 }
@@ -179,6 +196,53 @@ function annotate(pod: Pod, value: string | null): PlanAction {
     uid: pod.metadata?.uid ?? "",
     annotations: { [ANNOTATIONS.hibernate]: value },
   };
+}
+
+/** The pass when the registry did not say whether the main agent's snapshot exists. */
+function registryUnanswered(error: string): MigrationPlan {
+  return {
+    steps: [],
+    refusals: [
+      {
+        kind: "registry-unanswered",
+        need: "migrate",
+        registryError: error,
+        message: `[spec.nodeName] cannot tell whether the main agent's snapshot exists: the snapshot registry did not answer: ${error}`,
+      },
+    ],
+    waitMs: MIGRATE_POLL_MS,
+    persistsPhase: false,
+  };
+}
+
+/** A target node that cannot take the main agent, said before it moves or is restored there. */
+function targetRefusal(
+  input: MigrationInput,
+  { tagged, elsewhere, desired }: { tagged: boolean; elsewhere: boolean; desired: string },
+): { refused: string } | undefined {
+  const { cs } = input;
+  const main = input.owned.main;
+  // Before anything hibernates: a target that cannot take the main agent refuses the move.
+  const problem =
+    elsewhere && main && !asksHibernate(main) && input.targetNode?.name === desired
+      ? targetNodeProblem(cs, input.targetNode)
+      : undefined;
+  if (problem !== undefined)
+    return {
+      refused: `[spec.nodeName] ${problem}: the migration is refused and the main agent stays where it runs`,
+    };
+  // Before a restore onto the target that no migration of ours started (a released seat's
+  // wake with nodeName set): a target that cannot take it is said, and nothing is pinned
+  // there. Mid-move (Migrating stored) the restore goes on, and an unschedulable one is said.
+  const restoreProblem =
+    !main && tagged && !migratingNow(cs) && input.targetNode?.name === desired && desired !== ""
+      ? targetNodeProblem(cs, input.targetNode)
+      : undefined;
+  if (restoreProblem !== undefined)
+    return {
+      refused: `[spec.nodeName] ${restoreProblem}: the main agent is not restored there; it waits for the node (or a change of spec.nodeName)`,
+    };
+  return undefined;
 }
 
 /**
@@ -215,45 +279,13 @@ export function planMigration(
     const dropsTag = steps.some((s) => s.actions.some((a) => a.kind === "delete-snapshot-tag"));
     return { steps, refusals: [], waitMs: dropsTag ? 0 : MIGRATE_POLL_MS, persistsPhase: persist };
   };
-  if ("error" in facts) {
-    return {
-      steps: [],
-      refusals: [
-        {
-          kind: "registry-unanswered",
-          need: "migrate",
-          registryError: facts.error,
-          message: `[spec.nodeName] cannot tell whether the main agent's snapshot exists: the snapshot registry did not answer: ${facts.error}`,
-        },
-      ],
-      waitMs: MIGRATE_POLL_MS,
-      persistsPhase: false,
-    };
-  }
+  if ("error" in facts) return registryUnanswered(facts.error);
   const tagged = facts.hibernate.has(vm);
   const mainNode = main?.spec?.nodeName ?? "";
   const elsewhere = main !== undefined && desired !== "" && mainNode !== "" && mainNode !== desired;
 
-  // Before anything hibernates: a target that cannot take the main agent refuses the move.
-  const problem =
-    elsewhere && main && !asksHibernate(main) && input.targetNode?.name === desired
-      ? targetNodeProblem(cs, input.targetNode)
-      : undefined;
-  if (problem !== undefined)
-    return {
-      refused: `[spec.nodeName] ${problem}: the migration is refused and the main agent stays where it runs`,
-    };
-  // Before a restore onto the target that no migration of ours started (a released seat's
-  // wake with nodeName set): a target that cannot take it is said, and nothing is pinned
-  // there. Mid-move (Migrating stored) the restore goes on, and an unschedulable one is said.
-  const restoreProblem =
-    !main && tagged && !migratingNow(cs) && input.targetNode?.name === desired && desired !== ""
-      ? targetNodeProblem(cs, input.targetNode)
-      : undefined;
-  if (restoreProblem !== undefined)
-    return {
-      refused: `[spec.nodeName] ${restoreProblem}: the main agent is not restored there; it waits for the node (or a change of spec.nodeName)`,
-    };
+  const refused = targetRefusal(input, { tagged, elsewhere, desired });
+  if (refused) return refused;
   if (!tagged) {
     if (!elsewhere || !main) return undefined;
     if (asksHibernate(main)) return handled([mainStep(cs, "wait-migration", [])], true);

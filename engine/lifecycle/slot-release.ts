@@ -17,7 +17,7 @@ import {
 } from "../spec/constants.js";
 import type { CocoonSet, CocoonSetPhase, CocoonSetStatus } from "../spec/generated/types.js";
 import type { Affinity, Pod, PodManifest } from "../spec/kube-types.js";
-import type { PlanAction, Refusal, PlanStep, PlanTarget } from "../plan/plan-types.js";
+import type { PlanAction, Refusal, PlanStep, PlanTarget, StepWait } from "../plan/plan-types.js";
 import { agentPodName, buildAgentPod, vmNameFor } from "../pods/pod-builder.js";
 import { isTerminal, isTerminating, vmLive } from "../pods/pod-state.js";
 import { deriveStatus, statusEqual } from "../plan/status.js";
@@ -383,20 +383,21 @@ function planReleaseWake(
   if (state.waking && !vmLive(main)) {
     const actions: PlanAction[] = [];
     const why = unschedulableMessage(main);
-    // Unschedulable is the pool saying it has no seat: reported, and waited out.
-    if (why !== undefined) {
+    const noSeat = why === undefined ? undefined : `main pod ${nameOf(main)} unschedulable: ${why}`;
+    // Unschedulable is the pool saying it has no seat: reported, and waited out (by the
+    // controller; a deploy cannot wait for a seat, so it stops there).
+    if (noSeat !== undefined) {
       actions.push(
         { kind: "count-metric", metric: PLAN_METRICS.slotReleaseWakeUnschedulable },
-        {
-          kind: "event",
-          type: "Warning",
-          reason: EVENT_REASONS.wakeNoCapacity,
-          message: `main pod ${nameOf(main)} unschedulable: ${why}`,
-        },
+        { kind: "event", type: "Warning", reason: EVENT_REASONS.wakeNoCapacity, message: noSeat },
       );
     }
+    const wait: StepWait =
+      noSeat === undefined
+        ? { kind: "vm-live", pod: nameOf(main) }
+        : { kind: "stuck", message: noSeat };
     return {
-      steps: [{ target: MAIN, decision: "wait-wake", podName: nameOf(main), actions }],
+      steps: [{ target: MAIN, decision: "wait-wake", podName: nameOf(main), wait, actions }],
       refusals: [],
       waitMs: SUSPEND_POLL_MS,
       writeStatus: true,

@@ -74,6 +74,7 @@ export function planRetainSuspend(
       target: { role: "main", slot: 0 },
       decision: "create",
       podName: pod.metadata.name,
+      wait: { kind: "pod-ready", pod: pod.metadata.name, created: true },
       actions: [{ kind: "create-pod", pod, onAlreadyExists: "retry-later" }],
     };
     return { steps: [create], refusals: [], writeStatus: true };

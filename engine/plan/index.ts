@@ -8,7 +8,9 @@ export {
   quotaRefusalOf,
   summarizeFailures,
 } from "./pass-report.js";
+export { finalizerActions, type FinalizerAction } from "./finalizer.js";
 export { holdBackSteps } from "./hold-back.js";
+export { describeWait, type PassWait, passWait } from "./plan-wait.js";
 export { planToJSON, renderPlan } from "./plan-render.js";
 export type {
   MigrationDecision,
@@ -17,8 +19,9 @@ export type {
   PlanStep,
   PlanTarget,
   Refusal,
+  StepWait,
 } from "./plan-types.js";
-export { statusEqual } from "./status.js";
+export { condition, EXPIRING_CONDITION, statusEqual } from "./status.js";
 export {
   deadlineWarning,
   progressDeadlineSeconds,

@@ -90,7 +90,17 @@ export type AlreadyExistsPolicy =
 
 /** One thing the executor does against the cluster. */
 export type PlanAction =
-  | { kind: "create-pod"; pod: PodManifest; onAlreadyExists: AlreadyExistsPolicy }
+  | {
+      kind: "create-pod";
+      pod: PodManifest;
+      onAlreadyExists: AlreadyExistsPolicy;
+      /**
+       * A rebuild's replacement: created only when the step's delete removed the old pod at
+       * once (the apiserver's answer says so: no finalizers, grace period 0, as for a terminal
+       * pod); otherwise the next pass creates it, once the watch shows the old one gone.
+       */
+      afterRemoval?: boolean;
+    }
   /** Delete with a uid precondition; NotFound is fine. */
   | { kind: "delete-pod"; name: string; uid: string }
   /** Merge-patch annotations onto the pod (uid precondition); null removes a key. */
@@ -113,8 +123,15 @@ export type PlanAction =
   | { kind: "write-status"; status: CocoonSetStatus }
   /** Merge-patch the rebuild-history annotation of the CocoonSet to `value`. */
   | { kind: "write-history"; value: string }
-  /** Emit an event on the CocoonSet. */
+  /** Emit an event on the plan's object (the CocoonSet, or the CocoonHibernation). */
   | { kind: "event"; type: "Normal" | "Warning"; reason: string; message: string }
+  /**
+   * Add `finalizer` to the plan's object when the copy planned from lacks it (finalizer.ts:
+   * a JSON patch whose `test` op checks the list as read).
+   */
+  | { kind: "add-finalizer"; finalizer: string }
+  /** Remove only `finalizer` from the plan's object; an object already gone counts as done. */
+  | { kind: "remove-finalizer"; finalizer: string }
   /** Increment a counter (name without the `cocoonset_` prefix). */
   | {
       kind: "count-metric";
@@ -135,6 +152,8 @@ export interface PlanStep {
   attempt?: number;
   /** Remaining backoff (wait-backoff, wait-vanished). */
   waitMs?: number;
+  /** What the next pass needs before it can go on (plan-wait.ts): the main agent's steps. */
+  wait?: StepWait;
   /** Sub-agent creates: what to remember in the create log once the create succeeded. */
   createRecord?: SlotCreateRecord;
   /** Sub-agent creates: may run concurrently with the neighbouring concurrent steps. */
@@ -189,7 +208,29 @@ export interface Plan {
    * kubelet can echo the generation each pod was last reconciled at (as cocoon-operator does).
    */
   generationStamps: GenerationStamp[];
+  /**
+   * Run before anything else of the pass (its record writes, stamps and steps), in order;
+   * the pass stops at the first failure: the finalizer the caller keeps, when missing.
+   */
+  setup: PlanAction[];
 }
+
+/**
+ * What one step waits for before the next pass can make progress (plan-wait.ts settles it
+ * with what the pass did).
+ */
+export type StepWait =
+  /**
+   * The pod Ready; terminal is a failure. `created`: the step creates it, and a create that
+   * met a pod of that name waits for that one to go first.
+   */
+  | { kind: "pod-ready"; pod: string; created?: boolean }
+  /** A waking VM live, or its pod unschedulable or terminal: the next pass tells which. */
+  | { kind: "vm-live"; pod: string }
+  /** The pod's next change (the node agent's report), at most `maxMs`: it polls the registry. */
+  | { kind: "pod-change"; pod: string; maxMs: number }
+  /** Nothing waiting can change: `message` says why (a failed main agent, no seat in the pool). */
+  | { kind: "stuck"; message: string };
 
 /** One pod whose generation annotation is to be brought up to date. */
 export interface GenerationStamp {

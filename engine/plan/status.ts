@@ -20,6 +20,9 @@ import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
 import { deadlineCondition, judgeProgress, progressDeadlineSeconds } from "./progress.js";
 import { rfc3339Seconds } from "../kube/objects.js";
 
+/** The condition of a fleet whose expiry (spec.expiry) is near: written by the idle step. */
+export const EXPIRING_CONDITION = "Expiring";
+
 /** Inputs of {@link deriveStatus}. */
 export interface StatusInput {
   /** The CocoonSet; its current status supplies the previous condition transition times. */
@@ -291,6 +294,11 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     "the node the new members are bound to takes them",
   );
 
+  // The idle and expiry policies' condition is the controller's idle step's (engine/idle/):
+  // a pass keeps it as stored.
+  const expiring = previous?.find((c) => c.type === EXPIRING_CONDITION);
+  if (expiring) conditions.push(expiring);
+
   const status = compact<CocoonSetStatus>({
     observedGeneration: generation,
     phase,
@@ -303,6 +311,9 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
     conditions,
     // The engine's record is carried, never derived from the pods (engine/attribution).
     vms: cs.status?.vms,
+    // The idle step's record, carried as the member records are.
+    idleSuspendedSince: cs.status?.idleSuspendedSince,
+    expiresAt: cs.status?.expiresAt,
   });
   // The progress deadline: judged on what this status says against the stored one.
   const verdict = judgeProgress({
@@ -322,16 +333,35 @@ export function deriveStatus(input: StatusInput): CocoonSetStatus {
   return status;
 }
 
-function canonical(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(canonical);
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([k, v]) => [k, canonical(v)]);
-    return Object.fromEntries(entries);
+/** Whether an object's field counts: absent, null and an empty list say the same. */
+function kept(v: unknown): boolean {
+  return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0);
+}
+
+/**
+ * Whether two JSON values say the same thing under {@link statusEqual}'s rules, compared in
+ * place: no copy and no serialisation (a status names every member of a fleet, and this runs
+ * on every pass).
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    // In a list, absent and null are both written as null.
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i] ?? null, b[i] ?? null)) return false;
+    return true;
   }
-  return value;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  let count = 0;
+  for (const k in x) {
+    if (!Object.hasOwn(x, k) || !kept(x[k])) continue;
+    count++;
+    if (!Object.hasOwn(y, k) || !kept(y[k]) || !sameJson(x[k], y[k])) return false;
+  }
+  for (const k in y) if (Object.hasOwn(y, k) && kept(y[k])) count--;
+  return count === 0;
 }
 
 /**
@@ -342,5 +372,5 @@ export function statusEqual(
   a: CocoonSetStatus | undefined,
   b: CocoonSetStatus | undefined,
 ): boolean {
-  return JSON.stringify(canonical(a ?? {})) === JSON.stringify(canonical(b ?? {}));
+  return sameJson(a ?? {}, b ?? {});
 }

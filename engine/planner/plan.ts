@@ -27,7 +27,7 @@ import {
   type NodeRefusal,
 } from "../pods/node-refusal.js";
 import { classifyPods, isOwnedPod } from "../pods/classify.js";
-import { withDefaults } from "../spec/defaults.js";
+import { suspendView, withDefaults } from "../spec/defaults.js";
 import { agentDrift, toolboxDrift } from "../pods/drift.js";
 import type { CocoonSet, CocoonSetStatus, ToolboxSpec } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
@@ -72,6 +72,7 @@ import { applyRestoreIntent, type HibernationTarget } from "../lifecycle/restore
 import { planMigration, type TargetNodeFacts } from "../lifecycle/migrate.js";
 import { lostMark, planRetainSuspend, planWake } from "../lifecycle/suspend-wake.js";
 import { memberLabel } from "../plan/plan-render.js";
+import { finalizerActions } from "../plan/finalizer.js";
 import { unschedulableMessage } from "../lifecycle/unschedulable.js";
 import type {
   GenerationStamp,
@@ -149,6 +150,11 @@ export interface PlanInput {
    * untolerated NoSchedule taint keeps them from being created (placement.ts). @default unread
    */
   placementNode?: PlacementNode;
+  /**
+   * The finalizer the caller keeps on the CocoonSet (the controller's): the plan's setup adds
+   * it when the CocoonSet lacks it. @default none (`pulumi up` and `cocoonset plan` add none)
+   */
+  finalizer?: string;
 }
 
 /** How often a pass looks again at a node that did not take new members (no watch on nodes). */
@@ -311,6 +317,7 @@ function planMain(draft: PlanDraft, main: Pod | undefined): Pod | undefined {
       target,
       decision: "create",
       podName,
+      wait: { kind: "pod-ready", pod: podName, created: true },
       lostSnapshot: lostMark(target, built.lost),
       actions: [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "retry-later" }],
     });
@@ -324,16 +331,21 @@ function planMain(draft: PlanDraft, main: Pod | undefined): Pod | undefined {
     const detail =
       main.metadata?.annotations?.[ANNOTATIONS.lifecycleStateMessage] ||
       (byLifecycle ? "lifecycle state failed" : "phase Failed");
+    const failed = `main agent pod ${podName} failed (${detail}); it is not rebuilt automatically`;
     draft.steps.push({
       target,
       decision: "main-failed",
       podName,
+      wait: {
+        kind: "stuck",
+        message: `main agent pod ${namespaceOf(draft.cs)}/${podName} failed; it is not rebuilt automatically (delete it or change the spec)`,
+      },
       actions: [
         {
           kind: "event",
           type: "Warning",
           reason: byLifecycle ? EVENT_REASONS.podLifecycleFailed : EVENT_REASONS.mainAgentFailed,
-          message: `main agent pod ${podName} failed (${detail}); it is not rebuilt automatically`,
+          message: failed,
         },
       ],
     });
@@ -345,6 +357,7 @@ function planMain(draft: PlanDraft, main: Pod | undefined): Pod | undefined {
       target,
       decision: "wait-main",
       podName,
+      wait: { kind: "pod-ready", pod: podName },
       ...(unplaced !== undefined
         ? { why: `main agent: pod ${podName} cannot be scheduled: ${unplaced}` }
         : {}),
@@ -371,8 +384,40 @@ function planMain(draft: PlanDraft, main: Pod | undefined): Pod | undefined {
   return main;
 }
 
+/** Where new sub-agents go: next to the main agent's VM, on its node. */
+interface SubAgentPlacement {
+  mainVMName: string;
+  mainNodeName?: string;
+}
+
+/**
+ * A rebuild's replacement, created in the rebuild's own step once its delete removed the old
+ * pod at once (a terminal pod without finalizers: the apiserver answers grace 0), which saves
+ * the next pass its wait for the watch. None where the create needs more than the build: a
+ * node that takes no new members (no `placement`), a restore the registry must answer or whose
+ * snapshot is lost; the next pass plans those creates as it plans any other.
+ */
+function replacementCreate(
+  draft: PlanDraft,
+  slot: number,
+  placement: SubAgentPlacement | undefined,
+): PlanAction[] {
+  if (!placement) return [];
+  const refusals = draft.refusals.length;
+  const built = restoring(draft, buildAgentPod(draft.cs, slot, placement));
+  // A refusal here is the next pass's to report, with the create it stops.
+  draft.refusals.length = refusals;
+  if (!built || built.lost !== undefined) return [];
+  return [{ kind: "create-pod", pod: built.pod, onAlreadyExists: "success", afterRemoval: true }];
+}
+
 /** Triage of an existing sub-agent (docs/behaviour.md §3.6): dead-letter, terminal, drifted. */
-function triageSubAgent(draft: PlanDraft, slot: number, pod: Pod): void {
+function triageSubAgent(
+  draft: PlanDraft,
+  slot: number,
+  pod: Pod,
+  placement?: SubAgentPlacement,
+): void {
   const target: PlanTarget = { role: "sub-agent", slot };
   const podName = pod.metadata?.name ?? agentPodName(draft.name, slot);
 
@@ -451,12 +496,17 @@ function triageSubAgent(draft: PlanDraft, slot: number, pod: Pod): void {
     const attempt = count + 1;
     const next = new Map(draft.history);
     next.set(slot, { count: attempt, lastDeleted: new Date(draft.input.nowMs).toISOString() });
+    const replacement = replacementCreate(draft, slot, placement);
     draft.steps.push({
       target,
       decision: "rebuild",
       podName,
       attempt,
       ...marked,
+      // The slot's create log starts afresh with this create, as the next pass's would.
+      ...(replacement.length > 0 && {
+        createRecord: decideRecreate(undefined, draft.input.nowMs).record,
+      }),
       actions: [
         // Persisted before the delete: a failed delete must not hand out a free attempt.
         writeHistory(draft, next),
@@ -469,6 +519,7 @@ function triageSubAgent(draft: PlanDraft, slot: number, pod: Pod): void {
           reason: EVENT_REASONS.subAgentRebuilding,
           message: rebuildingMessage(slot, attempt, refused),
         },
+        ...replacement,
       ],
     });
     return;
@@ -480,7 +531,7 @@ function triageSubAgent(draft: PlanDraft, slot: number, pod: Pod): void {
 /** Triage of existing slots, fan-out of the missing ones, then scale-down. */
 function planSubAgents(draft: PlanDraft, subAgents: ReadonlyMap<number, Pod>, main: Pod): void {
   const mainVMName = vmNameFor(draft.namespace, draft.name, 0);
-  const placement = { mainVMName, mainNodeName: main.spec?.nodeName };
+  const placement: SubAgentPlacement = { mainVMName, mainNodeName: main.spec?.nodeName };
   const creates: PlanStep[] = [];
   // The node the new sub-agents are bound to must take them (the kubelet would not refuse).
   const node = draft.input.placementNode;
@@ -496,7 +547,7 @@ function planSubAgents(draft: PlanDraft, subAgents: ReadonlyMap<number, Pod>, ma
   for (let slot = 1; slot <= draft.replicas; slot++) {
     const pod = subAgents.get(slot);
     if (pod) {
-      triageSubAgent(draft, slot, pod);
+      triageSubAgent(draft, slot, pod, unfit === undefined ? placement : undefined);
       continue;
     }
     const podName = agentPodName(draft.name, slot);
@@ -728,6 +779,7 @@ function finish(draft: PlanDraft, writeStatus: boolean, phase?: CocoonSetPhase):
     mutatesPods,
     fanOut: draft.input.fanOut ?? DEFAULT_FANOUT,
     generationStamps: generationStamps(draft, steps),
+    setup: finalizerActions(draft.cs.metadata, draft.input.finalizer, "live"),
   };
   if (writeStatus && !mutatesPods) {
     const status = deriveStatus({
@@ -896,7 +948,8 @@ function planVmNameRefusal(draft: PlanDraft, clash: VmNameClash | string): Plan 
  * The main agent comes first; sub-agents and toolboxes are planned only once it is Ready.
  */
 export function planPass(input: PlanInput): Plan {
-  const cs = withDefaults(input.cocoonSet);
+  // The effective suspend (spec.suspend, or the idle policy's status.idleSuspendedSince).
+  const cs = withDefaults(suspendView(input.cocoonSet));
   const replicas = cs.spec.agent.replicas ?? 0;
   const pods = classifyPods(cs, input.pods);
   const pruned = pruneCreateLog(

@@ -10,6 +10,7 @@ import { isTerminal } from "../pods/pod-state.js";
 import { slotReleaseProbes } from "../lifecycle/slot-release.js";
 import { gateProbes, suspendsRetaining } from "../lifecycle/suspend.js";
 import { namespaceOf } from "../kube/objects.js";
+import { suspendView } from "../spec/defaults.js";
 
 /**
  * The VMs whose `<vm>:hibernate` tag the next pass consults, sorted: what the executor asks
@@ -21,7 +22,9 @@ import { namespaceOf } from "../kube/objects.js";
  * needs to know that a registry is configured. A terminal main agent is
  * triaged first and asks nothing either.
  */
-export function snapshotProbes(cs: CocoonSet, pods: readonly Pod[]): string[] {
+export function snapshotProbes(fleet: CocoonSet, pods: readonly Pod[]): string[] {
+  // The effective suspend, as the planner reads it.
+  const cs = suspendView(fleet);
   const owned = classifyPods(cs, pods);
   // The release policy's suspend and wake (engine/lifecycle/slot-release.ts) and a migration
   // (engine/lifecycle/migrate.ts) ask for their own.

@@ -35,6 +35,32 @@ export function isOwnedPod(cs: CocoonSet, pod: Pod): boolean {
  * (which the engine never creates) resolves deterministically to the first name.
  */
 export function classifyPods(cs: CocoonSet, pods: readonly Pod[]): ClassifiedPods {
+  // A pass classifies the same list against the same record several times (the plan, the
+  // status, the waits, the names to read): the last answer per list is kept while the
+  // record and the list are the same objects. Inputs are read only (the controller's are
+  // frozen), and so is the answer.
+  const vms = cs.status?.vms;
+  const last = CLASSIFIED.get(pods);
+  if (
+    vms !== undefined &&
+    last?.vms === vms &&
+    last.name === cs.metadata.name &&
+    last.length === pods.length
+  )
+    return last.out;
+  const out = classify(cs, pods);
+  if (vms !== undefined)
+    CLASSIFIED.set(pods, { vms, name: cs.metadata.name, length: pods.length, out });
+  return out;
+}
+
+/** The last classification of each pod list (see {@link classifyPods}). */
+const CLASSIFIED = new WeakMap<
+  readonly Pod[],
+  { vms: object; name: string | undefined; length: number; out: ClassifiedPods }
+>();
+
+function classify(cs: CocoonSet, pods: readonly Pod[]): ClassifiedPods {
   const out: ClassifiedPods = { subAgents: new Map(), toolboxes: new Map() };
   const nameOf = (pod: Pod): string => pod.metadata?.name ?? "";
   const sorted = [...pods].sort((a, b) =>

@@ -2,7 +2,7 @@
 export { classifyPods, isOwnedPod } from "./classify.js";
 export { agentDrift, toolboxDrift, VM_FIELDS } from "./drift.js";
 export { agentPodName, buildAgentPod, buildToolboxPod, toolboxPodName } from "./pod-builder.js";
-export { isReady, isTerminal, isTerminating, vmLive } from "./pod-state.js";
+export { isReady, isTerminal, isTerminating, removedAtOnce, vmLive } from "./pod-state.js";
 export {
   podQuotaUsage,
   type QuotaOverflow,

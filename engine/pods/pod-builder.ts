@@ -26,6 +26,7 @@ import type {
   Toleration,
 } from "../spec/kube-types.js";
 import { isZeroQuantity } from "../spec/quantity.js";
+import { shardBucketOf } from "../spec/shard-bucket.js";
 import {
   DEFAULT_AGENT_MODE,
   DEFAULT_BACKEND,
@@ -228,6 +229,7 @@ function basePod(
         [LABELS.slot]: slotLabel,
         [LABELS.appName]: name,
         [LABELS.managedBy]: MANAGED_BY,
+        [LABELS.shardBucket]: String(shardBucketOf(namespaceOf(cs), name)),
       },
       annotations: {
         ...annotations,

@@ -13,6 +13,16 @@ export function isTerminal(pod: Pod): boolean {
   return pod.status?.phase === "Failed" || isLifecycleFailed(pod);
 }
 
+/**
+ * Whether a pod, as the apiserver answered its delete, was removed at once: a grace period of
+ * 0 (the apiserver gives one to a terminal or unscheduled pod) and no finalizer holding it.
+ * Otherwise it is still there, terminating, and its name is not free yet.
+ */
+export function removedAtOnce(answer: Pod): boolean {
+  const meta = answer.metadata ?? {};
+  return meta.deletionGracePeriodSeconds === 0 && (meta.finalizers ?? []).length === 0;
+}
+
 /** Whether the pod's `Ready` condition is `True`. */
 export function isReady(pod: Pod): boolean {
   return (pod.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");

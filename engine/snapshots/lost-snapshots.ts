@@ -13,6 +13,7 @@ import {
 } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
+import { effectiveSuspend } from "../spec/defaults.js";
 import { isTerminal, isTerminating } from "../pods/pod-state.js";
 import { hibernationHeld, type HibernationTarget } from "./hibernation-targets.js";
 
@@ -97,7 +98,7 @@ export function wakeProbes(
   pods: readonly Pod[],
   hibernations: readonly HibernationTarget[] = [],
 ): string[] {
-  if (cs.spec.suspend === true) return [];
+  if (effectiveSuspend(cs)) return [];
   const owned = classifyPods(cs, pods);
   const members = [owned.main, ...owned.subAgents.values(), ...owned.toolboxes.values()];
   const vms = new Set<string>();

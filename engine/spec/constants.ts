@@ -34,6 +34,8 @@ export const LABELS = {
   appName: "app.kubernetes.io/name",
   /** Recommended managed-by label, set to {@link MANAGED_BY}. */
   managedBy: "app.kubernetes.io/managed-by",
+  /** The fleet's shard bucket (engine/spec/shard-bucket.ts), which a sharded controller selects on. */
+  shardBucket: "cocoonset.cocoonstack.io/shard-bucket",
 } as const;
 
 /** Value of the `app.kubernetes.io/managed-by` label. */
@@ -108,6 +110,13 @@ export const ANNOTATIONS = {
    */
   hibernatedOnNode: "cocoonset.cocoonstack.io/hibernated-on-node",
   /**
+   * A lifecycle hook (spec.hooks) still to be answered for this pod, as `<moment> <cause>
+   * <decided-at>` (engine/idle/hooks.ts): written before a hibernation's hook is called and
+   * cleared by the hibernation's own write; written by a wake and cleared once its hook was.
+   * A controller stopped in between calls again with the same event id.
+   */
+  hookPending: "cocoonset.cocoonstack.io/hook-pending",
+  /**
    * The hibernation snapshots the pass had recorded and then found gone from the registry,
    * JSON keyed by VM name, on the CocoonSet: the `SnapshotLost` condition reads it, and the
    * user removes it to acknowledge the loss (docs/behaviour.md §3.20).
@@ -163,6 +172,11 @@ export const BACKOFF_SCHEDULE_SECONDS: readonly number[] = [0, 1, 5, 30];
 /** Sub-agent creates in flight at once during fan-out. */
 export const DEFAULT_FANOUT = 8;
 
+/** How long `Hibernating` may last before a CocoonHibernation is `Failed` (cocoon-operator: 3 minutes). */
+export const DEFAULT_HIBERNATE_TIMEOUT_MS = 3 * 60_000;
+/** How long `Waking` may last before a CocoonHibernation is `Failed` (cocoon-operator: 5 minutes). */
+export const DEFAULT_WAKE_TIMEOUT_MS = 5 * 60_000;
+
 /** Requeue delay while the main agent is not Ready, or its old pod is still terminating. */
 export const MAIN_RETRY_MS = 5_000;
 
@@ -212,6 +226,10 @@ export const EVENT_REASONS = {
    * `NoSchedule` taint the pod does not tolerate (Warning).
    */
   nodeUnfit: "NodeUnfit",
+  /** A lifecycle hook failed under `failurePolicy: Fail`: the transition waits (Warning). */
+  hookFailed: "HookFailed",
+  /** A lifecycle hook failed under `failurePolicy: Ignore`: the transition went on (Warning). */
+  hookFailureIgnored: "HookFailureIgnored",
 } as const;
 
 /** Seconds without progress after which a fleet reports `ProgressDeadlineExceeded`. */

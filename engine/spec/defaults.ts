@@ -35,7 +35,30 @@ export function withSpecDefaults(spec: CocoonSetSpec): CocoonSetSpec {
   return applySchemaDefaults(spec, cocoonSetSpecSchema) as CocoonSetSpec;
 }
 
-/** A copy of the CocoonSet whose spec has the schema defaults applied. */
+/**
+ * The CocoonSet with its spec's schema defaults applied: the spec is a copy, the rest (the
+ * metadata, the status with a record of every member) is the input's own, read, never
+ * written (a copy of a 1,001-member status on every pass cost more than the plan).
+ */
 export function withDefaults(cs: CocoonSet): CocoonSet {
-  return { ...structuredClone(cs), spec: withSpecDefaults(cs.spec) };
+  return { ...cs, spec: withSpecDefaults(cs.spec) };
+}
+
+/**
+ * Whether the fleet is to be suspended: `spec.suspend`, or the idle policy (or an expiry)
+ * holding it suspended in `status.idleSuspendedSince` (the controller never writes the spec,
+ * which its author owns).
+ */
+export function effectiveSuspend(cs: CocoonSet): boolean {
+  return cs.spec?.suspend === true || Boolean(cs.status?.idleSuspendedSince);
+}
+
+/**
+ * The CocoonSet as the planners read it: `spec.suspend` is the effective suspend, so every
+ * rule of a suspend and a wake (main agent first) serves the idle policy's too. Only a view:
+ * nothing writes its spec back.
+ */
+export function suspendView(cs: CocoonSet): CocoonSet {
+  if (cs.spec?.suspend === true || !cs.status?.idleSuspendedSince) return cs;
+  return { ...cs, spec: { ...cs.spec, suspend: true } };
 }

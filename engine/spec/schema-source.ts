@@ -353,6 +353,72 @@ const toolboxSpecSchema: SchemaNode = {
   },
 };
 
+/** A duration as the spec spells it: `90s`, `30m`, `1h30m`, `250ms` (a bare number is seconds). */
+const DURATION_PATTERN = "^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$";
+
+const duration = (description: string): SchemaNode =>
+  string(description, { minLength: 1, maxLength: 32, pattern: DURATION_PATTERN });
+
+/** spec.idle: hibernate members nobody used for a while, suspend a fleet nobody uses. */
+const idlePolicySchema: SchemaNode = {
+  type: "object",
+  description:
+    "Idle policy: a sub-agent or toolbox with no activity for `after` is hibernated (snapshot kept) and woken by activity; when every member, the main agent included, is idle past it, the fleet is suspended as spec.suspend would (status.idleSuspendedSince) and woken by activity. Activity is a renewal of the member's Lease <pod>-activity, or the controller's own create, wake or rebuild.",
+  required: ["after"],
+  properties: {
+    after: duration(
+      "How long a member may go without activity before it is hibernated (e.g. 30m).",
+    ),
+  },
+};
+
+/** spec.expiry: a fleet that ends on its own. */
+const expiryPolicySchema: SchemaNode = {
+  type: "object",
+  description:
+    "Expiry: `after` the fleet's creation (or its last activity, with since: idle) the fleet is suspended (snapshot kept) or deleted through the normal release. The condition Expiring turns True an hour ahead (or a tenth of `after`, if later).",
+  required: ["after"],
+  properties: {
+    after: duration("How long the fleet lives (e.g. 24h)."),
+    since: string("What the expiry counts from: the fleet's creation, or its last activity.", {
+      enum: ["creation", "idle"],
+      default: "creation",
+    }),
+    action: string("What an expired fleet becomes: suspended (snapshot kept) or deleted.", {
+      enum: ["suspend", "delete"],
+      default: "suspend",
+    }),
+  },
+};
+
+/** spec.hooks: the platform's own service, told around each transition. */
+const hooksSchema: SchemaNode = {
+  type: "object",
+  description:
+    "Lifecycle hooks: the controller POSTs one JSON event (CocoonSetLifecycleEvent) to `url` before a member hibernates, after it wakes and before the fleet expires, and waits for a 2xx.",
+  required: ["url"],
+  properties: {
+    url: string(
+      "https URL of the service (plain http only to a loopback host); credentials in it are sent as basic auth and never logged.",
+      { minLength: 1, maxLength: MAX_TEXT_LENGTH, pattern: "^https?://" },
+    ),
+    caBundle: string("Base64 of PEM certificates trusted for `url` beside the system roots.", {
+      maxLength: 65536,
+    }),
+    timeoutSeconds: {
+      type: "integer",
+      description: "How long one call may take; 10 when unset.",
+      minimum: 1,
+      maximum: 30,
+      default: 10,
+    },
+    failurePolicy: string(
+      "What a failed call does: Fail holds the transition back (Warning event, retried with backoff); Ignore goes on and says so in an event.",
+      { enum: ["Ignore", "Fail"], default: "Fail" },
+    ),
+  },
+};
+
 /** The desired state of a CocoonSet. */
 export const cocoonSetSpecSchema: SchemaNode = {
   type: "object",
@@ -384,6 +450,9 @@ export const cocoonSetSpecSchema: SchemaNode = {
       "Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set.",
       { maxLength: 63, pattern: LABEL_VALUE_PATTERN },
     ),
+    idle: idlePolicySchema,
+    expiry: expiryPolicySchema,
+    hooks: hooksSchema,
     agent: agentSpecSchema,
     toolboxes: {
       type: "array",
@@ -485,6 +554,14 @@ const vmRecordSchema: SchemaNode = {
       description:
         "The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot.",
     },
+    lastActivity: string(
+      "The member's last activity the controller saw (its activity Lease renewed, or its own create, wake or rebuild), recorded at each idle-policy transition.",
+      { format: "date-time" },
+    ),
+    idleSince: string(
+      "Set while the idle policy holds this member hibernated: when it hibernated it. Activity after it wakes the member.",
+      { format: "date-time" },
+    ),
   },
 };
 
@@ -551,9 +628,16 @@ const cocoonSetStatusSchema: SchemaNode = {
         "The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion.",
       additionalProperties: vmRecordSchema,
     },
+    idleSuspendedSince: string(
+      "Set while the idle policy (or an expiry with action suspend) holds the whole fleet suspended: since when. The fleet is suspended while spec.suspend or this is set; activity clears it.",
+      { format: "date-time" },
+    ),
+    expiresAt: string("When spec.expiry acts on the fleet, as last computed.", {
+      format: "date-time",
+    }),
     conditions: {
       type: "array",
-      description: "Ready and Progressing conditions.",
+      description: "Ready, Progressing and (with spec.expiry) Expiring conditions.",
       items: conditionSchema,
       "x-kubernetes-list-type": "map",
       "x-kubernetes-list-map-keys": ["type"],
@@ -606,6 +690,9 @@ export const namedSchemas: readonly NamedSchema[] = [
   { name: "EnvFromSource", schema: envFromSourceSchema },
   { name: "ConfigMapEnvSource", schema: configMapEnvSourceSchema },
   { name: "SecretEnvSource", schema: secretEnvSourceSchema },
+  { name: "IdleSpec", schema: idlePolicySchema },
+  { name: "ExpirySpec", schema: expiryPolicySchema },
+  { name: "HooksSpec", schema: hooksSchema },
   { name: "CocoonSetStatus", schema: cocoonSetStatusSchema },
   { name: "AgentStatus", schema: agentStatusSchema },
   { name: "NodeRefusal", schema: nodeRefusalSchema },

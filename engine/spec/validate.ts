@@ -18,6 +18,7 @@ import {
   type SchemaNode,
 } from "./schema-source.js";
 import { errorMessage } from "../kube/branded-error.js";
+import { policyDurations } from "./policy-durations.js";
 import { redactUserinfo, safeText } from "./safe-text.js";
 
 /** One rejected field: a dotted path relative to the spec, and the rule it breaks. */
@@ -334,7 +335,9 @@ export function validateCocoonSetSpec(spec: unknown, previous?: CocoonSetSpec): 
   if (copyFailures.length > 0) return { ok: false, failures: copyFailures };
   const valid = specValidator(candidate);
   const failures = [...(valid ? [] : schemaFailures(specValidator.errors ?? []))];
-  for (const failure of celFailures(candidate, previous)) {
+  // The policies' durations: the schema's pattern says they parse, not that they are long enough.
+  const durations = valid ? policyDurations(candidate as CocoonSetSpec).failures : [];
+  for (const failure of [...celFailures(candidate, previous), ...durations]) {
     if (!failures.some((f) => f.property === failure.property)) failures.push(failure);
   }
   return failures.length > 0

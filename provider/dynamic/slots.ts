@@ -38,6 +38,7 @@ import {
 import { BrandedError, errorMessage, InvalidValueError } from "../../engine/kube/branded-error.js";
 import { stableJson } from "../../engine/spec/index.js";
 import { parseRegistryAddress, plainHttpProblem } from "../../engine/registry/address.js";
+import { hooksUrlProblem } from "../../engine/hooks/index.js";
 import { parseCaBundle } from "../../engine/registry/ca.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import type { RegistryCredential } from "../../engine/registry/keychain.js";
@@ -47,13 +48,13 @@ import {
   lifecycleCount,
   lifecycleSummary,
   type LifecycleChange,
-} from "./lifecycle-view.js";
+} from "./deploy-view.js";
 import {
   awaitLifecycle,
   awaitReady,
-  LifecycleFailedError,
-  LifecycleTimeoutError,
-} from "./lifecycle-wait.js";
+  DeployWaitFailedError,
+  DeployWaitTimeoutError,
+} from "./deploy-wait.js";
 import { kubeconfigChanged, kubeconfigOfState, storedKubeconfig } from "./outputs.js";
 import { deleteDecision, shortToken, tokenOf } from "./ownership.js";
 import {
@@ -378,6 +379,9 @@ export async function check(
           property: "",
           reason: formatFailure({ ...f, property: prefixedProperty("spec", f.property) }),
         });
+    // The hook's URL rule (https, or http to loopback) is the caller's, not the CRD's.
+    const hookUrl = hooksUrlProblem(news.spec);
+    if (hookUrl) failures.push({ property: "", reason: hookUrl });
   }
   if (
     failures.length === 0 &&
@@ -439,7 +443,7 @@ export interface DiffResult {
  * engine prints its own per-slot input diff. When they match, one LIST of the fleet's pods
  * finds live drift (a deleted or drifted slot pod) and reports it as a change. A flip of
  * `spec.suspend` is one update whose input diff is `spec.suspend` alone (the slots are kept),
- * and the provider prints one line saying what it is (lifecycle-view.ts).
+ * and the provider prints one line saying what it is (deploy-view.ts).
  */
 export async function diff(
   _id: string,
@@ -493,16 +497,23 @@ export async function diff(
     const cs = cocoonSetFrom(news.namespace, news.name, news.spec, olds.uid);
     const pods = await listFleetPods(client, cs);
     const live = liveSlots(cs, pods, news.slots);
+    const presentDrifted = () =>
+      Object.entries(live.slots).some(
+        ([key, view]) => stableJson(view) !== stableJson(news.slots[key]),
+      );
     // A suspended fleet (acted on: a registry is given) creates no pod, so a missing slot is
     // no drift an update could repair; a drifted pod still is.
     if (news.spec.suspend === true && typeof news.registry === "string") {
-      return {
-        changes: Object.entries(live.slots).some(
-          ([key, view]) => stableJson(view) !== stableJson(news.slots[key]),
-        ),
-      };
+      return { changes: presentDrifted() };
     }
-    return { changes: stableJson(live.slots) !== stableJson(news.slots) };
+    if (stableJson(live.slots) === stableJson(news.slots)) return { changes: false };
+    // Nor is a slot missing from a fleet the controller's idle policy suspended (it records
+    // that in the status, never in the spec Pulumi declares): an update would wake nothing.
+    // Read only when something is missing or drifted, so a converged fleet costs no GET.
+    const current = await readCocoonSet(client, news.namespace, news.name);
+    const suspendedByPolicy =
+      current?.metadata.uid === olds.uid && current.status?.idleSuspendedSince !== undefined;
+    return { changes: suspendedByPolicy ? presentDrifted() : true };
   } catch (e) {
     process.stderr.write(
       `cocoonset: could not check live slots (${errorMessage(e)}); assuming no drift\n`,
@@ -734,7 +745,7 @@ async function apply(
     if (errors.length > 0) {
       throw new SlotsInitError(id, await observe(client, inputs, cocoonSet), errors);
     }
-    // A suspended fleet asks no member to run (lifecycle-view.ts), so it is not waited for.
+    // A suspended fleet asks no member to run (deploy-view.ts), so it is not waited for.
     if (inputs.skipAwait !== true && !suspend) {
       try {
         const ready = await awaitReady(client, inputs.namespace, inputs.name, {
@@ -746,7 +757,7 @@ async function apply(
         });
         cocoonSet = ready.cocoonSet;
       } catch (e) {
-        if (!LifecycleTimeoutError.isInstance(e) && !LifecycleFailedError.isInstance(e)) throw e;
+        if (!DeployWaitTimeoutError.isInstance(e) && !DeployWaitFailedError.isInstance(e)) throw e;
         // The pods exist: Pulumi keeps the resource, with what the cluster has now, and the
         // next `up` updates it (and waits again).
         const now = (await readCocoonSet(client, inputs.namespace, inputs.name)) ?? cocoonSet;

@@ -70,10 +70,14 @@ export interface Snapshot {
      * deleted is compared as whether any were: the peer counts a delete on every pass whose
      * cache still shows the pod (NotFound included), so a lagging informer counts one pod
      * twice, where ours counts each delete once; which pods are gone is compared in `pods`.
+     * Wakes by placement are compared the same way, for the same reason: the peer counts a
+     * wake on every pass whose cached CocoonSet still shows the node hint it has just cleared,
+     * so a lagging cache counts one wake twice (one CI run: the peer 2, ours 1); which
+     * placement was used, and the pods, are still compared.
      */
     slotReleasePodsDeleted: boolean;
-    slotReleaseWakeHintNode: number;
-    slotReleaseWakePool: number;
+    slotReleaseWakeHintNode: boolean;
+    slotReleaseWakePool: boolean;
     slotReleaseWakeUnschedulable: number;
   };
   /**
@@ -135,6 +139,15 @@ export const DELIBERATE: readonly Deliberate[] = [
     },
   },
   {
+    what: "Pods and CocoonSets carry the extra label `cocoonset.cocoonstack.io/shard-bucket` (their fleet's bucket, 0–255, from a hash of the CocoonSet's namespace and name; the Fleet writes it on its CocoonSet), and the controller adds it to CocoonHibernations and to pods and CocoonSets written without it.",
+    reason:
+      "a sharded controller's informers select their own buckets on the apiserver, so each shard caches only its own fleets and their pods; the peer runs as one process",
+    fold: (s) => {
+      delete s.labels[LABELS.shardBucket];
+      for (const p of s.pods) delete p.labels[LABELS.shardBucket];
+    },
+  },
+  {
     what: `The pod container's placeholder image is \`${PLACEHOLDER_IMAGE}\` instead of \`${PEER_PLACEHOLDER_IMAGE}\`.`,
     reason:
       "a virtual kubelet never pulls it; on a real kubelet by mistake, a `.invalid` registry fails at once instead of pulling from a third-party registry",
@@ -181,6 +194,12 @@ export const DELIBERATE: readonly Deliberate[] = [
     what: "A CocoonHibernation acts only on a VM name the controller can attribute to its pod (a pod a CocoonSet of the namespace recorded as its member, carrying that member's VM name, or a standalone pod carrying `vk-<namespace>-<pod>`), held by no other fleet; any other is `Failed` with a Warning `VMNameMismatch`, and its deletion drops no tag of another namespace. The peer trusts the pod's `vm.cocoonstack.io/name`.",
     reason:
       "anyone who may create a pod may write that annotation, and the CR's finalizer and wake would then drop another namespace's snapshot tag. The differential scenario targets a fleet member, whose name is attributable, so nothing is folded",
+    fold: () => undefined,
+  },
+  {
+    what: "A CocoonHibernation deleted once it is `Active` drops no `:hibernate` tag (its wake dropped the one it took); the peer's finalizer drops the tag whatever the phase.",
+    reason:
+      "a tag there after the wake is a later hibernation's: a fleet's suspend that began while the deletion was queued lost its snapshots to the finalizer, so the suspend never reached `Suspended` and its wake restored those VMs without their state. The differential scenario deletes the CR while it is `Hibernated`, where both drop the tag, so nothing is folded",
     fold: () => undefined,
   },
   {
@@ -542,14 +561,16 @@ export async function takeSnapshot(
       deadLetters: metricValue(text, `${PREFIX[side]}subagent_dead_letter_total`, labels),
       slotReleasePodsDeleted:
         metricValue(text, `${PREFIX[side]}slot_release_pods_deleted_total`, labels) > 0,
-      slotReleaseWakeHintNode: metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
-        ...labels,
-        placement: "hint-node",
-      }),
-      slotReleaseWakePool: metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
-        ...labels,
-        placement: "pool",
-      }),
+      slotReleaseWakeHintNode:
+        metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
+          ...labels,
+          placement: "hint-node",
+        }) > 0,
+      slotReleaseWakePool:
+        metricValue(text, `${PREFIX[side]}slot_release_wake_total`, {
+          ...labels,
+          placement: "pool",
+        }) > 0,
       slotReleaseWakeUnschedulable: metricValue(
         text,
         `${PREFIX[side]}slot_release_wake_unschedulable_total`,

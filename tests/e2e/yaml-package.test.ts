@@ -3,7 +3,8 @@
  * toolchain's `pulumi-language-yaml`) declares `cocoonset:index:Operator` and
  * `cocoonset:index:Fleet`, served by this checkout's `pulumi-resource-cocoonset` through the
  * real pulumi CLI, against the embedded cluster: `up` brings the fleet up, a scale-up's
- * `pulumi preview --diff` lists exactly the added slots, `destroy` leaves nothing.
+ * `pulumi preview --diff` lists exactly the added slots, a change of the typed `idle`
+ * argument alone lists no slot and replaces no pod, `destroy` leaves nothing.
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -31,6 +32,8 @@ config:
     type: string
   replicas:
     type: integer
+  idleAfter:
+    type: string
   kubeconfig:
     type: string
     secret: true
@@ -50,6 +53,8 @@ resources:
         agent:
           replicas: \${replicas}
           image: agents/coder:1
+      idle:
+        after: \${idleAfter}
 outputs:
   podNames: \${fleet.podNames}
   crdName: \${operator.crdName}
@@ -112,6 +117,7 @@ test("a Pulumi YAML program declares the Operator and a Fleet: up, a scale-up pr
   await run("config", "set", "namespace", ns);
   await run("config", "set", "operatorNamespace", opNs);
   await run("config", "set", "replicas", "2");
+  await run("config", "set", "idleAfter", "30m");
   await run("config", "set", "--secret", "kubeconfig", "--", kubeconfig);
   let destroyed = false;
   t.after(async () => {
@@ -164,6 +170,22 @@ test("a Pulumi YAML program declares the Operator and a Fleet: up, a scale-up pr
   assert.deepEqual(slots, { added: ["3", "4"], other: [] }, preview.stdout);
   await run("up", "--yes", "--skip-preview");
   await expectSlots(ns, "fleet", 4);
+
+  // The idle policy alone: an update of the spec, no slot listed, no pod replaced.
+  const podUids = async () =>
+    (await client.list(paths.pods(ns), { labelSelector: `${LABELS.name}=fleet` })).items
+      .map((p) => `${p.metadata.name}=${p.metadata.uid}`)
+      .sort();
+  const before = await podUids();
+  await run("config", "set", "idleAfter", "45m");
+  const idlePreview = await run("preview", "--diff");
+  assert.deepEqual(slotLines(idlePreview.stdout), { added: [], other: [] }, idlePreview.stdout);
+  assert.match(idlePreview.stdout, /after\s*:\s*"30m"\s*=>\s*"45m"/, idlePreview.stdout);
+  assert.doesNotMatch(idlePreview.stdout, /replace/, idlePreview.stdout);
+  await run("up", "--yes", "--skip-preview");
+  const idled = await client.get<KubeObject>(paths.cocoonSet(ns, "fleet"));
+  assert.deepEqual((idled.spec as { idle?: unknown }).idle, { after: "45m" });
+  assert.deepEqual(await podUids(), before, "the same pods");
 
   await run("destroy", "--yes", "--skip-preview");
   destroyed = true;

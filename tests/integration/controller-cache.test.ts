@@ -21,8 +21,10 @@ import {
   type ReconcileContext,
 } from "../../controller/index.js";
 import { MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
+import { trimPodForCache } from "../../controller/informer.js";
+import { trimNodeForCache } from "../../controller/node-kind.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
-import { PassError } from "../../engine/execute/index.js";
+import { PassError, type Reader } from "../../engine/execute/index.js";
 import { paths, PatchType, type KubeClient } from "../../engine/kube/index.js";
 import type { WatchEvent } from "../../engine/kube/client.js";
 import {
@@ -42,6 +44,7 @@ import {
   fleetPods,
   historyOf,
   patchSpec,
+  statusCondition,
 } from "../support/controller-fleet.js";
 import { Cleanup, controllerNamespace } from "../support/controller-process.js";
 
@@ -540,3 +543,125 @@ describe(
     });
   },
 );
+
+describe("controller pass from the caches: every read a pass makes", { timeout: 120_000 }, () => {
+  test("a converged fleet with a CocoonHibernation and a migration target: no GET, no LIST (the fresh reads send both)", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-reads");
+    const admin = adminClient();
+    const informers = {
+      cocoonSets: new Informer({ client: admin, path: paths.cocoonSets(ns) }),
+      pods: new Informer({
+        client: admin,
+        path: paths.pods(ns),
+        labelSelector: MANAGED_POD_SELECTOR,
+        transform: trimPodForCache,
+      }),
+      hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
+      nodes: new Informer({ client: admin, path: paths.nodes(), transform: trimNodeForCache }),
+    };
+    const all = Object.values(informers);
+    // The cache's own fresh reads (what it cannot answer) go through the recording client too.
+    const { client, sent } = recordingClient(admin);
+    const cache = new FleetCache(client);
+    cache.attach(
+      new KindCache([informers.cocoonSets]),
+      new KindCache([informers.pods], false, FLEET_POD_INDEXES),
+      {
+        hibernations: new KindCache([informers.hibernations]),
+        nodes: new KindCache([informers.nodes], true),
+      },
+    );
+    for (const i of all) i.start();
+    c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
+    await Promise.all(all.map((i) => i.waitForSync()));
+
+    // What the pass asks the reader for, to show that it did ask.
+    const asked: string[] = [];
+    const reads: Reader = cache.reads;
+    const node = reads.node.bind(reads);
+    const hibernations = reads.hibernations.bind(reads);
+    reads.node = (name) => {
+      asked.push(`node ${name}`);
+      return node(name);
+    };
+    reads.hibernations = (namespace) => {
+      asked.push(`hibernations ${namespace}`);
+      return hibernations(namespace);
+    };
+
+    const registry = new OciRegistry(registryAddress());
+    const pass = passOf(new CocoonSetReconciler(client, { cache, registry }), ns, "reads");
+    const freshPass = passOf(new CocoonSetReconciler(client, { registry }), ns, "reads");
+    const live = () => admin.get<CocoonSet>(paths.cocoonSet(ns, "reads"));
+
+    await createCocoonSet(ns, "reads", { replicas: 1, nodeName: NODES[0] });
+    removeFinalizerAtEnd(c, admin, ns, "reads");
+    await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "reads") !== undefined);
+    await until("2 agents Running on node 0", async () => {
+      await pass();
+      const pods = await fleetPods(admin, ns, "reads");
+      return (
+        pods.length === 2 &&
+        pods.every((p) => p.status?.phase === "Running" && p.spec?.nodeName) &&
+        (await live()).status?.phase === "Running"
+      );
+    });
+
+    // A CocoonHibernation asks the sub-agent to hibernate (its controller's first write, made
+    // here by the test: no node agent answers in this namespace, so it stays asked), and
+    // spec.nodeName names a node that does not exist: each pass reads the CRs of the namespace
+    // and the target node, and changes nothing.
+    await admin.create(paths.cocoonHibernations(ns), {
+      apiVersion: "cocoonset.cocoonstack.io/v1",
+      kind: "CocoonHibernation",
+      metadata: { name: "h" },
+      spec: { podRef: { name: "reads-1" }, desire: "Hibernate" },
+    });
+    await admin.patch(
+      paths.pod(ns, "reads-1"),
+      { metadata: { annotations: { [ANNOTATIONS.hibernate]: ANNOTATION_TRUE } } },
+      PatchType.merge,
+    );
+    await patchSpec(ns, "reads", { nodeName: "no-such-node" });
+    await until("the caches show all three", () => {
+      const pod = informers.pods.get(`${ns}/reads-1`) as Pod | undefined;
+      return (
+        cache.cocoonSet(ns, "reads")?.spec.nodeName === "no-such-node" &&
+        informers.hibernations.get(`${ns}/h`) !== undefined &&
+        pod?.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE
+      );
+    });
+    await until("the migration refused, and the status written", async () => {
+      await pass();
+      const cs = await live();
+      return (
+        statusCondition(cs, "MigrationRefused")?.status === "True" &&
+        cs.status?.observedGeneration === cs.metadata.generation &&
+        cache.cocoonSet(ns, "reads")?.metadata.resourceVersion === cs.metadata.resourceVersion
+      );
+    });
+
+    // Converged: a pass from the caches reads nothing of the apiserver, though it asked its
+    // reader for the node and the CRs.
+    const gets = (from: number) => sent.slice(from).filter((s) => s.startsWith("GET "));
+    let from = sent.length;
+    asked.length = 0;
+    await pass();
+    assert.deepEqual(gets(from), [], "no GET and no LIST from the caches");
+    assert.deepEqual(sent.slice(from), [], "nothing written either: converged");
+    assert.ok(asked.includes("node no-such-node"), `the target node asked: ${asked.join(", ")}`);
+    assert.ok(asked.includes(`hibernations ${ns}`), `the CRs asked: ${asked.join(", ")}`);
+    assert.equal(statusCondition(await live(), "MigrationRefused")?.status, "True");
+
+    // The same pass with fresh reads: the CocoonSet, the pods, the CRs and the node.
+    from = sent.length;
+    await freshPass();
+    const fresh = gets(from);
+    t.diagnostic(`fresh reads of one converged pass: ${fresh.join(", ")}`);
+    assert.ok(fresh.includes(`GET ${paths.cocoonSet(ns, "reads")}`), fresh.join(", "));
+    assert.ok(fresh.includes(`GET ${paths.pods(ns)}`), fresh.join(", "));
+    assert.ok(fresh.includes(`GET ${paths.cocoonHibernations(ns)}`), fresh.join(", "));
+    assert.ok(fresh.includes(`GET ${paths.nodes()}/no-such-node`), fresh.join(", "));
+  });
+});

@@ -58,6 +58,9 @@ async function allowed(ns: string, sa: string, verb: string, resource: string): 
   return review.status?.allowed === true;
 }
 
+/** What the controller logs once when it may not watch the nodes (controller/informer.ts). */
+const NODES_REFUSED = "not allowed to watch; reading these objects afresh instead";
+
 describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 }, () => {
   test("with two replicas only the leader writes; on SIGTERM it exits 0, releases the Lease, and the standby takes over", async (t) => {
     const c = new Cleanup(t);
@@ -219,11 +222,19 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
           typeof l.err === "string" &&
           /forbidden/i.test(l.err) &&
           // Expected: a namespaced Role cannot read the cluster-scoped CRD, so the start-up
-          // check falls back to API discovery and says so at debug level.
-          l.msg !== "cannot read the CRD object; asking API discovery",
+          // check falls back to API discovery and says so at debug level; nor list the nodes,
+          // so the node cache stops and says so once (checked below).
+          l.msg !== "cannot read the CRD object; asking API discovery" &&
+          l.msg !== NODES_REFUSED,
       ),
       [],
       "the generated Role covers every call so far",
+    );
+    // Without the node cache, a node is read afresh (and refused too): said once, not retried.
+    assert.deepEqual(
+      proc.logs((l) => l.msg === NODES_REFUSED).map((l) => l.path),
+      [paths.nodes()],
+      "the node cache's refusal logged once",
     );
 
     // Take away pods/create: a new CocoonSet cannot converge, and the controller says why.

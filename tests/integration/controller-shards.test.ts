@@ -5,26 +5,35 @@
  * pod twice; and a change of the shard count (one process, then two shards beside it, then
  * the old one stopped) hands every CocoonSet over with no two processes reconciling one at
  * the same time and none left behind. Each test's controllers watch only its namespace and
- * elect their leaders on Leases there. Passes are counted from the controllers' own debug
+ * elect their leaders on Leases there. Each shard's caches hold only its own buckets' pods and
+ * CocoonHibernations; pods without their bucket label are labelled once (a patch, the same
+ * pod), and counts go 1 → 2 and 2 → 4 → 3 with no pod recreated. Passes are counted from the controllers' own debug
  * lines (one per reconcile, with its duration).
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { before, describe, test } from "node:test";
 import { shardOf } from "../../controller/shard.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { paths, waitForList, type KubeObject } from "../../engine/kube/index.js";
-import { LABELS } from "../../engine/spec/index.js";
+import { LABELS, shardBucketOf } from "../../engine/spec/index.js";
 import { adminClient, testKubeconfig } from "../support/cluster.js";
+import { createHibernation } from "../support/lifecycle.js";
 import {
+  cocoonSet,
   createCocoonSet,
   fleetPods,
+  IMAGE,
   patchSpec,
   waitForConverged,
 } from "../support/controller-fleet.js";
+import { startFaultProxy, type AnsweredRequest } from "../support/fault-proxy.js";
 import {
   Cleanup,
   controllerNamespace,
   startController,
+  tempDir,
   type ControllerProcess,
   type LogLine,
 } from "../support/controller-process.js";
@@ -42,9 +51,10 @@ function startShard(
   shard: string,
   label: string,
   extra: string[] = [],
+  kubeconfig = testKubeconfig(),
 ): Promise<ControllerProcess> {
   return startController(c, {
-    kubeconfig: testKubeconfig(),
+    kubeconfig,
     namespaces: [ns],
     leaderElect: true,
     leaderElectionNamespace: ns,
@@ -103,6 +113,20 @@ describe("controller shards", { timeout: 180_000 }, () => {
       }
     });
     t.diagnostic(`passes per shard: ${counts.join("; ")}`);
+    // A CocoonHibernation is labelled with its pod's fleet's bucket and reconciled by that
+    // fleet's shard, whatever its own name hashes to.
+    const fleet = names[0][0];
+    let cr = "h-0";
+    for (let i = 1; shardOf(ns, cr, 2) === 0; i++) cr = `h-${i}`;
+    await createHibernation(ns, cr, `${fleet}-0`, "Wake");
+    await waitForList(adminClient(), paths.cocoonHibernations(ns), (items) => items.length === 1, {
+      labelSelector: `${LABELS.shardBucket}=${shardBucketOf(ns, fleet)}`,
+      description: "the CocoonHibernation labelled with its fleet's bucket",
+    });
+    const crPass = (l: LogLine) =>
+      isPass(l) && l.controller === "cocoonhibernation" && l.name === cr;
+    await shards[0].waitForLog(`${cr} reconciled by shard 0`, crPass);
+    assert.equal(shards[1].logs(crPass).length, 0, `${cr} never reconciled by shard 1`);
     // Each shard's Lease says its share.
     const leases = await adminClient().list(paths.leases(ns));
     assert.deepEqual(
@@ -114,6 +138,83 @@ describe("controller shards", { timeout: 180_000 }, () => {
         ["cocoonset-controller-shard-1-of-2", "1/2"],
       ],
     );
+  });
+
+  test("each shard is sent only its own CocoonSets and their status writes (what the apiserver answers, seen at a proxy in front of each shard), and every CocoonSet's name", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "shard-sent");
+    const admin = adminClient();
+    const dir = tempDir(c, "shard-sent");
+    const shards: ControllerProcess[] = [];
+    const seen: AnsweredRequest[][] = [];
+    for (const i of [0, 1]) {
+      const proxy = await startFaultProxy(admin, { rate: 0, answers: true });
+      c.defer("close the proxy", () => proxy.close());
+      const file = join(dir, `kubeconfig-${i}`);
+      writeFileSync(file, proxy.kubeconfig);
+      shards.push(await startShard(c, ns, `${i}/2`, `shard-${i}`, [], file));
+      seen.push(proxy.stats.answers);
+    }
+    await Promise.all(shards.map((s) => s.synced()));
+    // Two fleets of each shard written as the Fleet writes them (with their bucket), and one of
+    // each written without it (as kubectl would): the latter are labelled once.
+    const names = namesPerShard(ns, "s", 2, 3);
+    const unlabelled = new Set(names.map((group) => group[2]));
+    for (const name of names.flat()) {
+      const body = cocoonSet(ns, name, { agent: { image: IMAGE, replicas: 1 } });
+      if (!unlabelled.has(name))
+        body.metadata.labels = { [LABELS.shardBucket]: String(shardBucketOf(ns, name)) };
+      await admin.create(paths.cocoonSets(ns), body);
+    }
+    for (const name of names.flat()) await waitForConverged(ns, name, { replicas: 1 });
+
+    const UNLABELLED = `!${LABELS.shardBucket}`;
+    const isSets = (a: AnsweredRequest) => a.path.startsWith(paths.cocoonSets(ns));
+    const metadataOnly = (a: AnsweredRequest) => a.accept.includes("PartialObjectMetadata");
+    const namesIn = (answers: AnsweredRequest[]) =>
+      new Set(answers.flatMap((a) => a.objects.map((o) => o.name ?? "")));
+    names.forEach((own, i) => {
+      const sets = seen[i].filter(isSets);
+      const full = sets.filter(
+        (a) => !metadataOnly(a) && a.query.get("labelSelector") !== UNLABELLED,
+      );
+      const sent = full.flatMap((a) => a.objects).length;
+      t.diagnostic(
+        `shard ${i}: ${sent} CocoonSets sent whole (lists, watch events, reads), of ${[...namesIn(full)].sort().join(", ")}`,
+      );
+      assert.deepEqual(
+        [...namesIn(full)].sort(),
+        [...own].sort(),
+        `shard ${i} is sent only its own`,
+      );
+      assert.ok(sent > own.length, "its own fleets' status writes among them");
+      // The labeller's watch of the CocoonSets without a bucket: only those written without one.
+      const bare = sets.filter((a) => a.query.get("labelSelector") === UNLABELLED);
+      assert.deepEqual(
+        [...namesIn(bare)].sort(),
+        [...unlabelled].sort(),
+        "only the unlabelled are sent to the labeller",
+      );
+      // Every CocoonSet's name, metadata only (the VM-name check's and the tasks' list).
+      const listed = sets.filter(metadataOnly);
+      assert.ok(listed.length > 0, "a metadata-only list and watch");
+      const kinds = new Set(listed.flatMap((a) => a.objects.map((o) => o.kind)));
+      assert.deepEqual([...kinds], ["PartialObjectMetadata"], "sent as PartialObjectMetadata");
+      assert.deepEqual([...namesIn(listed)].sort(), names.flat().sort());
+      // Each fleet reconciled by its own shard only.
+      for (const name of own) {
+        assert.ok(passesOf(shards[i], ns, name).length > 0, `${name} reconciled by shard ${i}`);
+        assert.equal(passesOf(shards[1 - i], ns, name).length, 0);
+      }
+    });
+    for (const name of unlabelled)
+      assert.equal(
+        (await admin.get<KubeObject>(paths.cocoonSet(ns, name))).metadata.labels?.[
+          LABELS.shardBucket
+        ],
+        String(shardBucketOf(ns, name)),
+        `${name} labelled with its bucket`,
+      );
   });
 
   test("a shard's leader killed in the middle of a fan-out: its standby finishes it and no pod is created twice", async (t) => {
@@ -146,23 +247,63 @@ describe("controller shards", { timeout: 180_000 }, () => {
     const again = standby.logs((l) => l.msg === "created pod" && existing.has(String(l.pod)));
     assert.deepEqual(again, [], "the standby creates none of the pods the leader had created");
     assert.equal(passesOf(other, ns, name).length, 0, "the other shard never touched it");
+    const sessions = other.logs((l) => l.msg === "caches synced; starting workers").length;
+    assert.equal(sessions, 1, "the other shard kept its one session throughout");
   });
 
-  test("from one process to two shards: each CocoonSet is handed over, never reconciled by two processes at once", async (t) => {
+  test("from one process to two shards: unlabelled pods are labelled once, each shard caches only its own, and each CocoonSet is handed over, never reconciled by two processes at once", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "shard-move");
+    const client = adminClient();
     const names = namesPerShard(ns, "m", 2, 2).flat();
     const single = await startShard(c, ns, "0/1", "unsharded");
     await single.synced();
     for (const name of names) await createCocoonSet(ns, name, { replicas: 1 });
     for (const name of names) await waitForConverged(ns, name, { replicas: 1 });
 
-    // The new count starts beside the old process: its shards hold everything back.
+    // Pods from before the label: the label taken off; the running process labels them back.
+    const before = await podUids(ns);
+    assert.equal(before.size, names.length * 2);
+    const from = single.lines.length;
+    for (const pod of before.keys())
+      await client.patch(paths.pod(ns, pod), {
+        metadata: { labels: { [LABELS.shardBucket]: null } },
+      });
+    await waitForList(client, paths.pods(ns), (items) => items.length === before.size, {
+      labelSelector: LABELS.shardBucket,
+      description: "every pod labelled with its bucket again",
+    });
+    for (const pod of before.keys())
+      await single.waitForLog(
+        `${pod} labelled`,
+        (l) => isLabelling(l) && l.path === paths.pod(ns, pod),
+        { from },
+      );
+    assert.equal(
+      single.lines.slice(from).filter(isLabelling).length,
+      before.size,
+      "each labelled once",
+    );
+    for (const p of (await client.list(paths.pods(ns))).items)
+      assert.equal(
+        p.metadata.labels?.[LABELS.shardBucket],
+        String(shardBucketOf(ns, p.metadata.labels?.[LABELS.name] ?? "")),
+      );
+
+    // The new count starts beside the old process: its shards hold everything back, and each
+    // caches only the pods of its own fleets.
     const shards = [
       await startShard(c, ns, "0/2", "shard-0"),
       await startShard(c, ns, "1/2", "shard-1"),
     ];
-    await Promise.all(shards.map((s) => s.synced()));
+    const synced = await Promise.all(shards.map((s) => s.synced()));
+    synced.forEach((line, i) => {
+      const sets = names.filter((n) => shardOf(ns, n, 2) === i).length;
+      const cached = line.cached as Record<string, number>;
+      assert.equal(cached.pods, sets * 2, `shard ${i} caches its ${sets * 2} pods`);
+      assert.equal(cached.cocoonsets, sets, `shard ${i} caches its ${sets} CocoonSets`);
+      assert.equal(cached["cocoonset-names"], names.length, "and every CocoonSet's name");
+    });
     for (const name of names) await patchSpec(ns, name, { agent: { replicas: 2 } });
     for (const name of names) await waitForConverged(ns, name, { replicas: 2 });
     for (const name of names)
@@ -176,20 +317,85 @@ describe("controller shards", { timeout: 180_000 }, () => {
     for (const name of names) await waitForConverged(ns, name, { replicas: 3 });
     t.diagnostic(`handed over and converged ${Date.now() - stoppedAt} ms after the stop`);
 
-    // No two processes ever reconciled one CocoonSet at the same time, and each is now its shard's.
-    const procs = [single, ...shards];
+    assertOneAtATime([single, ...shards], ns, names);
     for (const name of names) {
-      const runs = procs.flatMap((p) => passesOf(p, ns, name).map(([a, b]) => ({ p, a, b })));
-      for (const x of runs)
-        for (const y of runs)
-          if (x.p !== y.p)
-            assert.ok(
-              x.b <= y.a || y.b <= x.a,
-              `${name}: ${x.p.label} [${x.a}, ${x.b}] overlaps ${y.p.label} [${y.a}, ${y.b}]`,
-            );
       const owner = shardOf(ns, name, 2);
       assert.ok(passesOf(shards[owner], ns, name).length > 0, `${name} taken by shard ${owner}`);
       assert.equal(passesOf(shards[1 - owner], ns, name).length, 0);
     }
+    assertKept(before, await podUids(ns));
+  });
+
+  test("shards 2 → 4 → 3: every CocoonSet reconciled by one shard at a time, no pod recreated, the handover measured", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "shard-count");
+    // One fleet of each shard of 4 (so each of 2 and 3 has some too).
+    const names = namesPerShard(ns, "n", 4, 1).flat();
+    const generation = (count: number) =>
+      Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          startShard(c, ns, `${i}/${count}`, `${i}-of-${count}`),
+        ),
+      );
+    const two = await generation(2);
+    await Promise.all(two.map((s) => s.synced()));
+    for (const name of names) await createCocoonSet(ns, name, { replicas: 1 });
+    for (const name of names) await waitForConverged(ns, name, { replicas: 1 });
+    const before = await podUids(ns);
+
+    /** Starts `next` beside `old`, stops `old`, and converges a change: the handover's times. */
+    const handOver = async (old: ControllerProcess[], count: number, replicas: number) => {
+      const next = await generation(count);
+      await Promise.all(next.map((s) => s.synced()));
+      const stoppedAt = Date.now();
+      for (const s of old) assert.deepEqual(await s.stop("SIGTERM"), { code: 0, signal: null });
+      const releasedAt = Date.now();
+      for (const name of names) await patchSpec(ns, name, { agent: { replicas } });
+      for (const name of names) await waitForConverged(ns, name, { replicas });
+      const firstPass = Math.max(
+        ...names.map((n) => Math.min(...next.flatMap((s) => passesOf(s, ns, n).map(([a]) => a)))),
+      );
+      t.diagnostic(
+        `${old.length} → ${count} shards: old stopped in ${releasedAt - stoppedAt} ms; every fleet's first pass by the new shards ${firstPass - releasedAt} ms after; converged ${Date.now() - releasedAt} ms after`,
+      );
+      for (const name of names) {
+        const owner = shardOf(ns, name, count);
+        next.forEach((s, i) =>
+          assert.equal(passesOf(s, ns, name).length > 0, i === owner, `${name}: ${s.label}`),
+        );
+      }
+      return next;
+    };
+    const four = await handOver(two, 4, 2);
+    const three = await handOver(four, 3, 3);
+    assertOneAtATime([...two, ...four, ...three], ns, names);
+    assertKept(before, await podUids(ns));
   });
 });
+
+const isLabelling = (l: LogLine) => l.msg === "labelled with its shard bucket";
+
+/** The pods of `ns` by name, with their uids. */
+async function podUids(ns: string): Promise<Map<string, string>> {
+  const pods = (await adminClient().list(paths.pods(ns))).items;
+  return new Map(pods.map((p) => [p.metadata.name ?? "", p.metadata.uid ?? ""]));
+}
+
+/** Every pod of `before` is still there, the same pod (same uid): none was recreated. */
+function assertKept(before: Map<string, string>, now: Map<string, string>): void {
+  for (const [name, uid] of before) assert.equal(now.get(name), uid, `${name} not recreated`);
+}
+
+/** No two of `procs` ever reconciled one of the CocoonSets at the same time. */
+function assertOneAtATime(procs: ControllerProcess[], ns: string, names: string[]): void {
+  for (const name of names) {
+    const runs = procs.flatMap((p) => passesOf(p, ns, name).map(([a, b]) => ({ p, a, b })));
+    for (const x of runs)
+      for (const y of runs)
+        if (x.p !== y.p)
+          assert.ok(
+            x.b <= y.a || y.b <= x.a,
+            `${name}: ${x.p.label} [${x.a}, ${x.b}] overlaps ${y.p.label} [${y.a}, ${y.b}]`,
+          );
+  }
+}

@@ -16,12 +16,13 @@ import { stringify } from "yaml";
 import {
   converge,
   deleteFleet,
-  ensureFinalizer,
+  addFinalizerTo,
   runPass,
   type EngineHooks,
   type PassOptions,
 } from "../../engine/execute/index.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
+import { shardBucketOf } from "../../engine/spec/shard-bucket.js";
 import type { PlanJSON } from "../../engine/plan/plan-render.js";
 import {
   FINALIZER,
@@ -51,6 +52,8 @@ import {
   PassAborted,
   type PassResult,
   PlanRefusal,
+  onlyOvertaken,
+  StaleCocoonSet,
 } from "../../engine/execute/pass-result.js";
 
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
@@ -284,6 +287,8 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
         "cocoonset.cocoonstack.io/slot": String(slot),
         "app.kubernetes.io/name": name,
         "app.kubernetes.io/managed-by": "cocoonset",
+        // The project's own addition: the fleet's shard bucket (docs/differences.md).
+        "cocoonset.cocoonstack.io/shard-bucket": String(shardBucketOf(ns, name)),
       });
       const annotations = { ...pod.metadata.annotations };
       delete annotations[SIMULATE];
@@ -505,9 +510,10 @@ void describe("engine: rebuild backoff and dead-letter", () => {
       ]);
       assert.deepEqual(rec.metrics, ["subagent_rebuild_total"]);
       lastDeleted = clock;
+      // The apiserver removes a Failed pod at once (grace 0): the same pass creates its
+      // replacement, without waiting for a watch to show the old one gone.
+      assert.deepEqual(rebuild.created, [slotPod]);
       await waitPodGone(ns, slotPod, uid);
-      const recreate = await pass(client, ns, name, { now });
-      assert.deepEqual(recreate.created, [slotPod]);
       await waitFleet(ns, name, agentNames(name, 0, 1));
     }
 
@@ -565,6 +571,40 @@ void describe("engine: rebuild backoff and dead-letter", () => {
     const [, fresh] = await waitFleet(ns, name, agentNames(name, 0, 1));
     assert.equal(fresh.metadata.annotations?.[DEAD_LETTER], undefined);
     assert.equal(fresh.metadata.annotations?.["cocoonset.cocoonstack.io/image"], image2);
+  });
+
+  void test("a Failed pod a finalizer holds is deleted; its replacement waits until it is gone (no create in the same pass)", async (t) => {
+    const ns = await withNamespace(t, "engine-held");
+    const client = engineClient(t);
+    const name = "fleet";
+    const slotPod = `${name}-1`;
+    const HOLD = "example.com/hold";
+    await createCocoonSet(ns, name, { agent: { replicas: 1, image: IMAGE } });
+    await convergeFleet(client, ns, name);
+    const uid = await failPod(ns, slotPod);
+    await adminClient().patch(
+      paths.pod(ns, slotPod),
+      { metadata: { finalizers: [HOLD] } },
+      PatchType.merge,
+    );
+    const rebuild = await pass(client, ns, name);
+    assert.deepEqual(rebuild.deleted, [slotPod]);
+    assert.deepEqual(rebuild.created, [], "the name is not free: the delete left it terminating");
+    assert.deepEqual(
+      rebuild.failures.map((f) => f.message),
+      [],
+    );
+    const held = await adminClient().get(paths.pod(ns, slotPod));
+    assert.equal(held.metadata.uid, uid);
+    assert.ok(held.metadata.deletionTimestamp, "terminating, held by the finalizer");
+    await adminClient().patch(
+      paths.pod(ns, slotPod),
+      [{ op: "remove", path: "/metadata/finalizers" }],
+      PatchType.json,
+    );
+    await waitPodGone(ns, slotPod, uid);
+    assert.deepEqual((await pass(client, ns, name)).created, [slotPod]);
+    await waitFleet(ns, name, agentNames(name, 0, 1));
   });
 
   void test("a delete that fails after the history write never grants a fifth rebuild", async (t) => {
@@ -696,6 +736,37 @@ void describe("engine: toolboxes", () => {
   });
 });
 
+void describe("engine: the finalizer as the plan's setup", () => {
+  void test("a pass that keeps a finalizer adds it first; from a copy another writer overtook, it is refused as overtaken and nothing else is done", async (t) => {
+    const ns = await withNamespace(t, "engine-finalizer");
+    const client = engineClient(t);
+    const name = "fleet";
+    await createCocoonSet(ns, name, { agent: { replicas: 1, image: IMAGE } });
+    const stale = await read(ns, name);
+    // Another controller adds its own finalizer after the copy was read.
+    await adminClient().patch(
+      paths.cocoonSet(ns, name),
+      { metadata: { finalizers: ["example.com/other"] } },
+      PatchType.merge,
+    );
+    const refused = await runPass(client, stale, { finalizer: FINALIZER });
+    assert.ok(onlyOvertaken(refused), "overtaken: planned again, no error");
+    assert.ok(refused.failures.every((f) => StaleCocoonSet.isInstance(f)));
+    assert.deepEqual(refused.created, []);
+    assert.deepEqual((await read(ns, name)).metadata.finalizers, ["example.com/other"]);
+
+    const added = await runPass(client, await read(ns, name), { finalizer: FINALIZER });
+    assert.deepEqual(added.failures, []);
+    assert.deepEqual(added.created, [`${name}-0`]);
+    assert.deepEqual((await read(ns, name)).metadata.finalizers, ["example.com/other", FINALIZER]);
+    await adminClient().patch(
+      paths.cocoonSet(ns, name),
+      { metadata: { finalizers: null } },
+      PatchType.merge,
+    );
+  });
+});
+
 void describe("engine: deletion", () => {
   void test("deleteFleet removes every pod the CocoonSet owns, what they own, and the CocoonSet with its finalizer", async (t) => {
     const ns = await withNamespace(t, "engine-delete");
@@ -705,7 +776,12 @@ void describe("engine: deletion", () => {
       agent: { replicas: 3, image: IMAGE },
       toolboxes: [{ name: "browser", image: "ghcr.io/cocoonstack/browser:1" }],
     });
-    const withFinalizer = await ensureFinalizer(client, await read(ns, name));
+    const withFinalizer = await addFinalizerTo(
+      client,
+      paths.cocoonSet(ns, name),
+      await read(ns, name),
+      FINALIZER,
+    );
     assert.deepEqual(withFinalizer.metadata.finalizers, [FINALIZER]);
     await convergeFleet(client, ns, name, [`${name}-browser`]);
     const slot1 = await adminClient().get(paths.pod(ns, `${name}-1`));

@@ -22,6 +22,7 @@ import {
   ANNOTATIONS,
   SNAPSHOT_TAGS,
   type CocoonHibernation,
+  type CocoonSet,
   type Pod,
 } from "../../engine/spec/index.js";
 import { paths, waitForList, waitForObject } from "../../engine/kube/index.js";
@@ -248,6 +249,91 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     // Deleted while the controller runs, so its finalizer does not outlive the namespace.
     await client.delete(paths.cocoonHibernation(ns, "flip"));
     await waitGone(ns, "flip");
+  });
+
+  test("a woken CR deleted while its fleet suspends takes none of the suspend's snapshot; the fleet reaches Suspended", async (t) => {
+    const c = new Cleanup(t);
+    const { ns, proc } = await setUp(c, "hib-late");
+    const reg = new OciRegistry(registryAddress());
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
+    await createHibernation(ns, "nap", "crew-1", "Hibernate");
+    await waitForObject(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => phaseOf(h as never) === "Hibernated",
+      {
+        timeoutMs: 60_000,
+        description: "nap Hibernated",
+      },
+    );
+    await setDesire(ns, "nap", "Wake");
+    await waitForObject(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => phaseOf(h as never) === "Active",
+      {
+        timeoutMs: 60_000,
+        description: "nap Active",
+      },
+    );
+    assert.deepEqual(await reg.listTags(vm), [], "the wake dropped the CR's own snapshot");
+
+    // The CR's deletion waits in the controller's queue while the fleet suspends (at 200
+    // members its backlog lasted past the suspend's snapshots): here the controller is stopped
+    // meanwhile, and the suspend's request on the pods is written as its pass writes it.
+    await proc.stop();
+    await client.delete(paths.cocoonHibernation(ns, "nap"));
+    const cs = await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), {
+      spec: { suspend: true },
+    });
+    for (const pod of ["crew-0", "crew-1"])
+      await client.patch(paths.pod(ns, pod), {
+        metadata: {
+          annotations: {
+            [ANNOTATIONS.hibernate]: "true",
+            [ANNOTATIONS.generation]: String(cs.metadata.generation),
+          },
+        },
+      });
+    await waitForPods(
+      ns,
+      "crew",
+      2,
+      (p) => annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+      "both VMs hibernated",
+    );
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the suspend's snapshot");
+
+    const again = await startController(c, {
+      kubeconfig: testKubeconfig(),
+      namespaces: [ns],
+      extraArgs: ["--oci-registry", registryAddress()],
+      label: "controller after the restart",
+    });
+    await again.synced();
+    await waitGone(ns, "nap");
+    assert.deepEqual(
+      await reg.listTags(vm),
+      [SNAPSHOT_TAGS.hibernate],
+      "the deleted CR, woken before, left the suspend's snapshot alone",
+    );
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      "crew",
+      (o) => {
+        const x = o as unknown as CocoonSet | undefined;
+        return (
+          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
+        );
+      },
+      { timeoutMs: 60_000, description: "crew Suspended" },
+    );
   });
 
   test("a VM slow to hibernate meets --hibernate-timeout: Failed, HibernateTimedOut", async (t) => {

@@ -45,6 +45,10 @@ export interface InProcessOptions {
   clock?: Clock;
   /** A name for messages. @default "in-process controller" */
   label?: string;
+  /** `--oci-registry`: with it, `spec.suspend` and CocoonHibernations are acted on. */
+  ociRegistry?: string;
+  /** How long a stop lets in-flight reconciles finish before cutting them short. @default 30000 */
+  shutdownGraceMs?: number;
 }
 
 /**
@@ -66,6 +70,7 @@ export async function startInProcessController(
       metricsBindAddress: "127.0.0.1:0",
       healthProbeBindAddress: "127.0.0.1:0",
       logLevel: "debug",
+      ...(opts.ociRegistry ? { ociRegistry: opts.ociRegistry } : {}),
     },
     {},
     undefined,
@@ -87,7 +92,8 @@ export async function startInProcessController(
     now: clock ? () => clock.now() : undefined,
   });
   const logger = createLogger({ level: "debug", destination: { write: (s) => ctl.feed(s) } });
-  runController(options, deps, { client, logger, signal: abort.signal, clock }).then(
+  const grace = opts.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: opts.shutdownGraceMs };
+  runController(options, deps, { client, logger, signal: abort.signal, clock, ...grace }).then(
     () => done({ code: 0, signal: null }),
     (e: unknown) => {
       ctl.stderr += e instanceof Error ? (e.stack ?? e.message) : String(e);

@@ -41,6 +41,22 @@ export interface FaultProxyOptions {
   holdUntil?: number;
   /** Keep every non-watch request, body included, in `stats.log`. @default false */
   record?: boolean;
+  /**
+   * Keep, for every GET (lists and watches too), the objects the apiserver answered with, in
+   * `stats.answers`: what a client was really sent. @default false
+   */
+  answers?: boolean;
+}
+
+/** The objects the apiserver sent for one GET (with `answers`). */
+export interface AnsweredRequest {
+  /** The path without the query. */
+  path: string;
+  query: URLSearchParams;
+  /** The request's Accept header (a metadata-only list or watch asks for PartialObjectMetadata). */
+  accept: string;
+  /** Each object sent (a list's items, a watch's events, or the one object), in order. */
+  objects: { kind?: string; namespace?: string; name?: string }[];
 }
 
 /** A request the proxy saw (with `record`). */
@@ -70,6 +86,8 @@ export interface FaultProxy {
     peak: Record<string, number>;
     /** Non-watch requests in arrival order (with `record`). */
     log: RecordedRequest[];
+    /** What every GET was answered with, in arrival order (with `answers`). */
+    answers: AnsweredRequest[];
   };
   /** Stops listening and closes open connections. */
   close(): Promise<void>;
@@ -114,6 +132,7 @@ export async function startFaultProxy(
     inFlight: {},
     peak: {},
     log: [],
+    answers: [],
   };
 
   // Held tracked requests by group, released together (see holdUntil).
@@ -145,6 +164,48 @@ export async function startFaultProxy(
       req.on("error", reject);
     });
 
+  /** Notes the objects of a GET's answer as they stream by (a watch's line by line). */
+  const tapAnswer = (req: IncomingMessage, answer: IncomingMessage): void => {
+    const url = new URL(req.url ?? "/", "http://proxy");
+    const entry: AnsweredRequest = {
+      path: url.pathname,
+      query: url.searchParams,
+      accept: String(req.headers.accept ?? ""),
+      objects: [],
+    };
+    stats.answers.push(entry);
+    type Meta = { kind?: string; metadata?: { namespace?: string; name?: string } };
+    const note = (o: Meta | undefined) => {
+      if (o?.metadata) entry.objects.push({ kind: o.kind, ...o.metadata });
+    };
+    const watch = isWatch(req.url ?? "");
+    let text = "";
+    answer.setEncoding("utf8");
+    answer.on("data", (chunk: string) => {
+      text += chunk;
+      if (!watch) return;
+      let nl: number;
+      while ((nl = text.indexOf("\n")) >= 0) {
+        const line = text.slice(0, nl).trim();
+        text = text.slice(nl + 1);
+        if (!line) continue;
+        const ev = JSON.parse(line) as { type?: string; object?: Meta };
+        if (ev.type !== "BOOKMARK" && ev.type !== "ERROR") note(ev.object);
+      }
+    });
+    answer.on("end", () => {
+      if (watch || !text) return;
+      try {
+        const body = JSON.parse(text) as Meta & { items?: Meta[] | null };
+        // A list (a metadata-only list of nothing says `items: null`).
+        if ("items" in body) for (const item of body.items ?? []) note(item);
+        else if (body.kind !== "Status") note(body);
+      } catch {
+        // Not JSON: nothing to note.
+      }
+    });
+  };
+
   const forward = (
     req: IncomingMessage,
     res: ServerResponse,
@@ -169,6 +230,7 @@ export async function startFaultProxy(
           return;
         }
         res.writeHead(answer.statusCode ?? 502, answer.headers);
+        if (opts.answers && req.method === "GET") tapAnswer(req, answer);
         answer.pipe(res);
       },
     );

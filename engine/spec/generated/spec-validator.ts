@@ -16,21 +16,23 @@ function codePointLength(text) {
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","description":"Desired state of a CocoonSet.","required":["agent"],"properties":{"suspend":{"type":"boolean","description":"Suspend the fleet: each VM is hibernated to its snapshot (with hibernatePolicy release the pods are deleted too); false wakes it. Acted on only by a controller with --oci-registry, or a Fleet with a registry."},"nodePool":{"type":"string","description":"Node pool the pods select with the cocoonstack.io/pool label.","default":"default","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"nodeName":{"type":"string","description":"Node the main agent must land on (required node affinity on its kubernetes.io/hostname label).","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"snapshotPolicy":{"type":"string","description":"Which VMs get snapshots: every VM, only the main agent, or none.","enum":["always","main-only","never"],"default":"always"},"progressDeadlineSeconds":{"type":"integer","description":"Seconds the fleet may go without progress towards its spec (a phase, a member or a generation changing) before the condition Progressing turns False with reason ProgressDeadlineExceeded, naming what it waits for, and a Warning is posted; 600 when unset.","minimum":1,"maximum":2147483647},"hibernatePolicy":{"type":"string","description":"Whether a suspended fleet keeps (retain) or frees (release) its scheduling seat.","enum":["retain","release"],"default":"retain"},"snapshotCompatibilityClass":{"type":"string","description":"Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set.","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"agent":{"type":"object","description":"The main agent (slot 0) and its sub-agents (slots 1..replicas).","required":["image"],"properties":{"replicas":{"type":"integer","description":"Number of sub-agents; the main agent always exists in addition (at most 1000).","minimum":0,"maximum":1000,"default":0},"image":{"type":"string","description":"VM image of every agent.","minLength":1,"maxLength":4096,"pattern":"^[!-~]*$"},"mode":{"type":"string","description":"How agent VMs are provisioned: clone a snapshot or run the image fresh.","enum":["clone","run"],"default":"clone"},"envFrom":{"type":"array","description":"Environment sources of the agent pods.","items":{"type":"object","description":"A source of environment variables (core/v1 EnvFromSource).","properties":{"configMapRef":{"type":"object","description":"ConfigMap whose keys become environment variables.","properties":{"name":{"type":"string","description":"Name of the ConfigMap.","maxLength":253,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},"optional":{"type":"boolean","description":"Whether the ConfigMap may be missing."}},"additionalProperties":false},"prefix":{"type":"string","description":"Prefix prepended to every variable name.","maxLength":253},"secretRef":{"type":"object","description":"Secret whose keys become environment variables.","properties":{"name":{"type":"string","description":"Name of the Secret.","maxLength":253,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},"optional":{"type":"boolean","description":"Whether the Secret may be missing."}},"additionalProperties":false}},"additionalProperties":false}},"serviceAccountName":{"type":"string","description":"Service account of the agent pods; empty means `default`.","maxLength":253,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"os":{"type":"string","description":"Guest operating system family.","enum":["linux","windows","android","macos"],"default":"linux"},"backend":{"type":"string","description":"Hypervisor backend that runs the VM.","enum":["cloud-hypervisor","firecracker"],"default":"cloud-hypervisor"},"connType":{"type":"string","description":"Connection protocol; inferred from the OS when unset.","enum":["ssh","rdp","vnc","adb"]},"network":{"type":"string","description":"Cluster network the VM attaches to.","maxLength":253},"forcePull":{"type":"boolean","description":"Bypass the image cache and pull the image again."},"noDirectIO":{"type":"boolean","description":"Use the host page cache instead of O_DIRECT on writable disks."},"probePort":{"type":"integer","description":"TCP port probed for readiness instead of ICMP; 0 keeps the default probe.","minimum":0,"maximum":65535},"storage":{"description":"Size of the VM root volume; also requested as ephemeral-storage.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true},"resources":{"type":"object","description":"Compute resources of the pod's container (core/v1 ResourceRequirements).","properties":{"limits":{"type":"object","description":"Maximum amount of each resource (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"requests":{"type":"object","description":"Minimum amount of each resource; defaults to the limits when unset (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"claims":{"type":"array","description":"Dynamic resource claims the container uses.","items":{"type":"object","description":"A dynamic resource claim the container uses.","required":["name"],"properties":{"name":{"type":"string","description":"Name of an entry in the pod's resourceClaims.","maxLength":253},"request":{"type":"string","description":"Request within the claim; empty means the whole claim.","maxLength":253}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"]}},"additionalProperties":false}},"additionalProperties":false},"toolboxes":{"type":"array","description":"Named helper VMs (at most 64, unique names).","maxItems":64,"items":{"type":"object","description":"A named helper VM next to the agents.","required":["name"],"properties":{"name":{"type":"string","description":"Toolbox name (DNS-1123 label, not an integer); the pod is `<cocoonset>-<name>`.","minLength":1,"maxLength":63,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","x-kubernetes-validations":[{"rule":"!self.matches('^[0-9]+$')","message":"must not be an integer (it would collide with sub-agent slots)"}]},"image":{"type":"string","description":"VM image of the toolbox.","maxLength":4096,"pattern":"^[!-~]*$"},"mode":{"type":"string","description":"How the toolbox VM is provisioned: run the image, clone it, or adopt an existing (static) VM.","enum":["run","clone","static"],"default":"run"},"staticIP":{"type":"string","description":"IP of the adopted VM (static mode).","maxLength":253},"staticVMID":{"type":"string","description":"Id of the adopted VM (static mode).","maxLength":253},"vncPort":{"type":"integer","description":"VNC port of the adopted VM (static mode); 0 means none.","minimum":0,"maximum":65535},"os":{"type":"string","description":"Guest operating system family.","enum":["linux","windows","android","macos"],"default":"linux"},"backend":{"type":"string","description":"Hypervisor backend that runs the VM.","enum":["cloud-hypervisor","firecracker"],"default":"cloud-hypervisor"},"connType":{"type":"string","description":"Connection protocol; inferred from the OS when unset.","enum":["ssh","rdp","vnc","adb"]},"network":{"type":"string","description":"Cluster network the VM attaches to.","maxLength":253},"forcePull":{"type":"boolean","description":"Bypass the image cache and pull the image again."},"noDirectIO":{"type":"boolean","description":"Use the host page cache instead of O_DIRECT on writable disks."},"probePort":{"type":"integer","description":"TCP port probed for readiness instead of ICMP; 0 keeps the default probe.","minimum":0,"maximum":65535},"storage":{"description":"Size of the VM root volume; also requested as ephemeral-storage.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true},"resources":{"type":"object","description":"Compute resources of the pod's container (core/v1 ResourceRequirements).","properties":{"limits":{"type":"object","description":"Maximum amount of each resource (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"requests":{"type":"object","description":"Minimum amount of each resource; defaults to the limits when unset (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"claims":{"type":"array","description":"Dynamic resource claims the container uses.","items":{"type":"object","description":"A dynamic resource claim the container uses.","required":["name"],"properties":{"name":{"type":"string","description":"Name of an entry in the pod's resourceClaims.","maxLength":253},"request":{"type":"string","description":"Request within the claim; empty means the whole claim.","maxLength":253}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"]}},"additionalProperties":false}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"],"x-kubernetes-validations":[{"rule":"self.all(t, self.exists_one(u, u.name == t.name))","message":"toolbox names must be unique"}]}},"x-kubernetes-validations":[{"rule":"!has(self.hibernatePolicy) || self.hibernatePolicy != 'release' || ((!has(self.agent.replicas) || self.agent.replicas == 0) && (!has(self.toolboxes) || size(self.toolboxes) == 0))","message":"hibernatePolicy=release needs agent.replicas 0 and no toolboxes"},{"rule":"!has(oldSelf.snapshotCompatibilityClass) || oldSelf.snapshotCompatibilityClass == '' || (has(self.snapshotCompatibilityClass) && self.snapshotCompatibilityClass == oldSelf.snapshotCompatibilityClass)","message":"snapshotCompatibilityClass is immutable once set"}],"additionalProperties":false};
+const schema11 = {"type":"object","description":"Desired state of a CocoonSet.","required":["agent"],"properties":{"suspend":{"type":"boolean","description":"Suspend the fleet: each VM is hibernated to its snapshot (with hibernatePolicy release the pods are deleted too); false wakes it. Acted on only by a controller with --oci-registry, or a Fleet with a registry."},"nodePool":{"type":"string","description":"Node pool the pods select with the cocoonstack.io/pool label.","default":"default","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"nodeName":{"type":"string","description":"Node the main agent must land on (required node affinity on its kubernetes.io/hostname label).","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"snapshotPolicy":{"type":"string","description":"Which VMs get snapshots: every VM, only the main agent, or none.","enum":["always","main-only","never"],"default":"always"},"progressDeadlineSeconds":{"type":"integer","description":"Seconds the fleet may go without progress towards its spec (a phase, a member or a generation changing) before the condition Progressing turns False with reason ProgressDeadlineExceeded, naming what it waits for, and a Warning is posted; 600 when unset.","minimum":1,"maximum":2147483647},"hibernatePolicy":{"type":"string","description":"Whether a suspended fleet keeps (retain) or frees (release) its scheduling seat.","enum":["retain","release"],"default":"retain"},"snapshotCompatibilityClass":{"type":"string","description":"Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set.","maxLength":63,"pattern":"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"},"idle":{"type":"object","description":"Idle policy: a sub-agent or toolbox with no activity for `after` is hibernated (snapshot kept) and woken by activity; when every member, the main agent included, is idle past it, the fleet is suspended as spec.suspend would (status.idleSuspendedSince) and woken by activity. Activity is a renewal of the member's Lease <pod>-activity, or the controller's own create, wake or rebuild.","required":["after"],"properties":{"after":{"type":"string","description":"How long a member may go without activity before it is hibernated (e.g. 30m).","minLength":1,"maxLength":32,"pattern":"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"}},"additionalProperties":false},"expiry":{"type":"object","description":"Expiry: `after` the fleet's creation (or its last activity, with since: idle) the fleet is suspended (snapshot kept) or deleted through the normal release. The condition Expiring turns True an hour ahead (or a tenth of `after`, if later).","required":["after"],"properties":{"after":{"type":"string","description":"How long the fleet lives (e.g. 24h).","minLength":1,"maxLength":32,"pattern":"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"},"since":{"type":"string","description":"What the expiry counts from: the fleet's creation, or its last activity.","enum":["creation","idle"],"default":"creation"},"action":{"type":"string","description":"What an expired fleet becomes: suspended (snapshot kept) or deleted.","enum":["suspend","delete"],"default":"suspend"}},"additionalProperties":false},"hooks":{"type":"object","description":"Lifecycle hooks: the controller POSTs one JSON event (CocoonSetLifecycleEvent) to `url` before a member hibernates, after it wakes and before the fleet expires, and waits for a 2xx.","required":["url"],"properties":{"url":{"type":"string","description":"https URL of the service (plain http only to a loopback host); credentials in it are sent as basic auth and never logged.","minLength":1,"maxLength":4096,"pattern":"^https?://"},"caBundle":{"type":"string","description":"Base64 of PEM certificates trusted for `url` beside the system roots.","maxLength":65536},"timeoutSeconds":{"type":"integer","description":"How long one call may take; 10 when unset.","minimum":1,"maximum":30,"default":10},"failurePolicy":{"type":"string","description":"What a failed call does: Fail holds the transition back (Warning event, retried with backoff); Ignore goes on and says so in an event.","enum":["Ignore","Fail"],"default":"Fail"}},"additionalProperties":false},"agent":{"type":"object","description":"The main agent (slot 0) and its sub-agents (slots 1..replicas).","required":["image"],"properties":{"replicas":{"type":"integer","description":"Number of sub-agents; the main agent always exists in addition (at most 1000).","minimum":0,"maximum":1000,"default":0},"image":{"type":"string","description":"VM image of every agent.","minLength":1,"maxLength":4096,"pattern":"^[!-~]*$"},"mode":{"type":"string","description":"How agent VMs are provisioned: clone a snapshot or run the image fresh.","enum":["clone","run"],"default":"clone"},"envFrom":{"type":"array","description":"Environment sources of the agent pods.","items":{"type":"object","description":"A source of environment variables (core/v1 EnvFromSource).","properties":{"configMapRef":{"type":"object","description":"ConfigMap whose keys become environment variables.","properties":{"name":{"type":"string","description":"Name of the ConfigMap.","maxLength":253,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},"optional":{"type":"boolean","description":"Whether the ConfigMap may be missing."}},"additionalProperties":false},"prefix":{"type":"string","description":"Prefix prepended to every variable name.","maxLength":253},"secretRef":{"type":"object","description":"Secret whose keys become environment variables.","properties":{"name":{"type":"string","description":"Name of the Secret.","maxLength":253,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},"optional":{"type":"boolean","description":"Whether the Secret may be missing."}},"additionalProperties":false}},"additionalProperties":false}},"serviceAccountName":{"type":"string","description":"Service account of the agent pods; empty means `default`.","maxLength":253,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"os":{"type":"string","description":"Guest operating system family.","enum":["linux","windows","android","macos"],"default":"linux"},"backend":{"type":"string","description":"Hypervisor backend that runs the VM.","enum":["cloud-hypervisor","firecracker"],"default":"cloud-hypervisor"},"connType":{"type":"string","description":"Connection protocol; inferred from the OS when unset.","enum":["ssh","rdp","vnc","adb"]},"network":{"type":"string","description":"Cluster network the VM attaches to.","maxLength":253},"forcePull":{"type":"boolean","description":"Bypass the image cache and pull the image again."},"noDirectIO":{"type":"boolean","description":"Use the host page cache instead of O_DIRECT on writable disks."},"probePort":{"type":"integer","description":"TCP port probed for readiness instead of ICMP; 0 keeps the default probe.","minimum":0,"maximum":65535},"storage":{"description":"Size of the VM root volume; also requested as ephemeral-storage.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true},"resources":{"type":"object","description":"Compute resources of the pod's container (core/v1 ResourceRequirements).","properties":{"limits":{"type":"object","description":"Maximum amount of each resource (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"requests":{"type":"object","description":"Minimum amount of each resource; defaults to the limits when unset (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"claims":{"type":"array","description":"Dynamic resource claims the container uses.","items":{"type":"object","description":"A dynamic resource claim the container uses.","required":["name"],"properties":{"name":{"type":"string","description":"Name of an entry in the pod's resourceClaims.","maxLength":253},"request":{"type":"string","description":"Request within the claim; empty means the whole claim.","maxLength":253}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"]}},"additionalProperties":false}},"additionalProperties":false},"toolboxes":{"type":"array","description":"Named helper VMs (at most 64, unique names).","maxItems":64,"items":{"type":"object","description":"A named helper VM next to the agents.","required":["name"],"properties":{"name":{"type":"string","description":"Toolbox name (DNS-1123 label, not an integer); the pod is `<cocoonset>-<name>`.","minLength":1,"maxLength":63,"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","x-kubernetes-validations":[{"rule":"!self.matches('^[0-9]+$')","message":"must not be an integer (it would collide with sub-agent slots)"}]},"image":{"type":"string","description":"VM image of the toolbox.","maxLength":4096,"pattern":"^[!-~]*$"},"mode":{"type":"string","description":"How the toolbox VM is provisioned: run the image, clone it, or adopt an existing (static) VM.","enum":["run","clone","static"],"default":"run"},"staticIP":{"type":"string","description":"IP of the adopted VM (static mode).","maxLength":253},"staticVMID":{"type":"string","description":"Id of the adopted VM (static mode).","maxLength":253},"vncPort":{"type":"integer","description":"VNC port of the adopted VM (static mode); 0 means none.","minimum":0,"maximum":65535},"os":{"type":"string","description":"Guest operating system family.","enum":["linux","windows","android","macos"],"default":"linux"},"backend":{"type":"string","description":"Hypervisor backend that runs the VM.","enum":["cloud-hypervisor","firecracker"],"default":"cloud-hypervisor"},"connType":{"type":"string","description":"Connection protocol; inferred from the OS when unset.","enum":["ssh","rdp","vnc","adb"]},"network":{"type":"string","description":"Cluster network the VM attaches to.","maxLength":253},"forcePull":{"type":"boolean","description":"Bypass the image cache and pull the image again."},"noDirectIO":{"type":"boolean","description":"Use the host page cache instead of O_DIRECT on writable disks."},"probePort":{"type":"integer","description":"TCP port probed for readiness instead of ICMP; 0 keeps the default probe.","minimum":0,"maximum":65535},"storage":{"description":"Size of the VM root volume; also requested as ephemeral-storage.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true},"resources":{"type":"object","description":"Compute resources of the pod's container (core/v1 ResourceRequirements).","properties":{"limits":{"type":"object","description":"Maximum amount of each resource (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"requests":{"type":"object","description":"Minimum amount of each resource; defaults to the limits when unset (at most 16 resources).","maxProperties":16,"additionalProperties":{"description":"A resource quantity.","x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":0,"maximum":9007199254740991,"maxLength":64,"pattern":"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$","x-kubernetes-validations":[{"rule":"type(self) != string || !self.matches(r'^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$') || quantity(self).compareTo(quantity('9223372036854775807')) < 0","message":"must be less than 9223372036854775807 (2^63-1)"}],"cocoonsetQuantityBound":true}},"claims":{"type":"array","description":"Dynamic resource claims the container uses.","items":{"type":"object","description":"A dynamic resource claim the container uses.","required":["name"],"properties":{"name":{"type":"string","description":"Name of an entry in the pod's resourceClaims.","maxLength":253},"request":{"type":"string","description":"Request within the claim; empty means the whole claim.","maxLength":253}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"]}},"additionalProperties":false}},"additionalProperties":false},"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"],"x-kubernetes-validations":[{"rule":"self.all(t, self.exists_one(u, u.name == t.name))","message":"toolbox names must be unique"}]}},"x-kubernetes-validations":[{"rule":"!has(self.hibernatePolicy) || self.hibernatePolicy != 'release' || ((!has(self.agent.replicas) || self.agent.replicas == 0) && (!has(self.toolboxes) || size(self.toolboxes) == 0))","message":"hibernatePolicy=release needs agent.replicas 0 and no toolboxes"},{"rule":"!has(oldSelf.snapshotCompatibilityClass) || oldSelf.snapshotCompatibilityClass == '' || (has(self.snapshotCompatibilityClass) && self.snapshotCompatibilityClass == oldSelf.snapshotCompatibilityClass)","message":"snapshotCompatibilityClass is immutable once set"}],"additionalProperties":false};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = codePointLength;
-const func14 = withinQuantityBound;
-const func16 = withinQuantityBound;
-const func18 = withinQuantityBound;
-const func29 = withinQuantityBound;
-const func31 = withinQuantityBound;
-const func33 = withinQuantityBound;
+const func21 = withinQuantityBound;
+const func23 = withinQuantityBound;
+const func25 = withinQuantityBound;
+const func36 = withinQuantityBound;
+const func38 = withinQuantityBound;
+const func40 = withinQuantityBound;
 const pattern0 = new RegExp("^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", "u");
-const pattern3 = new RegExp("^[!-~]*$", "u");
-const pattern4 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "u");
-const pattern6 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$", "u");
-const pattern7 = new RegExp("^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$", "u");
-const pattern10 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
+const pattern3 = new RegExp("^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$", "u");
+const pattern5 = new RegExp("^https?://", "u");
+const pattern6 = new RegExp("^[!-~]*$", "u");
+const pattern7 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "u");
+const pattern9 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$", "u");
+const pattern10 = new RegExp("^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$", "u");
+const pattern13 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -260,23 +262,11 @@ vErrors.push(err18);
 errors++;
 }
 }
-if(data.agent !== undefined){
-let data7 = data.agent;
+if(data.idle !== undefined){
+let data7 = data.idle;
 if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-if(data7.replicas === undefined){
-data7.replicas = 0;
-}
-if(data7.mode === undefined){
-data7.mode = "clone";
-}
-if(data7.os === undefined){
-data7.os = "linux";
-}
-if(data7.backend === undefined){
-data7.backend = "cloud-hypervisor";
-}
-if(data7.image === undefined){
-const err19 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/required",keyword:"required",params:{missingProperty: "image"},message:"must have required property '"+"image"+"'",schema:schema11.properties.agent.required,parentSchema:schema11.properties.agent,data:data7};
+if(data7.after === undefined){
+const err19 = {instancePath:instancePath+"/idle",schemaPath:"#/properties/idle/required",keyword:"required",params:{missingProperty: "after"},message:"must have required property '"+"after"+"'",schema:schema11.properties.idle.required,parentSchema:schema11.properties.idle,data:data7};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -286,8 +276,8 @@ vErrors.push(err19);
 errors++;
 }
 for(const key1 in data7){
-if(!(func2.call(schema11.properties.agent.properties, key1))){
-const err20 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent,data:data7};
+if(!(key1 === "after")){
+const err20 = {instancePath:instancePath+"/idle",schemaPath:"#/properties/idle/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.idle,data:data7};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -297,9 +287,11 @@ vErrors.push(err20);
 errors++;
 }
 }
-let data8 = data7.replicas;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-const err21 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.replicas.type,parentSchema:schema11.properties.agent.properties.replicas,data:data8};
+if(data7.after !== undefined){
+let data8 = data7.after;
+if(typeof data8 === "string"){
+if(func3(data8) > 32){
+const err21 = {instancePath:instancePath+"/idle/after",schemaPath:"#/properties/idle/properties/after/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters",schema:32,parentSchema:schema11.properties.idle.properties.after,data:data8};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -308,9 +300,8 @@ vErrors.push(err21);
 }
 errors++;
 }
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 1000 || isNaN(data8)){
-const err22 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000",schema:1000,parentSchema:schema11.properties.agent.properties.replicas,data:data8};
+if(func3(data8) < 1){
+const err22 = {instancePath:instancePath+"/idle/after",schemaPath:"#/properties/idle/properties/after/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.idle.properties.after,data:data8};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -319,8 +310,8 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(data8 < 0 || isNaN(data8)){
-const err23 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.replicas,data:data8};
+if(!pattern3.test(data8)){
+const err23 = {instancePath:instancePath+"/idle/after",schemaPath:"#/properties/idle/properties/after/pattern",keyword:"pattern",params:{pattern: "^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"},message:"must match pattern \""+"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"+"\"",schema:"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$",parentSchema:schema11.properties.idle.properties.after,data:data8};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -330,11 +321,8 @@ vErrors.push(err23);
 errors++;
 }
 }
-if(data7.image !== undefined){
-let data9 = data7.image;
-if(typeof data9 === "string"){
-if(func3(data9) > 4096){
-const err24 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters",schema:4096,parentSchema:schema11.properties.agent.properties.image,data:data9};
+else {
+const err24 = {instancePath:instancePath+"/idle/after",schemaPath:"#/properties/idle/properties/after/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.idle.properties.after.type,parentSchema:schema11.properties.idle.properties.after,data:data8};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -343,8 +331,10 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(func3(data9) < 1){
-const err25 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.agent.properties.image,data:data9};
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/idle",schemaPath:"#/properties/idle/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.idle.type,parentSchema:schema11.properties.idle,data:data7};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -353,8 +343,18 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(!pattern3.test(data9)){
-const err26 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/pattern",keyword:"pattern",params:{pattern: "^[!-~]*$"},message:"must match pattern \""+"^[!-~]*$"+"\"",schema:"^[!-~]*$",parentSchema:schema11.properties.agent.properties.image,data:data9};
+}
+if(data.expiry !== undefined){
+let data9 = data.expiry;
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.since === undefined){
+data9.since = "creation";
+}
+if(data9.action === undefined){
+data9.action = "suspend";
+}
+if(data9.after === undefined){
+const err26 = {instancePath:instancePath+"/expiry",schemaPath:"#/properties/expiry/required",keyword:"required",params:{missingProperty: "after"},message:"must have required property '"+"after"+"'",schema:schema11.properties.expiry.required,parentSchema:schema11.properties.expiry,data:data9};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -363,9 +363,9 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-else {
-const err27 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.image.type,parentSchema:schema11.properties.agent.properties.image,data:data9};
+for(const key2 in data9){
+if(!(((key2 === "after") || (key2 === "since")) || (key2 === "action"))){
+const err27 = {instancePath:instancePath+"/expiry",schemaPath:"#/properties/expiry/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.expiry,data:data9};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -375,9 +375,11 @@ vErrors.push(err27);
 errors++;
 }
 }
-let data10 = data7.mode;
-if(typeof data10 !== "string"){
-const err28 = {instancePath:instancePath+"/agent/mode",schemaPath:"#/properties/agent/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.mode.type,parentSchema:schema11.properties.agent.properties.mode,data:data10};
+if(data9.after !== undefined){
+let data10 = data9.after;
+if(typeof data10 === "string"){
+if(func3(data10) > 32){
+const err28 = {instancePath:instancePath+"/expiry/after",schemaPath:"#/properties/expiry/properties/after/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters",schema:32,parentSchema:schema11.properties.expiry.properties.after,data:data10};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -386,8 +388,8 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(!((data10 === "clone") || (data10 === "run"))){
-const err29 = {instancePath:instancePath+"/agent/mode",schemaPath:"#/properties/agent/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.mode.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.mode.enum,parentSchema:schema11.properties.agent.properties.mode,data:data10};
+if(func3(data10) < 1){
+const err29 = {instancePath:instancePath+"/expiry/after",schemaPath:"#/properties/expiry/properties/after/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.expiry.properties.after,data:data10};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -396,16 +398,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(data7.envFrom !== undefined){
-let data11 = data7.envFrom;
-if(Array.isArray(data11)){
-const len0 = data11.length;
-for(let i0=0; i0<len0; i0++){
-let data12 = data11[i0];
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-for(const key2 in data12){
-if(!(((key2 === "configMapRef") || (key2 === "prefix")) || (key2 === "secretRef"))){
-const err30 = {instancePath:instancePath+"/agent/envFrom/" + i0,schemaPath:"#/properties/agent/properties/envFrom/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items,data:data12};
+if(!pattern3.test(data10)){
+const err30 = {instancePath:instancePath+"/expiry/after",schemaPath:"#/properties/expiry/properties/after/pattern",keyword:"pattern",params:{pattern: "^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"},message:"must match pattern \""+"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$"+"\"",schema:"^([0-9]+(\\.[0-9]+)?|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$",parentSchema:schema11.properties.expiry.properties.after,data:data10};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -415,12 +409,8 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data12.configMapRef !== undefined){
-let data13 = data12.configMapRef;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-for(const key3 in data13){
-if(!((key3 === "name") || (key3 === "optional"))){
-const err31 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef,data:data13};
+else {
+const err31 = {instancePath:instancePath+"/expiry/after",schemaPath:"#/properties/expiry/properties/after/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.expiry.properties.after.type,parentSchema:schema11.properties.expiry.properties.after,data:data10};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -430,11 +420,9 @@ vErrors.push(err31);
 errors++;
 }
 }
-if(data13.name !== undefined){
-let data14 = data13.name;
-if(typeof data14 === "string"){
-if(func3(data14) > 253){
-const err32 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data14};
+let data11 = data9.since;
+if(typeof data11 !== "string"){
+const err32 = {instancePath:instancePath+"/expiry/since",schemaPath:"#/properties/expiry/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.expiry.properties.since.type,parentSchema:schema11.properties.expiry.properties.since,data:data11};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -443,8 +431,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(!pattern4.test(data14)){
-const err33 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data14};
+if(!((data11 === "creation") || (data11 === "idle"))){
+const err33 = {instancePath:instancePath+"/expiry/since",schemaPath:"#/properties/expiry/properties/since/enum",keyword:"enum",params:{allowedValues: schema11.properties.expiry.properties.since.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.expiry.properties.since.enum,parentSchema:schema11.properties.expiry.properties.since,data:data11};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -453,9 +441,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-}
-else {
-const err34 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data14};
+let data12 = data9.action;
+if(typeof data12 !== "string"){
+const err34 = {instancePath:instancePath+"/expiry/action",schemaPath:"#/properties/expiry/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.expiry.properties.action.type,parentSchema:schema11.properties.expiry.properties.action,data:data12};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -464,11 +452,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-}
-if(data13.optional !== undefined){
-let data15 = data13.optional;
-if(typeof data15 !== "boolean"){
-const err35 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/optional",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/optional/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.optional.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.optional,data:data15};
+if(!((data12 === "suspend") || (data12 === "delete"))){
+const err35 = {instancePath:instancePath+"/expiry/action",schemaPath:"#/properties/expiry/properties/action/enum",keyword:"enum",params:{allowedValues: schema11.properties.expiry.properties.action.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.expiry.properties.action.enum,parentSchema:schema11.properties.expiry.properties.action,data:data12};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -478,9 +463,8 @@ vErrors.push(err35);
 errors++;
 }
 }
-}
 else {
-const err36 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef,data:data13};
+const err36 = {instancePath:instancePath+"/expiry",schemaPath:"#/properties/expiry/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.expiry.type,parentSchema:schema11.properties.expiry,data:data9};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -490,11 +474,17 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(data12.prefix !== undefined){
-let data16 = data12.prefix;
-if(typeof data16 === "string"){
-if(func3(data16) > 253){
-const err37 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/prefix",schemaPath:"#/properties/agent/properties/envFrom/items/properties/prefix/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.prefix,data:data16};
+if(data.hooks !== undefined){
+let data13 = data.hooks;
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.timeoutSeconds === undefined){
+data13.timeoutSeconds = 10;
+}
+if(data13.failurePolicy === undefined){
+data13.failurePolicy = "Fail";
+}
+if(data13.url === undefined){
+const err37 = {instancePath:instancePath+"/hooks",schemaPath:"#/properties/hooks/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'",schema:schema11.properties.hooks.required,parentSchema:schema11.properties.hooks,data:data13};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -503,9 +493,9 @@ vErrors.push(err37);
 }
 errors++;
 }
-}
-else {
-const err38 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/prefix",schemaPath:"#/properties/agent/properties/envFrom/items/properties/prefix/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.prefix.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.prefix,data:data16};
+for(const key3 in data13){
+if(!((((key3 === "url") || (key3 === "caBundle")) || (key3 === "timeoutSeconds")) || (key3 === "failurePolicy"))){
+const err38 = {instancePath:instancePath+"/hooks",schemaPath:"#/properties/hooks/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.hooks,data:data13};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -515,12 +505,11 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data12.secretRef !== undefined){
-let data17 = data12.secretRef;
-if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
-for(const key4 in data17){
-if(!((key4 === "name") || (key4 === "optional"))){
-const err39 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef,data:data17};
+if(data13.url !== undefined){
+let data14 = data13.url;
+if(typeof data14 === "string"){
+if(func3(data14) > 4096){
+const err39 = {instancePath:instancePath+"/hooks/url",schemaPath:"#/properties/hooks/properties/url/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters",schema:4096,parentSchema:schema11.properties.hooks.properties.url,data:data14};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -529,12 +518,8 @@ vErrors.push(err39);
 }
 errors++;
 }
-}
-if(data17.name !== undefined){
-let data18 = data17.name;
-if(typeof data18 === "string"){
-if(func3(data18) > 253){
-const err40 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data18};
+if(func3(data14) < 1){
+const err40 = {instancePath:instancePath+"/hooks/url",schemaPath:"#/properties/hooks/properties/url/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.hooks.properties.url,data:data14};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -543,8 +528,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(!pattern4.test(data18)){
-const err41 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data18};
+if(!pattern5.test(data14)){
+const err41 = {instancePath:instancePath+"/hooks/url",schemaPath:"#/properties/hooks/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\"",schema:"^https?://",parentSchema:schema11.properties.hooks.properties.url,data:data14};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -555,7 +540,7 @@ errors++;
 }
 }
 else {
-const err42 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data18};
+const err42 = {instancePath:instancePath+"/hooks/url",schemaPath:"#/properties/hooks/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.hooks.properties.url.type,parentSchema:schema11.properties.hooks.properties.url,data:data14};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -565,10 +550,11 @@ vErrors.push(err42);
 errors++;
 }
 }
-if(data17.optional !== undefined){
-let data19 = data17.optional;
-if(typeof data19 !== "boolean"){
-const err43 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/optional",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/optional/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.optional.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.optional,data:data19};
+if(data13.caBundle !== undefined){
+let data15 = data13.caBundle;
+if(typeof data15 === "string"){
+if(func3(data15) > 65536){
+const err43 = {instancePath:instancePath+"/hooks/caBundle",schemaPath:"#/properties/hooks/properties/caBundle/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters",schema:65536,parentSchema:schema11.properties.hooks.properties.caBundle,data:data15};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -578,9 +564,8 @@ vErrors.push(err43);
 errors++;
 }
 }
-}
 else {
-const err44 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef,data:data17};
+const err44 = {instancePath:instancePath+"/hooks/caBundle",schemaPath:"#/properties/hooks/properties/caBundle/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.hooks.properties.caBundle.type,parentSchema:schema11.properties.hooks.properties.caBundle,data:data15};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -590,9 +575,9 @@ vErrors.push(err44);
 errors++;
 }
 }
-}
-else {
-const err45 = {instancePath:instancePath+"/agent/envFrom/" + i0,schemaPath:"#/properties/agent/properties/envFrom/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.type,parentSchema:schema11.properties.agent.properties.envFrom.items,data:data12};
+let data16 = data13.timeoutSeconds;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+const err45 = {instancePath:instancePath+"/hooks/timeoutSeconds",schemaPath:"#/properties/hooks/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.hooks.properties.timeoutSeconds.type,parentSchema:schema11.properties.hooks.properties.timeoutSeconds,data:data16};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -601,10 +586,9 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-}
-else {
-const err46 = {instancePath:instancePath+"/agent/envFrom",schemaPath:"#/properties/agent/properties/envFrom/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.agent.properties.envFrom.type,parentSchema:schema11.properties.agent.properties.envFrom,data:data11};
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 30 || isNaN(data16)){
+const err46 = {instancePath:instancePath+"/hooks/timeoutSeconds",schemaPath:"#/properties/hooks/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30",schema:30,parentSchema:schema11.properties.hooks.properties.timeoutSeconds,data:data16};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -613,12 +597,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-if(data7.serviceAccountName !== undefined){
-let data20 = data7.serviceAccountName;
-if(typeof data20 === "string"){
-if(func3(data20) > 253){
-const err47 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data20};
+if(data16 < 1 || isNaN(data16)){
+const err47 = {instancePath:instancePath+"/hooks/timeoutSeconds",schemaPath:"#/properties/hooks/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1",schema:1,parentSchema:schema11.properties.hooks.properties.timeoutSeconds,data:data16};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -627,8 +607,10 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(!pattern6.test(data20)){
-const err48 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\"",schema:"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data20};
+}
+let data17 = data13.failurePolicy;
+if(typeof data17 !== "string"){
+const err48 = {instancePath:instancePath+"/hooks/failurePolicy",schemaPath:"#/properties/hooks/properties/failurePolicy/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.hooks.properties.failurePolicy.type,parentSchema:schema11.properties.hooks.properties.failurePolicy,data:data17};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -637,9 +619,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-else {
-const err49 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.serviceAccountName.type,parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data20};
+if(!((data17 === "Ignore") || (data17 === "Fail"))){
+const err49 = {instancePath:instancePath+"/hooks/failurePolicy",schemaPath:"#/properties/hooks/properties/failurePolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.hooks.properties.failurePolicy.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.hooks.properties.failurePolicy.enum,parentSchema:schema11.properties.hooks.properties.failurePolicy,data:data17};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -649,9 +630,8 @@ vErrors.push(err49);
 errors++;
 }
 }
-let data21 = data7.os;
-if(typeof data21 !== "string"){
-const err50 = {instancePath:instancePath+"/agent/os",schemaPath:"#/properties/agent/properties/os/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.os.type,parentSchema:schema11.properties.agent.properties.os,data:data21};
+else {
+const err50 = {instancePath:instancePath+"/hooks",schemaPath:"#/properties/hooks/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.hooks.type,parentSchema:schema11.properties.hooks,data:data13};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -660,8 +640,24 @@ vErrors.push(err50);
 }
 errors++;
 }
-if(!((((data21 === "linux") || (data21 === "windows")) || (data21 === "android")) || (data21 === "macos"))){
-const err51 = {instancePath:instancePath+"/agent/os",schemaPath:"#/properties/agent/properties/os/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.os.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.os.enum,parentSchema:schema11.properties.agent.properties.os,data:data21};
+}
+if(data.agent !== undefined){
+let data18 = data.agent;
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.replicas === undefined){
+data18.replicas = 0;
+}
+if(data18.mode === undefined){
+data18.mode = "clone";
+}
+if(data18.os === undefined){
+data18.os = "linux";
+}
+if(data18.backend === undefined){
+data18.backend = "cloud-hypervisor";
+}
+if(data18.image === undefined){
+const err51 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/required",keyword:"required",params:{missingProperty: "image"},message:"must have required property '"+"image"+"'",schema:schema11.properties.agent.required,parentSchema:schema11.properties.agent,data:data18};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -670,9 +666,9 @@ vErrors.push(err51);
 }
 errors++;
 }
-let data22 = data7.backend;
-if(typeof data22 !== "string"){
-const err52 = {instancePath:instancePath+"/agent/backend",schemaPath:"#/properties/agent/properties/backend/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.backend.type,parentSchema:schema11.properties.agent.properties.backend,data:data22};
+for(const key4 in data18){
+if(!(func2.call(schema11.properties.agent.properties, key4))){
+const err52 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent,data:data18};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -681,8 +677,10 @@ vErrors.push(err52);
 }
 errors++;
 }
-if(!((data22 === "cloud-hypervisor") || (data22 === "firecracker"))){
-const err53 = {instancePath:instancePath+"/agent/backend",schemaPath:"#/properties/agent/properties/backend/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.backend.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.backend.enum,parentSchema:schema11.properties.agent.properties.backend,data:data22};
+}
+let data19 = data18.replicas;
+if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
+const err53 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.replicas.type,parentSchema:schema11.properties.agent.properties.replicas,data:data19};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -691,10 +689,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-if(data7.connType !== undefined){
-let data23 = data7.connType;
-if(typeof data23 !== "string"){
-const err54 = {instancePath:instancePath+"/agent/connType",schemaPath:"#/properties/agent/properties/connType/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.connType.type,parentSchema:schema11.properties.agent.properties.connType,data:data23};
+if((typeof data19 == "number") && (isFinite(data19))){
+if(data19 > 1000 || isNaN(data19)){
+const err54 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000",schema:1000,parentSchema:schema11.properties.agent.properties.replicas,data:data19};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -703,8 +700,8 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(!((((data23 === "ssh") || (data23 === "rdp")) || (data23 === "vnc")) || (data23 === "adb"))){
-const err55 = {instancePath:instancePath+"/agent/connType",schemaPath:"#/properties/agent/properties/connType/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.connType.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.connType.enum,parentSchema:schema11.properties.agent.properties.connType,data:data23};
+if(data19 < 0 || isNaN(data19)){
+const err55 = {instancePath:instancePath+"/agent/replicas",schemaPath:"#/properties/agent/properties/replicas/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.replicas,data:data19};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -714,11 +711,11 @@ vErrors.push(err55);
 errors++;
 }
 }
-if(data7.network !== undefined){
-let data24 = data7.network;
-if(typeof data24 === "string"){
-if(func3(data24) > 253){
-const err56 = {instancePath:instancePath+"/agent/network",schemaPath:"#/properties/agent/properties/network/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.network,data:data24};
+if(data18.image !== undefined){
+let data20 = data18.image;
+if(typeof data20 === "string"){
+if(func3(data20) > 4096){
+const err56 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters",schema:4096,parentSchema:schema11.properties.agent.properties.image,data:data20};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -727,9 +724,8 @@ vErrors.push(err56);
 }
 errors++;
 }
-}
-else {
-const err57 = {instancePath:instancePath+"/agent/network",schemaPath:"#/properties/agent/properties/network/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.network.type,parentSchema:schema11.properties.agent.properties.network,data:data24};
+if(func3(data20) < 1){
+const err57 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.agent.properties.image,data:data20};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -738,11 +734,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-if(data7.forcePull !== undefined){
-let data25 = data7.forcePull;
-if(typeof data25 !== "boolean"){
-const err58 = {instancePath:instancePath+"/agent/forcePull",schemaPath:"#/properties/agent/properties/forcePull/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.forcePull.type,parentSchema:schema11.properties.agent.properties.forcePull,data:data25};
+if(!pattern6.test(data20)){
+const err58 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/pattern",keyword:"pattern",params:{pattern: "^[!-~]*$"},message:"must match pattern \""+"^[!-~]*$"+"\"",schema:"^[!-~]*$",parentSchema:schema11.properties.agent.properties.image,data:data20};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -752,10 +745,8 @@ vErrors.push(err58);
 errors++;
 }
 }
-if(data7.noDirectIO !== undefined){
-let data26 = data7.noDirectIO;
-if(typeof data26 !== "boolean"){
-const err59 = {instancePath:instancePath+"/agent/noDirectIO",schemaPath:"#/properties/agent/properties/noDirectIO/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.noDirectIO.type,parentSchema:schema11.properties.agent.properties.noDirectIO,data:data26};
+else {
+const err59 = {instancePath:instancePath+"/agent/image",schemaPath:"#/properties/agent/properties/image/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.image.type,parentSchema:schema11.properties.agent.properties.image,data:data20};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -765,10 +756,9 @@ vErrors.push(err59);
 errors++;
 }
 }
-if(data7.probePort !== undefined){
-let data27 = data7.probePort;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err60 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.probePort.type,parentSchema:schema11.properties.agent.properties.probePort,data:data27};
+let data21 = data18.mode;
+if(typeof data21 !== "string"){
+const err60 = {instancePath:instancePath+"/agent/mode",schemaPath:"#/properties/agent/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.mode.type,parentSchema:schema11.properties.agent.properties.mode,data:data21};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -777,9 +767,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 65535 || isNaN(data27)){
-const err61 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.agent.properties.probePort,data:data27};
+if(!((data21 === "clone") || (data21 === "run"))){
+const err61 = {instancePath:instancePath+"/agent/mode",schemaPath:"#/properties/agent/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.mode.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.mode.enum,parentSchema:schema11.properties.agent.properties.mode,data:data21};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -788,8 +777,16 @@ vErrors.push(err61);
 }
 errors++;
 }
-if(data27 < 0 || isNaN(data27)){
-const err62 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.probePort,data:data27};
+if(data18.envFrom !== undefined){
+let data22 = data18.envFrom;
+if(Array.isArray(data22)){
+const len0 = data22.length;
+for(let i0=0; i0<len0; i0++){
+let data23 = data22[i0];
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+for(const key5 in data23){
+if(!(((key5 === "configMapRef") || (key5 === "prefix")) || (key5 === "secretRef"))){
+const err62 = {instancePath:instancePath+"/agent/envFrom/" + i0,schemaPath:"#/properties/agent/properties/envFrom/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items,data:data23};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -799,14 +796,12 @@ vErrors.push(err62);
 errors++;
 }
 }
-}
-if(data7.storage !== undefined){
-let data28 = data7.storage;
-const _errs63 = errors;
-let valid7 = false;
-const _errs64 = errors;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err63 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.storage.anyOf[0].type,parentSchema:schema11.properties.agent.properties.storage.anyOf[0],data:data28};
+if(data23.configMapRef !== undefined){
+let data24 = data23.configMapRef;
+if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
+for(const key6 in data24){
+if(!((key6 === "name") || (key6 === "optional"))){
+const err63 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef,data:data24};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -815,12 +810,12 @@ vErrors.push(err63);
 }
 errors++;
 }
-var _valid0 = _errs64 === errors;
-valid7 = valid7 || _valid0;
-if(!valid7){
-const _errs66 = errors;
-if(typeof data28 !== "string"){
-const err64 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.storage.anyOf[1].type,parentSchema:schema11.properties.agent.properties.storage.anyOf[1],data:data28};
+}
+if(data24.name !== undefined){
+let data25 = data24.name;
+if(typeof data25 === "string"){
+if(func3(data25) > 253){
+const err64 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data25};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -829,11 +824,8 @@ vErrors.push(err64);
 }
 errors++;
 }
-var _valid0 = _errs66 === errors;
-valid7 = valid7 || _valid0;
-}
-if(!valid7){
-const err65 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.storage.anyOf,parentSchema:schema11.properties.agent.properties.storage,data:data28};
+if(!pattern7.test(data25)){
+const err65 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data25};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -842,19 +834,9 @@ vErrors.push(err65);
 }
 errors++;
 }
-else {
-errors = _errs63;
-if(vErrors !== null){
-if(_errs63){
-vErrors.length = _errs63;
 }
 else {
-vErrors = null;
-}
-}
-}
-if(!func14(data28)){
-const err66 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.storage,data:data28};
+const err66 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.name,data:data25};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -863,9 +845,11 @@ vErrors.push(err66);
 }
 errors++;
 }
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 9007199254740991 || isNaN(data28)){
-const err67 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.storage,data:data28};
+}
+if(data24.optional !== undefined){
+let data26 = data24.optional;
+if(typeof data26 !== "boolean"){
+const err67 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef/optional",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/properties/optional/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.optional.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.properties.optional,data:data26};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -874,8 +858,10 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(data28 < 0 || isNaN(data28)){
-const err68 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.storage,data:data28};
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/configMapRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/configMapRef/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.configMapRef,data:data24};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -885,9 +871,11 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(typeof data28 === "string"){
-if(func3(data28) > 64){
-const err69 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.storage,data:data28};
+if(data23.prefix !== undefined){
+let data27 = data23.prefix;
+if(typeof data27 === "string"){
+if(func3(data27) > 253){
+const err69 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/prefix",schemaPath:"#/properties/agent/properties/envFrom/items/properties/prefix/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.prefix,data:data27};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -896,8 +884,9 @@ vErrors.push(err69);
 }
 errors++;
 }
-if(!pattern7.test(data28)){
-const err70 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.storage,data:data28};
+}
+else {
+const err70 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/prefix",schemaPath:"#/properties/agent/properties/envFrom/items/properties/prefix/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.prefix.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.prefix,data:data27};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -907,13 +896,12 @@ vErrors.push(err70);
 errors++;
 }
 }
-}
-if(data7.resources !== undefined){
-let data29 = data7.resources;
-if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
-for(const key5 in data29){
-if(!(((key5 === "limits") || (key5 === "requests")) || (key5 === "claims"))){
-const err71 = {instancePath:instancePath+"/agent/resources",schemaPath:"#/properties/agent/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.resources,data:data29};
+if(data23.secretRef !== undefined){
+let data28 = data23.secretRef;
+if(data28 && typeof data28 == "object" && !Array.isArray(data28)){
+for(const key7 in data28){
+if(!((key7 === "name") || (key7 === "optional"))){
+const err71 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef,data:data28};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -923,11 +911,11 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(data29.limits !== undefined){
-let data30 = data29.limits;
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-if(Object.keys(data30).length > 16){
-const err72 = {instancePath:instancePath+"/agent/resources/limits",schemaPath:"#/properties/agent/properties/resources/properties/limits/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.agent.properties.resources.properties.limits,data:data30};
+if(data28.name !== undefined){
+let data29 = data28.name;
+if(typeof data29 === "string"){
+if(func3(data29) > 253){
+const err72 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data29};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -936,13 +924,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-for(const key6 in data30){
-let data31 = data30[key6];
-const _errs75 = errors;
-let valid10 = false;
-const _errs76 = errors;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err73 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[0],data:data31};
+if(!pattern7.test(data29)){
+const err73 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data29};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -951,12 +934,9 @@ vErrors.push(err73);
 }
 errors++;
 }
-var _valid1 = _errs76 === errors;
-valid10 = valid10 || _valid1;
-if(!valid10){
-const _errs78 = errors;
-if(typeof data31 !== "string"){
-const err74 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[1],data:data31};
+}
+else {
+const err74 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/name",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.name,data:data29};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -965,11 +945,11 @@ vErrors.push(err74);
 }
 errors++;
 }
-var _valid1 = _errs78 === errors;
-valid10 = valid10 || _valid1;
 }
-if(!valid10){
-const err75 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+if(data28.optional !== undefined){
+let data30 = data28.optional;
+if(typeof data30 !== "boolean"){
+const err75 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef/optional",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/properties/optional/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.optional.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.properties.optional,data:data30};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -978,19 +958,10 @@ vErrors.push(err75);
 }
 errors++;
 }
-else {
-errors = _errs75;
-if(vErrors !== null){
-if(_errs75){
-vErrors.length = _errs75;
+}
 }
 else {
-vErrors = null;
-}
-}
-}
-if(!func16(data31)){
-const err76 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+const err76 = {instancePath:instancePath+"/agent/envFrom/" + i0+"/secretRef",schemaPath:"#/properties/agent/properties/envFrom/items/properties/secretRef/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.properties.secretRef.type,parentSchema:schema11.properties.agent.properties.envFrom.items.properties.secretRef,data:data28};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -999,9 +970,10 @@ vErrors.push(err76);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 9007199254740991 || isNaN(data31)){
-const err77 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+}
+}
+else {
+const err77 = {instancePath:instancePath+"/agent/envFrom/" + i0,schemaPath:"#/properties/agent/properties/envFrom/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.envFrom.items.type,parentSchema:schema11.properties.agent.properties.envFrom.items,data:data23};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1010,8 +982,10 @@ vErrors.push(err77);
 }
 errors++;
 }
-if(data31 < 0 || isNaN(data31)){
-const err78 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+}
+}
+else {
+const err78 = {instancePath:instancePath+"/agent/envFrom",schemaPath:"#/properties/agent/properties/envFrom/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.agent.properties.envFrom.type,parentSchema:schema11.properties.agent.properties.envFrom,data:data22};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1021,9 +995,11 @@ vErrors.push(err78);
 errors++;
 }
 }
+if(data18.serviceAccountName !== undefined){
+let data31 = data18.serviceAccountName;
 if(typeof data31 === "string"){
-if(func3(data31) > 64){
-const err79 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+if(func3(data31) > 253){
+const err79 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data31};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1032,8 +1008,8 @@ vErrors.push(err79);
 }
 errors++;
 }
-if(!pattern7.test(data31)){
-const err80 = {instancePath:instancePath+"/agent/resources/limits/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data31};
+if(!pattern9.test(data31)){
+const err80 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\"",schema:"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data31};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1043,10 +1019,8 @@ vErrors.push(err80);
 errors++;
 }
 }
-}
-}
 else {
-const err81 = {instancePath:instancePath+"/agent/resources/limits",schemaPath:"#/properties/agent/properties/resources/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.limits.type,parentSchema:schema11.properties.agent.properties.resources.properties.limits,data:data30};
+const err81 = {instancePath:instancePath+"/agent/serviceAccountName",schemaPath:"#/properties/agent/properties/serviceAccountName/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.serviceAccountName.type,parentSchema:schema11.properties.agent.properties.serviceAccountName,data:data31};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1056,11 +1030,9 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data29.requests !== undefined){
-let data32 = data29.requests;
-if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
-if(Object.keys(data32).length > 16){
-const err82 = {instancePath:instancePath+"/agent/resources/requests",schemaPath:"#/properties/agent/properties/resources/properties/requests/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.agent.properties.resources.properties.requests,data:data32};
+let data32 = data18.os;
+if(typeof data32 !== "string"){
+const err82 = {instancePath:instancePath+"/agent/os",schemaPath:"#/properties/agent/properties/os/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.os.type,parentSchema:schema11.properties.agent.properties.os,data:data32};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1069,13 +1041,8 @@ vErrors.push(err82);
 }
 errors++;
 }
-for(const key7 in data32){
-let data33 = data32[key7];
-const _errs84 = errors;
-let valid12 = false;
-const _errs85 = errors;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-const err83 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[0],data:data33};
+if(!((((data32 === "linux") || (data32 === "windows")) || (data32 === "android")) || (data32 === "macos"))){
+const err83 = {instancePath:instancePath+"/agent/os",schemaPath:"#/properties/agent/properties/os/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.os.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.os.enum,parentSchema:schema11.properties.agent.properties.os,data:data32};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1084,12 +1051,9 @@ vErrors.push(err83);
 }
 errors++;
 }
-var _valid2 = _errs85 === errors;
-valid12 = valid12 || _valid2;
-if(!valid12){
-const _errs87 = errors;
+let data33 = data18.backend;
 if(typeof data33 !== "string"){
-const err84 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[1],data:data33};
+const err84 = {instancePath:instancePath+"/agent/backend",schemaPath:"#/properties/agent/properties/backend/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.backend.type,parentSchema:schema11.properties.agent.properties.backend,data:data33};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1098,11 +1062,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-var _valid2 = _errs87 === errors;
-valid12 = valid12 || _valid2;
-}
-if(!valid12){
-const err85 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+if(!((data33 === "cloud-hypervisor") || (data33 === "firecracker"))){
+const err85 = {instancePath:instancePath+"/agent/backend",schemaPath:"#/properties/agent/properties/backend/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.backend.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.backend.enum,parentSchema:schema11.properties.agent.properties.backend,data:data33};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1111,19 +1072,10 @@ vErrors.push(err85);
 }
 errors++;
 }
-else {
-errors = _errs84;
-if(vErrors !== null){
-if(_errs84){
-vErrors.length = _errs84;
-}
-else {
-vErrors = null;
-}
-}
-}
-if(!func18(data33)){
-const err86 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+if(data18.connType !== undefined){
+let data34 = data18.connType;
+if(typeof data34 !== "string"){
+const err86 = {instancePath:instancePath+"/agent/connType",schemaPath:"#/properties/agent/properties/connType/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.connType.type,parentSchema:schema11.properties.agent.properties.connType,data:data34};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1132,9 +1084,8 @@ vErrors.push(err86);
 }
 errors++;
 }
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 9007199254740991 || isNaN(data33)){
-const err87 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+if(!((((data34 === "ssh") || (data34 === "rdp")) || (data34 === "vnc")) || (data34 === "adb"))){
+const err87 = {instancePath:instancePath+"/agent/connType",schemaPath:"#/properties/agent/properties/connType/enum",keyword:"enum",params:{allowedValues: schema11.properties.agent.properties.connType.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.agent.properties.connType.enum,parentSchema:schema11.properties.agent.properties.connType,data:data34};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1143,8 +1094,12 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data33 < 0 || isNaN(data33)){
-const err88 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+}
+if(data18.network !== undefined){
+let data35 = data18.network;
+if(typeof data35 === "string"){
+if(func3(data35) > 253){
+const err88 = {instancePath:instancePath+"/agent/network",schemaPath:"#/properties/agent/properties/network/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.network,data:data35};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1154,9 +1109,8 @@ vErrors.push(err88);
 errors++;
 }
 }
-if(typeof data33 === "string"){
-if(func3(data33) > 64){
-const err89 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+else {
+const err89 = {instancePath:instancePath+"/agent/network",schemaPath:"#/properties/agent/properties/network/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.network.type,parentSchema:schema11.properties.agent.properties.network,data:data35};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1165,8 +1119,11 @@ vErrors.push(err89);
 }
 errors++;
 }
-if(!pattern7.test(data33)){
-const err90 = {instancePath:instancePath+"/agent/resources/requests/" + key7.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data33};
+}
+if(data18.forcePull !== undefined){
+let data36 = data18.forcePull;
+if(typeof data36 !== "boolean"){
+const err90 = {instancePath:instancePath+"/agent/forcePull",schemaPath:"#/properties/agent/properties/forcePull/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.forcePull.type,parentSchema:schema11.properties.agent.properties.forcePull,data:data36};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1176,10 +1133,10 @@ vErrors.push(err90);
 errors++;
 }
 }
-}
-}
-else {
-const err91 = {instancePath:instancePath+"/agent/resources/requests",schemaPath:"#/properties/agent/properties/resources/properties/requests/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.requests.type,parentSchema:schema11.properties.agent.properties.resources.properties.requests,data:data32};
+if(data18.noDirectIO !== undefined){
+let data37 = data18.noDirectIO;
+if(typeof data37 !== "boolean"){
+const err91 = {instancePath:instancePath+"/agent/noDirectIO",schemaPath:"#/properties/agent/properties/noDirectIO/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.agent.properties.noDirectIO.type,parentSchema:schema11.properties.agent.properties.noDirectIO,data:data37};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1189,15 +1146,10 @@ vErrors.push(err91);
 errors++;
 }
 }
-if(data29.claims !== undefined){
-let data34 = data29.claims;
-if(Array.isArray(data34)){
-const len1 = data34.length;
-for(let i1=0; i1<len1; i1++){
-let data35 = data34[i1];
-if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
-if(data35.name === undefined){
-const err92 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.agent.properties.resources.properties.claims.items.required,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data35};
+if(data18.probePort !== undefined){
+let data38 = data18.probePort;
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err92 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.probePort.type,parentSchema:schema11.properties.agent.properties.probePort,data:data38};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1206,9 +1158,9 @@ vErrors.push(err92);
 }
 errors++;
 }
-for(const key8 in data35){
-if(!((key8 === "name") || (key8 === "request"))){
-const err93 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data35};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 > 65535 || isNaN(data38)){
+const err93 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.agent.properties.probePort,data:data38};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1217,12 +1169,8 @@ vErrors.push(err93);
 }
 errors++;
 }
-}
-if(data35.name !== undefined){
-let data36 = data35.name;
-if(typeof data36 === "string"){
-if(func3(data36) > 253){
-const err94 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/name",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name,data:data36};
+if(data38 < 0 || isNaN(data38)){
+const err94 = {instancePath:instancePath+"/agent/probePort",schemaPath:"#/properties/agent/properties/probePort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.probePort,data:data38};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1232,8 +1180,14 @@ vErrors.push(err94);
 errors++;
 }
 }
-else {
-const err95 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/name",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name,data:data36};
+}
+if(data18.storage !== undefined){
+let data39 = data18.storage;
+const _errs88 = errors;
+let valid10 = false;
+const _errs89 = errors;
+if(!(((typeof data39 == "number") && (!(data39 % 1) && !isNaN(data39))) && (isFinite(data39)))){
+const err95 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.storage.anyOf[0].type,parentSchema:schema11.properties.agent.properties.storage.anyOf[0],data:data39};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1242,12 +1196,12 @@ vErrors.push(err95);
 }
 errors++;
 }
-}
-if(data35.request !== undefined){
-let data37 = data35.request;
-if(typeof data37 === "string"){
-if(func3(data37) > 253){
-const err96 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/request",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/request/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request,data:data37};
+var _valid0 = _errs89 === errors;
+valid10 = valid10 || _valid0;
+if(!valid10){
+const _errs91 = errors;
+if(typeof data39 !== "string"){
+const err96 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.storage.anyOf[1].type,parentSchema:schema11.properties.agent.properties.storage.anyOf[1],data:data39};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1256,9 +1210,11 @@ vErrors.push(err96);
 }
 errors++;
 }
+var _valid0 = _errs91 === errors;
+valid10 = valid10 || _valid0;
 }
-else {
-const err97 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/request",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/request/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request,data:data37};
+if(!valid10){
+const err97 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.storage.anyOf,parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1267,10 +1223,19 @@ vErrors.push(err97);
 }
 errors++;
 }
-}
+else {
+errors = _errs88;
+if(vErrors !== null){
+if(_errs88){
+vErrors.length = _errs88;
 }
 else {
-const err98 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.claims.items.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data35};
+vErrors = null;
+}
+}
+}
+if(!func21(data39)){
+const err98 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1279,10 +1244,9 @@ vErrors.push(err98);
 }
 errors++;
 }
-}
-}
-else {
-const err99 = {instancePath:instancePath+"/agent/resources/claims",schemaPath:"#/properties/agent/properties/resources/properties/claims/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.agent.properties.resources.properties.claims.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims,data:data34};
+if((typeof data39 == "number") && (isFinite(data39))){
+if(data39 > 9007199254740991 || isNaN(data39)){
+const err99 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1291,10 +1255,8 @@ vErrors.push(err99);
 }
 errors++;
 }
-}
-}
-else {
-const err100 = {instancePath:instancePath+"/agent/resources",schemaPath:"#/properties/agent/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.type,parentSchema:schema11.properties.agent.properties.resources,data:data29};
+if(data39 < 0 || isNaN(data39)){
+const err100 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1304,9 +1266,9 @@ vErrors.push(err100);
 errors++;
 }
 }
-}
-else {
-const err101 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.type,parentSchema:schema11.properties.agent,data:data7};
+if(typeof data39 === "string"){
+if(func3(data39) > 64){
+const err101 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1315,12 +1277,8 @@ vErrors.push(err101);
 }
 errors++;
 }
-}
-if(data.toolboxes !== undefined){
-let data38 = data.toolboxes;
-if(Array.isArray(data38)){
-if(data38.length > 64){
-const err102 = {instancePath:instancePath+"/toolboxes",schemaPath:"#/properties/toolboxes/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items",schema:64,parentSchema:schema11.properties.toolboxes,data:data38};
+if(!pattern10.test(data39)){
+const err102 = {instancePath:instancePath+"/agent/storage",schemaPath:"#/properties/agent/properties/storage/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.storage,data:data39};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1329,21 +1287,14 @@ vErrors.push(err102);
 }
 errors++;
 }
-const len2 = data38.length;
-for(let i2=0; i2<len2; i2++){
-let data39 = data38[i2];
-if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
-if(data39.mode === undefined){
-data39.mode = "run";
 }
-if(data39.os === undefined){
-data39.os = "linux";
 }
-if(data39.backend === undefined){
-data39.backend = "cloud-hypervisor";
-}
-if(data39.name === undefined){
-const err103 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.toolboxes.items.required,parentSchema:schema11.properties.toolboxes.items,data:data39};
+if(data18.resources !== undefined){
+let data40 = data18.resources;
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+for(const key8 in data40){
+if(!(((key8 === "limits") || (key8 === "requests")) || (key8 === "claims"))){
+const err103 = {instancePath:instancePath+"/agent/resources",schemaPath:"#/properties/agent/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.resources,data:data40};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1352,9 +1303,12 @@ vErrors.push(err103);
 }
 errors++;
 }
-for(const key9 in data39){
-if(!(func2.call(schema11.properties.toolboxes.items.properties, key9))){
-const err104 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items,data:data39};
+}
+if(data40.limits !== undefined){
+let data41 = data40.limits;
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(Object.keys(data41).length > 16){
+const err104 = {instancePath:instancePath+"/agent/resources/limits",schemaPath:"#/properties/agent/properties/resources/properties/limits/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.agent.properties.resources.properties.limits,data:data41};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1363,12 +1317,13 @@ vErrors.push(err104);
 }
 errors++;
 }
-}
-if(data39.name !== undefined){
-let data40 = data39.name;
-if(typeof data40 === "string"){
-if(func3(data40) > 63){
-const err105 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters",schema:63,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data40};
+for(const key9 in data41){
+let data42 = data41[key9];
+const _errs100 = errors;
+let valid13 = false;
+const _errs101 = errors;
+if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
+const err105 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[0],data:data42};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1377,8 +1332,12 @@ vErrors.push(err105);
 }
 errors++;
 }
-if(func3(data40) < 1){
-const err106 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data40};
+var _valid1 = _errs101 === errors;
+valid13 = valid13 || _valid1;
+if(!valid13){
+const _errs103 = errors;
+if(typeof data42 !== "string"){
+const err106 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf[1],data:data42};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1387,8 +1346,11 @@ vErrors.push(err106);
 }
 errors++;
 }
-if(!pattern10.test(data40)){
-const err107 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",parentSchema:schema11.properties.toolboxes.items.properties.name,data:data40};
+var _valid1 = _errs103 === errors;
+valid13 = valid13 || _valid1;
+}
+if(!valid13){
+const err107 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties.anyOf,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1397,9 +1359,19 @@ vErrors.push(err107);
 }
 errors++;
 }
+else {
+errors = _errs100;
+if(vErrors !== null){
+if(_errs100){
+vErrors.length = _errs100;
 }
 else {
-const err108 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.name.type,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data40};
+vErrors = null;
+}
+}
+}
+if(!func23(data42)){
+const err108 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1408,12 +1380,9 @@ vErrors.push(err108);
 }
 errors++;
 }
-}
-if(data39.image !== undefined){
-let data41 = data39.image;
-if(typeof data41 === "string"){
-if(func3(data41) > 4096){
-const err109 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters",schema:4096,parentSchema:schema11.properties.toolboxes.items.properties.image,data:data41};
+if((typeof data42 == "number") && (isFinite(data42))){
+if(data42 > 9007199254740991 || isNaN(data42)){
+const err109 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1422,8 +1391,8 @@ vErrors.push(err109);
 }
 errors++;
 }
-if(!pattern3.test(data41)){
-const err110 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/pattern",keyword:"pattern",params:{pattern: "^[!-~]*$"},message:"must match pattern \""+"^[!-~]*$"+"\"",schema:"^[!-~]*$",parentSchema:schema11.properties.toolboxes.items.properties.image,data:data41};
+if(data42 < 0 || isNaN(data42)){
+const err110 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1433,8 +1402,9 @@ vErrors.push(err110);
 errors++;
 }
 }
-else {
-const err111 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.image.type,parentSchema:schema11.properties.toolboxes.items.properties.image,data:data41};
+if(typeof data42 === "string"){
+if(func3(data42) > 64){
+const err111 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1443,10 +1413,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-}
-let data42 = data39.mode;
-if(typeof data42 !== "string"){
-const err112 = {instancePath:instancePath+"/toolboxes/" + i2+"/mode",schemaPath:"#/properties/toolboxes/items/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.mode.type,parentSchema:schema11.properties.toolboxes.items.properties.mode,data:data42};
+if(!pattern10.test(data42)){
+const err112 = {instancePath:instancePath+"/agent/resources/limits/" + key9.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/limits/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.resources.properties.limits.additionalProperties,data:data42};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1455,8 +1423,11 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(!(((data42 === "run") || (data42 === "clone")) || (data42 === "static"))){
-const err113 = {instancePath:instancePath+"/toolboxes/" + i2+"/mode",schemaPath:"#/properties/toolboxes/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.mode.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.mode.enum,parentSchema:schema11.properties.toolboxes.items.properties.mode,data:data42};
+}
+}
+}
+else {
+const err113 = {instancePath:instancePath+"/agent/resources/limits",schemaPath:"#/properties/agent/properties/resources/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.limits.type,parentSchema:schema11.properties.agent.properties.resources.properties.limits,data:data41};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1465,11 +1436,12 @@ vErrors.push(err113);
 }
 errors++;
 }
-if(data39.staticIP !== undefined){
-let data43 = data39.staticIP;
-if(typeof data43 === "string"){
-if(func3(data43) > 253){
-const err114 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticIP",schemaPath:"#/properties/toolboxes/items/properties/staticIP/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.staticIP,data:data43};
+}
+if(data40.requests !== undefined){
+let data43 = data40.requests;
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+if(Object.keys(data43).length > 16){
+const err114 = {instancePath:instancePath+"/agent/resources/requests",schemaPath:"#/properties/agent/properties/resources/properties/requests/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.agent.properties.resources.properties.requests,data:data43};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1478,9 +1450,13 @@ vErrors.push(err114);
 }
 errors++;
 }
-}
-else {
-const err115 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticIP",schemaPath:"#/properties/toolboxes/items/properties/staticIP/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.staticIP.type,parentSchema:schema11.properties.toolboxes.items.properties.staticIP,data:data43};
+for(const key10 in data43){
+let data44 = data43[key10];
+const _errs109 = errors;
+let valid15 = false;
+const _errs110 = errors;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err115 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[0],data:data44};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1489,12 +1465,12 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-if(data39.staticVMID !== undefined){
-let data44 = data39.staticVMID;
-if(typeof data44 === "string"){
-if(func3(data44) > 253){
-const err116 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticVMID",schemaPath:"#/properties/toolboxes/items/properties/staticVMID/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.staticVMID,data:data44};
+var _valid2 = _errs110 === errors;
+valid15 = valid15 || _valid2;
+if(!valid15){
+const _errs112 = errors;
+if(typeof data44 !== "string"){
+const err116 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf[1],data:data44};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1503,9 +1479,11 @@ vErrors.push(err116);
 }
 errors++;
 }
+var _valid2 = _errs112 === errors;
+valid15 = valid15 || _valid2;
 }
-else {
-const err117 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticVMID",schemaPath:"#/properties/toolboxes/items/properties/staticVMID/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.staticVMID.type,parentSchema:schema11.properties.toolboxes.items.properties.staticVMID,data:data44};
+if(!valid15){
+const err117 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties.anyOf,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1514,11 +1492,19 @@ vErrors.push(err117);
 }
 errors++;
 }
+else {
+errors = _errs109;
+if(vErrors !== null){
+if(_errs109){
+vErrors.length = _errs109;
 }
-if(data39.vncPort !== undefined){
-let data45 = data39.vncPort;
-if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
-const err118 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.vncPort.type,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data45};
+else {
+vErrors = null;
+}
+}
+}
+if(!func25(data44)){
+const err118 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1527,9 +1513,9 @@ vErrors.push(err118);
 }
 errors++;
 }
-if((typeof data45 == "number") && (isFinite(data45))){
-if(data45 > 65535 || isNaN(data45)){
-const err119 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data45};
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 > 9007199254740991 || isNaN(data44)){
+const err119 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1538,8 +1524,8 @@ vErrors.push(err119);
 }
 errors++;
 }
-if(data45 < 0 || isNaN(data45)){
-const err120 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data45};
+if(data44 < 0 || isNaN(data44)){
+const err120 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1549,10 +1535,9 @@ vErrors.push(err120);
 errors++;
 }
 }
-}
-let data46 = data39.os;
-if(typeof data46 !== "string"){
-const err121 = {instancePath:instancePath+"/toolboxes/" + i2+"/os",schemaPath:"#/properties/toolboxes/items/properties/os/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.os.type,parentSchema:schema11.properties.toolboxes.items.properties.os,data:data46};
+if(typeof data44 === "string"){
+if(func3(data44) > 64){
+const err121 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1561,8 +1546,8 @@ vErrors.push(err121);
 }
 errors++;
 }
-if(!((((data46 === "linux") || (data46 === "windows")) || (data46 === "android")) || (data46 === "macos"))){
-const err122 = {instancePath:instancePath+"/toolboxes/" + i2+"/os",schemaPath:"#/properties/toolboxes/items/properties/os/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.os.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.os.enum,parentSchema:schema11.properties.toolboxes.items.properties.os,data:data46};
+if(!pattern10.test(data44)){
+const err122 = {instancePath:instancePath+"/agent/resources/requests/" + key10.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/agent/properties/resources/properties/requests/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.agent.properties.resources.properties.requests.additionalProperties,data:data44};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1571,9 +1556,11 @@ vErrors.push(err122);
 }
 errors++;
 }
-let data47 = data39.backend;
-if(typeof data47 !== "string"){
-const err123 = {instancePath:instancePath+"/toolboxes/" + i2+"/backend",schemaPath:"#/properties/toolboxes/items/properties/backend/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.backend.type,parentSchema:schema11.properties.toolboxes.items.properties.backend,data:data47};
+}
+}
+}
+else {
+const err123 = {instancePath:instancePath+"/agent/resources/requests",schemaPath:"#/properties/agent/properties/resources/properties/requests/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.requests.type,parentSchema:schema11.properties.agent.properties.resources.properties.requests,data:data43};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1582,8 +1569,16 @@ vErrors.push(err123);
 }
 errors++;
 }
-if(!((data47 === "cloud-hypervisor") || (data47 === "firecracker"))){
-const err124 = {instancePath:instancePath+"/toolboxes/" + i2+"/backend",schemaPath:"#/properties/toolboxes/items/properties/backend/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.backend.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.backend.enum,parentSchema:schema11.properties.toolboxes.items.properties.backend,data:data47};
+}
+if(data40.claims !== undefined){
+let data45 = data40.claims;
+if(Array.isArray(data45)){
+const len1 = data45.length;
+for(let i1=0; i1<len1; i1++){
+let data46 = data45[i1];
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.name === undefined){
+const err124 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.agent.properties.resources.properties.claims.items.required,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data46};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1592,10 +1587,9 @@ vErrors.push(err124);
 }
 errors++;
 }
-if(data39.connType !== undefined){
-let data48 = data39.connType;
-if(typeof data48 !== "string"){
-const err125 = {instancePath:instancePath+"/toolboxes/" + i2+"/connType",schemaPath:"#/properties/toolboxes/items/properties/connType/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.connType.type,parentSchema:schema11.properties.toolboxes.items.properties.connType,data:data48};
+for(const key11 in data46){
+if(!((key11 === "name") || (key11 === "request"))){
+const err125 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data46};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1604,8 +1598,12 @@ vErrors.push(err125);
 }
 errors++;
 }
-if(!((((data48 === "ssh") || (data48 === "rdp")) || (data48 === "vnc")) || (data48 === "adb"))){
-const err126 = {instancePath:instancePath+"/toolboxes/" + i2+"/connType",schemaPath:"#/properties/toolboxes/items/properties/connType/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.connType.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.connType.enum,parentSchema:schema11.properties.toolboxes.items.properties.connType,data:data48};
+}
+if(data46.name !== undefined){
+let data47 = data46.name;
+if(typeof data47 === "string"){
+if(func3(data47) > 253){
+const err126 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/name",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name,data:data47};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1615,11 +1613,8 @@ vErrors.push(err126);
 errors++;
 }
 }
-if(data39.network !== undefined){
-let data49 = data39.network;
-if(typeof data49 === "string"){
-if(func3(data49) > 253){
-const err127 = {instancePath:instancePath+"/toolboxes/" + i2+"/network",schemaPath:"#/properties/toolboxes/items/properties/network/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.network,data:data49};
+else {
+const err127 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/name",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.name,data:data47};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1629,8 +1624,11 @@ vErrors.push(err127);
 errors++;
 }
 }
-else {
-const err128 = {instancePath:instancePath+"/toolboxes/" + i2+"/network",schemaPath:"#/properties/toolboxes/items/properties/network/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.network.type,parentSchema:schema11.properties.toolboxes.items.properties.network,data:data49};
+if(data46.request !== undefined){
+let data48 = data46.request;
+if(typeof data48 === "string"){
+if(func3(data48) > 253){
+const err128 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/request",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/request/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request,data:data48};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1640,10 +1638,8 @@ vErrors.push(err128);
 errors++;
 }
 }
-if(data39.forcePull !== undefined){
-let data50 = data39.forcePull;
-if(typeof data50 !== "boolean"){
-const err129 = {instancePath:instancePath+"/toolboxes/" + i2+"/forcePull",schemaPath:"#/properties/toolboxes/items/properties/forcePull/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.toolboxes.items.properties.forcePull.type,parentSchema:schema11.properties.toolboxes.items.properties.forcePull,data:data50};
+else {
+const err129 = {instancePath:instancePath+"/agent/resources/claims/" + i1+"/request",schemaPath:"#/properties/agent/properties/resources/properties/claims/items/properties/request/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items.properties.request,data:data48};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1653,10 +1649,9 @@ vErrors.push(err129);
 errors++;
 }
 }
-if(data39.noDirectIO !== undefined){
-let data51 = data39.noDirectIO;
-if(typeof data51 !== "boolean"){
-const err130 = {instancePath:instancePath+"/toolboxes/" + i2+"/noDirectIO",schemaPath:"#/properties/toolboxes/items/properties/noDirectIO/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.toolboxes.items.properties.noDirectIO.type,parentSchema:schema11.properties.toolboxes.items.properties.noDirectIO,data:data51};
+}
+else {
+const err130 = {instancePath:instancePath+"/agent/resources/claims/" + i1,schemaPath:"#/properties/agent/properties/resources/properties/claims/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.properties.claims.items.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims.items,data:data46};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1666,10 +1661,9 @@ vErrors.push(err130);
 errors++;
 }
 }
-if(data39.probePort !== undefined){
-let data52 = data39.probePort;
-if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err131 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.probePort.type,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data52};
+}
+else {
+const err131 = {instancePath:instancePath+"/agent/resources/claims",schemaPath:"#/properties/agent/properties/resources/properties/claims/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.agent.properties.resources.properties.claims.type,parentSchema:schema11.properties.agent.properties.resources.properties.claims,data:data45};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1678,9 +1672,10 @@ vErrors.push(err131);
 }
 errors++;
 }
-if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 > 65535 || isNaN(data52)){
-const err132 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data52};
+}
+}
+else {
+const err132 = {instancePath:instancePath+"/agent/resources",schemaPath:"#/properties/agent/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.properties.resources.type,parentSchema:schema11.properties.agent.properties.resources,data:data40};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1689,8 +1684,10 @@ vErrors.push(err132);
 }
 errors++;
 }
-if(data52 < 0 || isNaN(data52)){
-const err133 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data52};
+}
+}
+else {
+const err133 = {instancePath:instancePath+"/agent",schemaPath:"#/properties/agent/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.agent.type,parentSchema:schema11.properties.agent,data:data18};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1700,14 +1697,11 @@ vErrors.push(err133);
 errors++;
 }
 }
-}
-if(data39.storage !== undefined){
-let data53 = data39.storage;
-const _errs130 = errors;
-let valid19 = false;
-const _errs131 = errors;
-if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
-const err134 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.storage.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.storage.anyOf[0],data:data53};
+if(data.toolboxes !== undefined){
+let data49 = data.toolboxes;
+if(Array.isArray(data49)){
+if(data49.length > 64){
+const err134 = {instancePath:instancePath+"/toolboxes",schemaPath:"#/properties/toolboxes/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items",schema:64,parentSchema:schema11.properties.toolboxes,data:data49};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1716,12 +1710,21 @@ vErrors.push(err134);
 }
 errors++;
 }
-var _valid3 = _errs131 === errors;
-valid19 = valid19 || _valid3;
-if(!valid19){
-const _errs133 = errors;
-if(typeof data53 !== "string"){
-const err135 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.storage.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.storage.anyOf[1],data:data53};
+const len2 = data49.length;
+for(let i2=0; i2<len2; i2++){
+let data50 = data49[i2];
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+if(data50.mode === undefined){
+data50.mode = "run";
+}
+if(data50.os === undefined){
+data50.os = "linux";
+}
+if(data50.backend === undefined){
+data50.backend = "cloud-hypervisor";
+}
+if(data50.name === undefined){
+const err135 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.toolboxes.items.required,parentSchema:schema11.properties.toolboxes.items,data:data50};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1730,11 +1733,9 @@ vErrors.push(err135);
 }
 errors++;
 }
-var _valid3 = _errs133 === errors;
-valid19 = valid19 || _valid3;
-}
-if(!valid19){
-const err136 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.storage.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+for(const key12 in data50){
+if(!(func2.call(schema11.properties.toolboxes.items.properties, key12))){
+const err136 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items,data:data50};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1743,19 +1744,12 @@ vErrors.push(err136);
 }
 errors++;
 }
-else {
-errors = _errs130;
-if(vErrors !== null){
-if(_errs130){
-vErrors.length = _errs130;
 }
-else {
-vErrors = null;
-}
-}
-}
-if(!func29(data53)){
-const err137 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+if(data50.name !== undefined){
+let data51 = data50.name;
+if(typeof data51 === "string"){
+if(func3(data51) > 63){
+const err137 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters",schema:63,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data51};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1764,9 +1758,8 @@ vErrors.push(err137);
 }
 errors++;
 }
-if((typeof data53 == "number") && (isFinite(data53))){
-if(data53 > 9007199254740991 || isNaN(data53)){
-const err138 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+if(func3(data51) < 1){
+const err138 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters",schema:1,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data51};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1775,8 +1768,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-if(data53 < 0 || isNaN(data53)){
-const err139 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+if(!pattern13.test(data51)){
+const err139 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\"",schema:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",parentSchema:schema11.properties.toolboxes.items.properties.name,data:data51};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1786,9 +1779,8 @@ vErrors.push(err139);
 errors++;
 }
 }
-if(typeof data53 === "string"){
-if(func3(data53) > 64){
-const err140 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+else {
+const err140 = {instancePath:instancePath+"/toolboxes/" + i2+"/name",schemaPath:"#/properties/toolboxes/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.name.type,parentSchema:schema11.properties.toolboxes.items.properties.name,data:data51};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1797,8 +1789,12 @@ vErrors.push(err140);
 }
 errors++;
 }
-if(!pattern7.test(data53)){
-const err141 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data53};
+}
+if(data50.image !== undefined){
+let data52 = data50.image;
+if(typeof data52 === "string"){
+if(func3(data52) > 4096){
+const err141 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters",schema:4096,parentSchema:schema11.properties.toolboxes.items.properties.image,data:data52};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1807,14 +1803,8 @@ vErrors.push(err141);
 }
 errors++;
 }
-}
-}
-if(data39.resources !== undefined){
-let data54 = data39.resources;
-if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
-for(const key10 in data54){
-if(!(((key10 === "limits") || (key10 === "requests")) || (key10 === "claims"))){
-const err142 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources",schemaPath:"#/properties/toolboxes/items/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items.properties.resources,data:data54};
+if(!pattern6.test(data52)){
+const err142 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/pattern",keyword:"pattern",params:{pattern: "^[!-~]*$"},message:"must match pattern \""+"^[!-~]*$"+"\"",schema:"^[!-~]*$",parentSchema:schema11.properties.toolboxes.items.properties.image,data:data52};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1824,11 +1814,8 @@ vErrors.push(err142);
 errors++;
 }
 }
-if(data54.limits !== undefined){
-let data55 = data54.limits;
-if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
-if(Object.keys(data55).length > 16){
-const err143 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits,data:data55};
+else {
+const err143 = {instancePath:instancePath+"/toolboxes/" + i2+"/image",schemaPath:"#/properties/toolboxes/items/properties/image/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.image.type,parentSchema:schema11.properties.toolboxes.items.properties.image,data:data52};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1837,13 +1824,10 @@ vErrors.push(err143);
 }
 errors++;
 }
-for(const key11 in data55){
-let data56 = data55[key11];
-const _errs142 = errors;
-let valid22 = false;
-const _errs143 = errors;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err144 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[0],data:data56};
+}
+let data53 = data50.mode;
+if(typeof data53 !== "string"){
+const err144 = {instancePath:instancePath+"/toolboxes/" + i2+"/mode",schemaPath:"#/properties/toolboxes/items/properties/mode/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.mode.type,parentSchema:schema11.properties.toolboxes.items.properties.mode,data:data53};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1852,12 +1836,8 @@ vErrors.push(err144);
 }
 errors++;
 }
-var _valid4 = _errs143 === errors;
-valid22 = valid22 || _valid4;
-if(!valid22){
-const _errs145 = errors;
-if(typeof data56 !== "string"){
-const err145 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[1],data:data56};
+if(!(((data53 === "run") || (data53 === "clone")) || (data53 === "static"))){
+const err145 = {instancePath:instancePath+"/toolboxes/" + i2+"/mode",schemaPath:"#/properties/toolboxes/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.mode.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.mode.enum,parentSchema:schema11.properties.toolboxes.items.properties.mode,data:data53};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1866,11 +1846,11 @@ vErrors.push(err145);
 }
 errors++;
 }
-var _valid4 = _errs145 === errors;
-valid22 = valid22 || _valid4;
-}
-if(!valid22){
-const err146 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+if(data50.staticIP !== undefined){
+let data54 = data50.staticIP;
+if(typeof data54 === "string"){
+if(func3(data54) > 253){
+const err146 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticIP",schemaPath:"#/properties/toolboxes/items/properties/staticIP/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.staticIP,data:data54};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1879,19 +1859,9 @@ vErrors.push(err146);
 }
 errors++;
 }
-else {
-errors = _errs142;
-if(vErrors !== null){
-if(_errs142){
-vErrors.length = _errs142;
 }
 else {
-vErrors = null;
-}
-}
-}
-if(!func31(data56)){
-const err147 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+const err147 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticIP",schemaPath:"#/properties/toolboxes/items/properties/staticIP/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.staticIP.type,parentSchema:schema11.properties.toolboxes.items.properties.staticIP,data:data54};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1900,9 +1870,12 @@ vErrors.push(err147);
 }
 errors++;
 }
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 > 9007199254740991 || isNaN(data56)){
-const err148 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+}
+if(data50.staticVMID !== undefined){
+let data55 = data50.staticVMID;
+if(typeof data55 === "string"){
+if(func3(data55) > 253){
+const err148 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticVMID",schemaPath:"#/properties/toolboxes/items/properties/staticVMID/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.staticVMID,data:data55};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1911,8 +1884,9 @@ vErrors.push(err148);
 }
 errors++;
 }
-if(data56 < 0 || isNaN(data56)){
-const err149 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+}
+else {
+const err149 = {instancePath:instancePath+"/toolboxes/" + i2+"/staticVMID",schemaPath:"#/properties/toolboxes/items/properties/staticVMID/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.staticVMID.type,parentSchema:schema11.properties.toolboxes.items.properties.staticVMID,data:data55};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1922,9 +1896,10 @@ vErrors.push(err149);
 errors++;
 }
 }
-if(typeof data56 === "string"){
-if(func3(data56) > 64){
-const err150 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+if(data50.vncPort !== undefined){
+let data56 = data50.vncPort;
+if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
+const err150 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.vncPort.type,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data56};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1933,8 +1908,9 @@ vErrors.push(err150);
 }
 errors++;
 }
-if(!pattern7.test(data56)){
-const err151 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key11.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data56};
+if((typeof data56 == "number") && (isFinite(data56))){
+if(data56 > 65535 || isNaN(data56)){
+const err151 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data56};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1943,11 +1919,8 @@ vErrors.push(err151);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err152 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits,data:data55};
+if(data56 < 0 || isNaN(data56)){
+const err152 = {instancePath:instancePath+"/toolboxes/" + i2+"/vncPort",schemaPath:"#/properties/toolboxes/items/properties/vncPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.vncPort,data:data56};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1957,11 +1930,10 @@ vErrors.push(err152);
 errors++;
 }
 }
-if(data54.requests !== undefined){
-let data57 = data54.requests;
-if(data57 && typeof data57 == "object" && !Array.isArray(data57)){
-if(Object.keys(data57).length > 16){
-const err153 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests,data:data57};
+}
+let data57 = data50.os;
+if(typeof data57 !== "string"){
+const err153 = {instancePath:instancePath+"/toolboxes/" + i2+"/os",schemaPath:"#/properties/toolboxes/items/properties/os/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.os.type,parentSchema:schema11.properties.toolboxes.items.properties.os,data:data57};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1970,13 +1942,8 @@ vErrors.push(err153);
 }
 errors++;
 }
-for(const key12 in data57){
-let data58 = data57[key12];
-const _errs151 = errors;
-let valid24 = false;
-const _errs152 = errors;
-if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
-const err154 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[0],data:data58};
+if(!((((data57 === "linux") || (data57 === "windows")) || (data57 === "android")) || (data57 === "macos"))){
+const err154 = {instancePath:instancePath+"/toolboxes/" + i2+"/os",schemaPath:"#/properties/toolboxes/items/properties/os/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.os.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.os.enum,parentSchema:schema11.properties.toolboxes.items.properties.os,data:data57};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -1985,12 +1952,9 @@ vErrors.push(err154);
 }
 errors++;
 }
-var _valid5 = _errs152 === errors;
-valid24 = valid24 || _valid5;
-if(!valid24){
-const _errs154 = errors;
+let data58 = data50.backend;
 if(typeof data58 !== "string"){
-const err155 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[1],data:data58};
+const err155 = {instancePath:instancePath+"/toolboxes/" + i2+"/backend",schemaPath:"#/properties/toolboxes/items/properties/backend/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.backend.type,parentSchema:schema11.properties.toolboxes.items.properties.backend,data:data58};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -1999,11 +1963,8 @@ vErrors.push(err155);
 }
 errors++;
 }
-var _valid5 = _errs154 === errors;
-valid24 = valid24 || _valid5;
-}
-if(!valid24){
-const err156 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+if(!((data58 === "cloud-hypervisor") || (data58 === "firecracker"))){
+const err156 = {instancePath:instancePath+"/toolboxes/" + i2+"/backend",schemaPath:"#/properties/toolboxes/items/properties/backend/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.backend.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.backend.enum,parentSchema:schema11.properties.toolboxes.items.properties.backend,data:data58};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2012,19 +1973,10 @@ vErrors.push(err156);
 }
 errors++;
 }
-else {
-errors = _errs151;
-if(vErrors !== null){
-if(_errs151){
-vErrors.length = _errs151;
-}
-else {
-vErrors = null;
-}
-}
-}
-if(!func33(data58)){
-const err157 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+if(data50.connType !== undefined){
+let data59 = data50.connType;
+if(typeof data59 !== "string"){
+const err157 = {instancePath:instancePath+"/toolboxes/" + i2+"/connType",schemaPath:"#/properties/toolboxes/items/properties/connType/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.connType.type,parentSchema:schema11.properties.toolboxes.items.properties.connType,data:data59};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2033,9 +1985,8 @@ vErrors.push(err157);
 }
 errors++;
 }
-if((typeof data58 == "number") && (isFinite(data58))){
-if(data58 > 9007199254740991 || isNaN(data58)){
-const err158 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+if(!((((data59 === "ssh") || (data59 === "rdp")) || (data59 === "vnc")) || (data59 === "adb"))){
+const err158 = {instancePath:instancePath+"/toolboxes/" + i2+"/connType",schemaPath:"#/properties/toolboxes/items/properties/connType/enum",keyword:"enum",params:{allowedValues: schema11.properties.toolboxes.items.properties.connType.enum},message:"must be equal to one of the allowed values",schema:schema11.properties.toolboxes.items.properties.connType.enum,parentSchema:schema11.properties.toolboxes.items.properties.connType,data:data59};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2044,8 +1995,12 @@ vErrors.push(err158);
 }
 errors++;
 }
-if(data58 < 0 || isNaN(data58)){
-const err159 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+}
+if(data50.network !== undefined){
+let data60 = data50.network;
+if(typeof data60 === "string"){
+if(func3(data60) > 253){
+const err159 = {instancePath:instancePath+"/toolboxes/" + i2+"/network",schemaPath:"#/properties/toolboxes/items/properties/network/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.network,data:data60};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2055,9 +2010,8 @@ vErrors.push(err159);
 errors++;
 }
 }
-if(typeof data58 === "string"){
-if(func3(data58) > 64){
-const err160 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+else {
+const err160 = {instancePath:instancePath+"/toolboxes/" + i2+"/network",schemaPath:"#/properties/toolboxes/items/properties/network/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.network.type,parentSchema:schema11.properties.toolboxes.items.properties.network,data:data60};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2066,8 +2020,11 @@ vErrors.push(err160);
 }
 errors++;
 }
-if(!pattern7.test(data58)){
-const err161 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key12.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data58};
+}
+if(data50.forcePull !== undefined){
+let data61 = data50.forcePull;
+if(typeof data61 !== "boolean"){
+const err161 = {instancePath:instancePath+"/toolboxes/" + i2+"/forcePull",schemaPath:"#/properties/toolboxes/items/properties/forcePull/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.toolboxes.items.properties.forcePull.type,parentSchema:schema11.properties.toolboxes.items.properties.forcePull,data:data61};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2077,10 +2034,10 @@ vErrors.push(err161);
 errors++;
 }
 }
-}
-}
-else {
-const err162 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests,data:data57};
+if(data50.noDirectIO !== undefined){
+let data62 = data50.noDirectIO;
+if(typeof data62 !== "boolean"){
+const err162 = {instancePath:instancePath+"/toolboxes/" + i2+"/noDirectIO",schemaPath:"#/properties/toolboxes/items/properties/noDirectIO/type",keyword:"type",params:{type: "boolean"},message:"must be boolean",schema:schema11.properties.toolboxes.items.properties.noDirectIO.type,parentSchema:schema11.properties.toolboxes.items.properties.noDirectIO,data:data62};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2090,15 +2047,10 @@ vErrors.push(err162);
 errors++;
 }
 }
-if(data54.claims !== undefined){
-let data59 = data54.claims;
-if(Array.isArray(data59)){
-const len3 = data59.length;
-for(let i3=0; i3<len3; i3++){
-let data60 = data59[i3];
-if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
-if(data60.name === undefined){
-const err163 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.required,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data60};
+if(data50.probePort !== undefined){
+let data63 = data50.probePort;
+if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
+const err163 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.probePort.type,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data63};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2107,9 +2059,9 @@ vErrors.push(err163);
 }
 errors++;
 }
-for(const key13 in data60){
-if(!((key13 === "name") || (key13 === "request"))){
-const err164 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data60};
+if((typeof data63 == "number") && (isFinite(data63))){
+if(data63 > 65535 || isNaN(data63)){
+const err164 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535",schema:65535,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data63};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2118,12 +2070,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-if(data60.name !== undefined){
-let data61 = data60.name;
-if(typeof data61 === "string"){
-if(func3(data61) > 253){
-const err165 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/name",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name,data:data61};
+if(data63 < 0 || isNaN(data63)){
+const err165 = {instancePath:instancePath+"/toolboxes/" + i2+"/probePort",schemaPath:"#/properties/toolboxes/items/properties/probePort/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.probePort,data:data63};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2133,8 +2081,14 @@ vErrors.push(err165);
 errors++;
 }
 }
-else {
-const err166 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/name",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name,data:data61};
+}
+if(data50.storage !== undefined){
+let data64 = data50.storage;
+const _errs155 = errors;
+let valid22 = false;
+const _errs156 = errors;
+if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
+const err166 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.storage.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.storage.anyOf[0],data:data64};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2143,12 +2097,12 @@ vErrors.push(err166);
 }
 errors++;
 }
-}
-if(data60.request !== undefined){
-let data62 = data60.request;
-if(typeof data62 === "string"){
-if(func3(data62) > 253){
-const err167 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/request",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/request/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request,data:data62};
+var _valid3 = _errs156 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs158 = errors;
+if(typeof data64 !== "string"){
+const err167 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.storage.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.storage.anyOf[1],data:data64};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2157,9 +2111,11 @@ vErrors.push(err167);
 }
 errors++;
 }
+var _valid3 = _errs158 === errors;
+valid22 = valid22 || _valid3;
 }
-else {
-const err168 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/request",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/request/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request,data:data62};
+if(!valid22){
+const err168 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.storage.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2168,10 +2124,19 @@ vErrors.push(err168);
 }
 errors++;
 }
-}
+else {
+errors = _errs155;
+if(vErrors !== null){
+if(_errs155){
+vErrors.length = _errs155;
 }
 else {
-const err169 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data60};
+vErrors = null;
+}
+}
+}
+if(!func36(data64)){
+const err169 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2180,10 +2145,9 @@ vErrors.push(err169);
 }
 errors++;
 }
-}
-}
-else {
-const err170 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims,data:data59};
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 9007199254740991 || isNaN(data64)){
+const err170 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2192,10 +2156,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-}
-else {
-const err171 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources",schemaPath:"#/properties/toolboxes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.type,parentSchema:schema11.properties.toolboxes.items.properties.resources,data:data54};
+if(data64 < 0 || isNaN(data64)){
+const err171 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2205,9 +2167,9 @@ vErrors.push(err171);
 errors++;
 }
 }
-}
-else {
-const err172 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.type,parentSchema:schema11.properties.toolboxes.items,data:data39};
+if(typeof data64 === "string"){
+if(func3(data64) > 64){
+const err172 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2216,10 +2178,8 @@ vErrors.push(err172);
 }
 errors++;
 }
-}
-}
-else {
-const err173 = {instancePath:instancePath+"/toolboxes",schemaPath:"#/properties/toolboxes/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.toolboxes.type,parentSchema:schema11.properties.toolboxes,data:data38};
+if(!pattern10.test(data64)){
+const err173 = {instancePath:instancePath+"/toolboxes/" + i2+"/storage",schemaPath:"#/properties/toolboxes/items/properties/storage/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.storage,data:data64};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2230,13 +2190,434 @@ errors++;
 }
 }
 }
-else {
-const err174 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.type,parentSchema:schema11,data};
+if(data50.resources !== undefined){
+let data65 = data50.resources;
+if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
+for(const key13 in data65){
+if(!(((key13 === "limits") || (key13 === "requests")) || (key13 === "claims"))){
+const err174 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources",schemaPath:"#/properties/toolboxes/items/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items.properties.resources,data:data65};
 if(vErrors === null){
 vErrors = [err174];
 }
 else {
 vErrors.push(err174);
+}
+errors++;
+}
+}
+if(data65.limits !== undefined){
+let data66 = data65.limits;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+if(Object.keys(data66).length > 16){
+const err175 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits,data:data66};
+if(vErrors === null){
+vErrors = [err175];
+}
+else {
+vErrors.push(err175);
+}
+errors++;
+}
+for(const key14 in data66){
+let data67 = data66[key14];
+const _errs167 = errors;
+let valid25 = false;
+const _errs168 = errors;
+if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
+const err176 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[0],data:data67};
+if(vErrors === null){
+vErrors = [err176];
+}
+else {
+vErrors.push(err176);
+}
+errors++;
+}
+var _valid4 = _errs168 === errors;
+valid25 = valid25 || _valid4;
+if(!valid25){
+const _errs170 = errors;
+if(typeof data67 !== "string"){
+const err177 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf[1],data:data67};
+if(vErrors === null){
+vErrors = [err177];
+}
+else {
+vErrors.push(err177);
+}
+errors++;
+}
+var _valid4 = _errs170 === errors;
+valid25 = valid25 || _valid4;
+}
+if(!valid25){
+const err178 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err178];
+}
+else {
+vErrors.push(err178);
+}
+errors++;
+}
+else {
+errors = _errs167;
+if(vErrors !== null){
+if(_errs167){
+vErrors.length = _errs167;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(!func38(data67)){
+const err179 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err179];
+}
+else {
+vErrors.push(err179);
+}
+errors++;
+}
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 > 9007199254740991 || isNaN(data67)){
+const err180 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err180];
+}
+else {
+vErrors.push(err180);
+}
+errors++;
+}
+if(data67 < 0 || isNaN(data67)){
+const err181 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err181];
+}
+else {
+vErrors.push(err181);
+}
+errors++;
+}
+}
+if(typeof data67 === "string"){
+if(func3(data67) > 64){
+const err182 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err182];
+}
+else {
+vErrors.push(err182);
+}
+errors++;
+}
+if(!pattern10.test(data67)){
+const err183 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits/" + key14.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits.additionalProperties,data:data67};
+if(vErrors === null){
+vErrors = [err183];
+}
+else {
+vErrors.push(err183);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err184 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/limits",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.limits.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.limits,data:data66};
+if(vErrors === null){
+vErrors = [err184];
+}
+else {
+vErrors.push(err184);
+}
+errors++;
+}
+}
+if(data65.requests !== undefined){
+let data68 = data65.requests;
+if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
+if(Object.keys(data68).length > 16){
+const err185 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/maxProperties",keyword:"maxProperties",params:{limit: 16},message:"must NOT have more than 16 properties",schema:16,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests,data:data68};
+if(vErrors === null){
+vErrors = [err185];
+}
+else {
+vErrors.push(err185);
+}
+errors++;
+}
+for(const key15 in data68){
+let data69 = data68[key15];
+const _errs176 = errors;
+let valid27 = false;
+const _errs177 = errors;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err186 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[0].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[0],data:data69};
+if(vErrors === null){
+vErrors = [err186];
+}
+else {
+vErrors.push(err186);
+}
+errors++;
+}
+var _valid5 = _errs177 === errors;
+valid27 = valid27 || _valid5;
+if(!valid27){
+const _errs179 = errors;
+if(typeof data69 !== "string"){
+const err187 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[1].type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf[1],data:data69};
+if(vErrors === null){
+vErrors = [err187];
+}
+else {
+vErrors.push(err187);
+}
+errors++;
+}
+var _valid5 = _errs179 === errors;
+valid27 = valid27 || _valid5;
+}
+if(!valid27){
+const err188 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties.anyOf,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err188];
+}
+else {
+vErrors.push(err188);
+}
+errors++;
+}
+else {
+errors = _errs176;
+if(vErrors !== null){
+if(_errs176){
+vErrors.length = _errs176;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(!func40(data69)){
+const err189 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/cocoonsetQuantityBound",keyword:"cocoonsetQuantityBound",params:{},message:"must pass \"cocoonsetQuantityBound\" keyword validation",schema:true,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err189];
+}
+else {
+vErrors.push(err189);
+}
+errors++;
+}
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 > 9007199254740991 || isNaN(data69)){
+const err190 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991",schema:9007199254740991,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err190];
+}
+else {
+vErrors.push(err190);
+}
+errors++;
+}
+if(data69 < 0 || isNaN(data69)){
+const err191 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0",schema:0,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err191];
+}
+else {
+vErrors.push(err191);
+}
+errors++;
+}
+}
+if(typeof data69 === "string"){
+if(func3(data69) > 64){
+const err192 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters",schema:64,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err192];
+}
+else {
+vErrors.push(err192);
+}
+errors++;
+}
+if(!pattern10.test(data69)){
+const err193 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests/" + key15.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/additionalProperties/pattern",keyword:"pattern",params:{pattern: "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"},message:"must match pattern \""+"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"+"\"",schema:"^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$",parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests.additionalProperties,data:data69};
+if(vErrors === null){
+vErrors = [err193];
+}
+else {
+vErrors.push(err193);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err194 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/requests",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/requests/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.requests.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.requests,data:data68};
+if(vErrors === null){
+vErrors = [err194];
+}
+else {
+vErrors.push(err194);
+}
+errors++;
+}
+}
+if(data65.claims !== undefined){
+let data70 = data65.claims;
+if(Array.isArray(data70)){
+const len3 = data70.length;
+for(let i3=0; i3<len3; i3++){
+let data71 = data70[i3];
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+if(data71.name === undefined){
+const err195 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.required,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data71};
+if(vErrors === null){
+vErrors = [err195];
+}
+else {
+vErrors.push(err195);
+}
+errors++;
+}
+for(const key16 in data71){
+if(!((key16 === "name") || (key16 === "request"))){
+const err196 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties",schema:false,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data71};
+if(vErrors === null){
+vErrors = [err196];
+}
+else {
+vErrors.push(err196);
+}
+errors++;
+}
+}
+if(data71.name !== undefined){
+let data72 = data71.name;
+if(typeof data72 === "string"){
+if(func3(data72) > 253){
+const err197 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/name",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name,data:data72};
+if(vErrors === null){
+vErrors = [err197];
+}
+else {
+vErrors.push(err197);
+}
+errors++;
+}
+}
+else {
+const err198 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/name",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.name,data:data72};
+if(vErrors === null){
+vErrors = [err198];
+}
+else {
+vErrors.push(err198);
+}
+errors++;
+}
+}
+if(data71.request !== undefined){
+let data73 = data71.request;
+if(typeof data73 === "string"){
+if(func3(data73) > 253){
+const err199 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/request",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/request/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters",schema:253,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request,data:data73};
+if(vErrors === null){
+vErrors = [err199];
+}
+else {
+vErrors.push(err199);
+}
+errors++;
+}
+}
+else {
+const err200 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3+"/request",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/properties/request/type",keyword:"type",params:{type: "string"},message:"must be string",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.properties.request,data:data73};
+if(vErrors === null){
+vErrors = [err200];
+}
+else {
+vErrors.push(err200);
+}
+errors++;
+}
+}
+}
+else {
+const err201 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims/" + i3,schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims.items,data:data71};
+if(vErrors === null){
+vErrors = [err201];
+}
+else {
+vErrors.push(err201);
+}
+errors++;
+}
+}
+}
+else {
+const err202 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources/claims",schemaPath:"#/properties/toolboxes/items/properties/resources/properties/claims/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.toolboxes.items.properties.resources.properties.claims.type,parentSchema:schema11.properties.toolboxes.items.properties.resources.properties.claims,data:data70};
+if(vErrors === null){
+vErrors = [err202];
+}
+else {
+vErrors.push(err202);
+}
+errors++;
+}
+}
+}
+else {
+const err203 = {instancePath:instancePath+"/toolboxes/" + i2+"/resources",schemaPath:"#/properties/toolboxes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.properties.resources.type,parentSchema:schema11.properties.toolboxes.items.properties.resources,data:data65};
+if(vErrors === null){
+vErrors = [err203];
+}
+else {
+vErrors.push(err203);
+}
+errors++;
+}
+}
+}
+else {
+const err204 = {instancePath:instancePath+"/toolboxes/" + i2,schemaPath:"#/properties/toolboxes/items/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.properties.toolboxes.items.type,parentSchema:schema11.properties.toolboxes.items,data:data50};
+if(vErrors === null){
+vErrors = [err204];
+}
+else {
+vErrors.push(err204);
+}
+errors++;
+}
+}
+}
+else {
+const err205 = {instancePath:instancePath+"/toolboxes",schemaPath:"#/properties/toolboxes/type",keyword:"type",params:{type: "array"},message:"must be array",schema:schema11.properties.toolboxes.type,parentSchema:schema11.properties.toolboxes,data:data49};
+if(vErrors === null){
+vErrors = [err205];
+}
+else {
+vErrors.push(err205);
+}
+errors++;
+}
+}
+}
+else {
+const err206 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object",schema:schema11.type,parentSchema:schema11,data};
+if(vErrors === null){
+vErrors = [err206];
+}
+else {
+vErrors.push(err206);
 }
 errors++;
 }

@@ -43,6 +43,12 @@ export interface CocoonSetSpec {
   hibernatePolicy?: HibernatePolicy;
   /** Guest CPU ABI class the nodes must expose (cocoonstack.io/snapshot-cpu-class); immutable once set. */
   snapshotCompatibilityClass?: string;
+  /** Idle policy: a sub-agent or toolbox with no activity for `after` is hibernated (snapshot kept) and woken by activity; when every member, the main agent included, is idle past it, the fleet is suspended as spec.suspend would (status.idleSuspendedSince) and woken by activity. Activity is a renewal of the member's Lease <pod>-activity, or the controller's own create, wake or rebuild. */
+  idle?: IdleSpec;
+  /** Expiry: `after` the fleet's creation (or its last activity, with since: idle) the fleet is suspended (snapshot kept) or deleted through the normal release. The condition Expiring turns True an hour ahead (or a tenth of `after`, if later). */
+  expiry?: ExpirySpec;
+  /** Lifecycle hooks: the controller POSTs one JSON event (CocoonSetLifecycleEvent) to `url` before a member hibernates, after it wakes and before the fleet expires, and waits for a 2xx. */
+  hooks?: HooksSpec;
   /** The main agent (slot 0) and its sub-agents (slots 1..replicas). */
   agent: AgentSpec;
   /** Named helper VMs (at most 64, unique names). */
@@ -160,6 +166,46 @@ export interface SecretEnvSource {
   optional?: boolean;
 }
 
+/** Idle policy: a sub-agent or toolbox with no activity for `after` is hibernated (snapshot kept) and woken by activity; when every member, the main agent included, is idle past it, the fleet is suspended as spec.suspend would (status.idleSuspendedSince) and woken by activity. Activity is a renewal of the member's Lease <pod>-activity, or the controller's own create, wake or rebuild. */
+export interface IdleSpec {
+  /** How long a member may go without activity before it is hibernated (e.g. 30m). */
+  after: string;
+}
+
+/** Expiry: `after` the fleet's creation (or its last activity, with since: idle) the fleet is suspended (snapshot kept) or deleted through the normal release. The condition Expiring turns True an hour ahead (or a tenth of `after`, if later). */
+export interface ExpirySpec {
+  /** How long the fleet lives (e.g. 24h). */
+  after: string;
+  /**
+   * What the expiry counts from: the fleet's creation, or its last activity.
+   * @default "creation"
+   */
+  since?: "creation" | "idle";
+  /**
+   * What an expired fleet becomes: suspended (snapshot kept) or deleted.
+   * @default "suspend"
+   */
+  action?: "suspend" | "delete";
+}
+
+/** Lifecycle hooks: the controller POSTs one JSON event (CocoonSetLifecycleEvent) to `url` before a member hibernates, after it wakes and before the fleet expires, and waits for a 2xx. */
+export interface HooksSpec {
+  /** https URL of the service (plain http only to a loopback host); credentials in it are sent as basic auth and never logged. */
+  url: string;
+  /** Base64 of PEM certificates trusted for `url` beside the system roots. */
+  caBundle?: string;
+  /**
+   * How long one call may take; 10 when unset.
+   * @default 10
+   */
+  timeoutSeconds?: number;
+  /**
+   * What a failed call does: Fail holds the transition back (Warning event, retried with backoff); Ignore goes on and says so in an event.
+   * @default "Fail"
+   */
+  failurePolicy?: "Ignore" | "Fail";
+}
+
 /** Observed state of a CocoonSet. */
 export interface CocoonSetStatus {
   /** Generation of the spec this status was computed from. */
@@ -182,7 +228,11 @@ export interface CocoonSetStatus {
   toolboxes?: ToolboxStatus[];
   /** The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion. */
   vms?: Record<string, VMRecord>;
-  /** Ready and Progressing conditions. */
+  /** Set while the idle policy (or an expiry with action suspend) holds the whole fleet suspended: since when. The fleet is suspended while spec.suspend or this is set; activity clears it. */
+  idleSuspendedSince?: string;
+  /** When spec.expiry acts on the fleet, as last computed. */
+  expiresAt?: string;
+  /** Ready, Progressing and (with spec.expiry) Expiring conditions. */
   conditions?: Condition[];
 }
 
@@ -248,6 +298,10 @@ export interface VMRecord {
   createToken?: string;
   /** The engine saw this member's VM hibernated, its snapshot in the registry, and has not seen it running since: a pod created for the member meanwhile restores from that snapshot. */
   hibernated?: boolean;
+  /** The member's last activity the controller saw (its activity Lease renewed, or its own create, wake or rebuild), recorded at each idle-policy transition. */
+  lastActivity?: string;
+  /** Set while the idle policy holds this member hibernated: when it hibernated it. Activity after it wakes the member. */
+  idleSince?: string;
 }
 
 /** A status condition (meta/v1 Condition). */

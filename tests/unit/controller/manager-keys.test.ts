@@ -300,12 +300,23 @@ describe("events to keys, per controller", () => {
       expect: { cocoonset: [], hibernation: ["team/dup", "team/nap"] },
     },
     {
-      name: "a CR's phase write: its key and its pod's other CRs",
+      // The controller's own write: the pass that wrote it asked for what comes next.
+      name: "a CR's phase write: its pod's other CRs, not its own key",
       kind: "cocoonhibernations",
       event: {
         type: "update",
         old: cr("rest", "crew-2"),
         obj: { ...cr("rest", "crew-2"), status: { phase: "Hibernated" } },
+      },
+      expect: { cocoonset: [], hibernation: [] },
+    },
+    {
+      name: "a CR's phase turned Failed: its own key (retried at once, as upstream)",
+      kind: "cocoonhibernations",
+      event: {
+        type: "update",
+        old: { ...cr("rest", "crew-2"), status: { phase: "Hibernating" } },
+        obj: { ...cr("rest", "crew-2"), status: { phase: "Failed" } },
       },
       expect: { cocoonset: [], hibernation: ["team/rest"] },
     },
@@ -364,11 +375,12 @@ describe("events to keys, per controller", () => {
 
 describe("the controller client's socket pool", () => {
   test("holds every watch and still leaves the default room for requests", () => {
-    assert.equal(controllerSockets(0), 3 + 32, "all namespaces: one watch per kind");
+    // Per scope: four kinds, the labeller's three unlabelled kinds, and (sharded) the names.
+    assert.equal(controllerSockets(0), 8 + 32, "all namespaces: one watch per kind");
     assert.equal(
       controllerSockets(11),
-      33 + 32,
-      "11 namespaces: 33 watches, none starves a request",
+      88 + 32,
+      "11 namespaces: 88 watches, none starves a request",
     );
   });
 });

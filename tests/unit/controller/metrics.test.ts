@@ -59,6 +59,9 @@ describe("controller metrics", () => {
     cs.slotReleasePodDeleted("ns1", "nap");
     cs.slotReleaseWake("ns1", "nap", "hint-node");
     cs.slotReleaseWakeUnschedulable("ns1", "nap");
+    cs.idleHibernated("ns1", "idle", 2);
+    cs.wokenOnDemand("ns1", "idle", 1);
+    cs.idleHibernatedMembers("ns1", "idle", 1);
     const text = await m.text();
     const expected = [
       'cocoonset_subagent_rebuild_total{namespace="ns1",cocoonset="fleet"} 1',
@@ -94,6 +97,9 @@ describe("controller metrics", () => {
       'cocoonset_slot_release_pods_deleted_total{namespace="ns1",cocoonset="nap"} 1',
       'cocoonset_slot_release_wake_total{namespace="ns1",cocoonset="nap",placement="hint-node"} 1',
       'cocoonset_slot_release_wake_unschedulable_total{namespace="ns1",cocoonset="nap"} 1',
+      'cocoonset_idle_hibernations_total{namespace="ns1",cocoonset="idle"} 2',
+      'cocoonset_wakes_on_demand_total{namespace="ns1",cocoonset="idle"} 1',
+      'cocoonset_idle_hibernated_members{namespace="ns1",cocoonset="idle"} 1',
       'cocoonset_snapshot_registry_calls_total{result="ok"} 1',
       'cocoonset_snapshot_registry_calls_total{result="refused"} 0',
       "cocoonset_snapshot_registry_unanswered 0",

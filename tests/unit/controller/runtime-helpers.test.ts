@@ -135,7 +135,8 @@ describe("small helpers", () => {
         .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
         .flatMap((r) => r.verbs);
     const cs = "cocoonset.cocoonstack.io";
-    assert.deepEqual(verbsOf(rules, cs, "cocoonsets"), ["get", "list", "watch", "patch"]);
+    // delete: a fleet expired with spec.expiry.action delete.
+    assert.deepEqual(verbsOf(rules, cs, "cocoonsets"), ["get", "list", "watch", "patch", "delete"]);
     assert.deepEqual(verbsOf(rules, cs, "cocoonsets/status"), ["patch"]);
     assert.deepEqual(verbsOf(rules, cs, "cocoonsets/finalizers"), ["update"]);
     assert.deepEqual(verbsOf(rules, "", "pods"), [
@@ -150,17 +151,31 @@ describe("small helpers", () => {
     assert.deepEqual(verbsOf(rules, "", "configmaps"), ["list", "watch", "delete"]);
     assert.deepEqual(verbsOf(rules, "events.k8s.io", "events"), ["create"]);
     assert.deepEqual(verbsOf(rules, "", "persistentvolumeclaims"), [], "no claims");
-    assert.deepEqual(verbsOf(rules, "coordination.k8s.io", "leases"), [], "no Lease cluster-wide");
+    // The members' activity Leases are read (selected by the fleet label), never written.
+    assert.deepEqual(
+      verbsOf(rules, "coordination.k8s.io", "leases"),
+      ["list", "watch"],
+      "no Lease written outside the controller's own namespace",
+    );
     assert.deepEqual(verbsOf(rules, "apiextensions.k8s.io", "customresourcedefinitions"), ["get"]);
     assert.deepEqual(
       rules.find((r) => r.resources.includes("customresourcedefinitions"))?.resourceNames,
       ["cocoonsets.cocoonset.cocoonstack.io"],
     );
-    assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations"), ["get", "list", "watch", "patch"]);
+    // create and delete: the idle policy's CR of an idle member, gone once its wake is over.
+    assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations"), [
+      "get",
+      "list",
+      "watch",
+      "patch",
+      "create",
+      "delete",
+    ]);
     assert.deepEqual(verbsOf(rules, cs, "cocoonhibernations/status"), ["patch"]);
-    // A migration checks its target node (cluster-scoped: the ClusterRole only).
-    assert.deepEqual(verbsOf(rules, "", "nodes"), ["get"]);
-    assert.equal(rules.length, 11, "no other rule");
+    // A migration checks its target node, and placement the main agent's, from the node
+    // cache (cluster-scoped: the ClusterRole only).
+    assert.deepEqual(verbsOf(rules, "", "nodes"), ["list", "watch"]);
+    assert.equal(rules.length, 12, "no other rule");
     assert.ok(!rules.some((r) => r.verbs.includes("*") || r.resources.includes("*")));
 
     // The Leases, in the controller's own namespace only: its own (a shard's is named after
@@ -181,7 +196,12 @@ describe("small helpers", () => {
     const roleRules = role.rules as typeof rules;
     assert.equal(role.kind, "Role");
     assert.ok(!roleRules.some((r) => r.apiGroups.includes("apiextensions.k8s.io")));
-    assert.ok(!roleRules.some((r) => r.apiGroups.includes("coordination.k8s.io")));
+    // Without the leader election: only the reads of the members' activity Leases.
+    assert.deepEqual(
+      verbsOf(roleRules, "coordination.k8s.io", "leases"),
+      ["list", "watch"],
+      "no Lease written in a watched namespace",
+    );
     assert.deepEqual(controllerRole("c", "team", { leaderElection: true }).rules, [
       ...namespacedRules(),
       ...leaderElectionRules(),

@@ -13,9 +13,14 @@ import {
   parseShard,
   shardLeaseName,
   shardOf,
+  bucketSelector,
+  bucketsOf,
+  shardOfBucket,
   shardVerdict,
   type ShardLease,
+  type ShardTarget,
 } from "../../../controller/shard.js";
+import { parseShardBucket, SHARD_BUCKETS, shardBucketOf } from "../../../engine/spec/index.js";
 
 describe("the hash", () => {
   test("FNV-1a 64 of known strings", () => {
@@ -38,6 +43,40 @@ describe("the hash", () => {
         },
       ),
     );
+  });
+
+  test("every count splits the 256 buckets evenly (within one), and N → N+1 moves buckets only into the new shard", () => {
+    for (let n = 1; n <= 64; n++) {
+      const sizes = new Array<number>(n).fill(0);
+      for (let b = 0; b < SHARD_BUCKETS; b++) sizes[shardOfBucket(b, n)]++;
+      assert.ok(Math.max(...sizes) - Math.min(...sizes) <= 1, `${n}: ${sizes.join(" ")}`);
+      assert.deepEqual(
+        Array.from({ length: n }, (_, i) => bucketsOf({ index: i, count: n }).length),
+        sizes,
+      );
+      let moved = 0;
+      for (let b = 0; b < SHARD_BUCKETS; b++) {
+        const was = shardOfBucket(b, n);
+        const now = shardOfBucket(b, n + 1);
+        assert.ok(now === was || now === n, `bucket ${b}: ${was} → ${now} of ${n + 1}`);
+        if (now !== was) moved++;
+      }
+      assert.equal(moved, bucketsOf({ index: n, count: n + 1 }).length);
+      assert.ok(
+        moved <= Math.ceil(SHARD_BUCKETS / (n + 1)),
+        `${moved} moved from ${n} to ${n + 1}`,
+      );
+    }
+  });
+
+  test("a shard's selector names its buckets; an unsharded process selects nothing", () => {
+    assert.equal(bucketSelector({ index: 0, count: 1 }), undefined);
+    const sel = bucketSelector({ index: 1, count: 4 }) ?? "";
+    assert.match(sel, /^cocoonset\.cocoonstack\.io\/shard-bucket in \((\d+,){63}\d+\)$/);
+    assert.equal(shardBucketOf("ns", "f"), shardBucketOf("ns", "f"));
+    assert.equal(parseShardBucket("255"), 255);
+    for (const bad of ["256", "-1", "1.5", "", "x", undefined])
+      assert.equal(parseShardBucket(bad), undefined);
   });
 
   test("growing the count by one moves a CocoonSet only into the new shard", () => {
@@ -87,17 +126,26 @@ describe("parseShard and lease names", () => {
   });
 });
 
-const lease = (index: number, count: number, acquiredAtMs: number, held = true): ShardLease => ({
-  name: shardLeaseName("ctl", { index, count }),
+const lease = (
+  index: number,
+  count: number,
+  acquiredAtMs: number,
+  held = true,
+  version = 2,
+): ShardLease => ({
+  name: `${shardLeaseName("ctl", { index, count })}${version === 2 ? "" : `-v${version}`}`,
   index,
   count,
+  version,
   held,
   acquiredAtMs,
 });
 
+const at = (namespace: string, name: string): ShardTarget => ({ namespace, name });
+
 /** The live shards that would reconcile `ns/name` now. */
 function reconcilers(leases: ShardLease[], ns: string, name: string): ShardLease[] {
-  return leases.filter((l) => l.held && shardVerdict(l, ns, name, leases).kind === "mine");
+  return leases.filter((l) => l.held && shardVerdict(l, at(ns, name), leases).kind === "mine");
 }
 
 describe("shardVerdict", () => {
@@ -106,8 +154,8 @@ describe("shardVerdict", () => {
     for (const name of ["a", "b", "c", "d", "e", "f"]) {
       const owner = shardOf("ns", name, 3);
       for (const l of leases) {
-        const v = shardVerdict(l, "ns", name, leases);
-        assert.deepEqual(v, l.index === owner ? { kind: "mine" } : { kind: "other", shard: owner });
+        const v = shardVerdict(l, at("ns", name), leases);
+        assert.deepEqual(v, l.index === owner ? { kind: "mine" } : { kind: "other" });
       }
     }
   });
@@ -116,13 +164,36 @@ describe("shardVerdict", () => {
     const old = [lease(0, 1, 1000)];
     const next = [lease(0, 2, 5000), lease(1, 2, 5000)];
     const owner = next[shardOf("ns", "f", 2)];
-    assert.deepEqual(shardVerdict(old[0], "ns", "f", [...old, ...next]), { kind: "mine" });
-    assert.deepEqual(shardVerdict(owner, "ns", "f", [...old, ...next]), {
+    assert.deepEqual(shardVerdict(old[0], at("ns", "f"), [...old, ...next]), { kind: "mine" });
+    assert.deepEqual(shardVerdict(owner, at("ns", "f"), [...old, ...next]), {
       kind: "held",
       by: old[0],
     });
     const released = [lease(0, 1, 1000, false)];
-    assert.deepEqual(shardVerdict(owner, "ns", "f", [...released, ...next]), { kind: "mine" });
+    assert.deepEqual(shardVerdict(owner, at("ns", "f"), [...released, ...next]), { kind: "mine" });
+  });
+
+  test("a version change at one count: the shard of the earlier version keeps what it claims until its Lease goes", () => {
+    const v1 = [lease(0, 2, 1000, true, 1), lease(1, 2, 1000, true, 1)];
+    const v2 = [lease(0, 2, 5000), lease(1, 2, 5000)];
+    for (const name of ["a", "b", "c", "d", "e", "f", "g", "h"]) {
+      const all = [...v1, ...v2];
+      const now = reconcilers(all, "ns", name);
+      assert.equal(now.length, 1, `${name}: ${now.map((l) => l.name).join(", ")}`);
+      assert.equal(now[0].version, 1);
+      const after = reconcilers([...v1.map((l) => ({ ...l, held: false })), ...v2], "ns", name);
+      assert.deepEqual(after, [v2[shardOf("ns", name, 2)]]);
+    }
+  });
+
+  test("a CocoonHibernation's bucket label decides, not its name", () => {
+    const leases = [lease(0, 4, 1000), lease(1, 4, 1000), lease(2, 4, 1000), lease(3, 4, 1000)];
+    for (let bucket = 0; bucket < SHARD_BUCKETS; bucket += 17) {
+      const mine = leases.filter(
+        (l) => shardVerdict(l, { namespace: "ns", name: "cr", bucket }, leases).kind === "mine",
+      );
+      assert.deepEqual(mine, [leases[shardOfBucket(bucket, 4)]]);
+    }
   });
 
   test("property: at most one live shard reconciles a CocoonSet, and exactly one once a single count is left", () => {
@@ -131,6 +202,7 @@ describe("shardVerdict", () => {
       count: fc.integer({ min: 1, max: 8 }),
       held: fc.boolean(),
       acquiredAtMs: fc.integer({ min: 0, max: 20 }),
+      version: fc.integer({ min: 1, max: 2 }),
     });
     fc.assert(
       fc.property(
@@ -141,7 +213,7 @@ describe("shardVerdict", () => {
           // One Lease per share (a share's processes elect one holder on it).
           const byName = new Map<string, ShardLease>();
           for (const r of raw) {
-            const l = lease(r.index % r.count, r.count, r.acquiredAtMs, r.held);
+            const l = lease(r.index % r.count, r.count, r.acquiredAtMs, r.held, r.version);
             byName.set(l.name, l);
           }
           const leases = [...byName.values()];
@@ -150,7 +222,7 @@ describe("shardVerdict", () => {
           const count = raw[0]?.count ?? 1;
           const only = Array.from({ length: count }, (_, i) => lease(i, count, 7));
           const stopped = leases
-            .filter((l) => l.count !== count)
+            .filter((l) => l.count !== count || l.version !== 2)
             .map((l) => ({ ...l, held: false }));
           assert.equal(reconcilers([...stopped, ...only], ns, name).length, 1);
         },

@@ -45,6 +45,20 @@ describe("work queue", { timeout: 20_000 }, () => {
     assert.equal(await tryGet(q), PENDING, "no second copy");
   });
 
+  test("cancelDelayed drops a key's delayed add (a later pass decided anew); other keys keep theirs", async () => {
+    const { clock, q } = setup();
+    q.addAfter("a", 5_000);
+    q.addAfter("b", 5_000);
+    q.cancelDelayed("a");
+    q.cancelDelayed("c");
+    clock.advance(60_000);
+    assert.deepEqual(q.queuedKeys(), ["b"]);
+    // And a new delayed add after it is honoured.
+    q.addAfter("a", 1_000);
+    clock.advance(1_000);
+    assert.deepEqual(q.queuedKeys(), ["b", "a"]);
+  });
+
   test("done on a key that was not re-added does not requeue it", async () => {
     const { q } = setup();
     q.add("a");

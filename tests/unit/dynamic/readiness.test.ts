@@ -10,7 +10,7 @@ import {
   readinessLine,
   readinessTimeoutMessage,
   type ClusterEvent,
-} from "../../../provider/dynamic/lifecycle-view.js";
+} from "../../../provider/dynamic/deploy-view.js";
 import { cocoonSetFrom } from "../../../provider/dynamic/slot-view.js";
 import { buildAgentPod, buildToolboxPod } from "../../../engine/pods/index.js";
 import { memberVm } from "../../../engine/attribution/index.js";
@@ -149,6 +149,14 @@ describe("readiness: which members up waits for", () => {
     const r = readiness(fleet(s, pods), pods);
     assert.deepEqual(r.leaving, ["coder-2", "coder-old"]);
     assert.deepEqual(r.notReady, []);
+  });
+
+  it("a fleet the idle policy holds suspended (status.idleSuspendedSince) asks no member to run", () => {
+    const pods = [pod("0", { status: { phase: "Pending" } })];
+    const cs = fleet(spec(), pods);
+    cs.status = { ...cs.status!, idleSuspendedSince: "2026-12-05T06:00:00Z" };
+    assert.deepEqual(readiness(cs, pods), { awaited: [], notReady: [], leaving: [] });
+    assert.notDeepEqual(readiness(fleet(spec(), pods), pods).awaited, [], "awake, it would wait");
   });
 
   it("a suspended fleet waits for no pod to go either", () => {

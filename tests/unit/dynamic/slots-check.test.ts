@@ -48,6 +48,21 @@ describe("slots check", () => {
     }
   });
 
+  it("a hook URL the controller may not call names [spec.hooks.url], without its credentials", async () => {
+    const [f] = await failures({
+      spec: { ...good.spec, hooks: { url: "http://bob:pw-S3CRET@hooks.example/cocoon?t=QS3CRET" } },
+    });
+    assert.deepEqual(f, {
+      property: "",
+      reason:
+        "[spec.hooks.url] must use https (plain http only to a loopback host such as 127.0.0.1) (got http://hooks.example/cocoon)",
+    });
+    assert.deepEqual(
+      await failures({ spec: { ...good.spec, hooks: { url: "https://hooks.example/cocoon" } } }),
+      [],
+    );
+  });
+
   it("refuses CocoonSet names of 64 to 253 characters", async () => {
     for (const name of ["a".repeat(64), "a".repeat(253)]) {
       const [f] = await failures({ name });

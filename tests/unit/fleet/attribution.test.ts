@@ -8,6 +8,7 @@ import {
   CREATE_TOKEN_ANNOTATION,
   attributedView,
   attributePodVm,
+  hibernationHolds,
   memberOf,
   memberPodVm,
   otherHolders,
@@ -31,6 +32,7 @@ import {
   KIND,
   LABELS,
   ROLES,
+  type CocoonHibernation,
   type CocoonSet,
   type Pod,
 } from "../../../engine/spec/index.js";
@@ -479,4 +481,31 @@ describe("attribution: a VM a CocoonHibernation holds", () => {
     assert.ok("refusal" in attributePodVm(db, [cs]));
     assert.deepEqual(attributePodVm(db, [cs], "vk-acme-prod-db"), { vm: "vk-acme-prod-db" });
   });
+});
+
+describe("attribution: the holds of CocoonHibernations", () => {
+  const cr = (name: string, vmName?: string, deleting = false): CocoonHibernation => ({
+    apiVersion: "cocoonset.cocoonstack.io/v1",
+    kind: "CocoonHibernation",
+    metadata: {
+      name,
+      namespace: "acme",
+      ...(deleting ? { deletionTimestamp: "2026-12-05T00:00:00Z" } : {}),
+    },
+    spec: { podRef: { name: "p" }, desire: "Hibernate" },
+    ...(vmName === undefined ? {} : { status: { vmName } }),
+  });
+  const cases: { what: string; crs: CocoonHibernation[]; holds: string[] }[] = [
+    { what: "none", crs: [], holds: [] },
+    { what: "a recorded VM holds it", crs: [cr("a", "vk-acme-p")], holds: ["acme/a vk-acme-p"] },
+    { what: "no VM recorded yet: nothing held", crs: [cr("b"), cr("c", "")], holds: [] },
+    { what: "a deleted CR holds nothing", crs: [cr("d", "vk-acme-p", true)], holds: [] },
+  ];
+  for (const c of cases)
+    it(c.what, () => {
+      assert.deepEqual(
+        hibernationHolds(c.crs).map((h) => `${h.namespace}/${h.name} ${h.vm}`),
+        c.holds,
+      );
+    });
 });

@@ -5,11 +5,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { BLOCKED_POLL_MS } from "../../../engine/lifecycle/blocked.js";
-import { agentNamesToCheck, isFollowedMember } from "../../../engine/lifecycle/index.js";
+import {
+  agentNamesToCheck,
+  isFollowedMember,
+  namesToRead,
+} from "../../../engine/lifecycle/index.js";
 import { planToJSON, renderPlan, type Plan } from "../../../engine/plan/index.js";
 import { planPass } from "../../../engine/planner/index.js";
 import type { CocoonSet, Pod } from "../../../engine/spec/index.js";
-import { NOW, cocoonSet, decisions, mainPod, subPod } from "./fixtures.js";
+import { NOW, cocoonSet, decisions, mainPod, subPod, toolbox, toolboxPod } from "./fixtures.js";
 
 /** A bare pod of that name, as `kubectl run NAME` leaves it: no fleet label, no owner. */
 function foreign(name: string, owner?: { kind: string; name: string }): Pod {
@@ -177,4 +181,50 @@ describe("a holder whose ownerReference names the fleet (forged: the labels are 
       "labels and an owner without the record make no member",
     );
   });
+});
+
+describe("the names a pass reads the holders of before it plans", () => {
+  const tb = toolbox("db");
+  const fleet = cocoonSet({ toolboxes: [tb] }, { replicas: 2 });
+  const cases: {
+    what: string;
+    cs: CocoonSet;
+    listed: (cs: CocoonSet) => Pod[];
+    names: string[];
+  }[] = [
+    {
+      what: "nothing listed: the toolbox, then the main agent",
+      cs: fleet,
+      listed: () => [],
+      names: ["demo-db", "demo-0"],
+    },
+    {
+      what: "main agent Ready: the toolbox and the missing sub-agents",
+      cs: fleet,
+      listed: (cs) => [mainPod(cs)],
+      names: ["demo-db", "demo-1", "demo-2"],
+    },
+    {
+      what: "converged: none",
+      cs: fleet,
+      listed: (cs) => [mainPod(cs), subPod(cs, 1), subPod(cs, 2), toolboxPod(cs, tb)],
+      names: [],
+    },
+    {
+      what: "a listed holder of a name (not the fleet's) is not read again",
+      cs: fleet,
+      listed: (cs) => [mainPod(cs), foreign("demo-db"), foreign("demo-1")],
+      names: ["demo-2"],
+    },
+    {
+      what: "suspended: no sub-agent, only the toolbox",
+      cs: cocoonSet({ suspend: true, toolboxes: [tb] }, { replicas: 2 }),
+      listed: (cs) => [mainPod(cs)],
+      names: ["demo-db"],
+    },
+  ];
+  for (const c of cases)
+    it(c.what, () => {
+      assert.deepEqual(namesToRead(c.cs, c.listed(c.cs)), c.names);
+    });
 });

@@ -7,8 +7,11 @@ import fc from "fast-check";
 import {
   DEFAULT_HIBERNATE_TIMEOUT_MS,
   DEFAULT_WAKE_TIMEOUT_MS,
+} from "../../../engine/spec/constants.js";
+import {
   HIBERNATION_POLL_MS,
   goDuration,
+  hibernateDeadlineMs,
 } from "../../../engine/hibernation/hibernation.js";
 import {
   hibernationProbe,
@@ -20,7 +23,13 @@ import {
 } from "../../../engine/hibernation/index.js";
 import type { CocoonHibernationPhase } from "../../../engine/spec/generated/hibernation-types.js";
 import { HIBERNATION_FINALIZER } from "../../../engine/spec/hibernation-schema.js";
-import { ANNOTATIONS, type CocoonHibernation, type Pod } from "../../../engine/spec/index.js";
+import {
+  ANNOTATIONS,
+  LABELS,
+  MANAGED_BY,
+  type CocoonHibernation,
+  type Pod,
+} from "../../../engine/spec/index.js";
 import { annotateOf, eventsOf, kindsOf, observeOf, statusOf, tagOf } from "./hibernation-view.js";
 
 const NOW = Date.parse("2025-06-01T12:00:00Z");
@@ -187,6 +196,39 @@ describe("CocoonHibernation plan: hibernate", () => {
     assert.equal(pl.requeueAfterMs, HIBERNATION_POLL_MS);
   });
 
+  it("a managed pod's answer comes by its watch: looked at again at the deadline, not polled", () => {
+    const managed = (x: Pod): Pod => ({
+      ...x,
+      metadata: { ...x.metadata, labels: { [LABELS.managedBy]: MANAGED_BY } },
+    });
+    const timeout = DEFAULT_HIBERNATE_TIMEOUT_MS;
+    // Entering Hibernating: the whole timeout (and the second the transition time drops).
+    const entered = plan(cr("Hibernate", "Active"), managed(live()));
+    assert.equal(entered.requeueAfterMs, timeout + 1000);
+    // Waiting 60 s in: what is left of it.
+    const waiting = plan(
+      cr("Hibernate", "Hibernating", { since: NOW - 60_000 }),
+      managed(hibernating()),
+    );
+    assert.equal(waiting.decision, "wait-hibernated");
+    assert.equal(waiting.requeueAfterMs, timeout - 60_000 + 1000);
+    assert.equal(
+      hibernateDeadlineMs(timeout, timeout),
+      HIBERNATION_POLL_MS,
+      "never under the poll",
+    );
+    // The registry is not watched: hibernated but the tag not seen yet is polled.
+    const untagged = plan(cr("Hibernate", "Hibernating"), managed(hibernated()), {
+      tag: { exists: false },
+    });
+    assert.equal(untagged.requeueAfterMs, HIBERNATION_POLL_MS);
+    // A pod the controller does not watch (not managed by it) is polled as before.
+    assert.equal(
+      plan(cr("Hibernate", "Hibernating"), hibernating()).requeueAfterMs,
+      HIBERNATION_POLL_MS,
+    );
+  });
+
   it("asks the registry only once the node agent reports hibernated for this generation", () => {
     const base = { all: [] as CocoonHibernation[], registry: true, nowMs: NOW };
     const c = cr("Hibernate", "Hibernating");
@@ -318,6 +360,7 @@ describe("CocoonHibernation plan: reversed desires finish the transition in flig
     assert.equal(pl.decision, "wait-hibernated");
     const done = plan(cr("Wake", "Hibernating"), hibernated(), { tag: { exists: true } });
     assert.equal(statusOf(done)?.phase, "Hibernated");
+    assert.equal(done.requeueAfterMs, 0, "looked at again at once: the wake is asked for");
     // Then the wake starts.
     const next = plan({ ...cr("Wake"), status: statusOf(done) }, hibernated());
     assert.equal(statusOf(next)?.phase, "Waking");
@@ -327,6 +370,15 @@ describe("CocoonHibernation plan: reversed desires finish the transition in flig
     const pl = plan(cr("Hibernate", "Waking"), pod({}, false));
     assert.equal(annotateOf(pl), undefined);
     assert.equal(pl.decision, "wait-woken");
+    const done = plan(cr("Hibernate", "Waking"), live());
+    assert.equal(statusOf(done)?.phase, "Active");
+    assert.equal(done.requeueAfterMs, 0, "then the hibernation starts at once");
+  });
+
+  it("a transition as asked ends with no requeue", () => {
+    const done = plan(cr("Hibernate", "Hibernating"), hibernated(), { tag: { exists: true } });
+    assert.equal(done.requeueAfterMs, undefined);
+    assert.equal(plan(cr("Wake", "Waking"), live()).requeueAfterMs, undefined);
   });
 });
 
@@ -343,6 +395,14 @@ describe("CocoonHibernation plan: deletion", () => {
       { kind: "delete-snapshot-tag", vm: VM, tag: "hibernate", bestEffort: true },
       { kind: "remove-finalizer", finalizer: HIBERNATION_FINALIZER },
     ]);
+  });
+
+  it("a CR deleted once Active drops no tag: its wake dropped its own, any tag now is another's", () => {
+    const c = deleting(cr("Wake", "Active"));
+    const pl = plan(c, hibernated());
+    assert.equal(tagOf(pl), undefined);
+    assert.deepEqual(kindsOf(pl), ["remove-finalizer"]);
+    assert.equal(pl.decision, "keep-tag");
   });
 
   it("keeps the tag while another live CR tracks the pod", () => {

@@ -155,7 +155,7 @@ describe("planPass and the status with a refused sub-agent", () => {
     assert.deepEqual(step?.nodeRefusal, r);
     assert.deepEqual(
       step?.actions.map((a) => a.kind),
-      ["write-history", "delete-pod", "count-metric", "event", "event"],
+      ["write-history", "delete-pod", "count-metric", "event", "event", "create-pod"],
     );
     assert.deepEqual(events(step), [
       `Warning NodeRefused: slot 2: node node-a refused pod demo-2 (OutOfcpu: ${CPU_MESSAGE}); rebuilding it, attempt 2/4`,

@@ -74,6 +74,41 @@ describe("the planner with the main agent's node read", () => {
     assert.equal(placementNodeToRead(cs, []), undefined);
   });
 
+  it("the executor reads it too when a terminal sub-agent is rebuilt (its replacement is created in the same pass), not for a dead-lettered one", () => {
+    const full = [main, subPod(cs, 1), subPod(cs, 2), subPod(cs, 3)];
+    const failedSlot: Pod = { ...subPod(cs, 2), status: { phase: "Failed" } };
+    assert.equal(
+      placementNodeToRead(cs, [main, subPod(cs, 1), failedSlot, subPod(cs, 3)]),
+      "node-a",
+    );
+    const dead: Pod = {
+      ...failedSlot,
+      metadata: {
+        ...failedSlot.metadata,
+        annotations: { "cocoonset.cocoonstack.io/dead-letter": "true" },
+      },
+    };
+    assert.equal(placementNodeToRead(cs, [main, subPod(cs, 1), dead, subPod(cs, 3)]), undefined);
+    assert.equal(placementNodeToRead(cs, full), undefined);
+  });
+
+  it("a cordoned node: a rebuild deletes its Failed pod and leaves the create to a later pass", () => {
+    const node = nodeOf({ unschedulable: true });
+    const failedSlot: Pod = { ...subPod(cs, 1), status: { phase: "Failed" } };
+    const p = planPass({
+      cocoonSet: cs,
+      pods: [pods[0], failedSlot],
+      nowMs: NOW,
+      placementNode: node,
+    });
+    const rebuild = p.steps.find((s) => s.decision === "rebuild");
+    assert.deepEqual(
+      rebuild?.actions.map((a) => a.kind),
+      ["write-history", "delete-pod", "count-metric", "event"],
+    );
+    assert.equal(rebuild?.createRecord, undefined);
+  });
+
   it("a cordoned node: no sub-agent is created; the slots wait, said once", () => {
     const node = nodeOf({ unschedulable: true });
     const p = planPass({ cocoonSet: cs, pods, nowMs: NOW, placementNode: node });

@@ -290,11 +290,17 @@ describe("sub-agent triage", () => {
     const step = slotStep(p, 2);
     assert.equal(step?.decision, "rebuild");
     assert.equal(step?.attempt, 3);
-    assert.deepEqual(kinds(step), ["write-history", "delete-pod", "count-metric", "event"]);
+    assert.deepEqual(kinds(step), [
+      "write-history",
+      "delete-pod",
+      "count-metric",
+      "event",
+      "create-pod",
+    ]);
     assert.deepEqual(historyOf(step?.actions[0]), {
       "2": { count: 3, lastDeleted: new Date(NOW).toISOString() },
     });
-    assert.deepEqual(step?.actions.slice(1), [
+    assert.deepEqual(step?.actions.slice(1, 4), [
       { kind: "delete-pod", name: "demo-2", uid: "pod-uid-demo-2" },
       { kind: "count-metric", metric: "subagent_rebuild_total" },
       {
@@ -305,6 +311,27 @@ describe("sub-agent triage", () => {
       },
     ]);
     assert.equal(p.requeueAfterMs, 0);
+  });
+
+  it("a rebuild's step ends with its replacement, created only if the delete removed the pod at once", () => {
+    const p = plan(cs, replacePod(pods, "demo-2", failed(subPod(cs, 2))));
+    const step = slotStep(p, 2);
+    const create = step?.actions.at(-1);
+    assert.equal(create?.kind, "create-pod");
+    if (create?.kind !== "create-pod") return;
+    assert.equal(create.afterRemoval, true);
+    assert.equal(create.onAlreadyExists, "success");
+    // The same pod the next pass would create for the empty slot.
+    const next = plan(
+      cs,
+      pods.filter((pod) => pod.metadata?.name !== "demo-2"),
+    );
+    const later = slotStep(next, 2)?.actions[0];
+    assert.equal(later?.kind, "create-pod");
+    assert.deepEqual(create.pod, later?.kind === "create-pod" ? later.pod : undefined);
+    // The slot's create log starts afresh with it, as with the next pass's create.
+    assert.deepEqual(step?.createRecord, { createdMs: NOW, vanished: 0 });
+    assert.equal(step?.concurrent, undefined, "run in order, after its own delete");
   });
 
   it("the first rebuild of a slot has no backoff and is attempt 1/4", () => {

@@ -52,6 +52,8 @@ describe("buildAgentPod", () => {
           "cocoonset.cocoonstack.io/slot": "0",
           "app.kubernetes.io/name": "demo",
           "app.kubernetes.io/managed-by": "cocoonset",
+          // The fleet's shard bucket: team/demo's, stable across releases.
+          "cocoonset.cocoonstack.io/shard-bucket": "175",
         },
         annotations: {
           "vm.cocoonstack.io/name": "vk-team-demo-0",
@@ -168,6 +170,7 @@ describe("buildToolboxPod", () => {
       "cocoonset.cocoonstack.io/slot": "web",
       "app.kubernetes.io/name": "demo",
       "app.kubernetes.io/managed-by": "cocoonset",
+      "cocoonset.cocoonstack.io/shard-bucket": "175",
     });
     assert.deepEqual(pod.metadata.annotations, {
       "vm.cocoonstack.io/name": "vk-team-demo-web",

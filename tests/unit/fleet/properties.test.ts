@@ -2,7 +2,9 @@
 //  1. fixpoint: apply the plan, let pods become Ready, re-plan: it converges and then plans nothing;
 //  2. ownership: no plan ever deletes or annotates a pod the CocoonSet does not control;
 //  3. attempt limit: whatever the order of failures (and of failed writes or deletes), no slot
-//     is rebuilt more than 4 times.
+//     is rebuilt more than 4 times;
+//  4. read only: a pass plans from frozen objects (the controller's cache, shared, uncopied)
+//     and never writes to them.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
@@ -13,6 +15,8 @@ import { readRebuildHistory } from "../../../engine/pods/rebuild-history.js";
 import { MAX_REBUILD_ATTEMPTS } from "../../../engine/spec/constants.js";
 import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import { applyPlanToPods } from "../../../engine/execute/simulate.js";
+import { attributedView } from "../../../engine/attribution/index.js";
+import { frozen } from "../../../controller/fleet-cache.js";
 import {
   NOW,
   cocoonSet,
@@ -303,6 +307,50 @@ describe("planner properties", () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it("plans from frozen objects: a pass never writes to the CocoonSet or the pods it reads", () => {
+    fc.assert(
+      fc.property(
+        specArb,
+        specArb,
+        fc.array(memberState, { minLength: 8, maxLength: 8 }),
+        fc.array(memberState, { minLength: 3, maxLength: 3 }),
+        (target, previous, subStates, toolboxStates) => {
+          const before = toCocoonSet(previous);
+          let cs = toCocoonSet(target);
+          let pods: Pod[] = [mainPod(before)];
+          for (let slot = 1; slot <= previous.replicas; slot++) {
+            const pod = inState(subPod(before, slot), subStates[slot - 1]);
+            if (pod) pods.push(pod);
+          }
+          previous.toolboxes.forEach((name, i) => {
+            const pod = inState(toolboxPod(before, toolbox(name)), toolboxStates[i]);
+            if (pod) pods.push(pod);
+          });
+          let now = NOW;
+          for (let pass = 0; pass < 12; pass++) {
+            // As the controller reads them: the cache's objects, frozen; a write to one throws.
+            const read = frozen(structuredClone(cs));
+            const seen = frozen(structuredClone(pods));
+            const plan = planPass({
+              cocoonSet: attributedView(read, seen),
+              pods: seen,
+              nowMs: now,
+            });
+            const result = applyPlanToPods(seen, plan, { nowMs: now });
+            // The status the pass writes is the next pass's, record and counts alike.
+            cs = storeHistory(
+              plan.status ? { ...cs, status: plan.status } : cs,
+              result.historyValue,
+            );
+            pods = becomeReady(cs, result.pods);
+            now += 31_000;
+          }
+        },
+      ),
+      { numRuns: 200 },
     );
   });
 });

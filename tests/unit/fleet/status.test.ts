@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { statusEqual } from "../../../engine/plan/index.js";
 import { deriveStatus } from "../../../engine/plan/status.js";
 import type { CocoonSet, CocoonSetStatus, Pod } from "../../../engine/spec/index.js";
@@ -264,7 +265,68 @@ describe("statusEqual", () => {
     assert.equal(statusEqual(s, { ...s, conditions: s.conditions?.slice(0, 1) }), false);
     assert.equal(statusEqual(undefined, s), false);
   });
+
+  // The rule as first written: both sides serialised with sorted keys and the fields that say
+  // nothing (absent, null, an empty list) left out. The comparison in place must agree with it.
+  const canonical = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(canonical);
+    if (value !== null && typeof value === "object")
+      return Object.fromEntries(
+        Object.entries(value as Record<string, unknown>)
+          .filter(([, v]) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0))
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([k, v]) => [k, canonical(v)]),
+      );
+    return value;
+  };
+  const byJson = (a: unknown, b: unknown) =>
+    JSON.stringify(canonical(a ?? {})) === JSON.stringify(canonical(b ?? {}));
+  // Small alphabets, so that equal and nearly equal pairs come up often.
+  const leaf = fc.oneof(
+    fc.constantFrom(0, 1, "a", "b", true, false, null, undefined),
+    fc.constant([] as unknown[]),
+  );
+  const { value } = fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: "small" },
+      leaf,
+      fc.array(tie("value"), { maxLength: 3 }),
+      fc.dictionary(fc.constantFrom("x", "y", "z"), tie("value"), { maxKeys: 3 }),
+    ),
+  }));
+  // Two statuses built from the same entries in another order, some fields dropped or emptied.
+  const pair = value.chain((a) =>
+    fc.oneof(
+      fc.constant([a, structuredClone(a)] as const),
+      fc.constant([a, reordered(a)] as const),
+      value.map((b) => [a, b] as const),
+    ),
+  );
+
+  it("agrees with the serialised comparison on any two values (property)", () => {
+    fc.assert(
+      fc.property(pair, ([a, b]) => {
+        const x = a as unknown as CocoonSetStatus;
+        const y = b as CocoonSetStatus;
+        assert.equal(statusEqual(x, y), byJson(x, y));
+        assert.equal(statusEqual(y, x), byJson(x, y));
+      }),
+      { numRuns: 2000 },
+    );
+  });
 });
+
+/** `v` with every object's keys in reverse order. */
+function reordered(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(reordered);
+  if (v !== null && typeof v === "object")
+    return Object.fromEntries(
+      Object.entries(v)
+        .reverse()
+        .map(([k, x]) => [k, reordered(x)]),
+    );
+  return v;
+}
 
 describe("one derivation: a member whose VM failed while its pod still reports Ready", () => {
   const lifecycleFailed = (p: Pod) =>

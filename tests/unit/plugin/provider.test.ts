@@ -216,3 +216,60 @@ describe("a component's bad arguments from another language", () => {
     assert.ok(sdk.ArgumentsError.isInstance({ ...e, __cocoonsetArgumentsError: true }));
   });
 });
+
+describe("the Fleet's policy arguments from another language", () => {
+  it("join the spec the CocoonSet and the slots get; one given twice is refused by its name", async () => {
+    const p = plugin.cocoonsetProvider("1.2.3");
+    const kubeconfig = "apiVersion: v1\nkind: Config\n";
+    const idler = await p.construct!(
+      "idler",
+      "cocoonset:index:Fleet",
+      {
+        namespace: "agents",
+        kubeconfig,
+        spec: { agent: { replicas: 1, image: "agents/coder:1" } },
+        idle: { after: "30m" },
+        expiry: { after: "24h", since: "idle" },
+        hooks: { url: "https://hooks.example.com/c", failurePolicy: "Ignore" },
+      },
+      {},
+    );
+    await settle((idler.state as { podNames: pulumi.Output<unknown> }).podNames);
+    const want = {
+      agent: { replicas: 1, image: "agents/coder:1" },
+      idle: { after: "30m" },
+      expiry: { after: "24h", since: "idle" },
+      hooks: { url: "https://hooks.example.com/c", failurePolicy: "Ignore" },
+    };
+    const slots = registered.find(
+      (r) => r.type === "cocoonset:index:Slots" && r.name === "idler-slots",
+    );
+    assert.deepEqual(slots?.inputs.spec, want);
+    const cr = registered.find(
+      (r) => r.type.startsWith("kubernetes:") && r.name === "idler-cocoonset",
+    );
+    assert.deepEqual((cr?.inputs as { spec?: unknown } | undefined)?.spec, want);
+
+    const built = await p.construct!(
+      "twice",
+      "cocoonset:index:Fleet",
+      {
+        namespace: "agents",
+        kubeconfig,
+        spec: { agent: { image: "agents/coder:1" }, idle: { after: "1h" } },
+        idle: { after: "30m" },
+      },
+      {},
+    );
+    assert.deepEqual(built.state, {});
+    const refusal = registered.find(
+      (r) => r.type === "cocoonset:index:ArgumentsRefusal" && r.name === "twice-arguments",
+    );
+    assert.deepEqual(refusal?.inputs.problems, [
+      {
+        propertyPath: "idle",
+        reason: "is given twice, as the Fleet's `idle` and as `spec.idle`; keep one of them",
+      },
+    ]);
+  });
+});

@@ -122,4 +122,18 @@ describe("the package schema's spec and status types", () => {
     assert.equal(fleet.inputProperties.spec.$ref, made.spec.$ref);
     assert.equal(fleet.properties.status.$ref, made.status.$ref);
   });
+
+  it("type the Fleet's idle, expiry and hooks arguments as the spec's own fields, so every language gets them typed", () => {
+    const spec = deref(fleet.inputProperties.spec);
+    for (const field of ["idle", "expiry", "hooks"] as const) {
+      const arg = (fleet.inputProperties as Record<string, SchemaProperty>)[field];
+      assert.ok(arg, `the Fleet takes ${field}`);
+      assert.equal(arg.$ref, spec.properties[field].$ref, `${field} is the spec's type`);
+      assert.ok(!arg.secret, `${field} is not a secret by itself (a URL with credentials is)`);
+    }
+    assert.deepEqual(deref(fleet.inputProperties.hooks).properties.url, {
+      type: "string",
+      description: deref(spec.properties.hooks).properties.url.description,
+    });
+  });
 });

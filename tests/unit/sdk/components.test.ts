@@ -13,6 +13,7 @@ import {
 } from "../../../controller/image.js";
 import crdJson from "../../../engine/spec/generated/crd.json" with { type: "json" };
 import { readFileSync } from "node:fs";
+import { LABELS, shardBucketOf } from "../../../engine/spec/index.js";
 
 // Read, not imported: a JSON import would make tsc emit dist/package.json, which then passes
 // for the repository root.
@@ -170,9 +171,12 @@ describe("Operator", () => {
     assert.deepEqual(binding.inputs.subjects, [
       { kind: "ServiceAccount", name: "ops-controller", namespace: "ops-system" },
     ]);
-    assert.ok(
-      !(role.inputs.rules as { resources: string[] }[]).some((r) => r.resources.includes("leases")),
-      "the ClusterRole grants nothing on Leases",
+    assert.deepEqual(
+      (role.inputs.rules as { resources: string[]; verbs: string[] }[])
+        .filter((r) => r.resources.includes("leases"))
+        .flatMap((r) => r.verbs),
+      ["list", "watch"],
+      "the ClusterRole only reads the members' activity Leases",
     );
     // Leases: a Role in the controller's own namespace only, the one it elects in.
     const leaseRole = one("ops", "kubernetes:rbac.authorization.k8s.io/v1:Role", "ops-lease-role");
@@ -794,6 +798,8 @@ describe("Fleet", () => {
     assert.deepEqual(cs.inputs.metadata, {
       name: "coder",
       namespace: "agents",
+      // Its shard bucket, so a sharded controller's shard selects it from the start.
+      labels: { [LABELS.shardBucket]: String(shardBucketOf("agents", "coder")) },
       annotations: {
         "cocoonset.cocoonstack.io/created-by": "project/stack/coder",
         "cocoonset.cocoonstack.io/owner-token": TOKEN,

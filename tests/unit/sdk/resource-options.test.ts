@@ -19,6 +19,14 @@ void describe("fleetIgnoreChanges", () => {
     [[], { cocoonSet: [], slots: [], guard: [] }],
     [["spec"], { cocoonSet: ["spec"], slots: ["spec"], guard: ["spec"] }],
     [
+      ["idle", "hooks.url"],
+      {
+        cocoonSet: ["spec.idle", "spec.hooks.url"],
+        slots: ["spec.idle", "spec.hooks.url"],
+        guard: ["spec.idle", "spec.hooks.url"],
+      },
+    ],
+    [
       ["spec.agent.image", "spec.toolboxes[0].image"],
       {
         cocoonSet: ["spec.agent.image", "spec.toolboxes[0].image"],

@@ -1,23 +1,23 @@
 /**
- * What `pulumi up` waits for after the usual convergence: the slots resource keeps running the
- * engine's passes until the fleet is Suspended (every VM hibernated, as the pass gates it) or,
- * for a wake, Running with every VM up again (behaviour.md §7.4), and then until every member
- * the spec asks to run is Ready (§7.3), or until the wait's timeout. Between passes it waits
- * on a watch of the fleet's pods (a kubelet's or a node agent's change), at most the planner's
- * requeue delay (the registry tag the suspend gate also reads has no watch). The passes write
- * the CocoonSet's status, so the one `up` returns with describes the pods it waited for.
+ * What `pulumi up` waits for after the usual convergence, as goals of the engine's one loop
+ * (`converge`): the passes run until the fleet is Suspended (every VM hibernated, as the pass
+ * gates it) or, for a wake, Running with every VM up again (behaviour.md §7.4), and then until
+ * every member the spec asks to run is Ready (§7.3), or until the wait's timeout. Between
+ * passes the loop waits on a watch of the fleet's pods (a kubelet's or a node agent's change),
+ * at most the planner's requeue delay (the registry tag the suspend gate also reads has no
+ * watch). The passes write the CocoonSet's status, so the one `up` returns with describes the
+ * pods it waited for.
  */
-import type { CocoonSet, Pod } from "../../engine/spec/index.js";
+import type { CocoonSet } from "../../engine/spec/index.js";
 import {
+  converge,
   isSuspendRegistrySilence,
-  listFleetPods,
-  podSelector,
-  readCocoonSet,
-  runPass,
+  type ConvergeGoal,
+  type GoalView,
   type PassFailure,
   type PassOptions,
 } from "../../engine/execute/index.js";
-import { paths, WaitTimeoutError, waitForList, type KubeClient } from "../../engine/kube/index.js";
+import { paths, type KubeClient } from "../../engine/kube/index.js";
 import { BrandedError } from "../../engine/kube/branded-error.js";
 import {
   describePods,
@@ -31,13 +31,10 @@ import {
   type ClusterEvent,
   type LifecycleChange,
   type PodWarning,
-} from "./lifecycle-view.js";
-
-/** The longest wait between two passes when no pod changes (the planner's own poll). */
-const MAX_IDLE_MS = 5_000;
+} from "./deploy-view.js";
 
 /** Thrown when the fleet did not reach the phase `pulumi up` waits for in time. */
-export class LifecycleTimeoutError extends BrandedError {
+export class DeployWaitTimeoutError extends BrandedError {
   constructor(
     message: string,
     /** The pods still waited for. */
@@ -51,7 +48,7 @@ export class LifecycleTimeoutError extends BrandedError {
  * Thrown when a suspend or a wake cannot finish: the CocoonSet is gone, the fleet is
  * Failed, or a pass failed for another reason than the registry's silence (`failures`).
  */
-export class LifecycleFailedError extends BrandedError {
+export class DeployWaitFailedError extends BrandedError {
   constructor(
     message: string,
     /** The pass failures that stopped the wait; empty when the fleet itself did. */
@@ -61,8 +58,8 @@ export class LifecycleFailedError extends BrandedError {
   }
 }
 
-/** Options of {@link awaitLifecycle}. */
-export interface LifecycleWaitOptions {
+/** Options of {@link awaitLifecycle} and {@link awaitReady}. */
+export interface DeployWaitOptions {
   /** The pass options (the registry among them). */
   pass: PassOptions;
   timeoutMs: number;
@@ -78,35 +75,8 @@ export interface LifecycleWaitOptions {
 }
 
 /** What the last pass of the wait saw. */
-export interface LifecycleWaitResult {
+export interface DeployWaitResult {
   cocoonSet: CocoonSet;
-  passes: number;
-}
-
-/** A fingerprint of the pods' versions, to wait until any of them changes. */
-function versions(pods: readonly { metadata?: { name?: string; resourceVersion?: string } }[]) {
-  return pods
-    .map((p) => `${p.metadata?.name ?? ""}@${p.metadata?.resourceVersion ?? ""}`)
-    .sort()
-    .join(",");
-}
-
-/** What one pass returns. */
-type PassResult = Awaited<ReturnType<typeof runPass>>;
-
-/** What one pass of a wait saw, for its goal to judge. */
-interface PassView {
-  /** The CocoonSet after the pass. */
-  cocoonSet: CocoonSet;
-  /** The fleet's pods after the pass. */
-  pods: Pod[];
-  /** The pass's result. */
-  result: PassResult;
-  /** The registry's silence that held a suspend, if it did (else ""). */
-  registryError: string;
-  /** Whether no pod changed while the pass ran: then the status it wrote describes `pods`. */
-  stable: boolean;
-  /** How many passes the wait ran, this one included. */
   passes: number;
 }
 
@@ -116,20 +86,16 @@ interface WaitGoal {
   tolerated(f: PassFailure): boolean;
   /** The error of the pass failures (or the Failed fleet) that stop the wait. */
   failed(messages: string[]): string;
-  /**
-   * Done or not, and the progress line: logged when done, or when `key` (the line without
-   * what changes at every pass) differs from the last one logged.
-   */
-  judge(v: PassView): { done: boolean; key: string; line: string };
+  /** Done or not, and the progress line ({@link ConvergeGoal.judge}). */
+  judge(v: GoalView): { done: boolean; key: string; line: string };
   /** The error of a wait out of time. */
-  timedOut(v: PassView): Promise<{ message: string; pending: string[] }>;
+  timedOut(v: GoalView): Promise<{ message: string; pending: string[] }>;
 }
 
 /**
- * Runs passes until the goal says done: after each one that left work for later, waits on a
- * watch of the fleet's pods for any change since the pass began, at most the planner's requeue
- * delay ({@link MAX_IDLE_MS}). Fails at once on a pass failure the goal does not tolerate and
- * on a fleet that is Failed; on timeout with the goal's message.
+ * Runs the engine's passes (`converge`, the one loop) until the goal says done: it fails at
+ * once on a pass failure the goal does not tolerate and on a fleet that is Failed; on timeout
+ * with the goal's message.
  */
 async function passesUntil(
   client: KubeClient,
@@ -138,62 +104,30 @@ async function passesUntil(
   /** What the wait does, as in "nothing to X" once the CocoonSet is gone. */
   what: string,
   goal: WaitGoal,
-  opts: LifecycleWaitOptions,
-): Promise<LifecycleWaitResult> {
-  const deadline = Date.now() + opts.timeoutMs;
-  let lastKey = "";
-  for (let passes = 1; ; passes++) {
-    const cs = await readCocoonSet(client, namespace, name);
-    if (!cs)
-      throw new LifecycleFailedError(`CocoonSet ${namespace}/${name} is gone; nothing to ${what}`);
-    // The pods as they were before the pass: the wait below ends on any change since, so a
-    // node agent's write that lands while the pass runs is never missed.
-    const seen = versions(await listFleetPods(client, cs));
-    const result = await runPass(client, cs, opts.pass);
-    if (result.conflicted) continue;
-    const tolerated = result.failures.filter((f) => goal.tolerated(f));
-    const others = result.failures.filter((f) => !goal.tolerated(f));
-    if (others.length > 0)
-      throw new LifecycleFailedError(goal.failed(others.map((f) => f.message)), others);
-    const pods: Pod[] = await listFleetPods(client, result.cocoonSet);
-    const view: PassView = {
-      cocoonSet: result.cocoonSet,
-      pods,
-      result,
-      registryError: tolerated[0]?.message ?? "",
-      stable: versions(pods) === seen,
-      passes,
-    };
-    const phase = result.cocoonSet.status?.phase ?? "unknown";
-    const { done, key, line } = goal.judge(view);
-    if (done || key !== lastKey) {
-      opts.log(line);
-      lastKey = key;
-    }
-    if (done) return { cocoonSet: result.cocoonSet, passes };
-    if (phase === "Failed") {
-      throw new LifecycleFailedError(
-        goal.failed([
-          `the fleet is Failed (its main agent is terminal): ${result.cocoonSet.status?.conditions?.map((c) => c.message).join("; ") ?? ""}`,
-        ]),
-      );
-    }
-    if (Date.now() >= deadline) {
-      const { message, pending } = await goal.timedOut(view);
-      throw new LifecycleTimeoutError(message, pending);
-    }
-    if (result.requeueAfterMs === 0 || !view.stable) continue;
-    const idle = Math.min(result.requeueAfterMs ?? MAX_IDLE_MS, MAX_IDLE_MS, deadline - Date.now());
-    try {
-      await waitForList(client, paths.pods(namespace), (items) => versions(items) !== seen, {
-        labelSelector: podSelector(name),
-        timeoutMs: Math.max(1, idle),
-        description: `a change of the pods of CocoonSet ${namespace}/${name}`,
-      });
-    } catch (e) {
-      if (!WaitTimeoutError.isInstance(e)) throw e;
-    }
-  }
+  opts: DeployWaitOptions,
+): Promise<DeployWaitResult> {
+  let passes = 0;
+  const until: ConvergeGoal = {
+    tolerated: (f) => goal.tolerated(f),
+    judge: (v) => {
+      passes = v.passes;
+      return goal.judge(v);
+    },
+    log: (line) => opts.log(line),
+    failed: (messages, failures) => new DeployWaitFailedError(goal.failed(messages), failures),
+    gone: () =>
+      new DeployWaitFailedError(`CocoonSet ${namespace}/${name} is gone; nothing to ${what}`),
+    timedOut: async (v) => {
+      const { message, pending } = await goal.timedOut(v);
+      return new DeployWaitTimeoutError(message, pending);
+    },
+  };
+  const last = await converge(client, namespace, name, {
+    ...opts.pass,
+    timeoutMs: opts.timeoutMs,
+    until,
+  });
+  return { cocoonSet: last.cocoonSet, passes };
 }
 
 /**
@@ -207,14 +141,14 @@ export async function awaitLifecycle(
   namespace: string,
   name: string,
   change: LifecycleChange,
-  opts: LifecycleWaitOptions,
-): Promise<LifecycleWaitResult> {
+  opts: DeployWaitOptions,
+): Promise<DeployWaitResult> {
   const target = change === "suspend" ? "Suspended" : "Running";
-  const pendingOf = (v: PassView) =>
+  const pendingOf = (v: GoalView) =>
     change === "wake"
       ? wakePending(v.cocoonSet, v.pods)
       : // A registry that did not answer leaves the plan empty: every pod is still in question.
-        v.registryError
+        v.tolerated
         ? lifecyclePods(v.cocoonSet, v.pods).map((p) => p.metadata?.name ?? "")
         : suspendPending(v.result.plan);
   return passesUntil(
@@ -228,8 +162,8 @@ export async function awaitLifecycle(
       judge(v) {
         const phase = v.cocoonSet.status?.phase ?? "unknown";
         const pending = pendingOf(v);
-        const done = phase === target && pending.length === 0 && v.registryError === "";
-        const key = `phase ${phase}, ${pending.length} pod(s) ${change === "suspend" ? "not hibernated" : "not awake"} yet${v.registryError ? ` (${v.registryError})` : ""}`;
+        const done = phase === target && pending.length === 0 && v.tolerated === "";
+        const key = `phase ${phase}, ${pending.length} pod(s) ${change === "suspend" ? "not hibernated" : "not awake"} yet${v.tolerated ? ` (${v.tolerated})` : ""}`;
         return {
           done,
           key,
@@ -245,7 +179,7 @@ export async function awaitLifecycle(
         const what =
           change === "suspend" ? "pods that did not hibernate" : "pods whose VM is not up again";
         return Promise.resolve({
-          message: `${change} of fleet ${namespace}/${name} did not finish within ${seconds}s (${opts.timeoutField}): phase ${phase}; ${what}: ${describePods(v.pods, pending) || "none"}${v.registryError ? `; ${v.registryError}` : ""}. The CocoonSet keeps its spec; the next \`pulumi up\` waits again`,
+          message: `${change} of fleet ${namespace}/${name} did not finish within ${seconds}s (${opts.timeoutField}): phase ${phase}; ${what}: ${describePods(v.pods, pending) || "none"}${v.tolerated ? `; ${v.tolerated}` : ""}. The CocoonSet keeps its spec; the next \`pulumi up\` waits again`,
           pending,
         });
       },
@@ -256,7 +190,7 @@ export async function awaitLifecycle(
 
 /**
  * Runs passes until every member the spec asks to run is Ready and the CocoonSet's status says
- * so (lifecycle-view.ts): done after a pass during which no pod changed, so the status that
+ * so (deploy-view.ts): done after a pass during which no pod changed, so the status that
  * pass wrote was derived from those very pods (phase `Running`, ready counts equal to the
  * desired ones). A suspended fleet has no member to wait for. Any pass failure other than a
  * conflict fails at once; on timeout the error names each member that is not Ready and why,
@@ -266,8 +200,8 @@ export async function awaitReady(
   client: KubeClient,
   namespace: string,
   name: string,
-  opts: LifecycleWaitOptions,
-): Promise<LifecycleWaitResult> {
+  opts: DeployWaitOptions,
+): Promise<DeployWaitResult> {
   const fleet = `${namespace}/${name}`;
   return passesUntil(
     client,

@@ -11,7 +11,7 @@ import {
   lifecycleSummary,
   suspendPending,
   wakePending,
-} from "../../../provider/dynamic/lifecycle-view.js";
+} from "../../../provider/dynamic/deploy-view.js";
 import { UNKNOWN } from "../../../provider/dynamic/slots.js";
 import { cocoonSetFrom, desiredSlots } from "../../../provider/dynamic/slot-view.js";
 import { planPass } from "../../../engine/planner/index.js";

@@ -4,7 +4,7 @@
  * suspend or a wake still waits for (behaviour.md §7.4); before `pulumi up` returns, every
  * member the spec asks to run Ready as the CocoonSet's status counts it, and no pod beyond
  * the spec left, with the timeout message that says, per member, why it is not Ready (§7.3).
- * Pure: the slots resource (slots.ts) and its waits (lifecycle-wait.ts) feed it the cluster's
+ * Pure: the slots resource (slots.ts) and its waits (deploy-wait.ts) feed it the cluster's
  * objects.
  */
 import { asksHibernate } from "../../engine/lifecycle/index.js";
@@ -23,6 +23,7 @@ import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
   LIFECYCLE_STATES,
+  effectiveSuspend,
   type CocoonSet,
   type CocoonSetSpec,
   type Pod,
@@ -173,7 +174,7 @@ function hibernating(pod: Pod): boolean {
 }
 
 /**
- * The members `up` waits for and where each stands. A suspended fleet (`spec.suspend`) asks
+ * The members `up` waits for and where each stands. A suspended fleet (`spec.suspend`, or the idle policy's `status.idleSuspendedSince`) asks
  * none to run; otherwise the main agent, sub-agents 1..replicas and each toolbox, except a
  * member whose pod {@link hibernating} says is not asked to run. Members are read from the
  * engine's record (as the status reads them), so a pod someone else made is no member.
@@ -190,7 +191,7 @@ export function readiness(cs: CocoonSet, pods: readonly Pod[]): Readiness {
   ]
     .map((p) => p.metadata?.name ?? "")
     .sort();
-  if (cs.spec.suspend === true) return { awaited: [], notReady: [], leaving: [] };
+  if (effectiveSuspend(cs)) return { awaited: [], notReady: [], leaving: [] };
   const awaited: AwaitedMember[] = [];
   const byName = new Map(pods.map((p) => [p.metadata?.name ?? "", p]));
   const add = (member: string, role: string, pod: string, own: Pod | undefined) => {

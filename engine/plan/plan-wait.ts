@@ -1,0 +1,79 @@
+/**
+ * What a pass leaves to wait for, typed: a step that cannot finish in this pass states what
+ * the next one needs (its `wait`: a pod Ready, a pod gone, a VM live, the node agent's next
+ * report, or nothing that waiting can change), and {@link passWait} settles it with what the
+ * pass did. One loop (engine/execute/converge.ts) waits for it, for `pulumi up`, its suspend
+ * and wake, and the readiness of the fleet alike, each wait with its deadline and a
+ * description of what it waited for.
+ */
+import type { Plan, StepWait } from "./plan-types.js";
+
+/** What the loop does after a pass. */
+export type PassWait =
+  | StepWait
+  /** The pod gone, or no longer terminating: a create met it while it went. */
+  | { kind: "pod-gone"; pod: string }
+  /** The fleet's terminating pods gone: every create met one. */
+  | { kind: "terminating-gone" }
+  /** The next pass at once: this one changed pods. */
+  | { kind: "next-pass" }
+  /**
+   * Nothing of the plan's: a caller with a goal of its own waits for any change of the
+   * fleet's pods since `since` (their versions as the pass read them), at most `maxMs`.
+   */
+  | { kind: "none"; maxMs?: number; since?: string };
+
+/** What a pass did, as far as its wait depends on it. */
+export interface PassOutcome {
+  /** The pods it created. */
+  created: readonly string[];
+  /** Every create met a pod of the same name. */
+  stalled?: boolean;
+  /** The planner's requeue delay after the pass (0: at once). */
+  requeueAfterMs?: number;
+}
+
+/** The wait the plan states: its main agent's first step's (the fleet waits on its main agent). */
+function statedWait(plan: Plan): StepWait | undefined {
+  return plan.steps.find((s) => s.target.role === "main")?.wait;
+}
+
+/** The wait after a pass: the plan's, settled with what the pass did. */
+export function passWait(plan: Plan, outcome: PassOutcome): PassWait {
+  const stated = statedWait(plan);
+  if (stated?.kind === "stuck" || stated?.kind === "vm-live") return stated;
+  if (stated?.kind === "pod-ready") {
+    if (stated.created && !outcome.created.includes(stated.pod))
+      return { kind: "pod-gone", pod: stated.pod };
+    return stated;
+  }
+  if (outcome.requeueAfterMs === 0) return { kind: "next-pass" };
+  if (stated?.kind === "pod-change")
+    return { ...stated, maxMs: outcome.requeueAfterMs ?? stated.maxMs };
+  if (outcome.stalled) return { kind: "terminating-gone" };
+  return outcome.requeueAfterMs === undefined
+    ? { kind: "none" }
+    : { kind: "none", maxMs: outcome.requeueAfterMs };
+}
+
+/** What a wait waits for, in words (a timeout's message names it). */
+export function describeWait(wait: PassWait, fleet: string): string {
+  switch (wait.kind) {
+    case "pod-ready":
+      return `pod ${wait.pod} of CocoonSet ${fleet} to be Ready`;
+    case "vm-live":
+      return `pod ${wait.pod} of CocoonSet ${fleet} to be restored from its snapshot`;
+    case "pod-change":
+      return `a change of pod ${wait.pod} of CocoonSet ${fleet}`;
+    case "pod-gone":
+      return `terminating pod ${wait.pod} of CocoonSet ${fleet} to be gone`;
+    case "terminating-gone":
+      return `terminating pods of CocoonSet ${fleet} to be gone`;
+    case "stuck":
+      return wait.message;
+    case "next-pass":
+      return `the next pass of CocoonSet ${fleet}`;
+    case "none":
+      return `a change of the pods of CocoonSet ${fleet}`;
+  }
+}

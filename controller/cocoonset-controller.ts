@@ -255,6 +255,7 @@ export function cocoonSetControllerDeps(
       hibernateTimeoutMs: opts.hibernateTimeoutMs,
       wakeTimeoutMs: opts.wakeTimeoutMs,
       now: opts.now,
+      reads: cache.reads,
     }),
     reap: (namespace, ctx) =>
       reapNamespace(client, namespace, {

@@ -24,6 +24,7 @@
  * migrations are refused saying why, as before).
  */
 import {
+  cocoonSetsNaming,
   freshReader,
   listCocoonSetsVisible,
   readNameHolders,
@@ -31,6 +32,7 @@ import {
 } from "../engine/execute/index.js";
 import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import type { TargetNodeFacts } from "../engine/lifecycle/index.js";
+import { mayNameVm } from "../engine/attribution/index.js";
 import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, showsVersion } from "./expectations.js";
@@ -178,7 +180,15 @@ export class FleetCache {
     cocoonSetsForVmNames: (cs) => {
       if (!this.cocoonSets?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
       if (this.cocoonSets.selected) return this.vmNameNeighbours(cs);
-      return Promise.resolve(this.cocoonSets.list().map((o) => frozen(o) as unknown as CocoonSet));
+      return Promise.resolve(this.cachedCocoonSets());
+    },
+    cocoonSetsNamingVms: async (namespace, vms) => {
+      const cache = this.cocoonSets;
+      if (!cache?.clusterWide || !cache.synced())
+        return this.fresh.cocoonSetsNamingVms(namespace, vms);
+      if (!cache.selected) return cocoonSetsNaming(this.cachedCocoonSets(), vms);
+      const named = (ns: string, name: string) => vms.some((vm) => mayNameVm(ns, name, vm));
+      return cocoonSetsNaming(await this.namedCocoonSets(named, namespace), vms);
     },
     hibernations: (namespace) => {
       const cache = this.hibernationCache;
@@ -206,26 +216,43 @@ export class FleetCache {
     },
   };
 
+  /** Every cached CocoonSet (frozen). */
+  private cachedCocoonSets(): CocoonSet[] {
+    return (this.cocoonSets?.list() ?? []).map((o) => frozen(o) as unknown as CocoonSet);
+  }
+
   /**
    * A shard's answer to "which fleets may hold `cs`'s VM names": VM names are
    * `vk-<namespace>-<name>-<member>`, so two fleets' names can meet only where one's
-   * `<namespace>-<name>` equals the other's or begins it at a dash. Those few are found in the
-   * names of every CocoonSet and read from the shard's own cache or afresh; the names not
-   * listed yet, every CocoonSet is listed afresh.
+   * `<namespace>-<name>` equals the other's or begins it at a dash.
    */
-  private async vmNameNeighbours(cs: CocoonSet): Promise<CocoonSet[]> {
+  private vmNameNeighbours(cs: CocoonSet): Promise<CocoonSet[]> {
+    const stem = `${namespaceOf(cs)}-${cs.metadata.name ?? ""}`;
+    return this.namedCocoonSets((ns, name) => {
+      if (ns === namespaceOf(cs) && name === cs.metadata.name) return false;
+      const other = `${ns}-${name}`;
+      return other === stem || other.startsWith(`${stem}-`) || stem.startsWith(`${other}-`);
+    }, namespaceOf(cs));
+  }
+
+  /**
+   * The CocoonSets whose `namespace/name` `match` picks, found in the names of every
+   * CocoonSet (a shard's own cache holds only its buckets' fleets) and read from the shard's
+   * cache or afresh. While those names have not listed, every CocoonSet is listed afresh
+   * (`namespace`'s where the cluster's may not be): the caller filters what it needs.
+   */
+  private async namedCocoonSets(
+    match: (namespace: string, name: string) => boolean,
+    namespace: string,
+  ): Promise<CocoonSet[]> {
     const names = this.names;
     if (!names?.synced() || names.informers.length === 0)
-      return listCocoonSetsVisible(this.client, namespaceOf(cs));
-    const stem = `${namespaceOf(cs)}-${cs.metadata.name ?? ""}`;
+      return listCocoonSetsVisible(this.client, namespace);
     const out: CocoonSet[] = [];
     for (const o of names.list()) {
       const ns = o.metadata.namespace ?? "";
       const name = o.metadata.name ?? "";
-      if (ns === namespaceOf(cs) && name === cs.metadata.name) continue;
-      const other = `${ns}-${name}`;
-      if (other !== stem && !other.startsWith(`${stem}-`) && !stem.startsWith(`${other}-`))
-        continue;
+      if (!match(ns, name)) continue;
       // The cache's own copy (frozen, as every read of a pass), else a fresh read.
       const read =
         this.cocoonSet(ns, name) ??

@@ -10,6 +10,7 @@ import {
   HibernationRefused,
   runHibernationPass,
   type HibernationHooks,
+  type Reader,
   type SnapshotRegistry,
 } from "../engine/execute/index.js";
 import type { CocoonHibernation } from "../engine/spec/index.js";
@@ -35,11 +36,17 @@ export interface HibernationReconcilerOptions {
   wakeTimeoutMs?: number;
   /** Clock. @default Date.now */
   now?: () => number;
+  /**
+   * Where a pass reads the fleets a VM name could belong to: the CocoonSet controller's
+   * caches (controller/fleet-cache.ts). @default afresh
+   */
+  reads?: Reader;
 }
 
 /** The CR cache's index of CocoonHibernations by their pod (hibernation-controller.ts). */
 export interface HibernationsByPod {
   synced(): boolean;
+  get(key: string): KubeObject | undefined;
   byIndex(index: string, value: string): KubeObject[];
 }
 
@@ -78,6 +85,10 @@ export class HibernationReconciler implements Reconciler<HibernationMetrics> {
     return cache.byIndex(this.index, `${ns}/${pod}`) as unknown as CocoonHibernation[];
   }
 
+  private cachedCr(key: ObjectKey): KubeObject | undefined {
+    return this.cache?.synced() ? this.cache.get(`${key.namespace}/${key.name}`) : undefined;
+  }
+
   constructor(
     private readonly client: KubeClient,
     private readonly opts: HibernationReconcilerOptions = {},
@@ -88,7 +99,10 @@ export class HibernationReconciler implements Reconciler<HibernationMetrics> {
     ctx: ReconcileContext<HibernationMetrics>,
   ): Promise<ReconcileResult> {
     const path = paths.cocoonHibernation(key.namespace, key.name);
-    const first = await this.client.getOrUndefined<CocoonHibernation>(path);
+    // Only its pod is needed before the lock, which a cached copy tells as well (a CR's pod
+    // never changes); absent from the cache, the CR is read.
+    const first = (this.cachedCr(key) ??
+      (await this.client.getOrUndefined<CocoonHibernation>(path))) as CocoonHibernation | undefined;
     if (!first) return DONE;
     const podName = first.spec?.podRef?.name ?? "";
     return this.locks.run(`${key.namespace}/${podName}`, async () => {
@@ -108,6 +122,7 @@ export class HibernationReconciler implements Reconciler<HibernationMetrics> {
       wakeTimeoutMs: this.opts.wakeTimeoutMs,
       now: this.opts.now,
       hooks: hooksFor(ctx),
+      reads: this.opts.reads,
       hibernationsOfPod: (ns, pod) => this.hibernationsOfPod(ns, pod),
     });
     // A registry whose breaker is open: back when it is asked again, without a thrown error's

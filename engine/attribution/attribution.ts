@@ -21,6 +21,23 @@ export function vmNameFor(namespace: string, cocoonSet: string, member: number |
   return `vk-${namespace}-${cocoonSet}-${member}`;
 }
 
+/**
+ * The VM name of pod `pod` of `namespace`, `vk-<namespace>-<pod>`: a standalone pod's VM, and
+ * a member's too, whose pod `<cs>-<member>` runs `vk-<namespace>-<cs>-<member>`.
+ */
+export function podVmName(namespace: string, pod: string): string {
+  return `vk-${namespace}-${pod}`;
+}
+
+/**
+ * Whether some member of CocoonSet `namespace/cocoonSet` could run the VM `vm`: every VM name
+ * of the fleet begins `vk-<namespace>-<cocoonSet>-`. A prefix test, not a parse: with dashes in
+ * names, `vk-a-b-c-1` may be the VM of `a`'s `b-c` or of `a-b`'s `c`.
+ */
+export function mayNameVm(namespace: string, cocoonSet: string, vm: string): boolean {
+  return vm.startsWith(vmNameFor(namespace, cocoonSet, ""));
+}
+
 /** Pod name of a member: `<cs>-<member>`, for agents and toolboxes alike. */
 function memberPodName(cocoonSet: string, member: number | string): string {
   return `${cocoonSet}-${member}`;
@@ -298,7 +315,7 @@ export function otherHolders(cs: CocoonSet, vm: string, holders: VmHolders): str
   for (const h of holders.hibernations ?? [])
     if (h.vm === vm) out.push(`CocoonHibernation ${h.namespace}/${h.name}`);
   for (const p of holders.standalone ?? [])
-    if (p.vm === vm && `vk-${p.namespace}-${p.name}` === vm)
+    if (p.vm === vm && podVmName(p.namespace, p.name) === vm)
       out.push(`Pod ${p.namespace}/${p.name}`);
   return [...new Set(out)].sort();
 }
@@ -326,7 +343,7 @@ export function standaloneCandidates(vm: string): { namespace: string; name: str
 export function standaloneHold(pod: Pod, fleets: readonly CocoonSet[]): StandaloneHold | undefined {
   const ns = namespaceOf(pod);
   const name = pod.metadata?.name ?? "";
-  const vm = `vk-${ns}-${name}`;
+  const vm = podVmName(ns, name);
   if (pod.metadata?.annotations?.[ANNOTATIONS.vmName] !== vm) return undefined;
   if (fleets.some((f) => namespaceOf(f) === ns && isRecordedMember(attributedView(f, []), pod)))
     return undefined;
@@ -371,7 +388,7 @@ export function attributePodVm(
   const owner = fleets.find(
     (f) => namespaceOf(f) === ns && isRecordedMember(attributedView(f, []), pod),
   );
-  const expected = owner ? memberPodVm(attributedView(owner, []), pod) : `vk-${ns}-${podName}`;
+  const expected = owner ? memberPodVm(attributedView(owner, []), pod) : podVmName(ns, podName);
   if (said !== expected) {
     return {
       refusal: `pod ${ns}/${podName} carries ${ANNOTATIONS.vmName}=${said}, but its VM is ${expected}${owner ? ` (member of CocoonSet ${fleetKey(owner)})` : " (no CocoonSet recorded it as a member)"}; only that name is acted on`,

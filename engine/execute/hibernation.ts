@@ -20,13 +20,15 @@ import {
   type HibernationRefusal,
   type TagFact,
 } from "../hibernation/index.js";
+import { podVmName } from "../attribution/index.js";
 import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "../spec/index.js";
 import { gateHibernationHook, hibernationWakeRecord } from "./hook-gate.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { paths, type KubeClient } from "../kube/index.js";
 import { noOutcome, runActions, type Subject } from "./actions.js";
 import type { SnapshotRegistry } from "./snapshots.js";
-import { listCocoonSetsVisible } from "./pass-reads.js";
+import { freshReader } from "./pass-reads.js";
+import type { Reader } from "./reader.js";
 
 /** Hooks through which the hibernation executor reports what it did. */
 export interface HibernationHooks {
@@ -52,6 +54,13 @@ export interface HibernationPassOptions {
   /** Clock. @default Date.now */
   now?: () => number;
   hooks?: HibernationHooks;
+  /**
+   * Where the fleets a VM name could belong to are read: the controller's caches, else
+   * afresh. The CR and its pod are always read afresh: a pass acts on the pod's annotations
+   * (a hook is called once per hibernation), which a lagging cache could show without the
+   * last pass's write. @default freshReader(client)
+   */
+  reads?: Reader;
   /**
    * The live CRs that target the pod `pod` of namespace `ns`, from an informer's cache; undefined
    * while it cannot answer (then the namespace's CRs are listed). The planner needs only those
@@ -95,11 +104,18 @@ async function readHibernationInput(
   const all = cached
     ? // The CR as just read, in place of the cache's copy (which may lag or lack it).
       [cr, ...cached.filter((o) => o.metadata.uid !== cr.metadata.uid)]
-    : (await client.list<CocoonHibernation>(paths.cocoonHibernations(ns))).items;
+    : // Afresh, not from a cache: a deletion drops a tag no other live CR may still need.
+      await freshReader(client).hibernations(ns);
   const pod = podName ? await client.getOrUndefined<Pod>(paths.pod(ns, podName)) : undefined;
-  // Every fleet a VM name could belong to: the pod's annotation is believed only when the
-  // controller can attribute it (docs/behaviour.md §3.18).
-  const fleets = await listCocoonSetsVisible(client, ns);
+  // The fleets the pod's VM or the VM the CR recorded could belong to: the pod's annotation
+  // is believed only when the controller can attribute it (docs/behaviour.md §3.18). A
+  // member's pod is `<cs>-<member>` and its VM `vk-<ns>-<cs>-<member>`, so its fleet is
+  // among those naming `vk-<ns>-<pod>`, as is any other fleet that claims that name.
+  const vms = [podName && podVmName(ns, podName), cr.status?.vmName ?? ""];
+  const fleets = await (opts.reads ?? freshReader(client)).cocoonSetsNamingVms(
+    ns,
+    vms.filter((vm) => vm !== ""),
+  );
   const input: HibernationInput = {
     cr,
     pod,

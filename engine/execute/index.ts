@@ -6,6 +6,7 @@ export { addFinalizerTo } from "./finalizer.js";
 export { runPass } from "./pass.js";
 export { type CreateLogs, type EngineHooks, type PassOptions } from "./pass-options.js";
 export {
+  cocoonSetsNaming,
   freshReader,
   listCocoonSetsVisible,
   listFleetPods,

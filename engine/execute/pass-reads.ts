@@ -12,7 +12,7 @@ import {
   type SnapshotFacts,
 } from "../lifecycle/index.js";
 import { snapshotProbes } from "../planner/index.js";
-import { recordedWakeProbes } from "../attribution/index.js";
+import { mayNameVm, recordedWakeProbes } from "../attribution/index.js";
 import { wakeProbes, type HibernationTarget } from "../snapshots/index.js";
 import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../spec/index.js";
 import {
@@ -37,6 +37,8 @@ export function freshReader(client: KubeClient): Reader {
     fleetPods: (cs) => listFleetPods(client, cs),
     nameHolders: (cs, names) => readNameHolders(client, namespaceOf(cs), names),
     cocoonSetsForVmNames: (cs) => listCocoonSetsVisible(client, namespaceOf(cs)),
+    cocoonSetsNamingVms: async (namespace, vms) =>
+      cocoonSetsNaming(await listCocoonSetsVisible(client, namespace), vms),
     hibernations: async (namespace) => {
       try {
         return (await client.list<CocoonHibernation>(paths.cocoonHibernations(namespace))).items;
@@ -105,6 +107,16 @@ export async function readOwnSnapshotFacts(
     facts: ownSnapshotFacts(cs, pods, facts, vouched),
     record: snapshotRecordUpdate(cs, pods, facts),
   };
+}
+
+/** Of `fleets`, those one of whose members could run a VM named in `vms`. */
+export function cocoonSetsNaming<T extends CocoonSet>(
+  fleets: readonly T[],
+  vms: readonly string[],
+): T[] {
+  return fleets.filter((f) =>
+    vms.some((vm) => mayNameVm(namespaceOf(f), f.metadata.name ?? "", vm)),
+  );
 }
 
 /** Every CocoonSet the credentials may list: the cluster's, else one namespace's. */

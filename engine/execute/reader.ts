@@ -23,6 +23,12 @@ export interface Reader {
   nameHolders(cs: CocoonSet, names: readonly string[]): Promise<Pod[]>;
   /** The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7). */
   cocoonSetsForVmNames(cs: CocoonSet): Promise<CocoonSet[]>;
+  /**
+   * The CocoonSets one of whose members could run a VM named in `vms` (a fleet's VM names all
+   * begin `vk-<namespace>-<name>-`): what a CocoonHibernation's pass attributes its pod's VM
+   * against. `namespace` is the one read where the cluster's CocoonSets may not be listed.
+   */
+  cocoonSetsNamingVms(namespace: string, vms: readonly string[]): Promise<CocoonSet[]>;
   /** The CocoonHibernations of a namespace; none on a cluster without their CRD. */
   hibernations(namespace: string): Promise<CocoonHibernation[]>;
   /** The CocoonHibernations whose recorded VM `cs` could be refused (engine/attribution). */

@@ -69,9 +69,10 @@ export interface HibernationInput {
   /** Whether the controller has a snapshot registry. */
   registry: boolean;
   /**
-   * The cluster's CocoonSets: the pod's VM name is acted on only when it is the one the
-   * controller derives for that pod and no other fleet holds it (vm-names.ts). Omitted: not
-   * checked.
+   * The cluster's CocoonSets that could name the pod's VM (`vk-<ns>-<pod>`) or the one the CR
+   * recorded (any others change nothing): the pod's VM name is acted on only when it is the
+   * one the controller derives for that pod and no other fleet holds it (vm-names.ts).
+   * Omitted: not checked.
    */
   fleets?: readonly CocoonSet[];
   /** The answer for {@link hibernationProbe}'s VM; omitted when none was asked. */

@@ -21,7 +21,11 @@ import {
   type ReconcileContext,
 } from "../../controller/index.js";
 import { MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
-import { trimPodForCache } from "../../controller/informer.js";
+import { keepNameOnly, trimPodForCache } from "../../controller/informer.js";
+import { HibernationReconciler } from "../../controller/hibernation-reconciler.js";
+import { HIBERNATIONS_BY_POD, hibernationKind } from "../../controller/hibernation-controller.js";
+import type { HibernationMetrics } from "../../controller/types.js";
+import { namespaceOf } from "../../engine/kube/objects.js";
 import { trimNodeForCache } from "../../controller/node-kind.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { PassError, type Reader } from "../../engine/execute/index.js";
@@ -30,7 +34,9 @@ import type { WatchEvent } from "../../engine/kube/client.js";
 import {
   ANNOTATION_TRUE,
   ANNOTATIONS,
+  LABELS,
   SNAPSHOT_TAGS,
+  type CocoonHibernation,
   type CocoonSet,
   type Pod,
 } from "../../engine/spec/index.js";
@@ -665,3 +671,122 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     assert.ok(fresh.includes(`GET ${paths.nodes()}/no-such-node`), fresh.join(", "));
   });
 });
+
+describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
+  test("lists no CocoonSet: the fleets that could name the pod's VM come from the cache, or (a shard that does not hold them) by name; the fresh read lists them all", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-hib-reads");
+    const admin = adminClient();
+    const { client, sent } = recordingClient(admin);
+    const informers = {
+      cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
+      // A shard's CocoonSets: a bucket no fleet of this test is in.
+      shard: new Informer({
+        client: admin,
+        path: paths.cocoonSets(),
+        labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
+      }),
+      names: new Informer({
+        client: admin,
+        path: paths.cocoonSets(),
+        metadataOnly: true,
+        transform: keepNameOnly,
+      }),
+      pods: new Informer({
+        client: admin,
+        path: paths.pods(ns),
+        labelSelector: MANAGED_POD_SELECTOR,
+        transform: trimPodForCache,
+      }),
+      hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
+    };
+    const all = Object.values(informers);
+    const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
+    const hibernations = new KindCache([informers.hibernations], false, hibernationKind.indexes);
+    const whole = new FleetCache(client);
+    whole.attach(new KindCache([informers.cocoonSets], true), pods, { hibernations });
+    const shard = new FleetCache(client);
+    shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
+      hibernations,
+      names: new KindCache([informers.names], true),
+    });
+    for (const i of all) i.start();
+    c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
+    await Promise.all(all.map((i) => i.waitForSync()));
+
+    // What each reader answered, to show which fleets the pass was given.
+    const given: string[][] = [];
+    for (const reads of [whole.reads, shard.reads]) {
+      const naming = reads.cocoonSetsNamingVms.bind(reads);
+      reads.cocoonSetsNamingVms = async (namespace, vms) => {
+        const fleets = await naming(namespace, vms);
+        given.push(fleets.map((f) => `${namespaceOf(f)}/${f.metadata.name}`));
+        return fleets;
+      };
+    }
+
+    const pass = passOf(new CocoonSetReconciler(admin, { cache: whole }), ns, "reads");
+    await createCocoonSet(ns, "reads", { replicas: 1, nodeName: NODES[0] });
+    removeFinalizerAtEnd(c, admin, ns, "reads");
+    // Another fleet of the namespace, whose VM names cannot be the pod's.
+    await createCocoonSet(ns, "other", { replicas: 0, nodeName: NODES[0] });
+    await until("the CocoonSets in the cache", () => whole.cocoonSet(ns, "other") !== undefined);
+    await until("2 agents Running", async () => {
+      await pass();
+      const list = await fleetPods(admin, ns, "reads");
+      return list.length === 2 && list.every((p) => p.status?.phase === "Running");
+    });
+
+    await admin.create(paths.cocoonHibernations(ns), {
+      apiVersion: "cocoonset.cocoonstack.io/v1",
+      kind: "CocoonHibernation",
+      metadata: { name: "h" },
+      spec: { podRef: { name: "reads-1" }, desire: "Hibernate" },
+    });
+    await until("the CR in the cache", () => informers.hibernations.get(`${ns}/h`) !== undefined);
+    const registry = new OciRegistry(registryAddress());
+    const reconcilerOn = (reads?: Reader) => {
+      const r = new HibernationReconciler(client, { registry, reads });
+      r.attach(hibernations, HIBERNATIONS_BY_POD);
+      return (): Promise<unknown> =>
+        r.reconcile({ namespace: ns, name: "h" }, hibernationContext()).catch((e: unknown) => e);
+    };
+    const gets = (from: number) => sent.slice(from).filter((s) => s.startsWith("GET "));
+    const cr = `GET ${paths.cocoonHibernation(ns, "h")}`;
+    const pod = `GET ${paths.pod(ns, "reads-1")}`;
+
+    // From the whole cache: the CR once (under the pod's lock), the pod, nothing else; and the
+    // pass did its work, attributing the pod's VM to its fleet.
+    let from = sent.length;
+    await reconcilerOn(whole.reads)();
+    assert.deepEqual(gets(from), [cr, pod]);
+    assert.deepEqual(given.pop(), [`${ns}/reads`], "only the fleet that could name the VM");
+    const written = await admin.get<CocoonHibernation>(paths.cocoonHibernation(ns, "h"));
+    assert.equal(written.status?.vmName, vmNameFor(ns, "reads", 1));
+    const hibernating = await admin.get<Pod>(paths.pod(ns, "reads-1"));
+    assert.equal(hibernating.metadata?.annotations?.[ANNOTATIONS.hibernate], ANNOTATION_TRUE);
+
+    // From a shard that does not hold the fleet: found by its name, read by name.
+    from = sent.length;
+    await reconcilerOn(shard.reads)();
+    assert.deepEqual(gets(from), [cr, pod, `GET ${paths.cocoonSet(ns, "reads")}`]);
+    assert.deepEqual(given.pop(), [`${ns}/reads`]);
+
+    // Afresh: the cluster's CocoonSets are listed.
+    from = sent.length;
+    await reconcilerOn()();
+    const fresh = gets(from);
+    t.diagnostic(`fresh reads of one CocoonHibernation pass: ${fresh.join(", ")}`);
+    assert.ok(fresh.includes(`GET ${paths.cocoonSets()}`), fresh.join(", "));
+  });
+});
+
+/** A CocoonHibernation reconcile's context that keeps nothing. */
+function hibernationContext(): ReconcileContext<HibernationMetrics> {
+  return {
+    log: createLogger({ level: "silent" }),
+    events: { event: () => Promise.resolve() },
+    metrics: { phaseDuration() {} },
+    signal: new AbortController().signal,
+  };
+}

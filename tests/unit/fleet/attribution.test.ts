@@ -10,8 +10,10 @@ import {
   attributePodVm,
   hibernationHolds,
   memberOf,
+  mayNameVm,
   memberPodVm,
   otherHolders,
+  podVmName,
   predatesRecord,
   recordedVms,
   recordedWakeProbes,
@@ -23,6 +25,7 @@ import {
   withHibernationMarks,
 } from "../../../engine/attribution/index.js";
 import { classifyPods } from "../../../engine/pods/index.js";
+import { cocoonSetsNaming } from "../../../engine/execute/index.js";
 import { planPass } from "../../../engine/planner/index.js";
 import { UNRECORDED_GRACE_MS } from "../../../engine/planner/plan.js";
 import { NOW } from "./fixtures.js";
@@ -314,6 +317,54 @@ describe("attribution: properties over forged metadata", () => {
         },
       ),
     );
+  });
+});
+
+describe("attribution: the fleets a CocoonHibernation's pass is given", () => {
+  // Short segments with dashes, so that names of different fleets run into each other.
+  const part = fc.constantFrom("a", "b", "a-b", "b-a", "a-b-a");
+  const slot = fc.constantFrom("0", "1", "a", "b-1");
+
+  it("those that could name the pod's VM or the CR's decide as all of them do", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(part, part, slot, fc.boolean()), { minLength: 1, maxLength: 6 }),
+        fc.tuple(part, part, slot),
+        fc.constantFrom("", "vk-a-b-a-1", "vk-a-a-b-0"),
+        fc.boolean(),
+        (specs, [ns, owner, m], recorded, forged) => {
+          const fleets = specs.map(([fns, name, fm, tokened]) =>
+            fleet(fns, name, {
+              [fm]: { vm: `vk-${fns}-${name}-${fm}`, ...(tokened ? { podUID: "u1" } : {}) },
+            }),
+          );
+          const pod = claimant(fleet(ns, owner), m, "u1", forged ? "vk-a-b-a-1" : undefined);
+          const podName = pod.metadata?.name ?? "";
+          const given = cocoonSetsNaming(
+            fleets,
+            [podVmName(ns, podName), recorded].filter((vm) => vm !== ""),
+          );
+          assert.deepEqual(
+            attributePodVm(pod, given, recorded),
+            attributePodVm(pod, fleets, recorded),
+          );
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("a fleet may name only VMs that begin with its namespace and name", () => {
+    const table: [string, string, string, boolean][] = [
+      ["a", "b", "vk-a-b-1", true],
+      ["a", "b", "vk-a-b-tools", true],
+      ["a-b", "c", "vk-a-b-c-1", true],
+      ["a", "b-c", "vk-a-b-c-1", true],
+      ["a", "b", "vk-a-bc-1", false],
+      ["a", "b", "vk-a-b", false],
+      ["b", "a", "vk-a-b-1", false],
+    ];
+    for (const [ns, name, vm, want] of table) assert.equal(mayNameVm(ns, name, vm), want, vm);
   });
 });
 

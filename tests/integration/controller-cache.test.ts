@@ -755,16 +755,22 @@ describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
     const cr = `GET ${paths.cocoonHibernation(ns, "h")}`;
     const pod = `GET ${paths.pod(ns, "reads-1")}`;
 
-    // From the whole cache: the CR once (under the pod's lock), the pod, nothing else; and the
-    // pass did its work, attributing the pod's VM to its fleet.
+    // From the whole cache, until the pass asked the pod to hibernate and recorded its VM;
+    // then one pass reads the CR once (under the pod's lock) and the pod, nothing else.
+    const fromCache = reconcilerOn(whole.reads);
+    await until("the pod asked to hibernate, its VM recorded", async () => {
+      await fromCache();
+      const written = await admin.get<CocoonHibernation>(paths.cocoonHibernation(ns, "h"));
+      const asked = await admin.get<Pod>(paths.pod(ns, "reads-1"));
+      return (
+        written.status?.vmName === vmNameFor(ns, "reads", 1) &&
+        asked.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE
+      );
+    });
     let from = sent.length;
-    await reconcilerOn(whole.reads)();
+    await fromCache();
     assert.deepEqual(gets(from), [cr, pod]);
     assert.deepEqual(given.pop(), [`${ns}/reads`], "only the fleet that could name the VM");
-    const written = await admin.get<CocoonHibernation>(paths.cocoonHibernation(ns, "h"));
-    assert.equal(written.status?.vmName, vmNameFor(ns, "reads", 1));
-    const hibernating = await admin.get<Pod>(paths.pod(ns, "reads-1"));
-    assert.equal(hibernating.metadata?.annotations?.[ANNOTATIONS.hibernate], ANNOTATION_TRUE);
 
     // From a shard that does not hold the fleet: found by its name, read by name.
     from = sent.length;

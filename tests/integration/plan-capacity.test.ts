@@ -8,6 +8,10 @@
  *
  * The fleet runs in a node pool of its own: one simulated node carries the pool's label, so
  * the scheduler has nowhere else to put the main agent.
+ *
+ * And the forecast of a live fleet's idle and expiry policies (engine/idle/forecast.ts):
+ * each member's last activity read from its pod and its activity Lease, the moments the
+ * policy would hibernate each member and suspend the fleet, and the expiry.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -19,7 +23,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
 import { converge, runPass } from "../../engine/execute/index.js";
-import type { CocoonSet } from "../../engine/spec/index.js";
+import { markActivity } from "../../engine/execute/activity.js";
+import { ANNOTATIONS, type CocoonSet } from "../../engine/spec/index.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { paths, waitForObject, type KubeObject } from "../../engine/kube/index.js";
 import { adminClient, suffix, testKubeconfig, withNamespace } from "../support/cluster.js";
@@ -180,5 +185,102 @@ describe("cocoonset plan: the capacity forecast", { timeout: 300_000 }, () => {
       ),
     );
     assert.deepEqual(outcomes.sort(), ["Failed/OutOfcpu", "Failed/OutOfcpu", "Running/"]);
+  });
+});
+
+interface PolicyJSON {
+  idle: {
+    after: string;
+    lastActivity: Record<string, string>;
+    next: { at: string; hibernate: string[]; wake: string[]; fleet?: string }[];
+  };
+  expiry: { after: string; since: string; action: string; expiresAt: string; due: boolean };
+}
+
+describe("cocoonset plan: the idle and expiry policies' forecast", { timeout: 300_000 }, () => {
+  before(() => ensureCrd(client));
+
+  test("a live fleet: each member's last activity from its pod and its Lease, when the policy hibernates a member and suspends the fleet, when the fleet expires; nothing written", async (t) => {
+    const ns = await withNamespace(t, "plan-policy");
+    const dir = mkdtempSync(join(tmpdir(), "plan-policy-"));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const name = "idler";
+    const cocoonSet = {
+      apiVersion: "cocoonset.cocoonstack.io/v1",
+      kind: "CocoonSet",
+      metadata: { name, namespace: ns },
+      spec: {
+        agent: { image: IMAGE, replicas: 2 },
+        idle: { after: "1h" },
+        expiry: { after: "48h", since: "idle", action: "delete" },
+      },
+    };
+    const file = join(dir, "cocoonset.yaml");
+    writeFileSync(file, stringify(cocoonSet));
+    await client.create(paths.cocoonSets(ns), cocoonSet);
+    const done = await converge(client, ns, name, { timeoutMs: 120_000 });
+    assert.deepEqual(
+      done.failures.map((f) => f.message),
+      [],
+    );
+    const created = new Map<string, number>();
+    for (const pod of (await client.list(paths.pods(ns))).items)
+      created.set(pod.metadata.name ?? "", Date.parse(pod.metadata.creationTimestamp ?? ""));
+    // Slot 1 was in use half an hour after its pod started: its Lease says so.
+    const slot1 = created.get(`${name}-1`)! + 30 * 60_000;
+    await markActivity(client, ns, name, [`${name}-1`], "plan-test", new Date(slot1));
+    const before = await client.get<CocoonSet>(paths.cocoonSet(ns, name));
+
+    const out = await run(BIN, ["plan", "-f", file, "--kubeconfig", testKubeconfig(), "--json"], {
+      env: { ...process.env, KUBECONFIG: "" },
+    });
+    const policy = (JSON.parse(out.stdout) as { policy: PolicyJSON }).policy;
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const hour = 3_600_000;
+    assert.deepEqual(policy.idle.lastActivity, {
+      "0": iso(created.get(`${name}-0`)!),
+      "1": iso(slot1),
+      "2": iso(created.get(`${name}-2`)!),
+    });
+    t.diagnostic(`the idle policy's next steps: ${JSON.stringify(policy.idle.next)}`);
+    // Slot 2 an hour after its pod started; the main agent is never hibernated alone, so when
+    // slot 1 is idle too, an hour after its Lease's renewal, every member is and the fleet is
+    // suspended (slot 1 with it).
+    assert.deepEqual(policy.idle.next, [
+      { at: iso(created.get(`${name}-2`)! + hour), hibernate: ["2"], wake: [] },
+      { at: iso(slot1 + hour), hibernate: [], wake: [], fleet: "suspend" },
+    ]);
+    assert.deepEqual(
+      [policy.expiry.since, policy.expiry.action, policy.expiry.expiresAt, policy.expiry.due],
+      ["idle", "delete", iso(slot1 + 48 * hour), false],
+    );
+
+    // The same in words.
+    const text = (
+      await run(BIN, ["plan", "-f", file, "--kubeconfig", testKubeconfig()], {
+        env: { ...process.env, KUBECONFIG: "" },
+      })
+    ).stdout;
+    assert.match(text, /^idle policy \(after 1h\), if no member is active from now:$/m);
+    const at = (ms: number) => `^  ${iso(ms)} \\(in [0-9hms]+\\): `;
+    const slot2 = created.get(`${name}-2`)! + hour;
+    assert.match(text, new RegExp(`${at(slot2)}hibernate slot 2$`, "m"));
+    assert.match(
+      text,
+      new RegExp(`${at(slot1 + hour)}suspend the fleet \\(every member idle\\)$`, "m"),
+    );
+    assert.match(
+      text,
+      new RegExp(
+        `^expiry \\(after 48h since idle, then delete\\): ${iso(slot1 + 48 * hour)} `,
+        "m",
+      ),
+    );
+
+    // A plan reads: the fleet and its pods are as they were.
+    const after = await client.get<CocoonSet>(paths.cocoonSet(ns, name));
+    assert.equal(after.metadata.resourceVersion, before.metadata.resourceVersion);
+    for (const pod of (await client.list(paths.pods(ns))).items)
+      assert.equal(pod.metadata.annotations?.[ANNOTATIONS.hibernate], undefined);
   });
 });

@@ -22,17 +22,24 @@ import { isReady } from "../engine/pods/index.js";
 import { KIND, LABELS, type Pod } from "../engine/spec/index.js";
 import { KubeClient, paths, waitForList, type KubeObject } from "../engine/kube/index.js";
 import {
+  benchFlags,
   freePort,
   note,
   onInterrupt,
   repoRoot,
   since,
   startChild,
-  table,
   startRun,
+  table,
   withCluster,
 } from "./support.js";
 import { lineChart } from "./chart.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/churn.js: mass pod deletes under the controller, creates per deleted
+pod against the floor of one, on a private cluster; no flags (bench/README.md).
+
+  -h, --help  this text`;
 
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 const TIMEOUT_MS = 600_000;
@@ -150,6 +157,7 @@ async function churnRun(
 }
 
 async function main(): Promise<void> {
+  benchFlags(USAGE, {});
   const bench = startRun("churn");
   const results = await withCluster("cocoonset-bench-churn", 2, async (cluster) => {
     const client = new KubeClient({ kubeconfig: cluster.kubeconfig });

@@ -30,7 +30,6 @@
 import { get } from "node:http";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { parseArgs } from "node:util";
 import type { ClusterState } from "../cluster/index.js";
 import { bundleController } from "../cluster/controller-bundle.js";
 import { imageEntrypoint } from "../cluster/image.js";
@@ -50,6 +49,8 @@ import {
 } from "./peer.js";
 import { lineChart } from "./chart.js";
 import {
+  benchFlags,
+  type Child,
   cpuSeconds,
   freePort,
   loadAverage,
@@ -57,13 +58,12 @@ import {
   median,
   note,
   rssKiB,
+  scrape,
   since,
   startChild,
   startRun,
   table,
   withCluster,
-  type Child,
-  scrape,
 } from "./support.js";
 import {
   delta,
@@ -74,6 +74,25 @@ import {
   type Counts,
   type ReadVerb,
 } from "./write-counter.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/controller.js [flags]: the project's controller against the Go peer
+cocoon-operator v0.3.3, each on a fresh private cluster; figures to bench/results/NAME.json
+and a chart to NAME.svg (bench/README.md).
+
+  --workload SxR[,SxR...]  workloads: S CocoonSets of R sub-agents (default 50x10,1x1000,200x5;
+                           env COCOONSET_BENCH_WORKLOADS); repeatable
+  --no-peer                ours only (env COCOONSET_BENCH_PEER=0)
+  --no-ours                the peer (and --shards runs) only
+  --shards N[,M...]        also run ours as N processes (--shard I/N), then as M...
+  --rounds N               alternate the two sides N times, medians (default 1;
+                           env COCOONSET_BENCH_ROUNDS)
+  --settle-seconds N       wait after convergence before the steady window (default 10)
+  --window-seconds N       the steady window (default 30)
+  --name NAME              the results' file name (default controller; env COCOONSET_BENCH_NAME)
+  --node-flags="FLAGS"     Node's flags for ours instead of the image ENTRYPOINT's
+                           (env COCOONSET_BENCH_NODE_FLAGS)
+  -h, --help               this text`;
 
 /** A workload: `sets` CocoonSets of `replicas` sub-agents in `namespaces` namespaces. */
 export interface Workload {
@@ -1036,18 +1055,16 @@ function options(): {
   rounds: number;
   name: string;
 } {
-  const { values } = parseArgs({
-    options: {
-      workload: { type: "string", multiple: true },
-      "no-ours": { type: "boolean", default: false },
-      "no-peer": { type: "boolean", default: false },
-      shards: { type: "string" },
-      name: { type: "string" },
-      "settle-seconds": { type: "string" },
-      "window-seconds": { type: "string" },
-      rounds: { type: "string" },
-      "node-flags": { type: "string" },
-    },
+  const values = benchFlags(USAGE, {
+    workload: { type: "string", multiple: true },
+    "no-ours": { type: "boolean", default: false },
+    "no-peer": { type: "boolean", default: false },
+    shards: { type: "string" },
+    name: { type: "string" },
+    "settle-seconds": { type: "string" },
+    "window-seconds": { type: "string" },
+    rounds: { type: "string" },
+    "node-flags": { type: "string" },
   });
   const ids =
     (values.workload?.length ? values.workload.join(",") : undefined) ??

@@ -34,7 +34,14 @@ import {
 import { KubeClient, paths, waitForList } from "../engine/kube/index.js";
 import { release } from "../engine/release/index.js";
 import { lineChart } from "./chart.js";
-import { machine, startRun } from "./support.js";
+import { benchFlags, machine, startRun } from "./support.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/fanout.js: the engine's fan-out and owner release against bare API
+calls; against $KUBECONFIG when it names an existing file, else a private cluster; no flags
+(bench/README.md).
+
+  -h, --help  this text`;
 
 const SLOTS = 200;
 const FANOUT = 8;
@@ -207,6 +214,7 @@ function resolveKubeconfig(): string | undefined {
 }
 
 async function main(): Promise<void> {
+  benchFlags(USAGE, {});
   const run = startRun("fanout");
   let kubeconfig = resolveKubeconfig();
   let stateDir: string | undefined;

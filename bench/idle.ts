@@ -39,7 +39,6 @@
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import type { ClusterState } from "../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../cluster/node-agent.js";
 import { markActivity } from "../engine/execute/activity.js";
@@ -59,19 +58,33 @@ import {
 import { barChart, type Bar } from "./chart.js";
 import { waitReady } from "./controller.js";
 import {
+  benchFlags,
+  type Child,
   cpuSeconds,
   freePort,
   note,
   repoRoot,
+  scrape,
   startChild,
   startRun,
   table,
   watchUntil,
   withCluster,
-  type Child,
-  scrape,
 } from "./support.js";
 import { delta, startWriteCounter, writes } from "./write-counter.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/idle.js [flags]: the idle policy on real time under the controller: N
+agents, a tenth kept active by Lease renewals, the others hibernated at their deadline and
+woken by a renewal, against a hand-set suspend: false; figures to
+bench/results/idle-NAME.json and a chart (bench/README.md).
+
+  --agents N          agents in all, main agents included (default 200)
+  --fleets F          fleets they are split into (default 1)
+  --after D           spec.idle.after (default 1m, the CRD's shortest)
+  --window-seconds S  the steady window (default 60, at least 10)
+  --name NAME         the results' file name (default the number of agents)
+  -h, --help          this text`;
 
 const IMAGE = "ghcr.io/cocoonstack/agent:1";
 /** How many idle members are woken one at a time before the rest are woken at once. */
@@ -590,14 +603,12 @@ async function measure(cluster: ClusterState, o: Options) {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      agents: { type: "string", default: "200" },
-      fleets: { type: "string", default: "1" },
-      after: { type: "string", default: "1m" },
-      "window-seconds": { type: "string", default: "60" },
-      name: { type: "string" },
-    },
+  const values = benchFlags(USAGE, {
+    agents: { type: "string", default: "200" },
+    fleets: { type: "string", default: "1" },
+    after: { type: "string", default: "1m" },
+    "window-seconds": { type: "string", default: "60" },
+    name: { type: "string" },
   });
   const agents = Number(values.agents);
   const fleets = Number(values.fleets);

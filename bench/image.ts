@@ -25,6 +25,8 @@ import { KubeClient } from "../engine/kube/index.js";
 import { lineChart } from "./chart.js";
 import { NAMESPACES, REPLICAS, SETS, measure, waitReady, type SideFigures } from "./controller.js";
 import {
+  benchFlags,
+  type Child,
   freePort,
   machine,
   median,
@@ -33,8 +35,14 @@ import {
   startRun,
   table,
   withCluster,
-  type Child,
 } from "./support.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/image.js: the controller image: size, reproducibility, start time, and
+the 50x10 workload in its container (needs podman, buildah and runc); no flags
+(bench/README.md).
+
+  -h, --help  this text`;
 
 const TAG = "localhost/cocoonset-bench/controller:latest";
 const START_TRIALS = 3;
@@ -125,6 +133,7 @@ function build(): { result: BuildResult; seconds: number } {
 }
 
 async function main(): Promise<void> {
+  benchFlags(USAGE, {});
   const run = startRun("image");
   const t0 = Date.now();
   note("building the image (1/2)");

@@ -37,6 +37,7 @@ import type { CapacityCheck } from "../provider/dynamic/dry-run.js";
 import { barChart } from "./chart.js";
 import { BenchWorkspace } from "./pulumi-env.js";
 import {
+  benchFlags,
   median,
   note,
   onInterrupt,
@@ -47,17 +48,24 @@ import {
   withCluster,
 } from "./support.js";
 
+/** What `--help` prints. */
+const USAGE = `node dist/bench/preview-capacity.js [flags]: a 1,000-slot preview with the capacity
+forecast (capacityCheck refuse) against without it (off), next to a live fleet of 1,001
+pods (bench/README.md).
+
+  --rounds N          rounds of the slots' check (default 15)
+  --preview-rounds N  rounds of the whole pulumi preview (default 5)
+  -h, --help          this text`;
+
 const REPLICAS = 1000;
 const NS = "bench";
 const spec = (image: string): CocoonSetSpec => ({
   agent: { image, replicas: REPLICAS, resources: { requests: { cpu: "100m", memory: "256Mi" } } },
 });
 
-function roundsArg(argv: string[], flag: string, fallback: number): number {
-  const i = argv.indexOf(flag);
-  const n = i >= 0 ? Number(argv[i + 1]) : fallback;
-  if (!Number.isInteger(n) || n < 1)
-    throw new Error(`${flag}: a positive integer (got ${argv[i + 1]})`);
+function roundsArg(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag}: a positive integer (got ${text})`);
   return n;
 }
 
@@ -153,9 +161,12 @@ async function measureWholePreview(kubeconfigFile: string, rounds: number): Prom
 }
 
 async function main(): Promise<void> {
-  const argv = process.argv.slice(2);
-  const rounds = roundsArg(argv, "--rounds", 15);
-  const previewRounds = roundsArg(argv, "--preview-rounds", 5);
+  const flags = benchFlags(USAGE, {
+    rounds: { type: "string", default: "15" },
+    "preview-rounds": { type: "string", default: "5" },
+  });
+  const rounds = roundsArg(flags.rounds, "--rounds");
+  const previewRounds = roundsArg(flags["preview-rounds"], "--preview-rounds");
   const bench = startRun("preview-capacity");
   const results = await withCluster("cocoonset-bench-preview-capacity", 2, async (cluster) => {
     const client = new KubeClient({ kubeconfig: cluster.kubeconfig });

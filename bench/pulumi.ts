@@ -35,6 +35,7 @@ import { KubeClient, paths } from "../engine/kube/index.js";
 import { barChart } from "./chart.js";
 import { BenchWorkspace } from "./pulumi-env.js";
 import {
+  benchFlags,
   machine,
   median,
   note,
@@ -45,6 +46,12 @@ import {
   table,
   withCluster,
 } from "./support.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/pulumi.js: the Pulumi layer (the real pulumi CLI, a local file backend)
+against the engine it drives, on a private cluster; no flags (bench/README.md).
+
+  -h, --help  this text`;
 
 const PREVIEW_SLOTS = 1000;
 const PREVIEW_ROUNDS = 5;
@@ -260,6 +267,7 @@ async function engineUp(admin: KubeClient, ns: string, round: number): Promise<n
 }
 
 async function main(): Promise<void> {
+  benchFlags(USAGE, {});
   const run = startRun("pulumi");
   const started = Date.now();
   const programDir = join(repoRoot, "dist", "bench", "programs", "fleet");

@@ -10,6 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
 import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import {
   clusterDown,
   clusterUp,
@@ -28,6 +29,26 @@ export const note = (line: string): void => {
 
 /** The repository root (benchmarks run from dist/bench). */
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * The script's flags (`options`, as node:util's parseArgs takes them), parsed strictly: an
+ * unknown flag or a stray argument is refused, naming it, with the usage. `--help` (`-h`)
+ * prints `usage` and exits 0. bench/README.md documents the same flags in full.
+ */
+export function benchFlags<T extends ParseArgsOptionsConfig>(usage: string, options: T) {
+  const args = process.argv.slice(2);
+  const text = `${usage.trim()}\n`;
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(text);
+    process.exit(0);
+  }
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n\n${text}`);
+    process.exit(2);
+  }
+}
 
 /** Median of a non-empty list. */
 export function median(xs: number[]): number {

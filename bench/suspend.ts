@@ -24,7 +24,6 @@
  * and stopped). Prints a table and writes bench/results/suspend.json.
  */
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { readState, type ClusterState } from "../cluster/local-cluster.js";
 import { NODE_AGENT_ENABLED, NODE_AGENT_LABEL } from "../cluster/node-agent.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
@@ -33,6 +32,8 @@ import { ANNOTATIONS, KIND, LABELS, type CocoonSet, type Pod } from "../engine/s
 import { KubeClient, PatchType, paths } from "../engine/kube/index.js";
 import { applyCrds, deleteCrd, ensurePeer, peerHelp, readCrds, type Peer } from "./peer.js";
 import {
+  benchFlags,
+  type Child,
   freePort,
   median,
   note,
@@ -42,8 +43,18 @@ import {
   table,
   watchUntil,
   withCluster,
-  type Child,
 } from "./support.js";
+
+/** What `--help` prints. */
+const USAGE = `node dist/bench/suspend.js [flags]: suspend and wake of a 1 + R retain fleet under the
+controller (--oci-registry) and under the Go peer, each against the moment the last VM
+hibernated or booted (bench/README.md).
+
+  --replicas R      sub-agents (default 10)
+  --rounds N        suspend-wake rounds per side (default 3)
+  --no-peer         ours only
+  --state-dir DIR   a running cluster's state folder instead of a private cluster
+  -h, --help        this text`;
 
 interface Round {
   suspendMs: number;
@@ -224,13 +235,11 @@ async function measure(
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      replicas: { type: "string", default: "10" },
-      rounds: { type: "string", default: "3" },
-      "state-dir": { type: "string" },
-      "no-peer": { type: "boolean", default: false },
-    },
+  const values = benchFlags(USAGE, {
+    replicas: { type: "string", default: "10" },
+    rounds: { type: "string", default: "3" },
+    "state-dir": { type: "string" },
+    "no-peer": { type: "boolean", default: false },
   });
   const replicas = Number(values.replicas);
   const rounds = Number(values.rounds);

@@ -32,7 +32,8 @@ import {
 } from "../engine/execute/index.js";
 import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import type { TargetNodeFacts } from "../engine/lifecycle/index.js";
-import { mayNameVm } from "../engine/attribution/index.js";
+import { mayNameVm, mayShareVmNames } from "../engine/attribution/index.js";
+import { claimsStaticVms } from "../engine/snapshots/index.js";
 import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, showsVersion } from "./expectations.js";
@@ -178,9 +179,22 @@ export class FleetCache {
       return holders;
     },
     cocoonSetsForVmNames: (cs) => {
-      if (!this.cocoonSets?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
-      if (this.cocoonSets.selected) return this.vmNameNeighbours(cs);
-      return Promise.resolve(this.cachedCocoonSets());
+      const cache = this.cocoonSets;
+      // A static identity may be reported by any fleet: a shard holds only its own.
+      if (!cache?.clusterWide || (cache.selected && claimsStaticVms(cs)))
+        return listCocoonSetsVisible(this.client, namespaceOf(cs));
+      if (cache.selected) return this.vmNameNeighbours(cs);
+      if (claimsStaticVms(cs)) return Promise.resolve(this.cachedCocoonSets());
+      // Only the neighbours, found by a string test on each cached name: a pass of a fleet with
+      // a pod to create in a cluster of a thousand fleets is given a few, not a thousand.
+      const here = { namespace: namespaceOf(cs), name: cs.metadata.name ?? "" };
+      return Promise.resolve(
+        (cache.list() as unknown as CocoonSet[])
+          .filter((o) =>
+            mayShareVmNames(here, { namespace: namespaceOf(o), name: o.metadata.name ?? "" }),
+          )
+          .map((o) => frozen(o)),
+      );
     },
     cocoonSetsNamingVms: async (namespace, vms) => {
       const cache = this.cocoonSets;
@@ -227,12 +241,11 @@ export class FleetCache {
    * `<namespace>-<name>` equals the other's or begins it at a dash.
    */
   private vmNameNeighbours(cs: CocoonSet): Promise<CocoonSet[]> {
-    const stem = `${namespaceOf(cs)}-${cs.metadata.name ?? ""}`;
-    return this.namedCocoonSets((ns, name) => {
-      if (ns === namespaceOf(cs) && name === cs.metadata.name) return false;
-      const other = `${ns}-${name}`;
-      return other === stem || other.startsWith(`${stem}-`) || stem.startsWith(`${other}-`);
-    }, namespaceOf(cs));
+    const here = { namespace: namespaceOf(cs), name: cs.metadata.name ?? "" };
+    return this.namedCocoonSets(
+      (namespace, name) => mayShareVmNames(here, { namespace, name }),
+      namespaceOf(cs),
+    );
   }
 
   /**

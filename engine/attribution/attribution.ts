@@ -38,6 +38,20 @@ export function mayNameVm(namespace: string, cocoonSet: string, vm: string): boo
   return vm.startsWith(vmNameFor(namespace, cocoonSet, ""));
 }
 
+/**
+ * Whether two fleets (namespace and name each) could ever claim one VM name: their names are
+ * `vk-<stem>-<member>` with the stem `<namespace>-<name>`, so only where one stem equals the
+ * other or begins it at a dash. A fleet is its own neighbour.
+ */
+export function mayShareVmNames(
+  a: { namespace: string; name: string },
+  b: { namespace: string; name: string },
+): boolean {
+  const x = `${a.namespace}-${a.name}`;
+  const y = `${b.namespace}-${b.name}`;
+  return x === y || x.startsWith(`${y}-`) || y.startsWith(`${x}-`);
+}
+
 /** Pod name of a member: `<cs>-<member>`, for agents and toolboxes alike. */
 function memberPodName(cocoonSet: string, member: number | string): string {
   return `${cocoonSet}-${member}`;

@@ -8,6 +8,7 @@ export {
   hibernationHolds,
   isRecordedMember,
   mayNameVm,
+  mayShareVmNames,
   memberOf,
   memberPodVm,
   memberRole,

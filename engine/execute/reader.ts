@@ -21,7 +21,12 @@ export interface Reader {
    * only the names a create of its own found held (it creates first and reads on 409).
    */
   nameHolders(cs: CocoonSet, names: readonly string[]): Promise<Pod[]>;
-  /** The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7). */
+  /**
+   * The CocoonSets a VM name of `cs` could collide with (docs/behaviour.md §2.7): those whose
+   * `<namespace>-<name>` equals its own or begins it at a dash, or it theirs; all of them when
+   * `cs` claims a static VM identity, which any fleet may report. More is allowed (the fresh
+   * read lists every one); fewer is not.
+   */
   cocoonSetsForVmNames(cs: CocoonSet): Promise<CocoonSet[]>;
   /**
    * The CocoonSets one of whose members could run a VM named in `vms` (a fleet's VM names all

@@ -14,4 +14,9 @@ export {
   vmNameClash,
   vmNameClashMessage,
 } from "./vm-names.js";
-export { staticVmClash, staticVmClashMessage, type StaticClash } from "./static-vms.js";
+export {
+  claimsStaticVms,
+  staticVmClash,
+  staticVmClashMessage,
+  type StaticClash,
+} from "./static-vms.js";

@@ -28,6 +28,14 @@ function staticClaims(cs: CocoonSet): StaticClaim[] {
   return out;
 }
 
+/**
+ * Whether `cs` claims a static identity: then any fleet may hold it (its status reports the
+ * VM ids and IPs it runs), so its check reads every fleet, not only its name's neighbours.
+ */
+export function claimsStaticVms(cs: CocoonSet): boolean {
+  return staticClaims(cs).length > 0;
+}
+
 /** The VM ids and IPs a fleet holds: what its status reports of the VMs it runs. */
 function reported(cs: CocoonSet): { ids: Set<string>; ips: Set<string> } {
   const ids = new Set<string>();

@@ -12,9 +12,11 @@ import {
   attributedView,
   desiredVms,
   fleetKey,
+  mayShareVmNames,
   recordedVms,
   type HibernationHold,
 } from "../attribution/attribution.js";
+import { namespaceOf } from "../kube/objects.js";
 import { LABELS } from "../spec/constants.js";
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
@@ -84,8 +86,16 @@ export interface VmNameClash {
 export function vmNameClash(cs: CocoonSet, fleets: readonly CocoonSet[]): VmNameClash | undefined {
   const mine = claimedVmNames(cs);
   const wanted = desiredVmNames(cs);
+  // Only a neighbour's names can meet these (mayShareVmNames): a string test per fleet
+  // before any name is derived, so a pass in a cluster of a thousand fleets derives a few.
+  const here = { namespace: namespaceOf(cs), name: cs.metadata.name ?? "" };
   const others = fleets
-    .filter((o) => live(o) && !sameFleet(o, cs))
+    .filter(
+      (o) =>
+        live(o) &&
+        !sameFleet(o, cs) &&
+        mayShareVmNames(here, { namespace: namespaceOf(o), name: o.metadata.name ?? "" }),
+    )
     .sort((a, b) => fleetKey(a).localeCompare(fleetKey(b)));
   for (const other of others) {
     const theirs = claimedVmNames(other);

@@ -796,3 +796,91 @@ function hibernationContext(): ReconcileContext<HibernationMetrics> {
     signal: new AbortController().signal,
   };
 }
+
+describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () => {
+  test("a pass is given its name's neighbours, read from the cache (a shard reads them by name); a fleet claiming a static VM identity every fleet, which a shard lists", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-vm-neighbours");
+    const admin = adminClient();
+    const { client, sent } = recordingClient(admin);
+    const informers = {
+      cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
+      shard: new Informer({
+        client: admin,
+        path: paths.cocoonSets(),
+        labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
+      }),
+      names: new Informer({
+        client: admin,
+        path: paths.cocoonSets(),
+        metadataOnly: true,
+        transform: keepNameOnly,
+      }),
+      pods: new Informer({
+        client: admin,
+        path: paths.pods(ns),
+        labelSelector: MANAGED_POD_SELECTOR,
+      }),
+    };
+    const all = Object.values(informers);
+    const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
+    const whole = new FleetCache(client);
+    whole.attach(new KindCache([informers.cocoonSets], true), pods);
+    const shard = new FleetCache(client);
+    shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
+      names: new KindCache([informers.names], true),
+    });
+    for (const i of all) i.start();
+    c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
+    await Promise.all(all.map((i) => i.waitForSync()));
+
+    // `web` and `web-b` are neighbours (`vk-<ns>-web-b-0` is toolbox `b-0` of `web`); `api`
+    // is no one's; `desk` adopts a static VM.
+    for (const name of ["web", "web-b", "api"])
+      await createCocoonSet(ns, name, { replicas: 0, nodeName: NODES[0] });
+    await admin.create(paths.cocoonSets(ns), {
+      apiVersion: "cocoonset.cocoonstack.io/v1",
+      kind: "CocoonSet",
+      metadata: { name: "desk", namespace: ns },
+      spec: {
+        agent: { image: "ghcr.io/acme/agent:1", replicas: 0 },
+        toolboxes: [{ name: "vnc", mode: "static", staticVMID: "vm-9", staticIP: "10.0.0.9" }],
+      },
+    });
+    await until("the four in the caches", () =>
+      ["web", "web-b", "api", "desk"].every(
+        (n) => whole.cocoonSet(ns, n) && informers.names.get(`${ns}/${n}`),
+      ),
+    );
+    const web = whole.cocoonSet(ns, "web")!;
+    const desk = whole.cocoonSet(ns, "desk")!;
+    const mine = (fleets: CocoonSet[]) =>
+      fleets
+        .filter((f) => f.metadata.namespace === ns)
+        .map((f) => f.metadata.name)
+        .sort();
+    const asked = async (read: () => Promise<CocoonSet[]>) => {
+      const from = sent.length;
+      const fleets = await read();
+      return { fleets: mine(fleets), sent: sent.slice(from) };
+    };
+
+    assert.deepEqual(await asked(() => whole.reads.cocoonSetsForVmNames(web)), {
+      fleets: ["web", "web-b"],
+      sent: [],
+    });
+    assert.deepEqual(await asked(() => shard.reads.cocoonSetsForVmNames(web)), {
+      fleets: ["web", "web-b"],
+      sent: [`GET ${paths.cocoonSet(ns, "web")}`, `GET ${paths.cocoonSet(ns, "web-b")}`],
+    });
+    // A static identity may be reported by any fleet: every one, from the whole cache or listed.
+    assert.deepEqual(await asked(() => whole.reads.cocoonSetsForVmNames(desk)), {
+      fleets: ["api", "desk", "web", "web-b"],
+      sent: [],
+    });
+    assert.deepEqual(await asked(() => shard.reads.cocoonSetsForVmNames(desk)), {
+      fleets: ["api", "desk", "web", "web-b"],
+      sent: [`GET ${paths.cocoonSets()}`],
+    });
+  });
+});

@@ -20,7 +20,7 @@ import {
   teardownVmNames,
   vmNameClash,
 } from "../../../engine/snapshots/index.js";
-import { vmsFreeToDrop } from "../../../engine/attribution/index.js";
+import { mayShareVmNames, vmsFreeToDrop } from "../../../engine/attribution/index.js";
 import {
   VM_NAME_CONDITION,
   VM_NAME_CONFLICT_REASON,
@@ -172,6 +172,31 @@ describe("VM names across fleets", () => {
         },
       ),
     );
+  });
+
+  it("fleets that are not neighbours never claim one VM name: the filter before the check drops none that could (property)", () => {
+    // Names that run into each other: toolbox `b-0` of `x/a` is `vk-x-a-b-0`, slot 0 of `x/a-b`
+    // and of `x-a/b`.
+    const ns = fc.constantFrom("x", "x-a");
+    const name = fc.constantFrom("a", "b", "a-b");
+    const toolbox = fc.constantFrom("b-0", "b-1", "a-b-0", "b", "c");
+    let sharing = 0;
+    fc.assert(
+      fc.property(
+        fc.tuple(ns, name, fc.nat(2), fc.array(toolbox, { maxLength: 2 }), fc.boolean()),
+        fc.tuple(ns, name, fc.nat(2), fc.array(toolbox, { maxLength: 2 }), fc.boolean()),
+        ([ns1, n1, r1, t1, ran1], [ns2, n2, r2, t2, ran2]) => {
+          const one = fleet(ns1, n1, { replicas: r1, toolboxes: [...new Set(t1)], ran: ran1 });
+          const two = fleet(ns2, n2, { replicas: r2, toolboxes: [...new Set(t2)], ran: ran2 });
+          const shared = [...claimedVmNames(one)].filter((n) => claimedVmNames(two).has(n));
+          if (shared.length > 0 && `${ns1}/${n1}` !== `${ns2}/${n2}`) sharing++;
+          if (!mayShareVmNames({ namespace: ns1, name: n1 }, { namespace: ns2, name: n2 }))
+            assert.deepEqual(shared, [], `${ns1}/${n1} and ${ns2}/${n2}`);
+        },
+      ),
+      { numRuns: 3000 },
+    );
+    assert.ok(sharing > 100, `pairs of different fleets sharing a name: ${sharing}`);
   });
 
   it("the refused fleet's pass creates nothing: a condition and a Warning naming both, once", () => {

@@ -672,47 +672,56 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
   });
 });
 
+/**
+ * Two fleet caches over `client`, listed: one process's (every CocoonSet) and a shard's that
+ * holds none of this test's fleets (a bucket none is in), with the names of every CocoonSet;
+ * both with `ns`'s managed pods and CocoonHibernations.
+ */
+async function twoCaches(c: Cleanup, admin: KubeClient, client: KubeClient, ns: string) {
+  const informers = {
+    cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
+    shard: new Informer({
+      client: admin,
+      path: paths.cocoonSets(),
+      labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
+    }),
+    names: new Informer({
+      client: admin,
+      path: paths.cocoonSets(),
+      metadataOnly: true,
+      transform: keepNameOnly,
+    }),
+    pods: new Informer({
+      client: admin,
+      path: paths.pods(ns),
+      labelSelector: MANAGED_POD_SELECTOR,
+      transform: trimPodForCache,
+    }),
+    hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
+  };
+  const all = Object.values(informers);
+  const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
+  const hibernations = new KindCache([informers.hibernations], false, hibernationKind.indexes);
+  const whole = new FleetCache(client);
+  whole.attach(new KindCache([informers.cocoonSets], true), pods, { hibernations });
+  const shard = new FleetCache(client);
+  shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
+    hibernations,
+    names: new KindCache([informers.names], true),
+  });
+  for (const i of all) i.start();
+  c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
+  await Promise.all(all.map((i) => i.waitForSync()));
+  return { whole, shard, informers, hibernations };
+}
+
 describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
   test("lists no CocoonSet: the fleets that could name the pod's VM come from the cache, or (a shard that does not hold them) by name; the fresh read lists them all", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-hib-reads");
     const admin = adminClient();
     const { client, sent } = recordingClient(admin);
-    const informers = {
-      cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
-      // A shard's CocoonSets: a bucket no fleet of this test is in.
-      shard: new Informer({
-        client: admin,
-        path: paths.cocoonSets(),
-        labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
-      }),
-      names: new Informer({
-        client: admin,
-        path: paths.cocoonSets(),
-        metadataOnly: true,
-        transform: keepNameOnly,
-      }),
-      pods: new Informer({
-        client: admin,
-        path: paths.pods(ns),
-        labelSelector: MANAGED_POD_SELECTOR,
-        transform: trimPodForCache,
-      }),
-      hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
-    };
-    const all = Object.values(informers);
-    const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
-    const hibernations = new KindCache([informers.hibernations], false, hibernationKind.indexes);
-    const whole = new FleetCache(client);
-    whole.attach(new KindCache([informers.cocoonSets], true), pods, { hibernations });
-    const shard = new FleetCache(client);
-    shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
-      hibernations,
-      names: new KindCache([informers.names], true),
-    });
-    for (const i of all) i.start();
-    c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
-    await Promise.all(all.map((i) => i.waitForSync()));
+    const { whole, shard, informers, hibernations } = await twoCaches(c, admin, client, ns);
 
     // What each reader answered, to show which fleets the pass was given.
     const given: string[][] = [];
@@ -803,36 +812,7 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
     const ns = await controllerNamespace(c, "ctl-vm-neighbours");
     const admin = adminClient();
     const { client, sent } = recordingClient(admin);
-    const informers = {
-      cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
-      shard: new Informer({
-        client: admin,
-        path: paths.cocoonSets(),
-        labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
-      }),
-      names: new Informer({
-        client: admin,
-        path: paths.cocoonSets(),
-        metadataOnly: true,
-        transform: keepNameOnly,
-      }),
-      pods: new Informer({
-        client: admin,
-        path: paths.pods(ns),
-        labelSelector: MANAGED_POD_SELECTOR,
-      }),
-    };
-    const all = Object.values(informers);
-    const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
-    const whole = new FleetCache(client);
-    whole.attach(new KindCache([informers.cocoonSets], true), pods);
-    const shard = new FleetCache(client);
-    shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
-      names: new KindCache([informers.names], true),
-    });
-    for (const i of all) i.start();
-    c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
-    await Promise.all(all.map((i) => i.waitForSync()));
+    const { whole, shard, informers } = await twoCaches(c, admin, client, ns);
 
     // `web` and `web-b` are neighbours (`vk-<ns>-web-b-0` is toolbox `b-0` of `web`); `api`
     // is no one's; `desk` adopts a static VM.

@@ -154,6 +154,22 @@ interface Children {
 }
 
 /**
+ * One object of the controller's namespace as its Kubernetes resource: the guard's token on
+ * it, its name's aliases, after the guard and the namespace.
+ */
+function inNamespace<T extends { metadata: ObjectMeta }, R>(
+  c: Children,
+  kind: new (name: string, args: T, opts: pulumi.CustomResourceOptions) => R,
+  named: { resourceName: string; object: T },
+): R {
+  return new kind(
+    named.resourceName,
+    owned(named.object, c.token),
+    c.as(named.resourceName, c.inNs),
+  );
+}
+
+/**
  * One Operator per cluster, and ownership by token: the install guard's check refuses, at
  * preview and before anything of the Operator is written in `up`, a CRD another Operator
  * holds. Every object depends on it, so a refused `up` has written nothing.
@@ -225,11 +241,7 @@ function registerDeployments(
 ): { deployment: k8s.apps.v1.Deployment; shards: k8s.apps.v1.Deployment[] } {
   const { objects } = c;
   const registryCa = objects.registryCa
-    ? new k8s.core.v1.ConfigMap(
-        objects.registryCa.resourceName,
-        owned(objects.registryCa.object, c.token),
-        c.as(objects.registryCa.resourceName, c.inNs),
-      )
+    ? inNamespace(c, k8s.core.v1.ConfigMap, objects.registryCa)
     : undefined;
   const deploymentOf = (named: OperatorObjects["deployment"]) => {
     const d = owned(named.object, c.token);
@@ -254,11 +266,7 @@ function registerDeployments(
   const deployment = deploymentOf(objects.deployment);
   const shards = (objects.shardDeployments ?? []).map((shard) => {
     if (shard.podDisruptionBudget)
-      new k8s.policy.v1.PodDisruptionBudget(
-        shard.podDisruptionBudget.resourceName,
-        owned(shard.podDisruptionBudget.object, c.token),
-        c.as(shard.podDisruptionBudget.resourceName, c.inNs),
-      );
+      inNamespace(c, k8s.policy.v1.PodDisruptionBudget, shard.podDisruptionBudget);
     return deploymentOf(shard.deployment);
   });
   return { deployment, shards };
@@ -295,11 +303,7 @@ function registerNamespace(
 function registerMetricsAndBudget(c: Children): void {
   const { objects } = c;
   const metricsService = objects.metricsService
-    ? new k8s.core.v1.Service(
-        objects.metricsService.resourceName,
-        owned(objects.metricsService.object, c.token),
-        c.as(objects.metricsService.resourceName, c.inNs),
-      )
+    ? inNamespace(c, k8s.core.v1.Service, objects.metricsService)
     : undefined;
   if (objects.serviceMonitor) {
     new k8s.apiextensions.CustomResource(
@@ -311,13 +315,8 @@ function registerMetricsAndBudget(c: Children): void {
       },
     );
   }
-  if (objects.podDisruptionBudget) {
-    new k8s.policy.v1.PodDisruptionBudget(
-      objects.podDisruptionBudget.resourceName,
-      owned(objects.podDisruptionBudget.object, c.token),
-      c.as(objects.podDisruptionBudget.resourceName, c.inNs),
-    );
-  }
+  if (objects.podDisruptionBudget)
+    inNamespace(c, k8s.policy.v1.PodDisruptionBudget, objects.podDisruptionBudget);
 }
 
 export class Operator extends pulumi.ComponentResource {
@@ -388,11 +387,7 @@ export class Operator extends pulumi.ComponentResource {
       owned(objects.hibernationCrd.object, c.token, owner),
       as(objects.hibernationCrd.resourceName, c.kube),
     );
-    const sa = new k8s.core.v1.ServiceAccount(
-      objects.serviceAccount.resourceName,
-      owned(objects.serviceAccount.object, c.token),
-      as(objects.serviceAccount.resourceName, c.inNs),
-    );
+    const sa = inNamespace(c, k8s.core.v1.ServiceAccount, objects.serviceAccount);
     const rbac = registerRbac(c);
     const uses = [this.crd, this.hibernationCrd, sa, ...rbac];
     const deployments = registerDeployments(c, uses, ignore.deployment);

@@ -46,16 +46,19 @@ export type Subject =
   | { kind: "CocoonSet"; object: CocoonSet }
   | { kind: "CocoonHibernation"; object: CocoonHibernation };
 
+/** A log line an executor writes through its caller's logger. */
+export type LogHook = (
+  level: "info" | "warn" | "error" | "debug",
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
 /** What the executor reports through, bound to the plan's subject by the caller. */
 export interface ActionHooks {
   event?(type: "Normal" | "Warning", reason: string, message: string): void;
   metric?(name: string, labels?: Record<string, string>): void;
   observe?(metric: string, result: string, seconds: number): void;
-  log?(
-    level: "info" | "warn" | "error" | "debug",
-    msg: string,
-    fields?: Record<string, unknown>,
-  ): void;
+  log?: LogHook;
   podWritten?: EngineHooks["podWritten"];
   nameHeld?: EngineHooks["nameHeld"];
 }

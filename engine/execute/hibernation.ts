@@ -25,7 +25,7 @@ import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonHibernation, type Pod } from "..
 import { gateHibernationHook, hibernationWakeRecord } from "./hook-gate.js";
 import { BrandedError, errorMessage } from "../kube/branded-error.js";
 import { paths, type KubeClient } from "../kube/index.js";
-import { noOutcome, runActions, type Subject } from "./actions.js";
+import { noOutcome, runActions, type LogHook, type Subject } from "./actions.js";
 import type { SnapshotRegistry } from "./snapshots.js";
 import { freshReader } from "./pass-reads.js";
 import type { Reader } from "./reader.js";
@@ -36,11 +36,7 @@ export interface HibernationHooks {
   event?(cr: CocoonHibernation, type: "Normal" | "Warning", reason: string, message: string): void;
   /** One finished transition: `metric` is a histogram name, `result` `ok` or `timeout`. */
   observe?(metric: string, result: string, seconds: number): void;
-  log?(
-    level: "info" | "warn" | "error" | "debug",
-    msg: string,
-    fields?: Record<string, unknown>,
-  ): void;
+  log?: LogHook;
 }
 
 /** Options of {@link runHibernationPass}. */

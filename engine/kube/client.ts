@@ -250,6 +250,13 @@ export interface RequestCounters {
   retries: number;
 }
 
+/** How a DELETE is sent: its propagation, the uid it must match, the grace period. */
+export interface DeleteOptions {
+  propagationPolicy?: "Background" | "Foreground" | "Orphan";
+  uid?: string;
+  gracePeriodSeconds?: number;
+}
+
 /** A REST client for one apiserver. */
 export class KubeClient {
   readonly config: KubeConfig;
@@ -534,14 +541,7 @@ export class KubeClient {
    * @param propagationPolicy Background, Foreground or Orphan
    * @param gracePeriodSeconds 0 removes a pod at once (what a kubelet sends when it is done)
    */
-  async delete(
-    path: string,
-    opts: {
-      propagationPolicy?: "Background" | "Foreground" | "Orphan";
-      uid?: string;
-      gracePeriodSeconds?: number;
-    } = {},
-  ): Promise<boolean> {
+  async delete(path: string, opts: DeleteOptions = {}): Promise<boolean> {
     return (await this.deleteObject(path, opts)) !== undefined;
   }
 
@@ -552,11 +552,7 @@ export class KubeClient {
    */
   async deleteObject<T = KubeObject>(
     path: string,
-    opts: {
-      propagationPolicy?: "Background" | "Foreground" | "Orphan";
-      uid?: string;
-      gracePeriodSeconds?: number;
-    } = {},
+    opts: DeleteOptions = {},
   ): Promise<T | undefined> {
     const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;

@@ -11,7 +11,8 @@
  * `snapshotPolicy` (default `main-only`), `operator` (default true; false when the CRD and
  * the controller are managed elsewhere), `simulator` (default true: label the namespace so
  * the embedded cluster's node-agent simulator plays the VMs; false on a real cluster),
- * `suspendTimeoutSeconds` (default 300).
+ * `suspendTimeoutSeconds` (default 300), `idleAfter` (a duration such as `10m`: the idle policy,
+ * `spec.idle.after`; unset, none).
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -25,6 +26,7 @@ const namespaceName = config.get("namespace") ?? "agents-suspend";
 const snapshotPolicy = config.get("snapshotPolicy") ?? "main-only";
 const withOperator = config.getBoolean("operator") ?? true;
 const simulator = config.getBoolean("simulator") ?? true;
+const idleAfter = config.get("idleAfter");
 
 // The Operator's controller gets `--oci-registry`, and the Fleet takes the same registry.
 const operator = withOperator ? new Operator("cocoonset", { ociRegistry: registry }) : undefined;
@@ -43,6 +45,9 @@ const fleet = new Fleet("coder", {
   operator,
   registry,
   suspendTimeoutSeconds: config.getNumber("suspendTimeoutSeconds"),
+  // The controller hibernates a member idle this long and suspends the fleet once every member
+  // is; the declared spec does not change, so the next `pulumi up` changes nothing.
+  idle: idleAfter ? { after: idleAfter } : undefined,
   spec: {
     agent: { replicas, image: "agents/coder:1" },
     snapshotPolicy: snapshotPolicy as "always" | "main-only" | "never",

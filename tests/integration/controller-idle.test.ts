@@ -13,7 +13,6 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { before, describe, test, type TestContext } from "node:test";
 import type { HookEvent } from "../../engine/idle/index.js";
-import { markActivity } from "../../engine/execute/activity.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
 import { paths, waitForObject } from "../../engine/kube/index.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
@@ -32,12 +31,9 @@ import {
   waitForConverged,
   waitForEvent,
 } from "../support/controller-fleet.js";
-import {
-  startInProcessController,
-  type InProcessController,
-} from "../support/controller-in-process.js";
+import { type InProcessController } from "../support/controller-in-process.js";
 import { Cleanup, controllerNamespace, metricValue } from "../support/controller-process.js";
-import { WarpClock } from "../support/fake-clock.js";
+import { startIdleController } from "../support/idle-controller.js";
 import {
   optInNodeAgent,
   registryAddress,
@@ -69,45 +65,7 @@ before(async () => {
 async function setUp(c: Cleanup, prefix: string) {
   const ns = await controllerNamespace(c, prefix);
   await optInNodeAgent(ns);
-  const clock = new WarpClock();
-  const proc = await startInProcessController(c, {
-    namespaces: [ns],
-    clock,
-    ociRegistry: registryAddress(),
-  });
-  await proc.synced();
-  /**
-   * Renews the activity Leases of `pods` at the controller's time, as a gateway would, and
-   * waits until an idle step of the fleet has seen the renewals (its debug line) and its
-   * reconcile has ended, so that moving the clock next can overtake neither the Lease watch
-   * nor the requeue that reconcile asks for.
-   */
-  const renew = async (fleet: string, pods: string[]) => {
-    const from = proc.lines.length;
-    const at = new Date(clock.now()).toISOString();
-    await markActivity(client, ns, fleet, pods, "test-gateway", new Date(at));
-    const keys = pods.map((p) => p.slice(fleet.length + 1));
-    const seen = await proc.waitForLog(
-      `the idle step of ${ns}/${fleet} to see the renewal of ${pods.join(", ")}`,
-      (l) =>
-        l.msg === "idle step" &&
-        l.namespace === ns &&
-        l.name === fleet &&
-        keys.every((k) => (l.renewals as Record<string, string> | undefined)?.[k] === at),
-      { from },
-    );
-    // And the end of that reconcile: its requeue is timed on the clock as it stood then.
-    await proc.waitForLog(
-      `the end of the reconcile of ${ns}/${fleet} that saw the renewal`,
-      (l) =>
-        l.controller === "cocoonset" &&
-        l.namespace === ns &&
-        l.name === fleet &&
-        (l.msg === "reconciled" || l.msg === "reconciled; requeue"),
-      { from: proc.lines.indexOf(seen) + 1 },
-    );
-  };
-  return { ns, clock, proc, renew };
+  return { ns, ...(await startIdleController(c, ns)) };
 }
 
 /** Waits (watch) for the CocoonHibernation `name` to satisfy `done`; the controller's log on failure. */

@@ -33,6 +33,7 @@ import { pathToFileURL } from "node:url";
 import type { ClusterState } from "../cluster/index.js";
 import { bundleController } from "../cluster/controller-bundle.js";
 import { imageEntrypoint } from "../cluster/image.js";
+import { DEFAULT_CONCURRENCY } from "../controller/options.js";
 import { ensureCrd } from "../engine/execute/install-crd.js";
 import { isReady } from "../engine/pods/index.js";
 import { LABELS, shardBucketOf } from "../engine/spec/index.js";
@@ -92,6 +93,10 @@ and a chart to NAME.svg (bench/README.md).
   --name NAME              the results' file name (default controller; env COCOONSET_BENCH_NAME)
   --node-flags="FLAGS"     Node's flags for ours instead of the image ENTRYPOINT's
                            (env COCOONSET_BENCH_NODE_FLAGS)
+  --shard-flags="FLAGS"    controller flags for each process of the --shards runs (env
+                           COCOONSET_BENCH_SHARD_FLAGS); without --concurrency among them,
+                           N shards run --concurrency=(the default / N, at least 1), so that
+                           they reconcile as many fleets at once as one process does
   -h, --help               this text`;
 
 /** A workload: `sets` CocoonSets of `replicas` sub-agents in `namespaces` namespaces. */
@@ -122,6 +127,8 @@ let SETTLE_MS = 10_000;
 let WINDOW_MS = 30_000;
 /** `--node-flags`: Node's flags for our controller instead of the image's ENTRYPOINT's. */
 let NODE_FLAGS: string[] | null = null;
+/** `--shard-flags`: more controller flags for each shard's process. */
+let SHARD_FLAGS: string[] = [];
 const FAILURE_TRIALS = 5;
 /** At most this many points of the Ready-pods timeline are kept per run. */
 const TIMELINE_POINTS = 200;
@@ -142,6 +149,11 @@ export interface SideFigures {
   /** `VmRSS` once the controller answered /readyz, before the workload was created. */
   startRssMiB: number;
   convergeMs: number;
+  /**
+   * Passes of the CocoonSet controller (over every process) from the first create to
+   * converged: how often the fleets were reconciled on the way; null without metrics.
+   */
+  convergePasses?: number | null;
   convergeWrites: number;
   convergeRequests: Counts;
   steadyWritesPerMin: number;
@@ -206,7 +218,11 @@ export interface ClusterProcessFigures {
 }
 
 /** Ours as `shards` processes. */
-type ShardedFigures = SideFigures & { shards: number };
+type ShardedFigures = SideFigures & {
+  shards: number;
+  /** The controller flags each shard ran with beyond its share, its ports and its kubeconfig. */
+  shardFlags?: string[];
+};
 
 /** One workload's run: both sides' figures, or why a side has none. */
 interface WorkloadRun {
@@ -595,6 +611,7 @@ export async function measure(
     done.catch(() => undefined);
     // The watch is listed and open before the first create (a list of the pods so far).
     await pause(500);
+    const q0 = await passesSoFar(child);
     const cpu0 = cpus();
     const cluster0 = clusterCpus();
     t0 = performance.now();
@@ -617,6 +634,7 @@ export async function measure(
     timeline.unshift({ ms: 0, ready: 0 });
     const cpu1 = cpus();
     const cluster1 = clusterCpus();
+    const q1 = await passesSoFar(child);
     const clusterRss = Object.fromEntries(
       Object.entries(clusterPids).map(([k, pid]) => [k, [rssKiB(pid), rssKiB(pid, "VmHWM")]]),
     );
@@ -724,6 +742,7 @@ export async function measure(
       loadAtStart,
       startRssMiB: mib(startRss),
       convergeMs,
+      convergePasses: q0 === null || q1 === null ? null : q1 - q0,
       convergeWrites: writes(convergeRequests),
       convergeRequests,
       steadyWritesPerMin: Math.round((writes(steadyRequests) * 60_000) / WINDOW_MS),
@@ -778,8 +797,19 @@ async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
 }
 
 /**
+ * The flags each of `shards` processes runs with: {@link SHARD_FLAGS}, and unless they set
+ * it, the one process's default `--concurrency` divided among the shards (the comparison is
+ * of the same work with the same fleets reconciled at once, divided into processes).
+ */
+export function shardFlagsFor(shards: number, flags: readonly string[]): string[] {
+  if (flags.some((f) => f === "--concurrency" || f.startsWith("--concurrency="))) return [...flags];
+  return [...flags, `--concurrency=${Math.max(1, Math.round(DEFAULT_CONCURRENCY / shards))}`];
+}
+
+/**
  * Starts the project's controller as `shards` processes, `--shard I/N` each with leader
- * election (a Lease per shard), and waits until every one leads its shard.
+ * election (a Lease per shard) and {@link shardFlagsFor}, and waits until every one leads
+ * its shard.
  */
 function startSharded(shards: number) {
   return async (proxyKubeconfig: string): Promise<ControllerChild[]> => {
@@ -799,6 +829,7 @@ function startSharded(shards: number) {
             `--shard=${i}/${shards}`,
             `--metrics-bind-address=127.0.0.1:${metrics}`,
             `--health-probe-bind-address=127.0.0.1:${probe}`,
+            ...shardFlagsFor(shards, SHARD_FLAGS),
           ],
           { ...process.env, KUBECONFIG: proxyKubeconfig },
         );
@@ -914,6 +945,7 @@ const FIGURES: Figure[] = [
     0,
     field("convergeMs"),
   ],
+  ["convergePasses", () => "passes to converge", 0, field("convergePasses")],
   ["convergeWrites", () => "writes to converge", 0, field("convergeWrites")],
   [
     "steadyWritesPerMin",
@@ -1043,6 +1075,7 @@ function shardedTable(r: WorkloadRun, s: ShardedFigures): string {
   return [
     table(rows),
     `load average (1/5/15 min) at the start of the sharded run: ${s?.loadAtStart.join(" ") ?? "—"}`,
+    `each shard's flags: ${s?.shardFlags?.join(" ") || "none"}`,
   ].join("\n");
 }
 
@@ -1065,6 +1098,7 @@ function options(): {
     "window-seconds": { type: "string" },
     rounds: { type: "string" },
     "node-flags": { type: "string" },
+    "shard-flags": { type: "string" },
   });
   const ids =
     (values.workload?.length ? values.workload.join(",") : undefined) ??
@@ -1081,6 +1115,8 @@ function options(): {
   if (WINDOW_MS === 0) throw new Error("--window-seconds must be more than 0");
   const nodeFlags = values["node-flags"] ?? process.env.COCOONSET_BENCH_NODE_FLAGS;
   if (nodeFlags !== undefined) NODE_FLAGS = nodeFlags.split(/\s+/).filter(Boolean);
+  const shardFlags = values["shard-flags"] ?? process.env.COCOONSET_BENCH_SHARD_FLAGS ?? "";
+  SHARD_FLAGS = shardFlags.split(/\s+/).filter(Boolean);
   const shards = (values.shards ?? "").split(",").filter(Boolean).map(Number);
   if (shards.some((n) => !Number.isInteger(n) || n < 2))
     throw new Error("--shards must be whole numbers of shards, 2 or more, separated by commas");
@@ -1292,6 +1328,7 @@ async function main(): Promise<void> {
             w,
           )),
           shards,
+          shardFlags: shardFlagsFor(shards, SHARD_FLAGS),
         };
         (r.shardedRuns ??= []).push(r.sharded);
       } catch (e) {

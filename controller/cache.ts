@@ -42,6 +42,11 @@ export interface Kind {
   /** Only the objects' metadata is listed and watched (PartialObjectMetadata). @default false */
   metadataOnly?: boolean;
   /**
+   * Only its objects coming and going matter (names): watched updates are not decoded, and
+   * its handlers see adds and deletes (and a re-list's changes). @default false
+   */
+  skipUpdates?: boolean;
+  /**
    * What of each object is kept, applied before it is cached or handed to a handler.
    * @default {@link trimForCache}
    */
@@ -197,6 +202,7 @@ export class SharedCache implements CacheReader {
             path: kind.path(ns),
             labelSelector,
             metadataOnly: kind.metadataOnly,
+            skipUpdates: kind.skipUpdates,
             transform: kind.transform,
             log: deps.log,
             optional: kind.optional,
@@ -262,6 +268,7 @@ export function mergeKinds(kinds: readonly Kind[]): Kind[] {
       !seen.shardedOnly !== !k.shardedOnly ||
       !seen.bucketFromName !== !k.bucketFromName ||
       !seen.metadataOnly !== !k.metadataOnly ||
+      !seen.skipUpdates !== !k.skipUpdates ||
       seen.transform !== k.transform ||
       seen.optional !== k.optional ||
       seen.clusterScoped !== k.clusterScoped

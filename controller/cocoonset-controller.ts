@@ -286,6 +286,8 @@ export const cocoonSetNamesKind: Kind = {
   path: (ns) => paths.cocoonSets(ns),
   shardedOnly: true,
   metadataOnly: true,
+  // A name never changes: the status writes of every fleet are not decoded here.
+  skipUpdates: true,
   transform: keepNameOnly,
 };
 

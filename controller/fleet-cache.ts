@@ -32,12 +32,18 @@ import {
 } from "../engine/execute/index.js";
 import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js";
 import type { TargetNodeFacts } from "../engine/lifecycle/index.js";
-import { mayNameVm, mayShareVmNames } from "../engine/attribution/index.js";
+import { VmNameIndex, type FleetName } from "../engine/attribution/index.js";
 import { claimsStaticVms } from "../engine/snapshots/index.js";
 import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, showsVersion } from "./expectations.js";
 import { keyOf, namespaceOf } from "../engine/kube/index.js";
+
+/** A cached CocoonSet's namespace and name. */
+const fleetNameOf = (o: { metadata?: { namespace?: string; name?: string } }): FleetName => ({
+  namespace: o.metadata?.namespace ?? "",
+  name: o.metadata?.name ?? "",
+});
 
 /** How many gone pod uids are remembered (a create's answer comes back within moments). */
 const GONE_UIDS_KEPT = 4096;
@@ -84,6 +90,11 @@ export class FleetCache {
   private nodes?: KindCache;
   /** A sharded process's names of every CocoonSet (its CocoonSet cache holds only its own). */
   private names?: KindCache;
+  /**
+   * Every CocoonSet of the cluster by the stem of its VM names, from the names (sharded) or
+   * from the CocoonSet cache (unsharded, watching every namespace); unfilled otherwise.
+   */
+  private readonly vmNames = new VmNameIndex();
   /** What the caches cannot answer, read afresh. */
   private readonly fresh: Reader;
   /**
@@ -117,6 +128,13 @@ export class FleetCache {
     this.hibernationCache = more.hibernations;
     this.nodes = more.nodes;
     this.names = more.names;
+    // The index follows whichever cache holds every CocoonSet's name.
+    const everyName =
+      more.names ?? (cocoonSets.clusterWide && !cocoonSets.selected ? cocoonSets : undefined);
+    everyName?.addHandlers({
+      onAdd: (o) => this.vmNames.add(fleetNameOf(o)),
+      onDelete: (o) => this.vmNames.delete(fleetNameOf(o)),
+    });
     pods.addHandlers({
       onAdd: (p) => this.seen(p),
       onUpdate: (old, p) => {
@@ -185,24 +203,22 @@ export class FleetCache {
         return listCocoonSetsVisible(this.client, namespaceOf(cs));
       if (cache.selected) return this.vmNameNeighbours(cs);
       if (claimsStaticVms(cs)) return Promise.resolve(this.cachedCocoonSets());
-      // Only the neighbours, found by a string test on each cached name: a pass of a fleet with
-      // a pod to create in a cluster of a thousand fleets is given a few, not a thousand.
-      const here = { namespace: namespaceOf(cs), name: cs.metadata.name ?? "" };
+      // Only the neighbours, found in the index: a pass of a fleet with a pod to create in a
+      // cluster of a thousand fleets is given a few, and looks at no more.
       return Promise.resolve(
-        (cache.list() as unknown as CocoonSet[])
-          .filter((o) =>
-            mayShareVmNames(here, { namespace: namespaceOf(o), name: o.metadata.name ?? "" }),
-          )
-          .map((o) => frozen(o)),
+        this.vmNames
+          .neighbours(fleetNameOf(cs))
+          .flatMap((f) => this.cocoonSet(f.namespace, f.name) ?? []),
       );
     },
     cocoonSetsNamingVms: async (namespace, vms) => {
       const cache = this.cocoonSets;
       if (!cache?.clusterWide || !cache.synced())
         return this.fresh.cocoonSetsNamingVms(namespace, vms);
-      if (!cache.selected) return cocoonSetsNaming(this.cachedCocoonSets(), vms);
-      const named = (ns: string, name: string) => vms.some((vm) => mayNameVm(ns, name, vm));
-      return cocoonSetsNaming(await this.namedCocoonSets(named, namespace), vms);
+      const naming = new Map(
+        vms.flatMap((vm) => this.vmNames.naming(vm)).map((f) => [keyOf(f.namespace, f.name), f]),
+      );
+      return cocoonSetsNaming(await this.namedCocoonSets([...naming.values()], namespace), vms);
     },
     hibernations: (namespace) => {
       const cache = this.hibernationCache;
@@ -238,34 +254,26 @@ export class FleetCache {
   /**
    * A shard's answer to "which fleets may hold `cs`'s VM names": VM names are
    * `vk-<namespace>-<name>-<member>`, so two fleets' names can meet only where one's
-   * `<namespace>-<name>` equals the other's or begins it at a dash.
+   * `<namespace>-<name>` equals the other's or begins it at a dash (the index's neighbours).
    */
   private vmNameNeighbours(cs: CocoonSet): Promise<CocoonSet[]> {
-    const here = { namespace: namespaceOf(cs), name: cs.metadata.name ?? "" };
-    return this.namedCocoonSets(
-      (namespace, name) => mayShareVmNames(here, { namespace, name }),
-      namespaceOf(cs),
-    );
+    return this.namedCocoonSets(this.vmNames.neighbours(fleetNameOf(cs)), namespaceOf(cs));
   }
 
   /**
-   * The CocoonSets whose `namespace/name` `match` picks, found in the names of every
-   * CocoonSet (a shard's own cache holds only its buckets' fleets) and read from the shard's
-   * cache or afresh. While those names have not listed, every CocoonSet is listed afresh
-   * (`namespace`'s where the cluster's may not be): the caller filters what it needs.
+   * The CocoonSets `fleets` names (found in the index of every CocoonSet's name), read from
+   * this process's cache or afresh (a shard's own cache holds only its buckets' fleets). Until
+   * the names have listed, every CocoonSet is listed afresh instead (`namespace`'s where the
+   * cluster's may not be): the caller filters what it needs.
    */
-  private async namedCocoonSets(
-    match: (namespace: string, name: string) => boolean,
-    namespace: string,
-  ): Promise<CocoonSet[]> {
-    const names = this.names;
+  private async namedCocoonSets(fleets: FleetName[], namespace: string): Promise<CocoonSet[]> {
+    // The index is complete once the cache it follows has listed (both callers ask only when
+    // that cache watches every namespace).
+    const names = this.cocoonSets?.selected ? this.names : this.cocoonSets;
     if (!names?.synced() || names.informers.length === 0)
       return listCocoonSetsVisible(this.client, namespace);
     const out: CocoonSet[] = [];
-    for (const o of names.list()) {
-      const ns = o.metadata.namespace ?? "";
-      const name = o.metadata.name ?? "";
-      if (!match(ns, name)) continue;
+    for (const { namespace: ns, name } of fleets) {
       // The cache's own copy (frozen, as every read of a pass), else a fresh read.
       const read =
         this.cocoonSet(ns, name) ??

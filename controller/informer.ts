@@ -38,6 +38,11 @@ export interface InformerOptions {
   labelSelector?: string;
   /** Only the objects' metadata is listed and watched (PartialObjectMetadata). @default false */
   metadataOnly?: boolean;
+  /**
+   * Only objects coming and going matter (a cache of names): watched updates are not
+   * decoded, so each object stays cached as listed or added. @default false
+   */
+  skipUpdates?: boolean;
   log?: Logger;
   /** First retry delay after an error. @default 800 */
   initialBackoffMs?: number;
@@ -168,7 +173,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private readonly opts: Required<
     Omit<
       InformerOptions,
-      "labelSelector" | "log" | "client" | "path" | "transform" | "metadataOnly"
+      "labelSelector" | "log" | "client" | "path" | "transform" | "metadataOnly" | "skipUpdates"
     >
   > &
     InformerOptions;
@@ -368,6 +373,7 @@ export class Informer<T extends KubeObject = KubeObject> {
           labelSelector: this.opts.labelSelector,
           timeoutSeconds,
           metadataOnly: this.opts.metadataOnly,
+          skipUpdates: this.opts.skipUpdates,
         },
         (ev) => {
           const obj = this.transform(ev.object);

@@ -11,6 +11,7 @@ import { paths, type KubeClient } from "../engine/kube/index.js";
 import { Informer } from "./informer.js";
 import type { Lease } from "./leader-election.js";
 import {
+  claims,
   formatShard,
   parseShard,
   SHARD_ANNOTATION,
@@ -31,6 +32,13 @@ import type { Logger } from "./types.js";
 
 /** How often a key held back by another shard's Lease is looked at again. */
 export const SHARD_HELD_REQUEUE_MS = 1000;
+
+/**
+ * How long the Leases read as shards are reused for the verdicts of a burst of events, while
+ * neither the informer nor this process's own Lease changed: a Lease expires by the clock,
+ * and this is small beside any Lease's duration.
+ */
+const LEASES_REUSED_MS = 200;
 
 /** The labels and annotations a shard's Lease carries (given to its leader election). */
 export function shardLeaseMetadata(
@@ -76,6 +84,10 @@ function shardLeaseOf(lease: Lease, base: string, nowMs: number): ShardLease | u
 export class ShardGate {
   readonly informer: Informer;
   readonly leaseName: string;
+  /** Changes the informer has shown: a verdict reads the Leases again after one. */
+  private changes = 0;
+  /** The Leases as last read, and what they were read from. */
+  private read?: { atMs: number; own: Lease | undefined; changes: number; leases: ShardLease[] };
 
   constructor(
     client: KubeClient,
@@ -98,17 +110,29 @@ export class ShardGate {
       labelSelector: `${SHARD_GENERATION_LABEL}!=${shardGeneration(opts.shard.count)}`,
       log: opts.log,
     });
+    const changed = () => void this.changes++;
+    this.informer.addHandlers({ onAdd: changed, onUpdate: changed, onDelete: changed });
   }
 
   /** The shards' Leases as the cache holds them now. */
   leases(): ShardLease[] {
     const now = (this.opts.now ?? Date.now)();
-    const out: ShardLease[] = [];
     const own = this.opts.own?.();
+    const last = this.read;
+    if (
+      last &&
+      last.own === own &&
+      last.changes === this.changes &&
+      now >= last.atMs &&
+      now - last.atMs < LEASES_REUSED_MS
+    )
+      return last.leases;
+    const out: ShardLease[] = [];
     for (const o of own ? [own, ...this.informer.list()] : this.informer.list()) {
       const l = shardLeaseOf(o, this.opts.base, now);
       if (l) out.push(l);
     }
+    this.read = { atMs: now, own, changes: this.changes, leases: out };
     return out;
   }
 
@@ -117,6 +141,9 @@ export class ShardGate {
    * holds everything of its share back (it cannot tell its acquire time yet).
    */
   verdict(target: ShardTarget): ShardVerdict {
+    // Another share's key is never this process's, whatever the Leases say.
+    if (!claims({ ...this.opts.shard, version: SHARD_HASH_VERSION }, target))
+      return { kind: "other" };
     const leases = this.leases();
     const self = leases.find((l) => l.name === this.leaseName);
     if (!self) {

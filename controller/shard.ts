@@ -136,7 +136,7 @@ export interface ShardTarget {
 }
 
 /** Whether shard `index/count` of assignment `version` claims `target`. */
-function claims(
+export function claims(
   share: { index: number; count: number; version: number },
   target: ShardTarget,
 ): boolean {

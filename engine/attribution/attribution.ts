@@ -16,9 +16,12 @@ import type { Pod } from "../spec/kube-types.js";
 import { keyOf, namespaceOf } from "../kube/objects.js";
 import { effectiveSuspend } from "../spec/defaults.js";
 
+/** What every VM name the engine derives begins with (the node agents rely on it). */
+export const VM_NAME_PREFIX = "vk-";
+
 /** VM name of a member: `vk-<namespace>-<cs>-<member>` (the node agents rely on it). */
 export function vmNameFor(namespace: string, cocoonSet: string, member: number | string): string {
-  return `vk-${namespace}-${cocoonSet}-${member}`;
+  return `${VM_NAME_PREFIX}${namespace}-${cocoonSet}-${member}`;
 }
 
 /**
@@ -26,7 +29,7 @@ export function vmNameFor(namespace: string, cocoonSet: string, member: number |
  * a member's too, whose pod `<cs>-<member>` runs `vk-<namespace>-<cs>-<member>`.
  */
 export function podVmName(namespace: string, pod: string): string {
-  return `vk-${namespace}-${pod}`;
+  return `${VM_NAME_PREFIX}${namespace}-${pod}`;
 }
 
 /**

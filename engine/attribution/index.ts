@@ -31,3 +31,4 @@ export {
   vmsFreeToDrop,
   withHibernationMarks,
 } from "./attribution.js";
+export { type FleetName, VmNameIndex } from "./vm-name-index.js";

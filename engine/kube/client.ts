@@ -613,6 +613,12 @@ export class KubeClient {
       timeoutSeconds?: number;
       /** Objects' metadata only (events carry PartialObjectMetadata). */
       metadataOnly?: boolean;
+      /**
+       * Updates are not decoded: a MODIFIED event's line is read only for its
+       * resourceVersion and not handed to `onEvent` (a watcher of names, which no update
+       * changes, is spared decoding every status write of the collection).
+       */
+      skipUpdates?: boolean;
     },
     onEvent: (ev: WatchEvent<T>) => boolean | void,
     signal?: AbortSignal,
@@ -662,6 +668,10 @@ export class KubeClient {
           const line = buf.slice(0, nl).trim();
           buf = buf.slice(nl + 1);
           if (!line || finished) continue;
+          if (query.skipUpdates && line.startsWith(MODIFIED_LINE)) {
+            rv = resourceVersionOfLine(line) ?? rv;
+            continue;
+          }
           const ev = parseWatchLine<T>(line, collectionPath, path);
           if (ev instanceof KubeApiError) return finish(ev);
           rv = ev.object.metadata?.resourceVersion ?? rv;
@@ -678,6 +688,23 @@ export class KubeClient {
       signal?.addEventListener("abort", () => finish(), { once: true });
     });
   }
+}
+
+/** How the apiserver begins a watch line of an update (compact JSON, `type` first). */
+const MODIFIED_LINE = '{"type":"MODIFIED",';
+const RESOURCE_VERSION_KEY = '"resourceVersion":"';
+
+/**
+ * The object's resourceVersion in a watch line, without decoding the line: the first
+ * `"resourceVersion":"` key is the object's (its metadata comes before any map a user fills,
+ * and a quote inside a value is escaped). Undefined where none is found.
+ */
+function resourceVersionOfLine(line: string): string | undefined {
+  const at = line.indexOf(RESOURCE_VERSION_KEY);
+  if (at < 0) return undefined;
+  const from = at + RESOURCE_VERSION_KEY.length;
+  const to = line.indexOf('"', from);
+  return to > from ? line.slice(from, to) : undefined;
 }
 
 /**

@@ -39,9 +39,21 @@ export function jumpHash(key: bigint, buckets: number): number {
   return b;
 }
 
+/** Buckets already computed (the hash is BigInt arithmetic, and a controller asks per event). */
+const bucketMemo = new Map<string, number>();
+/** How many buckets {@link bucketMemo} keeps before it starts again. */
+const BUCKET_MEMO_MAX = 65_536;
+
 /** The bucket of the CocoonSet `namespace/name`. */
 export function shardBucketOf(namespace: string, name: string): number {
-  return jumpHash(fnv1a64(`${namespace}/${name}`), SHARD_BUCKETS);
+  const key = `${namespace}/${name}`;
+  let bucket = bucketMemo.get(key);
+  if (bucket === undefined) {
+    bucket = jumpHash(fnv1a64(key), SHARD_BUCKETS);
+    if (bucketMemo.size >= BUCKET_MEMO_MAX) bucketMemo.clear();
+    bucketMemo.set(key, bucket);
+  }
+  return bucket;
 }
 
 /** A bucket label's value read back; undefined for a value that is not a bucket. */

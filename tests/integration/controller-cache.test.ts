@@ -20,8 +20,8 @@ import {
   type ControllerMetrics,
   type ReconcileContext,
 } from "../../controller/index.js";
-import { MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
-import { keepNameOnly, trimPodForCache } from "../../controller/informer.js";
+import { cocoonSetNamesKind, MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
+import { trimPodForCache } from "../../controller/informer.js";
 import { HibernationReconciler } from "../../controller/hibernation-reconciler.js";
 import { HIBERNATIONS_BY_POD, hibernationKind } from "../../controller/hibernation-controller.js";
 import type { HibernationMetrics } from "../../controller/types.js";
@@ -688,8 +688,9 @@ async function twoCaches(c: Cleanup, admin: KubeClient, client: KubeClient, ns: 
     names: new Informer({
       client: admin,
       path: paths.cocoonSets(),
-      metadataOnly: true,
-      transform: keepNameOnly,
+      metadataOnly: cocoonSetNamesKind.metadataOnly,
+      skipUpdates: cocoonSetNamesKind.skipUpdates,
+      transform: cocoonSetNamesKind.transform,
     }),
     pods: new Informer({
       client: admin,
@@ -862,5 +863,39 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
       fleets: ["api", "desk", "web", "web-b"],
       sent: [`GET ${paths.cocoonSets()}`],
     });
+
+    // The names follow fleets coming and going, not their updates: a label written on `api`
+    // leaves its name as first seen (the update is not decoded), while `web-b` going and
+    // `web-c` coming change `web`'s neighbours in both caches.
+    const listed = informers.names.get(`${ns}/api`)?.metadata.resourceVersion;
+    const labelled = await admin.patch<CocoonSet>(
+      paths.cocoonSet(ns, "api"),
+      { metadata: { labels: { touched: "yes" } } },
+      PatchType.merge,
+    );
+    await admin.delete(paths.cocoonSet(ns, "web-b"));
+    await createCocoonSet(ns, "web-c", { replicas: 0, nodeName: NODES[0] });
+    await until(
+      "web-b gone from and web-c in both caches, the label in the whole one",
+      () =>
+        !informers.names.get(`${ns}/web-b`) &&
+        !!informers.names.get(`${ns}/web-c`) &&
+        !whole.cocoonSet(ns, "web-b") &&
+        !!whole.cocoonSet(ns, "web-c") &&
+        whole.cocoonSet(ns, "api")?.metadata.resourceVersion === labelled.metadata.resourceVersion,
+    );
+    assert.equal(
+      informers.names.get(`${ns}/api`)?.metadata.resourceVersion,
+      listed,
+      "the names' copy of api is as first seen",
+    );
+    assert.deepEqual((await asked(() => whole.reads.cocoonSetsForVmNames(web))).fleets, [
+      "web",
+      "web-c",
+    ]);
+    assert.deepEqual((await asked(() => shard.reads.cocoonSetsForVmNames(web))).fleets, [
+      "web",
+      "web-c",
+    ]);
   });
 });

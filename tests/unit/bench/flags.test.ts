@@ -6,6 +6,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { promisify } from "node:util";
+import { shardFlagsFor } from "../../../bench/controller.js";
 import { repoRoot } from "../../../bench/support.js";
 
 const run = promisify(execFile);
@@ -40,5 +41,18 @@ describe("bench flags", () => {
       bad.stderr,
       /^Unknown option '--no-such-flag'.*\n\nnode dist\/bench\/plan-cpu\.js/s,
     );
+  });
+});
+
+describe("bench:controller's shard flags", () => {
+  test("N shards divide one process's default concurrency unless told otherwise", () => {
+    assert.deepEqual(shardFlagsFor(4, []), ["--concurrency=1"]);
+    assert.deepEqual(shardFlagsFor(2, []), ["--concurrency=2"]);
+    assert.deepEqual(shardFlagsFor(8, ["--fanout-concurrency=4"]), [
+      "--fanout-concurrency=4",
+      "--concurrency=1",
+    ]);
+    assert.deepEqual(shardFlagsFor(4, ["--concurrency=4"]), ["--concurrency=4"]);
+    assert.deepEqual(shardFlagsFor(4, ["--concurrency", "3"]), ["--concurrency", "3"]);
   });
 });

@@ -53,6 +53,7 @@ import {
   benchFlags,
   type Child,
   cpuSeconds,
+  machineCpuSeconds,
   freePort,
   loadAverage,
   machine,
@@ -194,6 +195,13 @@ export interface SideFigures {
    * (cores busy on average; the machine has `machine.cores`).
    */
   clusterProcesses?: Record<string, ClusterProcessFigures>;
+  /**
+   * While converging, cores busy on average: the whole machine's (`/proc/stat`, everything
+   * but idle and iowait), and this benchmark's own process (its request-counting proxy in
+   * front of the apiserver, its watch of the pods). Null where unread.
+   */
+  machineBusyCores?: number | null;
+  benchCores?: number | null;
 }
 
 /** One controller process: its shard, CPU seconds and RSS. */
@@ -612,6 +620,8 @@ export async function measure(
     // The watch is listed and open before the first create (a list of the pods so far).
     await pause(500);
     const q0 = await passesSoFar(child);
+    const machine0 = machineCpuSeconds();
+    const bench0 = process.cpuUsage();
     const cpu0 = cpus();
     const cluster0 = clusterCpus();
     t0 = performance.now();
@@ -634,6 +644,8 @@ export async function measure(
     timeline.unshift({ ms: 0, ready: 0 });
     const cpu1 = cpus();
     const cluster1 = clusterCpus();
+    const machine1 = machineCpuSeconds();
+    const bench1 = process.cpuUsage(bench0);
     const q1 = await passesSoFar(child);
     const clusterRss = Object.fromEntries(
       Object.entries(clusterPids).map(([k, pid]) => [k, [rssKiB(pid), rssKiB(pid, "VmHWM")]]),
@@ -743,6 +755,12 @@ export async function measure(
       startRssMiB: mib(startRss),
       convergeMs,
       convergePasses: q0 === null || q1 === null ? null : q1 - q0,
+      machineBusyCores:
+        machine0 && machine1
+          ? Math.round(((machine1.busy - machine0.busy) / (convergeMs / 1000)) * 100) / 100
+          : null,
+      benchCores:
+        Math.round(((bench1.user + bench1.system) / 1e6 / (convergeMs / 1000)) * 100) / 100,
       convergeWrites: writes(convergeRequests),
       convergeRequests,
       steadyWritesPerMin: Math.round((writes(steadyRequests) * 60_000) / WINDOW_MS),
@@ -986,6 +1004,13 @@ const FIGURES: Figure[] = [
     2,
     field("cpuAfterConvergeS"),
   ],
+  [
+    "machineBusyCores",
+    () => "machine CPU while converging, every process (cores)",
+    2,
+    field("machineBusyCores"),
+  ],
+  ["benchCores", () => "the benchmark's proxy and watch (cores)", 2, field("benchCores")],
   ...CLUSTER_PROCESSES.slice(0, 3).flatMap((k): Figure[] => [
     [
       `${k}.convergeCores`,

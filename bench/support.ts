@@ -286,6 +286,22 @@ export function cpuSeconds(pid: number): number | undefined {
   }
 }
 
+/**
+ * The machine's busy and total CPU seconds so far, every core summed (`/proc/stat`'s first
+ * line: busy is everything but idle and iowait); undefined where unread.
+ */
+export function machineCpuSeconds(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0];
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = ticks.reduce((a, b) => a + b, 0);
+    const idle = ticks[3] + ticks[4];
+    return { busy: (total - idle) / ticksPerSecond(), total: total / ticksPerSecond() };
+  } catch {
+    return undefined;
+  }
+}
+
 const cleanups: (() => Promise<void> | void)[] = [];
 let interrupted = false;
 

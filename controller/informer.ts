@@ -77,8 +77,8 @@ export function trimForCache<U extends KubeObject>(obj: U): U {
 
 /**
  * An object cut down, in place, to its name, namespace, uid, resourceVersion and deletion
- * mark: what a list of names needs (a metadata-only watch still sends labels, annotations and
- * managedFields).
+ * mark (as listed or added: a names list skips updates): what a list of names needs (a
+ * metadata-only watch still sends labels, annotations and managedFields).
  */
 export function keepNameOnly<U extends KubeObject>(obj: U): U {
   const m = obj.metadata;

@@ -7,7 +7,9 @@
  * for when it gives up.
  * Behaviour: docs/behaviour.md §3.13, §7.3, §7.4.
  */
+import { attributedView } from "../attribution/index.js";
 import { unschedulableMessage } from "../lifecycle/index.js";
+import { hibernationsInFlight } from "../snapshots/index.js";
 import { describeWait, passWait, type PassWait } from "../plan/index.js";
 import { agentPodName, isReady, isTerminal, vmLive } from "../pods/index.js";
 import { LABELS, type CocoonSet, type Pod } from "../spec/index.js";
@@ -18,6 +20,7 @@ import {
   WaitTimeoutError,
   type KubeClient,
 } from "../kube/index.js";
+import { createdRecords } from "./created.js";
 import { runPass } from "./pass.js";
 import { BrandedError } from "../kube/branded-error.js";
 import { namespaceOf } from "../kube/objects.js";
@@ -199,9 +202,9 @@ function versions(pods: readonly { metadata?: { name?: string; resourceVersion?:
 /**
  * Waits (watch) for what a pass left to wait for, within `deadline`. A wait bounded by a poll
  * (a change of a pod, of the fleet's pods) returns when its bound passes; the others fail
- * naming what they waited for.
+ * naming what they waited for (a WaitTimeoutError on a watch's timeout).
  */
-async function awaitPassWait(
+export async function awaitPassWait(
   client: KubeClient,
   cs: CocoonSet,
   wait: PassWait,
@@ -214,6 +217,13 @@ async function awaitPassWait(
   const timeoutMs = Math.max(1000, deadline - Date.now());
   switch (wait.kind) {
     case "next-pass":
+      return;
+    case "hibernations-done":
+      await waitForList<Pod>(client, paths.pods(ns), (pods) => !hibernating(cs, pods), {
+        labelSelector: podSelector(cs.metadata.name ?? ""),
+        timeoutMs,
+        description,
+      });
       return;
     case "stuck":
       throw new MainAgentNotReadyError(wait.message);
@@ -273,6 +283,14 @@ async function awaitPassWait(
       return;
     }
   }
+}
+
+/**
+ * Whether a member of `cs` is hibernating: the members as the engine recorded them
+ * (engine/attribution), the node agent's reports of theirs.
+ */
+function hibernating(cs: CocoonSet, pods: readonly Pod[]): boolean {
+  return hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods).length > 0;
 }
 
 /** Runs a wait whose timeout is a poll's bound, not a failure. */

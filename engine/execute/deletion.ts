@@ -30,7 +30,6 @@ import {
   isNotFound,
   PatchType,
   paths,
-  waitForList,
   waitForObject,
   WaitTimeoutError,
   type KubeClient,
@@ -45,9 +44,9 @@ import {
   listCocoonSetsVisible,
   listFleetPods,
   listHibernationsVisible,
-  podSelector,
   readCocoonSet,
 } from "./pass-reads.js";
+import { awaitPassWait } from "./converge.js";
 import { createdRecords, forgetCreated } from "./created.js";
 
 /** Options of {@link finalizeDeletion}. */
@@ -215,7 +214,8 @@ async function releaseOwnHibernations(
 const TEARDOWN_HIBERNATION_WAIT_MS = 60_000;
 
 /**
- * Waits (watch) until no pod of the fleet is hibernating (teardown.ts), at most
+ * Waits until no pod of the fleet is hibernating (teardown.ts): the typed wait
+ * `hibernations-done`, through the one awaiter of plan waits, at most
  * {@link TEARDOWN_HIBERNATION_WAIT_MS} and never past `deadline`: a snapshot pushed after the
  * tags were dropped would outlive the fleet. On timeout it goes on and says so.
  */
@@ -225,24 +225,23 @@ async function waitForHibernationsInFlight(
   deadline: number,
   log: FinalizeOptions["log"],
 ): Promise<void> {
-  const ns = namespaceOf(cs);
-  const name = cs.metadata.name ?? "";
   // Members as the engine recorded them (engine/attribution), the node agent's report of theirs.
-  const inFlight = (pods: readonly Pod[]) =>
-    hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
-  const first = inFlight(await listFleetPods(client, cs));
+  const pods = await listFleetPods(client, cs);
+  const first = hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
   if (first.length === 0) return;
   log?.("info", "waiting for the hibernations in flight before the deletion", {
     pods: first.join(","),
   });
   try {
-    await waitForList<Pod>(client, paths.pods(ns), (items) => inFlight(items).length === 0, {
-      labelSelector: podSelector(name),
-      timeoutMs: Math.max(1000, Math.min(TEARDOWN_HIBERNATION_WAIT_MS, deadline - Date.now())),
-      description: `the hibernations in flight of CocoonSet ${ns}/${name} to end`,
-    });
+    await awaitPassWait(
+      client,
+      cs,
+      { kind: "hibernations-done", pods: first },
+      Math.min(deadline, Date.now() + TEARDOWN_HIBERNATION_WAIT_MS),
+      {},
+    );
   } catch (e) {
-    if (!(e instanceof WaitTimeoutError)) throw e;
+    if (!WaitTimeoutError.isInstance(e)) throw e;
     log?.("warn", "hibernations still in flight; the deletion goes on and their tags may stay", {
       pods: first.join(","),
     });

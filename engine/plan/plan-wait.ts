@@ -2,9 +2,9 @@
  * What a pass leaves to wait for, typed: a step that cannot finish in this pass states what
  * the next one needs (its `wait`: a pod Ready, a pod gone, a VM live, the node agent's next
  * report, or nothing that waiting can change), and {@link passWait} settles it with what the
- * pass did. One loop (engine/execute/converge.ts) waits for it, for `pulumi up`, its suspend
- * and wake, and the readiness of the fleet alike, each wait with its deadline and a
- * description of what it waited for.
+ * pass did. One awaiter (engine/execute/converge.ts) waits for it, for `pulumi up`, its
+ * suspend and wake, the readiness of the fleet and a deletion's hibernations in flight alike,
+ * each wait with its deadline and a description of what it waited for.
  */
 import type { Plan, StepWait } from "./plan-types.js";
 
@@ -17,6 +17,11 @@ export type PassWait =
   | { kind: "terminating-gone" }
   /** The next pass at once: this one changed pods. */
   | { kind: "next-pass" }
+  /**
+   * A deletion's: the node agent done with the members' hibernations in flight (`pods`), so
+   * that no snapshot is pushed after the fleet's tags are dropped.
+   */
+  | { kind: "hibernations-done"; pods: readonly string[] }
   /**
    * Nothing of the plan's: a caller with a goal of its own waits for any change of the
    * fleet's pods since `since` (their versions as the pass read them), at most `maxMs`.
@@ -73,6 +78,8 @@ export function describeWait(wait: PassWait, fleet: string): string {
       return wait.message;
     case "next-pass":
       return `the next pass of CocoonSet ${fleet}`;
+    case "hibernations-done":
+      return `the hibernations in flight of CocoonSet ${fleet} to end (${wait.pods.join(", ")})`;
     case "none":
       return `a change of the pods of CocoonSet ${fleet}`;
   }

@@ -10,6 +10,7 @@
  * - a fleet suspended, woken with fewer slots, then deleted drops the tags of the slots scaled
  *   away too:
  *   the status records every VM the fleet named;
+ * - a deletion while a VM is still hibernating waits for its snapshot, then drops it too;
  * - a registry that does not answer does not hold the deletion: the finalizer is released,
  *   the failure logged per tag;
  * - without a registry the deletion leaves the registry alone.
@@ -18,9 +19,10 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, test, type TestContext } from "node:test";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { ensureCrd } from "../../engine/execute/install-crd.js";
-import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet } from "../../engine/spec/index.js";
-import { paths, waitForObject } from "../../engine/kube/index.js";
+import { ANNOTATIONS, SNAPSHOT_TAGS, type CocoonSet, type Pod } from "../../engine/spec/index.js";
+import { paths, PatchType, waitForObject } from "../../engine/kube/index.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient } from "../support/cluster.js";
 import { createCocoonSet, patchSpec, waitForConverged } from "../support/controller-fleet.js";
@@ -113,6 +115,41 @@ describe(
 
       await deleteAndWait(ns, "crew");
       for (const vm of vms) assert.deepEqual(await reg.listTags(vm), [], `${vm}: dropped`);
+    });
+
+    test("a deletion waits for a hibernation in flight, so the snapshot it ends with is dropped with the rest", async (t) => {
+      const c = new Cleanup(t);
+      const { ns } = await lifecycleNamespace(c, "gc-in-flight", registryAddress());
+      const reg = new OciRegistry(registryAddress());
+      await createCocoonSet(ns, "crew", { replicas: 1, snapshotPolicy: "never" });
+      await waitForConverged(ns, "crew", { replicas: 1 });
+      await waitForPods(ns, "crew", 2, vmReady, "both VMs booted by the simulator");
+      // The simulator holds crew-1 in `hibernating` for 4 s, then pushes its snapshot.
+      await client.patch(
+        paths.pod(ns, "crew-1"),
+        { metadata: { annotations: { [SIM_ANNOTATIONS.hibernateDelayMs]: "4000" } } },
+        PatchType.merge,
+      );
+      await patchSpec(ns, "crew", { suspend: true });
+      await waitForPods(
+        ns,
+        "crew",
+        2,
+        (p) =>
+          p.metadata?.name !== "crew-1" ||
+          p.metadata.annotations?.[ANNOTATIONS.lifecycleState] === "hibernating",
+        "crew-1 hibernating",
+      );
+      const pod = await ObjectHistory.start<Pod>(t, client, paths.pods(ns), "crew-1");
+      await deleteAndWait(ns, "crew");
+      // The pods went only once crew-1's hibernation had ended: its last version says so.
+      const states = pod.seen.map((p) => p.metadata?.annotations?.[ANNOTATIONS.lifecycleState]);
+      assert.equal(states.at(-1), "hibernated", `crew-1's states: ${states.join(", ")}`);
+      assert.deepEqual(
+        await reg.listTags(`vk-${ns}-crew-1`),
+        [],
+        "the :hibernate pushed at the end of the hibernation in flight is dropped too",
+      );
     });
 
     test("a registry that does not answer does not hold the deletion; each failed tag is logged", async (t) => {

@@ -2,7 +2,7 @@
 // pass did (engine/plan/plan-wait.ts); the one loop of engine/execute/converge.ts waits for it.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { passWait, type PassWait, type Plan } from "../../../engine/plan/index.js";
+import { describeWait, passWait, type PassWait, type Plan } from "../../../engine/plan/index.js";
 import { planPass } from "../../../engine/planner/index.js";
 import type { PlanStep, StepWait } from "../../../engine/plan/index.js";
 import { NOW, cocoonSet, mainPod, subPod } from "./fixtures.js";
@@ -125,4 +125,18 @@ describe("the waits the planner states", () => {
   it("a converged fleet: none", () => {
     assert.equal(stated([mainPod(cs), subPod(cs, 1)]), undefined);
   });
+});
+
+describe("what a wait is described as (a timeout names it)", () => {
+  const cases: [PassWait, string][] = [
+    [{ kind: "pod-ready", pod: "demo-0" }, "pod demo-0 of CocoonSet team/demo to be Ready"],
+    [{ kind: "terminating-gone" }, "terminating pods of CocoonSet team/demo to be gone"],
+    [
+      { kind: "hibernations-done", pods: ["demo-1", "demo-2"] },
+      "the hibernations in flight of CocoonSet team/demo to end (demo-1, demo-2)",
+    ],
+    [{ kind: "stuck", message: "said as is" }, "said as is"],
+  ];
+  for (const [wait, text] of cases)
+    it(wait.kind, () => assert.equal(describeWait(wait, "team/demo"), text));
 });

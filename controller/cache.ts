@@ -103,6 +103,27 @@ export type InformerLike = Pick<
   "addHandlers" | "get" | "list" | "hasSynced" | "isSupervised"
 >;
 
+/**
+ * An informer of `kind` in namespace `ns` (every namespace: undefined), with what the kind
+ * says of its watch; `labelSelector` replaces the kind's own (a shard adds its buckets).
+ */
+export function kindInformer(
+  kind: Kind,
+  ns: string | undefined,
+  deps: { client: KubeClient; log?: Logger; labelSelector?: string },
+): Informer {
+  return new Informer({
+    client: deps.client,
+    path: kind.path(ns),
+    labelSelector: "labelSelector" in deps ? deps.labelSelector : kind.labelSelector,
+    metadataOnly: kind.metadataOnly,
+    skipUpdates: kind.skipUpdates,
+    transform: kind.transform,
+    log: deps.log,
+    optional: kind.optional,
+  });
+}
+
 /** One kind's informers seen as one store, with its named indexes. */
 export class KindCache {
   private readonly indexes = new Map<string, Index>();
@@ -195,18 +216,8 @@ export class SharedCache implements CacheReader {
       const labelSelector = selectors.filter((x) => x).join(",") || undefined;
       const own = kind.clusterScoped ? [undefined] : scopes;
       const watched = !kind.shardedOnly || !!deps.bucketSelector;
-      const informers = (watched ? own : []).map(
-        (ns) =>
-          new Informer({
-            client: deps.client,
-            path: kind.path(ns),
-            labelSelector,
-            metadataOnly: kind.metadataOnly,
-            skipUpdates: kind.skipUpdates,
-            transform: kind.transform,
-            log: deps.log,
-            optional: kind.optional,
-          }),
+      const informers = (watched ? own : []).map((ns) =>
+        kindInformer(kind, ns, { ...deps, labelSelector }),
       );
       this.all.push(...informers);
       this.kinds.set(

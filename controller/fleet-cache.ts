@@ -198,18 +198,15 @@ export class FleetCache {
     },
     cocoonSetsForVmNames: (cs) => {
       const cache = this.cocoonSets;
+      if (!cache?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
       // A static identity may be reported by any fleet: a shard holds only its own.
-      if (!cache?.clusterWide || (cache.selected && claimsStaticVms(cs)))
-        return listCocoonSetsVisible(this.client, namespaceOf(cs));
-      if (cache.selected) return this.vmNameNeighbours(cs);
-      if (claimsStaticVms(cs)) return Promise.resolve(this.cachedCocoonSets());
+      if (claimsStaticVms(cs))
+        return cache.selected
+          ? listCocoonSetsVisible(this.client, namespaceOf(cs))
+          : Promise.resolve(this.cachedCocoonSets());
       // Only the neighbours, found in the index: a pass of a fleet with a pod to create in a
       // cluster of a thousand fleets is given a few, and looks at no more.
-      return Promise.resolve(
-        this.vmNames
-          .neighbours(fleetNameOf(cs))
-          .flatMap((f) => this.cocoonSet(f.namespace, f.name) ?? []),
-      );
+      return this.vmNameNeighbours(cs);
     },
     cocoonSetsNamingVms: async (namespace, vms) => {
       const cache = this.cocoonSets;
@@ -252,7 +249,7 @@ export class FleetCache {
   }
 
   /**
-   * A shard's answer to "which fleets may hold `cs`'s VM names": VM names are
+   * The answer to "which fleets may hold `cs`'s VM names": VM names are
    * `vk-<namespace>-<name>-<member>`, so two fleets' names can meet only where one's
    * `<namespace>-<name>` equals the other's or begins it at a dash (the index's neighbours).
    */

@@ -215,15 +215,18 @@ export async function awaitPassWait(
   const fleet = `${ns}/${cs.metadata.name ?? ""}`;
   const description = describeWait(wait, fleet);
   const timeoutMs = Math.max(1000, deadline - Date.now());
+  // A wait on the fleet's pods, until the deadline.
+  const fleetPods = { labelSelector: podSelector(cs.metadata.name ?? ""), timeoutMs, description };
   switch (wait.kind) {
     case "next-pass":
       return;
     case "hibernations-done":
-      await waitForList<Pod>(client, paths.pods(ns), (pods) => !hibernating(cs, pods), {
-        labelSelector: podSelector(cs.metadata.name ?? ""),
-        timeoutMs,
-        description,
-      });
+      await waitForList<Pod>(
+        client,
+        paths.pods(ns),
+        (pods) => hibernatingMembers(cs, pods).length === 0,
+        fleetPods,
+      );
       return;
     case "stuck":
       throw new MainAgentNotReadyError(wait.message);
@@ -264,7 +267,7 @@ export async function awaitPassWait(
         client,
         paths.pods(ns),
         (items) => !items.some((p) => p.metadata?.deletionTimestamp),
-        { labelSelector: podSelector(cs.metadata.name ?? ""), timeoutMs, description },
+        fleetPods,
       );
       return;
     case "pod-change":
@@ -286,11 +289,11 @@ export async function awaitPassWait(
 }
 
 /**
- * Whether a member of `cs` is hibernating: the members as the engine recorded them
+ * The members of `cs` hibernating now: the members as the engine recorded them
  * (engine/attribution), the node agent's reports of theirs.
  */
-function hibernating(cs: CocoonSet, pods: readonly Pod[]): boolean {
-  return hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods).length > 0;
+export function hibernatingMembers(cs: CocoonSet, pods: readonly Pod[]): string[] {
+  return hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
 }
 
 /** Runs a wait whose timeout is a poll's bound, not a failure. */

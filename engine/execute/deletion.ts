@@ -3,12 +3,7 @@
  * tags, then its finalizer (`finalizeDeletion`); `deleteFleet` for a caller that deletes it.
  * Behaviour: docs/behaviour.md §3.13.
  */
-import {
-  deleteVmNamesStash,
-  hibernationsInFlight,
-  teardownTags,
-  teardownVmNames,
-} from "../snapshots/index.js";
+import { deleteVmNamesStash, teardownTags, teardownVmNames } from "../snapshots/index.js";
 import {
   attributedView,
   standaloneCandidates,
@@ -46,7 +41,7 @@ import {
   listHibernationsVisible,
   readCocoonSet,
 } from "./pass-reads.js";
-import { awaitPassWait } from "./converge.js";
+import { awaitPassWait, hibernatingMembers } from "./converge.js";
 import { createdRecords, forgetCreated } from "./created.js";
 
 /** Options of {@link finalizeDeletion}. */
@@ -226,8 +221,7 @@ async function waitForHibernationsInFlight(
   log: FinalizeOptions["log"],
 ): Promise<void> {
   // Members as the engine recorded them (engine/attribution), the node agent's report of theirs.
-  const pods = await listFleetPods(client, cs);
-  const first = hibernationsInFlight(attributedView(cs, pods, createdRecords(cs)), pods);
+  const first = hibernatingMembers(cs, await listFleetPods(client, cs));
   if (first.length === 0) return;
   log?.("info", "waiting for the hibernations in flight before the deletion", {
     pods: first.join(","),

@@ -38,6 +38,7 @@ import { paths, waitForList, waitForObject } from "../../engine/kube/index.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import { adminClient, suffix } from "../support/cluster.js";
 import { pushTag, registryAddress, vmReady, waitForPods } from "../support/lifecycle.js";
+import { fleetPods } from "../support/controller-fleet.js";
 import { Cleanup } from "../support/controller-process.js";
 import { startIdleController } from "../support/idle-controller.js";
 import { programStack, repoRoot } from "../support/pulumi.js";
@@ -196,13 +197,6 @@ test("suspend and wake a fleet with pulumi up, a suspend that times out, and des
   );
 });
 
-/** The pods of the fleet `name`, sorted by name. */
-async function fleetPodsOf(ns: string, name: string): Promise<Pod[]> {
-  const pods = (await client.list<Pod>(paths.pods(ns), { labelSelector: `${LABELS.name}=${name}` }))
-    .items;
-  return pods.sort((a, b) => (a.metadata?.name ?? "").localeCompare(b.metadata?.name ?? ""));
-}
-
 /** An update that changes nothing: the preview plans none and the up makes none. */
 async function assertNoChange(stack: Stack, what: string): Promise<void> {
   const preview = await stack.preview({ diff: true });
@@ -225,7 +219,7 @@ async function assertNoChange(stack: Stack, what: string): Promise<void> {
  * (in this process, on a clock the test moves), then woken by activity; the fleet ends awake.
  */
 async function idlePolicySteps(t: TestContext, stack: Stack, ns: string, name: string) {
-  const before = await fleetPodsOf(ns, name);
+  const before = await fleetPods(client, ns, name);
   const uids = before.map((p) => p.metadata?.uid);
 
   // Only the policy changes: one update of the slots resource, `spec.idle` its whole diff.
@@ -244,7 +238,7 @@ async function idlePolicySteps(t: TestContext, stack: Stack, ns: string, name: s
   const declared = await client.get<CocoonSet>(paths.cocoonSet(ns, name));
   assert.deepEqual(declared.spec.idle, { after: "10m" });
   assert.deepEqual(
-    (await fleetPodsOf(ns, name)).map((p) => p.metadata?.uid),
+    (await fleetPods(client, ns, name)).map((p) => p.metadata?.uid),
     uids,
     "setting the policy recreates no pod",
   );
@@ -265,7 +259,7 @@ async function idlePolicySteps(t: TestContext, stack: Stack, ns: string, name: s
   assert.deepEqual(await idleCrs(), [`${name}-1-idle:Hibernate`, `${name}-2-idle:Hibernate`]);
 
   await assertNoChange(stack, "after the idle hibernations");
-  const kept = await fleetPodsOf(ns, name);
+  const kept = await fleetPods(client, ns, name);
   assert.deepEqual(
     kept.map((p) => p.metadata?.uid),
     uids,
@@ -296,7 +290,7 @@ async function idlePolicySteps(t: TestContext, stack: Stack, ns: string, name: s
   const asleep = await client.get<CocoonSet>(paths.cocoonSet(ns, name));
   assert.ok(asleep.status?.idleSuspendedSince, "still idle-suspended after up");
   assert.equal(asleep.status?.phase, "Suspended");
-  assert.ok((await fleetPodsOf(ns, name)).every(hibernated), "up woke no member");
+  assert.ok((await fleetPods(client, ns, name)).every(hibernated), "up woke no member");
 
   // Activity on every member wakes the fleet and each idle-hibernated member.
   await renew(

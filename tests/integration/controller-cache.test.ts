@@ -20,8 +20,12 @@ import {
   type ControllerMetrics,
   type ReconcileContext,
 } from "../../controller/index.js";
-import { cocoonSetNamesKind, MANAGED_POD_SELECTOR } from "../../controller/cocoonset-controller.js";
-import { trimPodForCache } from "../../controller/informer.js";
+import { kindInformer } from "../../controller/cache.js";
+import {
+  cocoonSetNamesKind,
+  MANAGED_POD_SELECTOR,
+  podKind,
+} from "../../controller/cocoonset-controller.js";
 import { HibernationReconciler } from "../../controller/hibernation-reconciler.js";
 import { HIBERNATIONS_BY_POD, hibernationKind } from "../../controller/hibernation-controller.js";
 import type { HibernationMetrics } from "../../controller/types.js";
@@ -557,12 +561,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     const admin = adminClient();
     const informers = {
       cocoonSets: new Informer({ client: admin, path: paths.cocoonSets(ns) }),
-      pods: new Informer({
-        client: admin,
-        path: paths.pods(ns),
-        labelSelector: MANAGED_POD_SELECTOR,
-        transform: trimPodForCache,
-      }),
+      pods: kindInformer(podKind, ns, { client: admin }),
       hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
       nodes: new Informer({ client: admin, path: paths.nodes(), transform: trimNodeForCache }),
     };
@@ -685,19 +684,8 @@ async function twoCaches(c: Cleanup, admin: KubeClient, client: KubeClient, ns: 
       path: paths.cocoonSets(),
       labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
     }),
-    names: new Informer({
-      client: admin,
-      path: paths.cocoonSets(),
-      metadataOnly: cocoonSetNamesKind.metadataOnly,
-      skipUpdates: cocoonSetNamesKind.skipUpdates,
-      transform: cocoonSetNamesKind.transform,
-    }),
-    pods: new Informer({
-      client: admin,
-      path: paths.pods(ns),
-      labelSelector: MANAGED_POD_SELECTOR,
-      transform: trimPodForCache,
-    }),
+    names: kindInformer(cocoonSetNamesKind, undefined, { client: admin }),
+    pods: kindInformer(podKind, ns, { client: admin }),
     hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
   };
   const all = Object.values(informers);

@@ -220,12 +220,7 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       idleRequeueAtMs = idle.requeueAtMs;
     }
     if (cache) {
-      hooks.podWritten = (kind, pod) => {
-        if (kind === "create") cache.expectCreated(fleet, pod);
-        else if (kind === "delete") cache.expectDeleted(fleet, pod);
-        else if (pod.resourceVersion)
-          cache.expectPatched(fleet, { ...pod, resourceVersion: pod.resourceVersion });
-      };
+      hooks.podWritten = (kind, pod) => cache.expect(fleet, { kind, ...pod });
       hooks.nameHeld = (podName) => cache.nameHeld(fleet, podName);
     }
     const result = await runPass(this.client, cs, {
@@ -235,7 +230,12 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
       ...(cache && {
         reads: cache.reads,
         cocoonSetFromCache: true,
-        outstanding: cache.expectations.outstanding(fleet),
+        outstanding: cache.expectations.outstanding(fleet, (w) =>
+          ctx.log.warn(
+            { pod: w.name, write: w.kind, uid: w.uid },
+            "the pod watch never showed this write of the controller's; planning from the cache again",
+          ),
+        ),
         heldBackRequeueMs: cache.expectations.nextExpiryMs(fleet),
       }),
       createLogs: this.createLogs,

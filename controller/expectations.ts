@@ -8,23 +8,25 @@
  * pod would write a second rebuild-history entry and bring the dead letter closer).
  *
  * Pure bookkeeping with an injected clock; the controller feeds it the pod watch's events
- * and the pass's creates, deletes and annotation patches. Keys are per fleet (`namespace/name`) and per pod name
- * (a slot's pod name is fixed, so the name is the slot).
+ * and the pass's creates, deletes and annotation patches. Keys are per fleet
+ * (`namespace/name`) and per pod name (a slot's pod name is fixed, so the name is the slot).
  */
 
 /** How long an expectation waits for its watch event before the cache is trusted again. */
 export const EXPECTATION_TTL_MS = 5 * 60_000;
 
-/** One write the cache has not shown yet. */
-interface Expectation {
+/** A pod write the apiserver accepted, as the engine's `podWritten` hook reports it. */
+export interface PodWrite {
   kind: "create" | "delete" | "patch";
+  name: string;
   /** The uid the write created, deleted or patched. */
   uid: string;
   /** A patch's: the resourceVersion the apiserver answered it with. */
   resourceVersion?: string;
-  /** When the write was made (the clock's milliseconds). */
-  at: number;
 }
+
+/** One write the cache has not shown yet, and when it was made (the clock's milliseconds). */
+type Expectation = PodWrite & { at: number };
 
 /** A pod as the watch shows it, enough to settle an expectation. */
 export interface ObservedPod {
@@ -47,38 +49,56 @@ export function showsVersion(seen: string | undefined, written: string | undefin
   return /^\d+$/.test(seen) && /^\d+$/.test(written) && BigInt(seen) > BigInt(written);
 }
 
+/**
+ * Whether the watch has already shown `write`, so that nothing is left to expect. The
+ * apiserver's answer and the watch's events travel on separate connections: the watch may
+ * deliver the write, and everything after it up to the pod's deletion, before the answer
+ * reaches the pass. `cached` is the pod the cache holds under the write's name now; `gone`
+ * says whether the watch has shown the write's uid deleted, which shows every write to it.
+ */
+export function shownByWatch(
+  write: PodWrite,
+  cached: ObservedPod | undefined,
+  gone: boolean,
+): boolean {
+  if (gone) return true;
+  const same = cached?.uid === write.uid;
+  switch (write.kind) {
+    case "create":
+      return same;
+    case "delete":
+      // A pod the cache never held is one no pass plans on: nothing to hold back.
+      return !same || cached.terminating;
+    case "patch":
+      return (
+        same && (cached.terminating || showsVersion(cached.resourceVersion, write.resourceVersion))
+      );
+  }
+}
+
+/** How many gone pod uids are remembered (a write's answer comes back within moments). */
+const GONE_UIDS_KEPT = 4096;
+
 /** Outstanding writes per fleet and pod name. */
 export class PodExpectations {
   private readonly fleets = new Map<string, Map<string, Expectation>>();
+  /** The uids the watch last showed gone, oldest first (see {@link shownByWatch}). */
+  private readonly goneUids = new Set<string>();
 
   constructor(
     private readonly now: () => number = Date.now,
     private readonly ttlMs: number = EXPECTATION_TTL_MS,
   ) {}
 
-  /** The pass created `pod` (the apiserver's answer, so its uid is known). */
-  expectCreated(fleet: string, pod: { name: string; uid: string }): void {
-    this.slotsOf(fleet).set(pod.name, { kind: "create", uid: pod.uid, at: this.now() });
-  }
-
-  /** The pass deleted the pod `pod.uid` (the delete was accepted). */
-  expectDeleted(fleet: string, pod: { name: string; uid: string }): void {
-    this.slotsOf(fleet).set(pod.name, { kind: "delete", uid: pod.uid, at: this.now() });
-  }
-
   /**
-   * The pass patched the pod `pod.uid` (an annotation such as the hibernate request), and the
-   * apiserver answered with `pod.resourceVersion`: expected until the watch shows that version,
-   * so a pass never plans on the pod as it was before (a migration would take the snapshot
-   * its own request produced for a leftover and drop it).
+   * The pass made `write` for `fleet`: expected until the pod watch shows it, unless it
+   * already has (`cached`: the pod the cache holds under `write.name` now). A patch whose
+   * answer carried no version is never expected: nothing could settle it but the TTL.
    */
-  expectPatched(fleet: string, pod: { name: string; uid: string; resourceVersion: string }): void {
-    this.slotsOf(fleet).set(pod.name, {
-      kind: "patch",
-      uid: pod.uid,
-      resourceVersion: pod.resourceVersion,
-      at: this.now(),
-    });
+  expect(fleet: string, write: PodWrite, cached: ObservedPod | undefined): void {
+    if (!write.uid || (write.kind === "patch" && !write.resourceVersion)) return;
+    if (shownByWatch(write, cached, this.goneUids.has(write.uid))) return;
+    this.slotsOf(fleet).set(write.name, { ...write, at: this.now() });
   }
 
   /** The pod watch added or updated `pod`: settles the expectation it shows. */
@@ -97,8 +117,16 @@ export class PodExpectations {
     if (settled) this.drop(fleet, slots, pod.name);
   }
 
-  /** The pod watch shows `pod` gone: settles a delete of it, and a create of it (it came and went). */
+  /**
+   * The pod watch shows `pod` gone: settles every write to it (a create of a pod that came
+   * and went included), and any such write whose answer comes later.
+   */
   observeGone(fleet: string, pod: { name: string; uid: string }): void {
+    if (pod.uid) {
+      this.goneUids.add(pod.uid);
+      if (this.goneUids.size > GONE_UIDS_KEPT)
+        this.goneUids.delete(this.goneUids.values().next().value!);
+    }
     const slots = this.fleets.get(fleet);
     const e = slots?.get(pod.name);
     if (slots && e && e.uid === pod.uid) this.drop(fleet, slots, pod.name);
@@ -107,13 +135,17 @@ export class PodExpectations {
   /**
    * The pod names of `fleet` with an outstanding expectation; expired ones are dropped (the
    * cache is trusted again after {@link ttlMs}, as a missed watch event must not stall a slot
-   * for ever).
+   * for ever) and handed to `onExpired`, so that the caller says so.
    */
-  outstanding(fleet: string): ReadonlySet<string> {
+  outstanding(fleet: string, onExpired?: (write: PodWrite) => void): ReadonlySet<string> {
     const slots = this.fleets.get(fleet);
     if (!slots) return new Set();
     const now = this.now();
-    for (const [name, e] of slots) if (now - e.at >= this.ttlMs) slots.delete(name);
+    for (const [name, e] of slots) {
+      if (now - e.at < this.ttlMs) continue;
+      slots.delete(name);
+      onExpired?.(e);
+    }
     if (slots.size === 0) this.fleets.delete(fleet);
     return new Set(slots.keys());
   }

@@ -36,7 +36,7 @@ import { VmNameIndex, type FleetName } from "../engine/attribution/index.js";
 import { claimsStaticVms } from "../engine/snapshots/index.js";
 import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
-import { PodExpectations, showsVersion } from "./expectations.js";
+import { PodExpectations, type ObservedPod, type PodWrite } from "./expectations.js";
 import { keyOf, namespaceOf } from "../engine/kube/index.js";
 
 /** A cached CocoonSet's namespace and name. */
@@ -45,14 +45,21 @@ const fleetNameOf = (o: { metadata?: { namespace?: string; name?: string } }): F
   name: o.metadata?.name ?? "",
 });
 
-/** How many gone pod uids are remembered (a create's answer comes back within moments). */
-const GONE_UIDS_KEPT = 4096;
-
 /** The fleet (`namespace/name`) a pod is listed under: its fleet label, as the fresh read selects. */
 function fleetOfPod(pod: KubeObject): string | undefined {
   const ns = pod.metadata.namespace;
   const name = pod.metadata.labels?.[LABELS.name];
   return ns && name ? keyOf(ns, name) : undefined;
+}
+
+/** What the expectations need of a pod the watch shows. */
+function observed(pod: KubeObject): ObservedPod {
+  return {
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+    terminating: pod.metadata?.deletionTimestamp !== undefined,
+    resourceVersion: pod.metadata?.resourceVersion,
+  };
 }
 
 /**
@@ -97,11 +104,6 @@ export class FleetCache {
   private readonly vmNames = new VmNameIndex();
   /** What the caches cannot answer, read afresh. */
   private readonly fresh: Reader;
-  /**
-   * The uids of the pods the watch last showed gone, oldest first: a pod deleted before its
-   * create's answer came back settles that create when it is recorded.
-   */
-  private readonly goneUids = new Set<string>();
   /** Per fleet, the pod names a create found held by a pod that is not the fleet's. */
   private readonly heldNames = new Map<string, Set<string>>();
 
@@ -293,56 +295,20 @@ export class FleetCache {
     this.expectations.forget(fleet);
   }
 
-  /** The pass created `pod`: expected until the watch shows its uid (unless it already has). */
-  expectCreated(fleet: string, pod: { name: string; uid: string }): void {
+  /** The pass made `write`: expected until the pod watch shows it (unless it already has). */
+  expect(fleet: string, write: PodWrite): void {
     const [ns] = fleet.split("/");
-    if (!pod.uid || this.goneUids.has(pod.uid)) return;
-    if (this.podNamed(`${ns}/${pod.name}`)?.metadata?.uid === pod.uid) return;
-    this.expectations.expectCreated(fleet, pod);
-  }
-
-  /** The pass deleted `pod`: expected until the watch shows it terminating or gone. */
-  expectDeleted(fleet: string, pod: { name: string; uid: string }): void {
-    const [ns] = fleet.split("/");
-    const cached = this.podNamed(`${ns}/${pod.name}`);
-    if (!cached || cached.metadata?.uid !== pod.uid || cached.metadata.deletionTimestamp) return;
-    this.expectations.expectDeleted(fleet, pod);
-  }
-
-  /** The pass patched `pod`: expected until the watch shows the version it wrote. */
-  expectPatched(fleet: string, pod: { name: string; uid: string; resourceVersion: string }): void {
-    const [ns] = fleet.split("/");
-    const cached = this.podNamed(`${ns}/${pod.name}`);
-    if (
-      cached?.metadata?.uid === pod.uid &&
-      showsVersion(cached.metadata.resourceVersion, pod.resourceVersion)
-    )
-      return;
-    this.expectations.expectPatched(fleet, pod);
-  }
-
-  private podNamed(key: string): Pod | undefined {
-    return this.pods?.get(key);
+    const cached = this.pods?.get(keyOf(ns, write.name));
+    this.expectations.expect(fleet, write, cached && observed(cached));
   }
 
   private seen(pod: KubeObject): void {
     const fleet = fleetOfPod(pod);
     if (!fleet || !pod.metadata.name) return;
-    this.expectations.observe(fleet, {
-      name: pod.metadata.name,
-      uid: pod.metadata.uid ?? "",
-      terminating: pod.metadata.deletionTimestamp !== undefined,
-      resourceVersion: pod.metadata.resourceVersion,
-    });
+    this.expectations.observe(fleet, observed(pod));
   }
 
   private gone(pod: KubeObject): void {
-    const uid = pod.metadata.uid;
-    if (uid) {
-      this.goneUids.add(uid);
-      if (this.goneUids.size > GONE_UIDS_KEPT)
-        this.goneUids.delete(this.goneUids.values().next().value!);
-    }
     const fleet = fleetOfPod(pod);
     if (!fleet || !pod.metadata.name) return;
     this.expectations.observeGone(fleet, { name: pod.metadata.name, uid: pod.metadata.uid ?? "" });

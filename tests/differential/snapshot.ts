@@ -24,7 +24,7 @@ import {
   type CocoonSet,
   type Pod,
 } from "../../engine/spec/index.js";
-import { paths, type KubeClient } from "../../engine/kube/index.js";
+import { paths, waitForList, WaitTimeoutError, type KubeClient } from "../../engine/kube/index.js";
 import { OciRegistry } from "../../engine/registry/oci.js";
 import { metricValue } from "../support/controller-process.js";
 
@@ -510,6 +510,47 @@ interface EventLike {
 /** The metric name prefix per side: upstream's `cocoon_operator_<name>` is `cocoonset_<name>`. */
 const PREFIX: Record<Side, string> = { peer: "cocoon_operator_", ours: "cocoonset_" };
 
+/**
+ * The counters each controller bumps in the same step as it posts an event of the reason:
+ * both post events without waiting for the post (the peer through client-go's broadcaster,
+ * ours fire-and-forget), so a snapshot that read the counter may have come before the event was written.
+ */
+const EVENT_OF_COUNTER: Record<string, string> = {
+  subagent_rebuild_total: "SubAgentRebuilding",
+  subagent_dead_letter_total: "SubAgentDeadLetter",
+};
+
+/**
+ * The namespace's events, once every event the counters of `metricsText` imply for the
+ * CocoonSet `name` has been written (a watch, within 30 s; a reason still missing then is
+ * left for the comparison to show).
+ */
+async function eventsImpliedBy(
+  client: KubeClient,
+  side: Side,
+  ns: string,
+  name: string,
+  metricsText: string,
+): Promise<EventLike[]> {
+  const labels = { namespace: ns, cocoonset: name };
+  const implied = Object.entries(EVENT_OF_COUNTER)
+    .filter(([counter]) => metricValue(metricsText, `${PREFIX[side]}${counter}`, labels) > 0)
+    .map(([, reason]) => reason);
+  const has = (all: EventLike[]) =>
+    implied.every((r) =>
+      all.some((e) => e.reason === r && e.regarding?.kind === KIND && e.regarding?.name === name),
+    );
+  try {
+    return await waitForList<EventLike & { metadata: object }>(client, paths.events(ns), has, {
+      timeoutMs: 30_000,
+      description: `events ${implied.join(", ")} of ${ns}/${name}`,
+    });
+  } catch (e) {
+    if (!WaitTimeoutError.isInstance(e)) throw e;
+    return (await client.list<EventLike & { metadata: object }>(paths.events(ns))).items;
+  }
+}
+
 /** Reads and normalises what `side` left for the CocoonSet `ns/name`. */
 export async function takeSnapshot(
   client: KubeClient,
@@ -530,7 +571,8 @@ export async function takeSnapshot(
     .filter((p) => !p.metadata?.deletionTimestamp)
     .sort((a, b) => (a.metadata?.name ?? "").localeCompare(b.metadata?.name ?? "", "en"));
   const main = pods.find((p) => p.metadata?.labels?.[LABELS.role] === "main");
-  const events = (await client.list<EventLike & { metadata: object }>(paths.events(ns))).items;
+  const text = await metricsText();
+  const events = await eventsImpliedBy(client, side, ns, name, text);
   const reasons = [
     ...new Set(
       events
@@ -538,7 +580,6 @@ export async function takeSnapshot(
         .map((e) => e.reason ?? ""),
     ),
   ].sort();
-  const text = await metricsText();
   const labels = { namespace: ns, cocoonset: name };
   const annotations = pick(cs?.metadata.annotations, (k) =>
     k.startsWith("cocoonset.cocoonstack.io/"),

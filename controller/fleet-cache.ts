@@ -34,7 +34,13 @@ import { paths, type KubeClient, type KubeObject } from "../engine/kube/index.js
 import type { TargetNodeFacts } from "../engine/lifecycle/index.js";
 import { VmNameIndex, type FleetName } from "../engine/attribution/index.js";
 import { claimsStaticVms } from "../engine/snapshots/index.js";
-import { LABELS, type CocoonHibernation, type CocoonSet, type Pod } from "../engine/spec/index.js";
+import {
+  frozen,
+  LABELS,
+  type CocoonHibernation,
+  type CocoonSet,
+  type Pod,
+} from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, type ObservedPod, type PodWrite } from "./expectations.js";
 import { keyOf, namespaceOf } from "../engine/kube/index.js";
@@ -60,18 +66,6 @@ function observed(pod: KubeObject): ObservedPod {
     terminating: pod.metadata?.deletionTimestamp !== undefined,
     resourceVersion: pod.metadata?.resourceVersion,
   };
-}
-
-/**
- * `o` frozen, and every object and array in it: what a pass reads from the caches is shared
- * with the caches, so it must stay as the watch left it. An object is frozen once (the watch
- * replaces a cached object on each change, never edits it); after that this is one check.
- */
-export function frozen<T>(o: T): T {
-  if (o === null || typeof o !== "object" || Object.isFrozen(o)) return o;
-  // The children first, so that a frozen object is always frozen all the way down.
-  for (const v of Object.values(o)) frozen(v);
-  return Object.freeze(o);
 }
 
 /** The pod cache's index of pods by the CocoonSet they belong to (`namespace/name`). */

@@ -89,6 +89,14 @@ export function reconcileLogger(
   return log.child({ reconcileId, namespace: key.namespace, name: key.name });
 }
 
+/** Each logger's bindings: pino rebuilds them from its serialised form on every call. */
+const BINDINGS = new WeakMap<Logger, Record<string, unknown>>();
+function bindingsOf(log: Logger): Record<string, unknown> {
+  let bound = BINDINGS.get(log);
+  if (!bound) BINDINGS.set(log, (bound = log.bindings()));
+  return bound;
+}
+
 /** A level a structured log hook passes on. */
 export type HookLevel = "info" | "warn" | "debug" | "error";
 
@@ -102,7 +110,9 @@ export function logWithFields(
   msg: string,
   fields: Record<string, unknown> = {},
 ): void {
-  const bound = log.bindings();
+  // A disabled level costs nothing (the engine's hooks log a pass's detail at debug).
+  if (!log.isLevelEnabled(level)) return;
+  const bound = bindingsOf(log);
   const own: Record<string, unknown> = {};
   const detail: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(fields)) {

@@ -15,6 +15,7 @@ import type { CocoonHibernation } from "../spec/generated/hibernation-types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { keyOf, namespaceOf } from "../kube/objects.js";
 import { effectiveSuspend } from "../spec/defaults.js";
+import { FrozenMemo } from "../spec/frozen.js";
 
 /** What every VM name the engine derives begins with (the node agents rely on it). */
 export const VM_NAME_PREFIX = "vk-";
@@ -159,7 +160,17 @@ export function memberOf(cs: CocoonSet, pod: Pod): string | undefined {
   // A CocoonSet that never went through {@link attributedView} (a planner's unit input) is
   // read by the old rules; the engine plans and decides only with views, which always carry
   // the record (an empty one for a new CocoonSet).
-  if (cs.status?.vms === undefined) return labelledMember(cs, pod);
+  const vms = cs.status?.vms;
+  if (vms === undefined) return labelledMember(cs, pod);
+  // A frozen record (the controller's cached CocoonSet) answers each frozen pod once.
+  if (!Object.isFrozen(vms)) return recordedMember(cs, pod);
+  return MEMBER_OF.get(pod, vms, () => recordedMember(cs, pod) ?? null) ?? undefined;
+}
+
+/** {@link memberOf} per frozen pod, while the frozen record is the same object. */
+const MEMBER_OF = new FrozenMemo<Pod, string | null>();
+
+function recordedMember(cs: CocoonSet, pod: Pod): string | undefined {
   const uid = pod.metadata?.uid ?? "";
   if (uid === "") return undefined;
   // The one member whose pod name the pod bears: `<cs>-<member>`.

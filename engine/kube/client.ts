@@ -24,6 +24,7 @@ import {
 } from "./kubeconfig.js";
 import { ConnectProxyAgent, parseProxyUrl } from "./proxy-agent.js";
 import { sleep } from "./sleep.js";
+import { LineSplitter } from "./lines.js";
 import type { ObjectMeta, OwnerReference } from "./objects.js";
 
 export type { ObjectMeta, OwnerReference };
@@ -650,7 +651,7 @@ export class KubeClient {
       );
     }
     let rv = query.resourceVersion;
-    let buf = "";
+    const lines = new LineSplitter();
     return new Promise((resolve, reject) => {
       let finished = false;
       const finish = (err?: unknown) => {
@@ -662,11 +663,8 @@ export class KubeClient {
       };
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
+        for (const raw of lines.push(chunk)) {
+          const line = raw.trim();
           if (!line || finished) continue;
           if (query.skipUpdates && line.startsWith(MODIFIED_LINE)) {
             rv = resourceVersionOfLine(line) ?? rv;

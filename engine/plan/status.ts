@@ -19,6 +19,7 @@ import { nodeRefusal } from "../pods/node-refusal.js";
 import { readLostSnapshots } from "../snapshots/lost-snapshots.js";
 import { deadlineCondition, judgeProgress, progressDeadlineSeconds } from "./progress.js";
 import { rfc3339Seconds } from "../kube/objects.js";
+import { FrozenMemo } from "../spec/frozen.js";
 
 /** The condition of a fleet whose expiry (spec.expiry) is near: written by the idle step. */
 export const EXPIRING_CONDITION = "Expiring";
@@ -94,14 +95,24 @@ export function memberPhase(pod: Pod): string | undefined {
 
 // The IP reported is the VM's, from the annotation the virtual kubelet writes (as
 // cocoon-operator reports it); the pod's own status.podIP is not read.
+// An entry is kept per frozen pod (engine/spec/frozen.ts) while its slot and recorded VM are
+// the same: a pass over a converged fleet builds none.
 function agentEntry(cs: CocoonSet, slot: number, pod: Pod): AgentStatus {
+  // The recorded member's VM, not the pod's annotation (anyone who may edit the pod writes it).
+  const vm = memberPodVm(cs, pod);
+  return AGENT_ENTRY.get(pod, `${slot}/${vm}`, () => buildAgentEntry(slot, vm, pod));
+}
+
+const AGENT_ENTRY = new FrozenMemo<Pod, AgentStatus>();
+const TOOLBOX_ENTRY = new FrozenMemo<Pod, ToolboxStatus>();
+
+function buildAgentEntry(slot: number, vm: string, pod: Pod): AgentStatus {
   const a = pod.metadata?.annotations ?? {};
   return compact<AgentStatus>({
     slot,
     role: slot === 0 ? ROLES.main : ROLES.subAgent,
     podName: pod.metadata?.name,
-    // The recorded member's VM, not the pod's annotation (anyone who may edit the pod writes it).
-    vmName: memberPodVm(cs, pod) || undefined,
+    vmName: vm || undefined,
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
     phase: memberPhase(pod),
@@ -111,12 +122,17 @@ function agentEntry(cs: CocoonSet, slot: number, pod: Pod): AgentStatus {
 }
 
 function toolboxEntry(cs: CocoonSet, name: string, pod: Pod): ToolboxStatus {
+  const vm = memberPodVm(cs, pod);
+  return TOOLBOX_ENTRY.get(pod, `${name}/${vm}`, () => buildToolboxEntry(name, vm, pod));
+}
+
+function buildToolboxEntry(name: string, vm: string, pod: Pod): ToolboxStatus {
   const a = pod.metadata?.annotations ?? {};
   const vncPort = Number.parseInt(a[ANNOTATIONS.vncPort] ?? "", 10);
   return compact<ToolboxStatus>({
     name,
     podName: pod.metadata?.name,
-    vmName: memberPodVm(cs, pod) || undefined,
+    vmName: vm || undefined,
     vmID: a[ANNOTATIONS.vmID],
     ip: a[ANNOTATIONS.vmIP],
     phase: memberPhase(pod),

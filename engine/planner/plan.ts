@@ -194,14 +194,14 @@ function replaceIfDrifted(
   target: PlanTarget,
   podName: string,
   pod: Pod,
-  drift: string[],
+  drift: readonly string[],
 ): boolean {
   if (drift.length === 0) return false;
   draft.steps.push({
     target,
     decision: "delete-drifted",
     podName,
-    drift,
+    drift: [...drift],
     actions: [deletePod(pod)],
   });
   return true;
@@ -432,7 +432,13 @@ function triageSubAgent(
       actions.push(writeHistory(draft, next));
     }
     actions.push(deletePod(pod));
-    draft.steps.push({ target, decision: "reset-dead-letter", podName, drift, actions });
+    draft.steps.push({
+      target,
+      decision: "reset-dead-letter",
+      podName,
+      drift: [...drift],
+      actions,
+    });
     return;
   }
 

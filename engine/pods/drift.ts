@@ -18,6 +18,7 @@ import {
 } from "./pod-builder.js";
 import { isTerminal } from "./pod-state.js";
 import { quantitiesEqual } from "../spec/quantity.js";
+import { contentToken, FrozenMemo } from "../spec/frozen.js";
 
 /** How a VM field is compared: as text, as a `"true"` flag, or as a quantity. */
 export type Compare = "text" | "flag" | "quantity";
@@ -109,7 +110,18 @@ function placementDrift(cs: CocoonSet, pod: Pod): string[] {
  * Fields in which an agent pod differs from what `cs` asks for; empty means no drift.
  * @param slot 0 for the main agent, the slot number for a sub-agent
  */
-export function agentDrift(cs: CocoonSet, slot: number, pod: Pod): string[] {
+export function agentDrift(cs: CocoonSet, slot: number, pod: Pod): readonly string[] {
+  const spec = contentToken(cs.spec);
+  if (spec === undefined) return computeAgentDrift(cs, slot, pod);
+  return AGENT_DRIFT.get(pod, `${slot}/${spec}`, () => computeAgentDrift(cs, slot, pod));
+}
+
+/** {@link agentDrift} per frozen pod, while the spec and the slot are the same. */
+const AGENT_DRIFT = new FrozenMemo<Pod, readonly string[]>();
+/** {@link toolboxDrift} per frozen pod, while the spec and the toolbox are the same. */
+const TOOLBOX_DRIFT = new FrozenMemo<Pod, readonly string[]>();
+
+function computeAgentDrift(cs: CocoonSet, slot: number, pod: Pod): string[] {
   const annotations = pod.metadata?.annotations ?? {};
   const forkFrom = slot > 0 ? annotations[ANNOTATIONS.forkFrom] : undefined;
   const agent = cs.spec.agent;
@@ -128,7 +140,15 @@ export function agentDrift(cs: CocoonSet, slot: number, pod: Pod): string[] {
 }
 
 /** Fields in which a toolbox pod differs from its spec; empty means no drift. */
-export function toolboxDrift(cs: CocoonSet, toolbox: ToolboxSpec, pod: Pod): string[] {
+export function toolboxDrift(cs: CocoonSet, toolbox: ToolboxSpec, pod: Pod): readonly string[] {
+  const spec = contentToken(cs.spec);
+  if (spec === undefined) return computeToolboxDrift(cs, toolbox, pod);
+  return TOOLBOX_DRIFT.get(pod, `${toolbox.name}/${spec}`, () =>
+    computeToolboxDrift(cs, toolbox, pod),
+  );
+}
+
+function computeToolboxDrift(cs: CocoonSet, toolbox: ToolboxSpec, pod: Pod): string[] {
   const annotations = pod.metadata?.annotations ?? {};
   const vm = toolboxVM(cs, toolbox, annotations[ANNOTATIONS.vmName] ?? "");
   const out = [...vmDrift(vm, pod), ...resourceDrift(toolbox, pod), ...placementDrift(cs, pod)];

@@ -1,5 +1,6 @@
 // Kubernetes-style defaulting driven by the schema source: a missing property that declares a
 // `default` gets it, at every depth, so the engine sees what the apiserver would store.
+import { frozen } from "./frozen.js";
 import type { CocoonSet, CocoonSetSpec } from "./generated/types.js";
 import { cocoonSetSpecSchema, type SchemaNode } from "./schema-source.js";
 
@@ -36,12 +37,13 @@ export function withSpecDefaults(spec: CocoonSetSpec): CocoonSetSpec {
 }
 
 /**
- * The CocoonSet with its spec's schema defaults applied: the spec is a copy, the rest (the
+ * The CocoonSet with its spec's schema defaults applied: the spec is a copy, frozen (what a
+ * pass derives from it may be kept by its content, engine/spec/frozen.ts); the rest (the
  * metadata, the status with a record of every member) is the input's own, read, never
  * written (a copy of a 1,001-member status on every pass cost more than the plan).
  */
 export function withDefaults(cs: CocoonSet): CocoonSet {
-  return { ...cs, spec: withSpecDefaults(cs.spec) };
+  return { ...cs, spec: frozen(withSpecDefaults(cs.spec)) };
 }
 
 /**

@@ -20,6 +20,7 @@ export {
 } from "./constants.js";
 export { cocoonHibernationCrd, cocoonSetCrd, type CrdManifest } from "./crd-manifest.js";
 export { effectiveSuspend, suspendView, withDefaults, withSpecDefaults } from "./defaults.js";
+export { frozen } from "./frozen.js";
 export {
   MIN_EXPIRY_AFTER_MS,
   MIN_IDLE_AFTER_MS,

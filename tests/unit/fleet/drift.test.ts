@@ -30,7 +30,7 @@ const original = cocoonSet({ nodePool: "default" }, base);
 /** Drift of slot 1 when the spec changes to `spec`/`agent` after the pod was built. */
 function driftAfter(spec: Partial<CocoonSetSpec>, agent: Partial<AgentSpec>): string[] {
   const changed: CocoonSet = cocoonSet({ nodePool: "default", ...spec }, { ...base, ...agent });
-  return agentDrift(changed, 1, subPod(original, 1));
+  return [...agentDrift(changed, 1, subPod(original, 1))];
 }
 
 describe("agentDrift compares every VM and pod field SPEC section 3 lists", () => {

@@ -4,7 +4,10 @@
 //  3. attempt limit: whatever the order of failures (and of failed writes or deletes), no slot
 //     is rebuilt more than 4 times;
 //  4. read only: a pass plans from frozen objects (the controller's cache, shared, uncopied)
-//     and never writes to them.
+//     and never writes to them;
+//  5. kept results: a pass from frozen objects, an unchanged one kept from pass to pass as the
+//     cache keeps it (engine/spec/frozen.ts keeps what was derived from it), plans exactly as
+//     a pass from fresh copies.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
@@ -15,8 +18,9 @@ import { readRebuildHistory } from "../../../engine/pods/rebuild-history.js";
 import { MAX_REBUILD_ATTEMPTS } from "../../../engine/spec/constants.js";
 import { ANNOTATIONS, type CocoonSet, type Pod } from "../../../engine/spec/index.js";
 import { applyPlanToPods } from "../../../engine/execute/simulate.js";
-import { attributedView } from "../../../engine/attribution/index.js";
-import { frozen } from "../../../controller/fleet-cache.js";
+import { attributedView, memberVm } from "../../../engine/attribution/index.js";
+import type { VMRecord } from "../../../engine/spec/generated/types.js";
+import { frozen } from "../../../engine/spec/index.js";
 import {
   NOW,
   cocoonSet,
@@ -83,6 +87,17 @@ function becomeReady(cs: CocoonSet, pods: readonly Pod[]): Pod[] {
     isOwnedPod(cs, p) && !isTerminal(p)
       ? { ...p, status: { phase: "Running", conditions: [{ type: "Ready", status: "True" }] } }
       : p,
+  );
+}
+
+/** `status.vms` naming each of `pods` (`<name>-<member>`) as the member its name says. */
+function recordOf(cs: CocoonSet, pods: readonly Pod[]): Record<string, VMRecord> {
+  const prefix = `${cs.metadata.name}-`;
+  return Object.fromEntries(
+    pods.map((p) => {
+      const member = (p.metadata?.name ?? "").slice(prefix.length);
+      return [member, { vm: memberVm(cs, member), podUID: p.metadata?.uid ?? "" }];
+    }),
   );
 }
 
@@ -352,5 +367,85 @@ describe("planner properties", () => {
       ),
       { numRuns: 200 },
     );
+  });
+
+  it("plans from kept frozen objects exactly as from fresh copies, pass after pass", () => {
+    const decisions = new Set<string>();
+    /** The cache's copy: the object kept from the last pass while its content is the same. */
+    const kept = new Map<string, unknown>();
+    const cached = <T>(key: string, o: T): T => {
+      const json = JSON.stringify(o);
+      const hit = kept.get(key) as T | undefined;
+      if (hit !== undefined && JSON.stringify(hit) === json) return hit;
+      const copy = frozen(structuredClone(o));
+      kept.set(key, copy);
+      return copy;
+    };
+    fc.assert(
+      fc.property(
+        fc.array(specArb, { minLength: 1, maxLength: 3 }),
+        fc.array(memberState, { minLength: 8, maxLength: 8 }),
+        (specs, subStates) => {
+          kept.clear();
+          let cs = toCocoonSet(specs[0]);
+          let pods: Pod[] = [mainPod(cs)];
+          for (let slot = 1; slot <= specs[0].replicas; slot++) {
+            const pod = inState(subPod(cs, slot), subStates[slot - 1]);
+            if (pod) pods.push(pod);
+          }
+          // The engine's record names every pod as its member (else each is only a pod that
+          // holds a member's name, and nothing is planned for it).
+          cs = {
+            ...cs,
+            status: {
+              readyAgents: 0,
+              desiredAgents: 0,
+              readyToolboxes: 0,
+              desiredToolboxes: 0,
+              vms: recordOf(cs, pods),
+            },
+          };
+          let now = NOW;
+          for (let pass = 0; pass < 10; pass++) {
+            // The spec changes now and then (a drift the kept results must not hide).
+            const spec = specs[pass % specs.length];
+            if (pass > 0 && pass % 3 === 0) cs = { ...cs, spec: toCocoonSet(spec).spec };
+            // And the record loses a member now and then (its pod, unchanged, is no longer a
+            // member: what was derived from it while it was must not be reused).
+            if (pass % 4 === 2 && cs.status?.vms) {
+              const vms = { ...cs.status.vms };
+              delete vms[String(pass % 3)];
+              cs = { ...cs, status: { ...cs.status, vms } };
+            }
+            const read = cached("cs", cs);
+            const seen = pods.map((p) => cached(`pod/${p.metadata?.name}`, p));
+            const fromCache = planPass({
+              cocoonSet: attributedView(read, seen),
+              pods: seen,
+              nowMs: now,
+            });
+            const copies = structuredClone(pods);
+            const fromFresh = planPass({
+              cocoonSet: attributedView(structuredClone(cs), copies),
+              pods: copies,
+              nowMs: now,
+            });
+            assert.deepEqual(fromCache, fromFresh, `pass ${pass}`);
+            for (const step of fromFresh.steps) decisions.add(step.decision);
+            const result = applyPlanToPods(copies, fromFresh, { nowMs: now });
+            cs = storeHistory(
+              fromFresh.status ? { ...cs, status: fromFresh.status } : cs,
+              result.historyValue,
+            );
+            pods = becomeReady(cs, result.pods);
+            now += 31_000;
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+    // The runs planned what kept results could hide: drift, terminal pods, a status.
+    for (const d of ["delete-drifted", "rebuild", "create", "blocked"])
+      assert.ok(decisions.has(d), `some run planned ${d}: ${[...decisions].join(", ")}`);
   });
 });

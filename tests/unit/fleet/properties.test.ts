@@ -90,6 +90,21 @@ function becomeReady(cs: CocoonSet, pods: readonly Pod[]): Pod[] {
   );
 }
 
+/**
+ * The fleet after `plan` was carried out on `pods`: the status the pass writes is the next
+ * pass's, record and counts alike, and the pods it left become Ready.
+ */
+function afterPass(
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  plan: Plan,
+  nowMs: number,
+): { cs: CocoonSet; pods: Pod[] } {
+  const result = applyPlanToPods(pods, plan, { nowMs });
+  const next = storeHistory(plan.status ? { ...cs, status: plan.status } : cs, result.historyValue);
+  return { cs: next, pods: becomeReady(next, result.pods) };
+}
+
 /** `status.vms` naming each of `pods` (`<name>-<member>`) as the member its name says. */
 function recordOf(cs: CocoonSet, pods: readonly Pod[]): Record<string, VMRecord> {
   const prefix = `${cs.metadata.name}-`;
@@ -354,13 +369,7 @@ describe("planner properties", () => {
               pods: seen,
               nowMs: now,
             });
-            const result = applyPlanToPods(seen, plan, { nowMs: now });
-            // The status the pass writes is the next pass's, record and counts alike.
-            cs = storeHistory(
-              plan.status ? { ...cs, status: plan.status } : cs,
-              result.historyValue,
-            );
-            pods = becomeReady(cs, result.pods);
+            ({ cs, pods } = afterPass(cs, seen, plan, now));
             now += 31_000;
           }
         },
@@ -432,12 +441,7 @@ describe("planner properties", () => {
             });
             assert.deepEqual(fromCache, fromFresh, `pass ${pass}`);
             for (const step of fromFresh.steps) decisions.add(step.decision);
-            const result = applyPlanToPods(copies, fromFresh, { nowMs: now });
-            cs = storeHistory(
-              fromFresh.status ? { ...cs, status: fromFresh.status } : cs,
-              result.historyValue,
-            );
-            pods = becomeReady(cs, result.pods);
+            ({ cs, pods } = afterPass(cs, copies, fromFresh, now));
             now += 31_000;
           }
         },

@@ -11,6 +11,8 @@ export class ObjectHistory<T extends ObjectLike> {
   readonly seen: T[] = [];
   /** When each version in `seen` was delivered (`Date.now()`), index for index. */
   readonly times: number[] = [];
+  /** How many versions `seen` held when the watch showed the object deleted, each time. */
+  private readonly deletedAfter: number[] = [];
   private readonly ac = new AbortController();
   private waiters: { done: (o: T) => boolean; resolve: (o: T) => void }[] = [];
 
@@ -53,6 +55,7 @@ export class ObjectHistory<T extends ObjectLike> {
           { resourceVersion: rv, fieldSelector: `metadata.name=${this.name}`, timeoutSeconds: 60 },
           (ev) => {
             if (ev.type === "ADDED" || ev.type === "MODIFIED") this.push(ev.object);
+            else if (ev.type === "DELETED") this.deletedAfter.push(this.seen.length);
           },
           this.ac.signal,
         );
@@ -79,7 +82,7 @@ export class ObjectHistory<T extends ObjectLike> {
           () =>
             reject(
               new Error(
-                `timed out waiting for ${this.name}: ${description}; seen: ${this.fold(show).join(" → ")}`,
+                `timed out waiting for ${this.name}: ${description}; seen: ${this.story(show)}`,
               ),
             ),
           opts.timeoutMs ?? 60_000,
@@ -88,6 +91,18 @@ export class ObjectHistory<T extends ObjectLike> {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** Every version shown, consecutive repeats folded, and where the object was deleted. */
+  private story(show: (o: T) => string): string {
+    const out: string[] = [];
+    this.seen.forEach((o, i) => {
+      for (const at of this.deletedAfter) if (at === i) out.push("(deleted)");
+      const v = show(o);
+      if (out[out.length - 1] !== v) out.push(v);
+    });
+    for (const at of this.deletedAfter) if (at === this.seen.length) out.push("(deleted)");
+    return out.join(" → ");
   }
 
   /** `show` of every version from `since` on, consecutive repeats folded. */

@@ -35,8 +35,13 @@ export class Cleanup {
   private readonly stack: { what: string; fn: () => Promise<void> | void }[] = [];
 
   /** `t` is a test's context, or `{ after }` (node:test's) for a suite's cleanups. */
-  constructor(t: { after(fn: () => Promise<void>): unknown }) {
+  constructor(private readonly t: { after(fn: () => Promise<void>): unknown; error?: unknown }) {
     t.after(() => this.run());
+  }
+
+  /** Whether the test has failed (known once it ended, in the cleanup steps; a suite: never). */
+  get failed(): boolean {
+    return this.t.error !== undefined && this.t.error !== null;
   }
 
   /** Registers a cleanup step; `what` names it in the failure message. */
@@ -415,6 +420,8 @@ export async function startController(
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   const proc = new ControllerProcess(opts.label ?? "controller", child);
   cleanup.defer(`stop ${proc.label}`, async () => {
+    // A failed test shows what its controller was doing (its reasons, at debug level).
+    if (cleanup.failed) console.error(proc.tail(30));
     if (!proc.running) return;
     const exit = await proc.stop("SIGTERM");
     assert.deepEqual(

@@ -163,8 +163,8 @@ export function memberOf(cs: CocoonSet, pod: Pod): string | undefined {
   const vms = cs.status?.vms;
   if (vms === undefined) return labelledMember(cs, pod);
   // A frozen record (the controller's cached CocoonSet) answers each frozen pod once.
-  if (!Object.isFrozen(vms)) return recordedMember(cs, pod);
-  return MEMBER_OF.get(pod, vms, () => recordedMember(cs, pod) ?? null) ?? undefined;
+  const context = Object.isFrozen(vms) ? [vms] : undefined;
+  return MEMBER_OF.get(pod, context, () => recordedMember(cs, pod) ?? null) ?? undefined;
 }
 
 /** {@link memberOf} per frozen pod, while the frozen record is the same object. */

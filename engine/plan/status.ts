@@ -100,7 +100,7 @@ export function memberPhase(pod: Pod): string | undefined {
 function agentEntry(cs: CocoonSet, slot: number, pod: Pod): AgentStatus {
   // The recorded member's VM, not the pod's annotation (anyone who may edit the pod writes it).
   const vm = memberPodVm(cs, pod);
-  return AGENT_ENTRY.get(pod, `${slot}/${vm}`, () => buildAgentEntry(slot, vm, pod));
+  return AGENT_ENTRY.get(pod, [slot, vm], () => buildAgentEntry(slot, vm, pod));
 }
 
 const AGENT_ENTRY = new FrozenMemo<Pod, AgentStatus>();
@@ -123,7 +123,7 @@ function buildAgentEntry(slot: number, vm: string, pod: Pod): AgentStatus {
 
 function toolboxEntry(cs: CocoonSet, name: string, pod: Pod): ToolboxStatus {
   const vm = memberPodVm(cs, pod);
-  return TOOLBOX_ENTRY.get(pod, `${name}/${vm}`, () => buildToolboxEntry(name, vm, pod));
+  return TOOLBOX_ENTRY.get(pod, [name, vm], () => buildToolboxEntry(name, vm, pod));
 }
 
 function buildToolboxEntry(name: string, vm: string, pod: Pod): ToolboxStatus {

@@ -111,9 +111,13 @@ function placementDrift(cs: CocoonSet, pod: Pod): string[] {
  * @param slot 0 for the main agent, the slot number for a sub-agent
  */
 export function agentDrift(cs: CocoonSet, slot: number, pod: Pod): readonly string[] {
+  return AGENT_DRIFT.get(pod, specContext(cs, slot), () => computeAgentDrift(cs, slot, pod));
+}
+
+/** What a drift is kept with: the spec's content, and the member. */
+function specContext(cs: CocoonSet, member: number | string): readonly unknown[] | undefined {
   const spec = contentToken(cs.spec);
-  if (spec === undefined) return computeAgentDrift(cs, slot, pod);
-  return AGENT_DRIFT.get(pod, `${slot}/${spec}`, () => computeAgentDrift(cs, slot, pod));
+  return spec === undefined ? undefined : [spec, member];
 }
 
 /** {@link agentDrift} per frozen pod, while the spec and the slot are the same. */
@@ -141,9 +145,7 @@ function computeAgentDrift(cs: CocoonSet, slot: number, pod: Pod): string[] {
 
 /** Fields in which a toolbox pod differs from its spec; empty means no drift. */
 export function toolboxDrift(cs: CocoonSet, toolbox: ToolboxSpec, pod: Pod): readonly string[] {
-  const spec = contentToken(cs.spec);
-  if (spec === undefined) return computeToolboxDrift(cs, toolbox, pod);
-  return TOOLBOX_DRIFT.get(pod, `${toolbox.name}/${spec}`, () =>
+  return TOOLBOX_DRIFT.get(pod, specContext(cs, toolbox.name), () =>
     computeToolboxDrift(cs, toolbox, pod),
   );
 }

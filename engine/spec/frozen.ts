@@ -19,22 +19,27 @@ export function frozen<T>(o: T): T {
 
 /**
  * A pure function's results per frozen object and per context: `get(o, context, compute)`
- * returns what `compute` returned for `o` the last time, if `context` is the same (`===`);
- * else it computes again. The context is everything else the result depends on (a spec's
- * {@link contentToken}, a member's VM name). One result is kept per object, held weakly.
- * Results are shared between passes: they are frozen, and must not be changed.
+ * returns what `compute` returned for `o` the last time, if every part of `context` is the
+ * same (`===`: a spec's {@link contentToken}, a slot, a record object); else it computes
+ * again. An undefined context, or an object that is not frozen, is never kept. One result is
+ * kept per object, held weakly. Results are shared between passes: they are frozen, and must
+ * not be changed.
  */
 export class FrozenMemo<K extends object, R> {
-  private readonly results = new WeakMap<K, { context: unknown; value: R }>();
+  private readonly results = new WeakMap<K, { context: readonly unknown[]; value: R }>();
 
-  get(key: K, context: unknown, compute: () => R): R {
-    if (!Object.isFrozen(key)) return compute();
+  get(key: K, context: readonly unknown[] | undefined, compute: () => R): R {
+    if (context === undefined || !Object.isFrozen(key)) return compute();
     const hit = this.results.get(key);
-    if (hit !== undefined && hit.context === context) return hit.value;
+    if (hit !== undefined && sameParts(hit.context, context)) return hit.value;
     const value = frozen(compute());
     this.results.set(key, { context, value });
     return value;
   }
+}
+
+function sameParts(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The tokens of the contents most recently seen (a fleet's spec changes rarely). */

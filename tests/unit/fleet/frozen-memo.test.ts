@@ -13,19 +13,20 @@ describe("FrozenMemo", () => {
     const o = frozen({ a: 1 });
     let calls = 0;
     const compute = () => ({ n: ++calls });
-    assert.equal(memo.get(o, "x", compute).n, 1);
-    assert.equal(memo.get(o, "x", compute).n, 1);
-    assert.equal(memo.get(o, "y", compute).n, 2, "another context computes again");
-    assert.equal(memo.get(frozen({ a: 1 }), "y", compute).n, 3, "another object computes again");
-    assert.ok(Object.isFrozen(memo.get(o, "y", compute)), "a kept result is frozen");
+    assert.equal(memo.get(o, ["x"], compute).n, 1);
+    assert.equal(memo.get(o, ["x"], compute).n, 1);
+    assert.equal(memo.get(o, ["y"], compute).n, 2, "another context computes again");
+    assert.equal(memo.get(frozen({ a: 1 }), ["y"], compute).n, 3, "another object computes again");
+    assert.ok(Object.isFrozen(memo.get(o, ["y"], compute)), "a kept result is frozen");
+    assert.equal(memo.get(o, undefined, compute).n, 4, "no context: never kept");
   });
 
   test("an object that is not frozen is never kept", () => {
     const memo = new FrozenMemo<object, number>();
     const o = { a: 1 };
     let calls = 0;
-    memo.get(o, "x", () => ++calls);
-    memo.get(o, "x", () => ++calls);
+    memo.get(o, ["x"], () => ++calls);
+    memo.get(o, ["x"], () => ++calls);
     assert.equal(calls, 2);
   });
 });

@@ -20,6 +20,7 @@ import {
   WaitTimeoutError,
   type KubeClient,
 } from "../kube/index.js";
+import { awaitObjectsGone } from "../release/index.js";
 import { createdRecords } from "./created.js";
 import { runPass } from "./pass.js";
 import { BrandedError } from "../kube/branded-error.js";
@@ -228,6 +229,9 @@ export async function awaitPassWait(
         fleetPods,
       );
       return;
+    case "objects-gone":
+      await awaitObjectsGone(client, ns, wait, deadline);
+      return;
     case "stuck":
       throw new MainAgentNotReadyError(wait.message);
     case "pod-ready":
@@ -254,13 +258,10 @@ export async function awaitPassWait(
         "pod of the same name is still terminating; waiting for it to be gone",
         { pod: wait.pod },
       );
-      await waitForObject<Pod>(
-        client,
-        paths.pods(ns),
-        wait.pod,
-        (pod) => pod === undefined || !pod.metadata?.deletionTimestamp,
-        { timeoutMs, description },
-      );
+      await waitForObject<Pod>(client, paths.pods(ns), wait.pod, notTerminating, {
+        timeoutMs,
+        description,
+      });
       return;
     case "terminating-gone":
       await waitForList<Pod>(
@@ -359,4 +360,9 @@ export async function waitForMainReady(
       `main agent pod ${ns}/${podName} was not Ready within ${Math.round(timeoutMs / 1000)}s: ${state}; is a node with label cocoonstack.io/pool=${cs.spec.nodePool ?? "default"} available?`,
     );
   }
+}
+
+/** A pod gone, or no longer terminating. */
+function notTerminating(pod: Pod | undefined): boolean {
+  return pod === undefined || !pod.metadata?.deletionTimestamp;
 }

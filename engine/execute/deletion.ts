@@ -25,14 +25,18 @@ import {
   isNotFound,
   PatchType,
   paths,
-  waitForObject,
   WaitTimeoutError,
   type KubeClient,
 } from "../kube/index.js";
-import { release, type ReleaseMetrics, type ReleaseResult } from "../release/index.js";
+import {
+  deleteOwnedTree,
+  releasedLine,
+  type ReleaseMetrics,
+  type ReleaseResult,
+} from "../release/index.js";
 import { dropSnapshotTags, type SnapshotRegistry } from "./snapshots.js";
 import { noOutcome, runActions } from "./actions.js";
-import { finalizerActions } from "../plan/index.js";
+import { finalizerActions, type ObjectsGone } from "../plan/index.js";
 import { errorMessage } from "../kube/branded-error.js";
 import { namespaceOf } from "../kube/objects.js";
 import {
@@ -100,17 +104,23 @@ export async function finalizeDeletion(
       }
     }
   }
-  const released: FinalizeResult = await release(
+  const releaseOpts = {
+    timeoutMs: Math.max(1000, deadline - Date.now()),
+    metrics: opts.metrics,
+    log: opts.log,
+    pvcs: opts.pvcs,
+  };
+  const releaseDeadline = Date.now() + releaseOpts.timeoutMs;
+  const { result, wait } = await deleteOwnedTree(
     client,
     { kind: KIND, name: cs.metadata.name ?? "", uid: cs.metadata.uid ?? "" },
     namespaceOf(cs),
-    {
-      timeoutMs: Math.max(1000, deadline - Date.now()),
-      metrics: opts.metrics,
-      log: opts.log,
-      pvcs: opts.pvcs,
-    },
+    releaseOpts,
   );
+  // The tree gone: the plan wait `objects-gone`, through the one awaiter.
+  await awaitPassWait(client, cs, wait, releaseDeadline, {});
+  releasedLine(releaseOpts, namespaceOf(cs), wait, result);
+  const released: FinalizeResult = result;
   // The fleet's own CocoonHibernations (the idle policy's `<pod>-idle`) go with it: their
   // pods are gone, their VM names are the fleet's, and their finalizer (which drops the
   // tag) needs a controller that a destroy may be about to remove.
@@ -303,15 +313,14 @@ export async function deleteFleet(
     uid: cs.metadata.uid,
   });
   const released = await finalizeDeletion(client, cs, { ...opts, timeoutMs });
-  await waitForObject(
-    client,
-    paths.cocoonSets(namespace),
-    name,
-    (o) => o === undefined || o.metadata.uid !== cs.metadata.uid,
-    {
-      timeoutMs: Math.max(1000, deadline - Date.now()),
-      description: `CocoonSet ${namespace}/${name} to be gone`,
-    },
-  );
+  // The CocoonSet gone (another finalizer may hold it): the same plan wait, by uid.
+  const gone: ObjectsGone = {
+    kind: "objects-gone",
+    owner: `CocoonSet ${namespace}/${name}`,
+    ownerUid: cs.metadata.uid ?? "",
+    timeoutMs,
+    sets: [{ kind: "cocoonset", uids: [cs.metadata.uid ?? ""], ownerUids: [] }],
+  };
+  await awaitPassWait(client, cs, gone, Math.max(deadline, Date.now() + 1000), {});
   return released;
 }

@@ -10,7 +10,13 @@ export {
 } from "./pass-report.js";
 export { finalizerActions, type FinalizerAction } from "./finalizer.js";
 export { holdBackSteps } from "./hold-back.js";
-export { describeWait, type PassWait, passWait } from "./plan-wait.js";
+export {
+  describeWait,
+  type GoneSet,
+  type ObjectsGone,
+  type PassWait,
+  passWait,
+} from "./plan-wait.js";
 export { planToJSON, renderPlan } from "./plan-render.js";
 export type {
   MigrationDecision,

@@ -3,8 +3,8 @@
  * the next one needs (its `wait`: a pod Ready, a pod gone, a VM live, the node agent's next
  * report, or nothing that waiting can change), and {@link passWait} settles it with what the
  * pass did. One awaiter (engine/execute/converge.ts) waits for it, for `pulumi up`, its
- * suspend and wake, the readiness of the fleet and a deletion's hibernations in flight alike,
- * each wait with its deadline and a description of what it waited for.
+ * suspend and wake, the readiness of the fleet and a deletion (its hibernations in flight, its
+ * owner tree gone) alike, each wait with its deadline and a description of what it waited for.
  */
 import type { Plan, StepWait } from "./plan-types.js";
 
@@ -22,11 +22,39 @@ export type PassWait =
    * that no snapshot is pushed after the fleet's tags are dropped.
    */
   | { kind: "hibernations-done"; pods: readonly string[] }
+  /** An owner release's: what it deleted gone ({@link ObjectsGone}). */
+  | ObjectsGone
   /**
    * Nothing of the plan's: a caller with a goal of its own waits for any change of the
    * fleet's pods since `since` (their versions as the pass read them), at most `maxMs`.
    */
   | { kind: "none"; maxMs?: number; since?: string };
+
+/** Objects of one kind an owner release waits for: those it deleted, and those they own. */
+export interface GoneSet {
+  /** The kind as the release's messages name it: `job`, `pod`, `configmap`. */
+  kind: string;
+  /** The uids of the objects deleted. */
+  uids: readonly string[];
+  /** Owners' uids: an object they own is waited for too (a pod a deleted Job started late). */
+  ownerUids: readonly string[];
+}
+
+/**
+ * An owner release's wait (engine/release): every object it deleted gone from the owner's
+ * namespace, by uid, so that a replacement of the same name is not waited for.
+ */
+export interface ObjectsGone {
+  kind: "objects-gone";
+  /** The owner, `Kind namespace/name`, as the messages name it. */
+  owner: string;
+  /** Its uid. */
+  ownerUid: string;
+  /** The release's time limit, which a timeout names. */
+  timeoutMs: number;
+  /** What is waited for, by kind. */
+  sets: readonly GoneSet[];
+}
 
 /** What a pass did, as far as its wait depends on it. */
 export interface PassOutcome {
@@ -80,6 +108,8 @@ export function describeWait(wait: PassWait, fleet: string): string {
       return `the next pass of CocoonSet ${fleet}`;
     case "hibernations-done":
       return `the hibernations in flight of CocoonSet ${fleet} to end (${wait.pods.join(", ")})`;
+    case "objects-gone":
+      return `${wait.sets.map((g) => `${g.kind}s`).join(", ") || "the objects"} of ${wait.owner} to be gone`;
     case "none":
       return `a change of the pods of CocoonSet ${fleet}`;
   }

@@ -13,6 +13,7 @@ import {
   type KubeClient,
   type KubeObject,
 } from "../kube/index.js";
+import { type GoneSet, type ObjectsGone } from "../plan/index.js";
 import { namespaceNameProblem, objectNameProblem } from "../spec/index.js";
 import { ReleaseError, ReleaseTimeoutError, type RemainingObject } from "./errors.js";
 import {
@@ -143,10 +144,31 @@ export async function release(
   namespace: string,
   opts: ReleaseOptions = {},
 ): Promise<ReleaseResult> {
+  const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const { result, wait } = await deleteOwnedTree(client, owner, namespace, opts);
+  await awaitObjectsGone(client, namespace, wait, deadline);
+  releasedLine(opts, namespace, wait, result);
+  return result;
+}
+
+/** The release's overall time limit when none is given. */
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+/**
+ * The deletes of {@link release}, without its wait: what was deleted, and the typed wait for
+ * it to be gone (`objects-gone`, engine/plan). A caller with a fleet waits for it through the
+ * one awaiter of plan waits (engine/execute/converge.ts), then logs {@link releasedLine}.
+ *
+ * @throws ReleaseError on bad input or a wrong Pod owner (nothing deleted)
+ */
+export async function deleteOwnedTree(
+  client: KubeClient,
+  owner: ReleaseOwner,
+  namespace: string,
+  opts: ReleaseOptions = {},
+): Promise<{ result: ReleaseResult; wait: ObjectsGone }> {
   validateRelease(owner, namespace);
   const log = opts.log ?? noLog;
-  const timeoutMs = opts.timeoutMs ?? 60_000;
-  const deadline = Date.now() + timeoutMs;
   const ns = namespace;
   if (opts.expectAlivePod && owner.kind === "Pod") await checkAlivePod(client, owner, ns);
   else if (opts.refuseReplacedOwner) await checkNotReplaced(client, owner, ns);
@@ -205,15 +227,41 @@ export async function release(
   report(opts, "pvc", pvcs.length);
   logFailures(log, ns, "pvc", tree.pvcs, pvcRes);
 
-  await waitGone(client, owner, ns, timeoutMs, deadline, { jobs, pods, configMaps });
   const result: ReleaseResult = {
     jobs: jobs.length,
     pods: pods.length,
     configMaps: configMaps.length,
   };
   if (tree.pvcs.length) result.pvcs = pvcs.length;
-  log("info", "released owner tree", { namespace: ns, ownerUid: owner.uid, ...result });
-  return result;
+  const uids = (items: KubeObject[]) => items.map((o) => o.metadata.uid!);
+  // A pod a deleted Job started after the list is part of the tree too: it is waited for.
+  const sets: GoneSet[] = [
+    { kind: "job", uids: uids(jobs), ownerUids: [] },
+    { kind: "pod", uids: uids(pods), ownerUids: uids(jobs) },
+    { kind: "configmap", uids: uids(configMaps), ownerUids: [] },
+  ].filter((g) => g.uids.length > 0 || g.ownerUids.length > 0);
+  const wait: ObjectsGone = {
+    kind: "objects-gone",
+    owner: `${owner.kind} ${ns}/${owner.name}`,
+    ownerUid: owner.uid,
+    timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    sets,
+  };
+  return { result, wait };
+}
+
+/** Logs that a release's tree is gone (after its wait). */
+export function releasedLine(
+  opts: ReleaseOptions,
+  namespace: string,
+  wait: ObjectsGone,
+  result: ReleaseResult,
+): void {
+  (opts.log ?? noLog)("info", "released owner tree", {
+    namespace,
+    ownerUid: wait.ownerUid,
+    ...result,
+  });
 }
 
 function report(opts: ReleaseOptions, kind: string, n: number): void {
@@ -307,27 +355,26 @@ async function listNamespace(
   return { jobs, pods, configMaps, pvcs };
 }
 
-async function waitGone(
+/**
+ * Waits (watches, one per kind) until every object of an owner release's wait is gone from
+ * `namespace`, until `deadline`: the `objects-gone` wait of the one awaiter of plan waits
+ * (engine/execute/converge.ts), and {@link release}'s own.
+ *
+ * @throws ReleaseTimeoutError naming what is still present when the deadline passes
+ */
+export async function awaitObjectsGone(
   client: KubeClient,
-  owner: ReleaseOwner,
-  ns: string,
-  timeoutMs: number,
+  namespace: string,
+  wait: ObjectsGone,
   deadline: number,
-  deleted: { jobs: KubeObject[]; pods: KubeObject[]; configMaps: KubeObject[] },
 ): Promise<void> {
-  const jobUids = new Set(deleted.jobs.map((o) => o.metadata.uid!));
-  const uidsOf = (items: KubeObject[]) => new Set(items.map((o) => o.metadata.uid!));
-  // A pod a deleted Job started after our list is part of the tree too: wait for it.
-  const kinds = [
-    { kind: "job", path: paths.jobs(ns), uids: uidsOf(deleted.jobs), owners: new Set<string>() },
-    { kind: "pod", path: paths.pods(ns), uids: uidsOf(deleted.pods), owners: jobUids },
-    {
-      kind: "configmap",
-      path: paths.configMaps(ns),
-      uids: uidsOf(deleted.configMaps),
-      owners: new Set<string>(),
-    },
-  ].filter((k) => k.uids.size > 0 || k.owners.size > 0);
+  const ns = namespace;
+  const kinds = wait.sets.map((g) => ({
+    kind: g.kind,
+    path: GONE_PATHS[g.kind](ns),
+    uids: new Set(g.uids),
+    owners: new Set(g.ownerUids),
+  }));
   const present = (o: KubeObject, k: (typeof kinds)[number]) =>
     k.uids.has(o.metadata.uid ?? "") ||
     (o.metadata.ownerReferences ?? []).some((r) => k.owners.has(r.uid));
@@ -335,7 +382,7 @@ async function waitGone(
     kinds.map((k) =>
       waitForList(client, k.path, (items) => !items.some((o) => present(o, k)), {
         timeoutMs: Math.max(1, deadline - Date.now()),
-        description: `${k.kind}s of ${owner.kind} ${ns}/${owner.name} to be gone`,
+        description: `${k.kind}s of ${wait.owner} to be gone`,
       }),
     ),
   );
@@ -350,9 +397,17 @@ async function waitGone(
   }
   if (remaining.length === 0) return;
   throw new ReleaseTimeoutError(
-    `release of ${owner.kind} ${ns}/${owner.name} (uid ${owner.uid}) timed out after ${timeoutMs} ms; still present: ${remaining
+    `release of ${wait.owner} (uid ${wait.ownerUid}) timed out after ${wait.timeoutMs} ms; still present: ${remaining
       .map((r) => formatRemaining(ns, r))
       .join("; ")}`,
     remaining,
   );
 }
+
+/** The list path of each kind an owner release waits for. */
+const GONE_PATHS: Record<string, (ns: string) => string> = {
+  job: paths.jobs,
+  pod: paths.pods,
+  configmap: paths.configMaps,
+  cocoonset: paths.cocoonSets,
+};

@@ -13,9 +13,11 @@ import { after, before, describe, test, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
+import { ReleaseTimeoutError } from "../../engine/release/index.js";
 import {
   converge,
   deleteFleet,
+  finalizeDeletion,
   addFinalizerTo,
   runPass,
   type EngineHooks,
@@ -811,6 +813,60 @@ void describe("engine: deletion", () => {
     const cms = (await adminClient().list(paths.configMaps(ns))).items.map((c) => c.metadata.uid);
     assert.ok(cms.includes(bystander.metadata.uid));
     assert.ok(!(await adminClient().getOrUndefined(paths.configMap(ns, "slot-1-prompt"))));
+  });
+
+  void test("a deletion another finalizer holds gives up at its deadline naming what is left, and keeps the CocoonSet's finalizer", async (t) => {
+    const ns = await withNamespace(t, "engine-delete-held");
+    const client = engineClient(t);
+    const name = "held";
+    await createCocoonSet(ns, name, { agent: { replicas: 2, image: IMAGE } });
+    await addFinalizerTo(client, paths.cocoonSet(ns, name), await read(ns, name), FINALIZER);
+    await convergeFleet(client, ns, name);
+    const hold = "example.com/hold";
+    await adminClient().patch(paths.pod(ns, `${name}-1`), { metadata: { finalizers: [hold] } });
+    t.after(async () => {
+      for (const path of [paths.pod(ns, `${name}-1`), paths.cocoonSet(ns, name)])
+        await adminClient()
+          .patch(path, { metadata: { finalizers: null } })
+          .catch(() => undefined);
+    });
+
+    // The release's wait is the plan wait `objects-gone`, run by the one awaiter of plan
+    // waits: its timeout names the held pod and the hold, and nothing after it is done.
+    await assert.rejects(deleteFleet(client, ns, name, { timeoutMs: 4000 }), (e: Error) => {
+      assert.ok(ReleaseTimeoutError.isInstance(e), String(e));
+      assert.match(
+        e.message,
+        new RegExp(
+          `^release of CocoonSet ${ns}/${name} \\(uid [0-9a-f-]+\\) timed out after \\d+ ms`,
+        ),
+      );
+      assert.deepEqual(
+        e.remaining.map((r) => `${r.kind}/${r.name}:${r.finalizers.join(",")}`),
+        [`pod/${name}-1:${hold}`],
+      );
+      return true;
+    });
+    const left = await read(ns, name);
+    assert.ok(left.metadata.deletionTimestamp, "the CocoonSet is being deleted");
+    assert.deepEqual(
+      left.metadata.finalizers,
+      [FINALIZER],
+      "its finalizer stays until the tree is gone",
+    );
+    assert.deepEqual(
+      (await adminClient().list(paths.pods(ns))).items.map((p) => p.metadata.name),
+      [`${name}-1`],
+      "the rest of the tree is gone",
+    );
+
+    // Once the hold goes, a second deletion finishes: the tree, then the CocoonSet, gone.
+    await adminClient().patch(paths.pod(ns, `${name}-1`), { metadata: { finalizers: null } });
+    await finalizeDeletion(client, left, { timeoutMs: 30_000 });
+    await waitForObject(client, paths.cocoonSets(ns), name, (o) => o === undefined, {
+      timeoutMs: 30_000,
+      description: `CocoonSet ${ns}/${name} to be gone`,
+    });
   });
 });
 

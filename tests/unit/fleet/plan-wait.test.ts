@@ -136,6 +136,19 @@ describe("what a wait is described as (a timeout names it)", () => {
       "the hibernations in flight of CocoonSet team/demo to end (demo-1, demo-2)",
     ],
     [{ kind: "stuck", message: "said as is" }, "said as is"],
+    [
+      {
+        kind: "objects-gone",
+        owner: "CocoonSet team/demo",
+        ownerUid: "u1",
+        timeoutMs: 1000,
+        sets: [
+          { kind: "pod", uids: ["p1"], ownerUids: [] },
+          { kind: "configmap", uids: ["c1"], ownerUids: [] },
+        ],
+      },
+      "pods, configmaps of CocoonSet team/demo to be gone",
+    ],
   ];
   for (const [wait, text] of cases)
     it(wait.kind, () => assert.equal(describeWait(wait, "team/demo"), text));

@@ -5,7 +5,12 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import { forecastLive, previewPlan, readPolicyForecast } from "../engine/execute/index.js";
+import {
+  forecastLive,
+  freshReader,
+  previewPlan,
+  readPolicyForecast,
+} from "../engine/execute/index.js";
 import { policyForecastToJSON, renderPolicyForecast } from "../engine/idle/index.js";
 import { forecastToJSON, renderForecast } from "../engine/capacity/index.js";
 import { OciRegistry } from "../engine/registry/oci.js";
@@ -222,7 +227,7 @@ export function registerPlan(program: Command): void {
             // Room on the nodes for the pods the deploy creates (docs/behaviour.md §8).
             const capacity = await forecastLive(client, cocoonSet, { exists, nowMs });
             // What the idle and expiry policies do next if nobody is active (docs/lifecycle.md).
-            const policy = await readPolicyForecast(client, cocoonSet, {
+            const policy = await readPolicyForecast(freshReader(client), cocoonSet, {
               exists,
               now: new Date(nowMs),
             });

@@ -25,7 +25,7 @@ import { CocoonSetReconciler, type CocoonSetReconcilerOptions } from "./cocoonse
 import type { Kind } from "./cache.js";
 import { CocoonSetMetrics, registerRegistryMetrics } from "./cocoonset-metrics.js";
 import { FleetCache, FLEET_POD_INDEXES } from "./fleet-cache.js";
-import { activityLeases, idleHibernations, IdleReads } from "./idle-activity.js";
+import { activityLeaseKind, activityLeases, idleHibernations } from "./idle-activity.js";
 import { keepNameOnly, trimPodForCache } from "./informer.js";
 import { hibernationController, hibernationKind } from "./hibernation-controller.js";
 import { nodeKind } from "./node-kind.js";
@@ -153,8 +153,6 @@ export interface ControllerDeps {
   cache?: FleetCache;
   /** The guarded snapshot registry: its series and its `/readyz/registry` check. */
   registry?: GuardedRegistry;
-  /** The idle step's reads of activity Leases and CocoonHibernations (the session's cache feeds it). */
-  idle?: IdleReads;
 }
 
 /**
@@ -244,12 +242,10 @@ export function cocoonSetControllerDeps(
   opts: CocoonSetReconcilerOptions = {},
 ): ControllerDeps {
   const cache = opts.cache ?? new FleetCache(client, { now: opts.now });
-  const idle = opts.idle ?? new IdleReads(client);
   return {
     cache,
-    idle,
     registry: opts.registry instanceof GuardedRegistry ? opts.registry : undefined,
-    reconciler: new CocoonSetReconciler(client, { ...opts, cache, idle }),
+    reconciler: new CocoonSetReconciler(client, { ...opts, cache }),
     hibernation: new HibernationReconciler(client, {
       registry: opts.registry,
       hibernateTimeoutMs: opts.hibernateTimeoutMs,
@@ -344,17 +340,15 @@ export function cocoonSetController(
       return new CocoonSetMetrics(registry);
     },
     checks: deps.registry ? { registry: registryCheck(deps.registry) } : undefined,
-    attach:
-      cache || deps.idle
-        ? (shared) => {
-            cache?.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name), {
-              hibernations: shared.kind(hibernationKind.name),
-              nodes: shared.kind(nodeKind.name),
-              names: shared.kind(cocoonSetNamesKind.name),
-            });
-            deps.idle?.attach(shared);
-          }
-        : undefined,
+    attach: cache
+      ? (shared) =>
+          cache.attach(shared.kind(cocoonSetKind.name), shared.kind(podKind.name), {
+            hibernations: shared.kind(hibernationKind.name),
+            nodes: shared.kind(nodeKind.name),
+            names: shared.kind(cocoonSetNamesKind.name),
+            leases: shared.kind(activityLeaseKind.name),
+          })
+      : undefined,
     ready: (client, log) => checkCrd(client, log),
     readyPending: `checking CRD ${COCOONSET_CRD_NAME}`,
     notReadyMessage: "CocoonSet CRD not available; not ready",

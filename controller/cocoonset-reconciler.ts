@@ -20,7 +20,7 @@ import { EVENT_REASONS, FINALIZER, PLAN_METRICS, type CocoonSet } from "../engin
 import { GuardedRegistry } from "../engine/registry/guard.js";
 import type { KubeClient } from "../engine/kube/index.js";
 import type { FleetCache } from "./fleet-cache.js";
-import { runIdle, type IdleReads } from "./idle-activity.js";
+import { runIdle } from "./idle-activity.js";
 import { idleStepApplies } from "../engine/idle/index.js";
 import { logWithFields } from "./logger.js";
 import {
@@ -52,11 +52,6 @@ export interface CocoonSetReconcilerOptions {
    * until they are synced (or without them) the pass reads the apiserver afresh.
    */
   cache?: FleetCache;
-  /**
-   * The reads of the idle and expiry policies (spec.idle, spec.expiry); with them, a fleet with
-   * a policy runs the idle step before its pass (controller/idle-activity.ts).
-   */
-  idle?: IdleReads;
 }
 
 function hooksFor(ctx: ReconcileContext<ControllerMetrics>): EngineHooks {
@@ -200,17 +195,11 @@ export class CocoonSetReconciler implements Reconciler<ControllerMetrics> {
     const hooks = hooksFor(ctx);
     // The idle and expiry policies first: the pass plans from the effective suspend they record.
     let idleRequeueAtMs: number | undefined;
-    if (this.opts.idle && idleStepApplies(cs)) {
-      const pods = await (cache?.reads ?? freshReader(this.client)).fleetPods(cs);
-      const idle = await runIdle(
-        this.client,
-        this.opts.idle,
-        cs,
-        pods,
-        this.nowMs(),
-        hooks,
-        ctx.metrics,
-      );
+    // A fleet with a policy runs the idle step before its pass (controller/idle-activity.ts).
+    if (idleStepApplies(cs)) {
+      const reads = cache?.reads ?? freshReader(this.client);
+      const pods = await reads.fleetPods(cs);
+      const idle = await runIdle(this.client, reads, cs, pods, this.nowMs(), hooks, ctx.metrics);
       if (idle.deleted) return DONE;
       if (idle.overtaken) {
         if (cache && !read.fresh) this.overtaken(fleet, cs, read.cached);

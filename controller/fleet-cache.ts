@@ -43,6 +43,8 @@ import {
 } from "../engine/spec/index.js";
 import type { IndexFunc, KindCache } from "./cache.js";
 import { PodExpectations, type ObservedPod, type PodWrite } from "./expectations.js";
+import { LEASES_BY_FLEET } from "./idle-activity.js";
+import type { ActivityLease } from "../engine/idle/index.js";
 import { keyOf, namespaceOf } from "../engine/kube/index.js";
 
 /** A cached CocoonSet's namespace and name. */
@@ -89,6 +91,8 @@ export class FleetCache {
   private pods?: KindCache;
   private hibernationCache?: KindCache;
   private nodes?: KindCache;
+  /** The members' activity Leases, indexed by fleet (controller/idle-activity.ts). */
+  private leases?: KindCache;
   /** A sharded process's names of every CocoonSet (its CocoonSet cache holds only its own). */
   private names?: KindCache;
   /**
@@ -117,12 +121,18 @@ export class FleetCache {
   attach(
     cocoonSets: KindCache,
     pods: KindCache,
-    more: { hibernations?: KindCache; nodes?: KindCache; names?: KindCache } = {},
+    more: {
+      hibernations?: KindCache;
+      nodes?: KindCache;
+      names?: KindCache;
+      leases?: KindCache;
+    } = {},
   ): void {
     this.cocoonSets = cocoonSets;
     this.pods = pods;
     this.hibernationCache = more.hibernations;
     this.nodes = more.nodes;
+    this.leases = more.leases;
     this.names = more.names;
     // The index follows whichever cache holds every CocoonSet's name.
     const everyName =
@@ -230,6 +240,14 @@ export class FleetCache {
       if (!cache?.clusterWide || cache.selected || !cache.synced())
         return this.fresh.hibernationsForVmNames(cs);
       return Promise.resolve(cache.list().map((o) => frozen(o) as unknown as CocoonHibernation));
+    },
+    activityLeases: (cs) => {
+      const leases = this.leases;
+      if (!leases?.synced()) return this.fresh.activityLeases(cs);
+      const fleet = keyOf(namespaceOf(cs), cs.metadata.name ?? "");
+      return Promise.resolve(
+        leases.byIndex(LEASES_BY_FLEET, fleet).map((o) => frozen(o) as unknown as ActivityLease),
+      );
     },
     node: (name) => {
       const nodes = this.nodes;

@@ -13,21 +13,17 @@ import {
   type KubeObject,
 } from "../engine/kube/index.js";
 import { leaseActivity, type IdleStepInput } from "../engine/idle/index.js";
-import { runIdleStep, type EngineHooks } from "../engine/execute/index.js";
-import { KIND, LABELS, type CocoonHibernation, type CocoonSet } from "../engine/spec/index.js";
+import { runIdleStep, type EngineHooks, type Reader } from "../engine/execute/index.js";
+import { KIND, LABELS, type CocoonSet } from "../engine/spec/index.js";
 import type { Pod } from "../engine/spec/index.js";
-import type { CacheReader, Kind, KindCache } from "./cache.js";
-import {
-  HIBERNATIONS_BY_POD,
-  hibernationChangeMatters,
-  hibernationKind,
-} from "./hibernation-controller.js";
+import type { Kind } from "./cache.js";
+import { hibernationChangeMatters, hibernationKind } from "./hibernation-controller.js";
 import { trimForCache } from "./informer.js";
 import type { Watch } from "./manager-types.js";
 import type { ControllerMetrics, ObjectKey } from "./types.js";
 
 /** The index of the activity Leases by their fleet (`namespace/name`). */
-const LEASES_BY_FLEET = "fleet";
+export const LEASES_BY_FLEET = "fleet";
 
 /** The fleet an object names by its fleet-name label, as `namespace/name`. */
 function fleetOfLabel(o: KubeObject): string | undefined {
@@ -37,7 +33,7 @@ function fleetOfLabel(o: KubeObject): string | undefined {
 }
 
 /** The members' activity Leases: only those carrying a fleet-name label. */
-const activityLeaseKind: Kind = {
+export const activityLeaseKind: Kind = {
   name: "activity-leases",
   path: (ns) => (ns === undefined ? "/apis/coordination.k8s.io/v1/leases" : paths.leases(ns)),
   labelSelector: LABELS.name,
@@ -88,51 +84,6 @@ export const idleHibernations: Watch = {
   updateMatters: hibernationChangeMatters,
 };
 
-/**
- * What the idle step reads beside the CocoonSet and its pods: the namespace's
- * CocoonHibernations and the fleet's activity Leases, from the session's cache once it is
- * attached and synced, else listed afresh.
- */
-export class IdleReads {
-  private leases?: KindCache;
-  private hibernations?: KindCache;
-
-  constructor(private readonly client: KubeClient) {}
-
-  /** The session's caches. */
-  attach(cache: CacheReader): void {
-    this.leases = cache.kind(activityLeaseKind.name);
-    this.hibernations = cache.kind(hibernationKind.name);
-  }
-
-  private synced(): boolean {
-    return !!this.leases?.synced() && !!this.hibernations?.synced();
-  }
-
-  /** The idle step's input for `cs` and its pods at `nowMs`. */
-  async input(cs: CocoonSet, pods: readonly Pod[], nowMs: number): Promise<IdleStepInput> {
-    const ns = namespaceOf(cs);
-    const fleet = keyOf(ns, cs.metadata.name ?? "");
-    if (this.synced() && this.leases && this.hibernations) {
-      return {
-        cocoonSet: cs,
-        pods,
-        leases: this.leases.byIndex(LEASES_BY_FLEET, fleet),
-        // Only those targeting the fleet's pods, through the cache's index by pod.
-        hibernations: pods.flatMap((p) =>
-          this.hibernations!.byIndex(HIBERNATIONS_BY_POD, keyOf(ns, p.metadata?.name ?? "")),
-        ) as unknown as CocoonHibernation[],
-        nowMs,
-      };
-    }
-    const [leases, hibernations] = await Promise.all([
-      this.client.list(paths.leases(ns), { labelSelector: `${LABELS.name}=${cs.metadata.name}` }),
-      this.client.list<CocoonHibernation>(paths.cocoonHibernations(ns)),
-    ]);
-    return { cocoonSet: cs, pods, leases: leases.items, hibernations: hibernations.items, nowMs };
-  }
-}
-
 /** How an idle step ended, for the reconciler. */
 export interface IdleOutcome {
   /** The CocoonSet to run the pass on (after the step's status write). */
@@ -146,20 +97,26 @@ export interface IdleOutcome {
 }
 
 /**
- * The idle step of one reconcile: reads (cache or fresh), decides and writes
+ * The idle step of one reconcile: reads (through the pass's Reader), decides and writes
  * (engine/execute/idle.ts), then counts: idle hibernations, wakes on demand, and the
  * members the policy holds hibernated.
  */
 export async function runIdle(
   client: KubeClient,
-  reads: IdleReads,
+  reads: Reader,
   cs: CocoonSet,
   pods: readonly Pod[],
   nowMs: number,
   hooks: EngineHooks,
   metrics: ControllerMetrics,
 ): Promise<IdleOutcome> {
-  const input = await reads.input(cs, pods, nowMs);
+  // The namespace's CocoonHibernations and the fleet's activity Leases, as a pass reads
+  // (the session's cache, or afresh until it has listed).
+  const [leases, hibernations] = await Promise.all([
+    reads.activityLeases(cs),
+    reads.hibernations(namespaceOf(cs)),
+  ]);
+  const input: IdleStepInput = { cocoonSet: cs, pods, leases, hibernations, nowMs };
   // What activity this step saw, by member (a test waits on it; an operator reads it).
   const renewals = Object.fromEntries(
     [...leaseActivity(cs, input.leases)].map(([k, d]) => [k, d.toISOString()]),

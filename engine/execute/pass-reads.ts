@@ -26,6 +26,7 @@ import { errorMessage } from "../kube/branded-error.js";
 import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
 import { namespaceOf } from "../kube/objects.js";
 import type { Reader } from "./reader.js";
+import type { ActivityLease } from "../idle/index.js";
 
 /** How many name holders the fresh read asks for at once. */
 const NAME_READS_IN_FLIGHT = 8;
@@ -48,6 +49,12 @@ export function freshReader(client: KubeClient): Reader {
       }
     },
     hibernationsForVmNames: (cs) => listHibernationsVisible(client, namespaceOf(cs)),
+    activityLeases: async (cs) =>
+      (
+        await client.list<ActivityLease>(paths.leases(namespaceOf(cs)), {
+          labelSelector: podSelector(cs.metadata.name ?? ""),
+        })
+      ).items,
     node: (name) => readNode(client, name),
   };
 }

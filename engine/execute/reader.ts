@@ -6,6 +6,7 @@
  * decides from what it is given, so the two cannot disagree on how to read a fleet, only on
  * how fresh the answer is (the controller's expectations cover that, docs/behaviour.md §6.2a).
  */
+import type { ActivityLease } from "../idle/index.js";
 import type { TargetNodeFacts } from "../lifecycle/index.js";
 import type { CocoonHibernation, CocoonSet, Pod } from "../spec/index.js";
 
@@ -36,6 +37,11 @@ export interface Reader {
   cocoonSetsNamingVms(namespace: string, vms: readonly string[]): Promise<CocoonSet[]>;
   /** The CocoonHibernations of a namespace; none on a cluster without their CRD. */
   hibernations(namespace: string): Promise<CocoonHibernation[]>;
+  /**
+   * The activity Leases of `cs`'s members: those carrying its fleet-name label in its
+   * namespace (the idle step and `cocoonset plan`'s forecast of the policies read them).
+   */
+  activityLeases(cs: CocoonSet): Promise<ActivityLease[]>;
   /** The CocoonHibernations whose recorded VM `cs` could be refused (engine/attribution). */
   hibernationsForVmNames(cs: CocoonSet): Promise<CocoonHibernation[]>;
   /**

@@ -27,6 +27,8 @@ import {
   podKind,
 } from "../../controller/cocoonset-controller.js";
 import { HibernationReconciler } from "../../controller/hibernation-reconciler.js";
+import { activityLeaseKind } from "../../controller/idle-activity.js";
+import { markActivity } from "../../engine/execute/activity.js";
 import { HIBERNATIONS_BY_POD, hibernationKind } from "../../controller/hibernation-controller.js";
 import type { HibernationMetrics } from "../../controller/types.js";
 import { namespaceOf } from "../../engine/kube/objects.js";
@@ -555,7 +557,7 @@ describe(
 );
 
 describe("controller pass from the caches: every read a pass makes", { timeout: 120_000 }, () => {
-  test("a converged fleet with a CocoonHibernation and a migration target: no GET, no LIST (the fresh reads send both)", async (t) => {
+  test("a converged fleet with an idle policy, a CocoonHibernation and a migration target: no GET, no LIST (the fresh reads send them)", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-reads");
     const admin = adminClient();
@@ -564,6 +566,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
       pods: kindInformer(podKind, ns, { client: admin }),
       hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
       nodes: new Informer({ client: admin, path: paths.nodes(), transform: trimNodeForCache }),
+      leases: kindInformer(activityLeaseKind, ns, { client: admin }),
     };
     const all = Object.values(informers);
     // The cache's own fresh reads (what it cannot answer) go through the recording client too.
@@ -575,6 +578,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
       {
         hibernations: new KindCache([informers.hibernations]),
         nodes: new KindCache([informers.nodes], true),
+        leases: new KindCache([informers.leases], false, activityLeaseKind.indexes),
       },
     );
     for (const i of all) i.start();
@@ -586,6 +590,11 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     const reads: Reader = cache.reads;
     const node = reads.node.bind(reads);
     const hibernations = reads.hibernations.bind(reads);
+    const leases = reads.activityLeases.bind(reads);
+    reads.activityLeases = (cs) => {
+      asked.push(`leases ${cs.metadata.name}`);
+      return leases(cs);
+    };
     reads.node = (name) => {
       asked.push(`node ${name}`);
       return node(name);
@@ -600,7 +609,9 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     const freshPass = passOf(new CocoonSetReconciler(client, { registry }), ns, "reads");
     const live = () => admin.get<CocoonSet>(paths.cocoonSet(ns, "reads"));
 
-    await createCocoonSet(ns, "reads", { replicas: 1, nodeName: NODES[0] });
+    // An idle policy: each pass runs the idle step first, which reads the fleet's activity
+    // Leases and the namespace's CocoonHibernations through the same reader.
+    await createCocoonSet(ns, "reads", { replicas: 1, nodeName: NODES[0], idle: { after: "1h" } });
     removeFinalizerAtEnd(c, admin, ns, "reads");
     await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "reads") !== undefined);
     await until("2 agents Running on node 0", async () => {
@@ -616,7 +627,8 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     // A CocoonHibernation asks the sub-agent to hibernate (its controller's first write, made
     // here by the test: no node agent answers in this namespace, so it stays asked), and
     // spec.nodeName names a node that does not exist: each pass reads the CRs of the namespace
-    // and the target node, and changes nothing.
+    // and the target node, and changes nothing. A gateway marks the main agent in use.
+    await markActivity(admin, ns, "reads", ["reads-0"], "gateway", new Date());
     await admin.create(paths.cocoonHibernations(ns), {
       apiVersion: "cocoonset.cocoonstack.io/v1",
       kind: "CocoonHibernation",
@@ -634,6 +646,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
       return (
         cache.cocoonSet(ns, "reads")?.spec.nodeName === "no-such-node" &&
         informers.hibernations.get(`${ns}/h`) !== undefined &&
+        informers.leases.list().length === 1 &&
         pod?.metadata?.annotations?.[ANNOTATIONS.hibernate] === ANNOTATION_TRUE
       );
     });
@@ -657,6 +670,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     assert.deepEqual(sent.slice(from), [], "nothing written either: converged");
     assert.ok(asked.includes("node no-such-node"), `the target node asked: ${asked.join(", ")}`);
     assert.ok(asked.includes(`hibernations ${ns}`), `the CRs asked: ${asked.join(", ")}`);
+    assert.ok(asked.includes("leases reads"), `the activity Leases asked: ${asked.join(", ")}`);
     assert.equal(statusCondition(await live(), "MigrationRefused")?.status, "True");
 
     // The same pass with fresh reads: the CocoonSet, the pods, the CRs and the node.
@@ -668,6 +682,7 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
     assert.ok(fresh.includes(`GET ${paths.pods(ns)}`), fresh.join(", "));
     assert.ok(fresh.includes(`GET ${paths.cocoonHibernations(ns)}`), fresh.join(", "));
     assert.ok(fresh.includes(`GET ${paths.nodes()}/no-such-node`), fresh.join(", "));
+    assert.ok(fresh.includes(`GET ${paths.leases(ns)}`), `the Leases listed: ${fresh.join(", ")}`);
   });
 });
 

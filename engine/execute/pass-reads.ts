@@ -6,6 +6,7 @@
 import pLimit from "p-limit";
 import {
   type TargetNodeFacts,
+  gateAwaitedVm,
   ownSnapshotFacts,
   snapshotRecordUpdate,
   restoreProbes,
@@ -109,11 +110,58 @@ export async function readOwnSnapshotFacts(
     ...vouched,
     ...wakeProbes(cs, pods, hibernations),
   ]);
-  const facts = await gatherSnapshotFacts(registry, [...vms].sort());
+  // A hibernation's snapshot the registry confirmed for a pod that has not changed since is
+  // not asked again: a suspend of a hundred members asks each member's tag once, not once
+  // per pass while the others hibernate.
+  const confirmed = vms.size === 0 ? new Set<string>() : confirmedHibernations(cs, pods);
+  const asked = [...vms].filter((vm) => !confirmed.has(vm)).sort();
+  const gathered = await gatherSnapshotFacts(registry, asked);
+  const facts: SnapshotFacts =
+    "error" in gathered || confirmed.size === 0
+      ? gathered
+      : { hibernate: new Set([...gathered.hibernate, ...confirmed]) };
+  if (!("error" in facts) && asked.length > 0) rememberHibernations(cs, pods, facts.hibernate);
   return {
     facts: ownSnapshotFacts(cs, pods, facts, vouched),
     record: snapshotRecordUpdate(cs, pods, facts),
   };
+}
+
+/**
+ * Per frozen pod (the controller's cached object, replaced when the pod changes), the
+ * `<vm>@<generation>` whose `:hibernate` tag the registry confirmed while the pod reported
+ * that VM hibernated for that generation of its fleet (the suspend gate's last condition,
+ * engine/lifecycle/suspend.ts). A pod that is not frozen (a fresh read) is never kept.
+ */
+const CONFIRMED = new WeakMap<Pod, string>();
+
+function hibernationKey(cs: CocoonSet, vm: string): string {
+  return `${vm}@${cs.metadata.generation ?? 0}`;
+}
+
+/** The VMs of `pods` whose hibernation snapshot was confirmed for the pod as it is now. */
+function confirmedHibernations(cs: CocoonSet, pods: readonly Pod[]): Set<string> {
+  const out = new Set<string>();
+  for (const pod of pods) {
+    const key = CONFIRMED.get(pod);
+    if (key === undefined) continue;
+    const vm = gateAwaitedVm(cs, pod);
+    if (vm !== undefined && key === hibernationKey(cs, vm)) out.add(vm);
+  }
+  return out;
+}
+
+/** Remembers, per frozen pod awaiting its tag, that the registry has it (`hibernate`). */
+function rememberHibernations(
+  cs: CocoonSet,
+  pods: readonly Pod[],
+  hibernate: ReadonlySet<string>,
+): void {
+  for (const pod of pods) {
+    if (!Object.isFrozen(pod)) continue;
+    const vm = gateAwaitedVm(cs, pod);
+    if (vm !== undefined && hibernate.has(vm)) CONFIRMED.set(pod, hibernationKey(cs, vm));
+  }
 }
 
 /** Of `fleets`, those one of whose members could run a VM named in `vms`. */

@@ -13,4 +13,4 @@ export {
   SNAPSHOT_OWNER_ANNOTATION,
   snapshotRecordUpdate,
 } from "./snapshot-owner.js";
-export { asksHibernate, type SnapshotFacts } from "./suspend.js";
+export { asksHibernate, gateAwaitedVm, type SnapshotFacts } from "./suspend.js";

@@ -103,13 +103,21 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
 }
 
 /**
+ * The VM whose `<vm>:hibernate` tag is all the gate still waits for on `pod` (gated, and the
+ * node agent reports it hibernated for this generation), else undefined.
+ */
+export function gateAwaitedVm(cs: CocoonSet, pod: Pod): string | undefined {
+  return gated(pod) ? awaitingTag(cs, pod) : undefined;
+}
+
+/**
  * The VMs among `members` whose tag the gate still has to confirm (the node agent reports
  * them hibernated for this generation), sorted and unique.
  */
 export function gateProbes(cs: CocoonSet, members: readonly Pod[]): string[] {
   const vms = new Set<string>();
   for (const pod of members) {
-    const vm = gated(pod) ? awaitingTag(cs, pod) : undefined;
+    const vm = gateAwaitedVm(cs, pod);
     if (vm !== undefined) vms.add(vm);
   }
   return [...vms].sort();

@@ -27,6 +27,7 @@ import {
   podKind,
 } from "../../controller/cocoonset-controller.js";
 import { HibernationReconciler } from "../../controller/hibernation-reconciler.js";
+import { SIM_ANNOTATIONS } from "../../cluster/node-agent.js";
 import { activityLeaseKind } from "../../controller/idle-activity.js";
 import { markActivity } from "../../engine/execute/activity.js";
 import { HIBERNATIONS_BY_POD, hibernationKind } from "../../controller/hibernation-controller.js";
@@ -292,6 +293,62 @@ describe("controller pass on a lagging pod cache", { timeout: 120_000 }, () => {
         !(await tags()).includes(SNAPSHOT_TAGS.hibernate)
       );
     });
+  });
+});
+
+describe("controller passes of a suspend from the caches", { timeout: 120_000 }, () => {
+  test("the gate asks the registry for each member's snapshot once, not once per pass while the others hibernate", async (t) => {
+    const c = new Cleanup(t);
+    const ns = await controllerNamespace(c, "ctl-cache-gate");
+    await optInNodeAgent(ns);
+    const { client, cache } = await laggingCache(c, ns, "pods");
+    // The registry the passes ask, counting each tag it is asked for.
+    const oci = new OciRegistry(registryAddress());
+    const asked = new Map<string, number>();
+    const registry = {
+      hasManifest: (vm: string, tag: string) => {
+        asked.set(`${vm}:${tag}`, (asked.get(`${vm}:${tag}`) ?? 0) + 1);
+        return oci.hasManifest(vm, tag);
+      },
+      deleteManifest: (vm: string, tag: string) => oci.deleteManifest(vm, tag),
+    };
+    const pass = passOf(new CocoonSetReconciler(client, { cache, registry }), ns, "gate");
+    await createCocoonSet(ns, "gate", { replicas: 4 });
+    removeFinalizerAtEnd(c, client, ns, "gate");
+    await until("the CocoonSet in the cache", () => cache.cocoonSet(ns, "gate") !== undefined);
+    await until("5 VMs booted", async () => {
+      await pass();
+      const pods = await fleetPods(client, ns, "gate");
+      return pods.length === 5 && pods.every(vmReady);
+    });
+
+    // The simulator takes 0.5 s longer over each member's hibernation than the one before:
+    // the passes go on (every 10 ms here) while the VMs hibernate one by one.
+    for (const m of [0, 1, 2, 3, 4])
+      await client.patch(
+        paths.pod(ns, `gate-${m}`),
+        { metadata: { annotations: { [SIM_ANNOTATIONS.hibernateDelayMs]: String(500 * m) } } },
+        PatchType.merge,
+      );
+    await patchSpec(ns, "gate", { suspend: true });
+    let passes = 0;
+    await until("the fleet Suspended", async () => {
+      await pass();
+      passes++;
+      return (
+        (await client.get<CocoonSet>(paths.cocoonSet(ns, "gate"))).status?.phase === "Suspended"
+      );
+    });
+    const vms = [0, 1, 2, 3, 4].map(
+      (m) => `${vmNameFor(ns, "gate", m)}:${SNAPSHOT_TAGS.hibernate}`,
+    );
+    t.diagnostic(`${passes} passes; asked: ${JSON.stringify(Object.fromEntries(asked))}`);
+    assert.ok(passes > 5, `the suspend took several passes (${passes})`);
+    // Each VM's tag once (or once more, if its pod changed after it reported hibernated).
+    for (const vm of vms) {
+      const n = asked.get(vm) ?? 0;
+      assert.ok(n >= 1 && n <= 2, `${vm} asked ${n} times`);
+    }
   });
 });
 

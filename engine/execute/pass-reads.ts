@@ -24,7 +24,7 @@ import {
   type KubeObject,
 } from "../kube/index.js";
 import { errorMessage } from "../kube/branded-error.js";
-import { gatherSnapshotFacts, type SnapshotRegistry } from "./snapshots.js";
+import { probeHibernateTags, snapshotFacts, type SnapshotRegistry } from "./snapshots.js";
 import { namespaceOf } from "../kube/objects.js";
 import type { Reader } from "./reader.js";
 import type { ActivityLease } from "../idle/index.js";
@@ -115,12 +115,11 @@ export async function readOwnSnapshotFacts(
   // per pass while the others hibernate.
   const confirmed = vms.size === 0 ? new Set<string>() : confirmedHibernations(cs, pods);
   const asked = [...vms].filter((vm) => !confirmed.has(vm)).sort();
-  const gathered = await gatherSnapshotFacts(registry, asked);
-  const facts: SnapshotFacts =
-    "error" in gathered || confirmed.size === 0
-      ? gathered
-      : { hibernate: new Set([...gathered.hibernate, ...confirmed]) };
-  if (!("error" in facts) && asked.length > 0) rememberHibernations(cs, pods, facts.hibernate);
+  const probed = await probeHibernateTags(registry, asked);
+  // Kept also when another request failed: the retry asks only for the rest.
+  if (probed.hibernate.size > 0) rememberHibernations(cs, pods, probed.hibernate);
+  for (const vm of confirmed) probed.hibernate.add(vm);
+  const facts = snapshotFacts(probed);
   return {
     facts: ownSnapshotFacts(cs, pods, facts, vouched),
     record: snapshotRecordUpdate(cs, pods, facts),

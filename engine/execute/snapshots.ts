@@ -22,14 +22,15 @@ export interface SnapshotRegistry {
 const SNAPSHOT_PROBE_CONCURRENCY = 8;
 
 /**
- * Asks the registry for the `:hibernate` tag of each VM and returns the facts. Any failed
- * request turns the whole answer into `{ error }` (naming the VM), so the pass fails closed:
- * the planner changes no pod on a partial answer.
+ * Asks the registry for the `:hibernate` tag of each VM: the VMs whose tag it has, and the
+ * first failure (naming the VM), if any. After a failure no further VM is asked; the tags
+ * confirmed before it are still given, so a caller that keeps them (the suspend gate's memory,
+ * pass-reads.ts) makes progress though its pass fails closed.
  */
-export async function gatherSnapshotFacts(
+export async function probeHibernateTags(
   registry: SnapshotRegistry,
   vms: readonly string[],
-): Promise<SnapshotFacts> {
+): Promise<{ hibernate: Set<string>; error?: string }> {
   const limit = pLimit(SNAPSHOT_PROBE_CONCURRENCY);
   const hibernate = new Set<string>();
   const errors: string[] = [];
@@ -45,7 +46,16 @@ export async function gatherSnapshotFacts(
       }),
     ),
   );
-  return errors.length > 0 ? { error: errors.sort()[0] } : { hibernate };
+  return errors.length > 0 ? { hibernate, error: errors.sort()[0] } : { hibernate };
+}
+
+/**
+ * The pass's facts of the registry: the VMs whose `:hibernate` tag exists, or, when any
+ * request failed, `{ error }` naming the VM, so the pass fails closed: the planner changes no
+ * pod on a partial answer.
+ */
+export function snapshotFacts(probed: { hibernate: Set<string>; error?: string }): SnapshotFacts {
+  return probed.error !== undefined ? { error: probed.error } : { hibernate: probed.hibernate };
 }
 
 /**

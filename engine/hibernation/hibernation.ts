@@ -30,6 +30,7 @@ import type { Pod } from "../spec/kube-types.js";
 import { vmLive } from "../pods/pod-state.js";
 import { asksHibernate } from "../lifecycle/suspend.js";
 import type { CocoonSet } from "../spec/generated/types.js";
+import { effectiveSuspend } from "../spec/defaults.js";
 import { attributePodVm, vmNameHolders } from "../snapshots/vm-names.js";
 import { namespaceOf, rfc3339Seconds } from "../kube/objects.js";
 
@@ -614,6 +615,15 @@ function mayDropFromNamespace(ns: string, vm: string, fleets: readonly CocoonSet
 }
 
 /**
+ * Whether a suspended fleet of namespace `ns` (its spec, or its idle policy) holds `vm`: the
+ * VM's snapshot is that suspend's, which its gate and its wake need.
+ */
+function suspendHolds(ns: string, vm: string, fleets: readonly CocoonSet[]): boolean {
+  const suspended = fleets.filter((f) => namespaceOf(f) === ns && effectiveSuspend(f));
+  return vmNameHolders(vm, suspended).length > 0;
+}
+
+/**
  * A CR being deleted: drop `<status.vmName>:hibernate` unless another live CR still tracks
  * that VM (the last holder drops it), then release the finalizer. Best effort: the tag
  * delete's failure does not hold the CR.
@@ -627,12 +637,15 @@ function planHibernationDeletion(
   const vm = cr.status?.vmName ?? "";
   // A CR that woke its VM dropped the tag then (planWake): a tag there now is a later
   // hibernation's, of its fleet's suspend or another CR, which this deletion must not take
-  // (the suspend would wait for it forever, and its wake restore nothing).
+  // (the suspend would wait for it forever, and its wake restore nothing). Nor does a CR whose
+  // VM's fleet is suspended: whichever hibernation pushed the tag, that suspend holds it now
+  // (a CR woken by its fleet and deleted before it was Active met the suspend that followed).
   const drop =
     input.registry &&
     vm !== "" &&
     cr.status?.phase !== "Active" &&
     !vmHeldByAnother(cr, input.all) &&
+    !suspendHolds(namespaceOf(cr), vm, input.fleets ?? []) &&
     (!input.fleets || mayDropFromNamespace(namespaceOf(cr), vm, input.fleets));
   return {
     actions: [

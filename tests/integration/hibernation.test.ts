@@ -336,6 +336,86 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     );
   });
 
+  test("a CR woken by its fleet and deleted before its own wake ran keeps the snapshot of the suspend that followed; the fleet reaches Suspended", async (t) => {
+    const c = new Cleanup(t);
+    const { ns, proc } = await setUp(c, "hib-race");
+    const reg = new OciRegistry(registryAddress());
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
+    await createHibernation(ns, "nap", "crew-1", "Hibernate");
+    await waitForObject(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => phaseOf(h as never) === "Hibernated",
+      { timeoutMs: 60_000, description: "nap Hibernated" },
+    );
+
+    // What the idle policy did at 1,000 agents while this controller's CR queue was long: it
+    // asked the CR to wake, woke the pod itself (wake on demand) and deleted the CR as a wake
+    // that is over, all before the CR controller ran its wake; then the fleet was suspended.
+    // Here the controller is stopped meanwhile, and each write is made as its writer makes it.
+    await proc.stop();
+    await setDesire(ns, "nap", "Wake");
+    await client.patch(paths.pod(ns, "crew-1"), {
+      metadata: { annotations: { [ANNOTATIONS.hibernate]: null } },
+    });
+    await waitForPods(ns, "crew", 2, vmReady, "crew-1 woken by its fleet");
+    await client.delete(paths.cocoonHibernation(ns, "nap"));
+    const cs = await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), {
+      spec: { suspend: true },
+    });
+    for (const pod of ["crew-0", "crew-1"])
+      await client.patch(paths.pod(ns, pod), {
+        metadata: {
+          annotations: {
+            [ANNOTATIONS.hibernate]: "true",
+            [ANNOTATIONS.generation]: String(cs.metadata.generation),
+          },
+        },
+      });
+    await waitForPods(
+      ns,
+      "crew",
+      2,
+      (p) =>
+        annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated" &&
+        annotationsOf(p)[ANNOTATIONS.lifecycleObservedGeneration] ===
+          String(cs.metadata.generation),
+      "both VMs hibernated by the suspend",
+    );
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the suspend's snapshot");
+
+    // The CR, never Active, is finalized now: the tag is its fleet's suspend's.
+    const again = await startController(c, {
+      kubeconfig: testKubeconfig(),
+      namespaces: [ns],
+      extraArgs: ["--oci-registry", registryAddress()],
+      label: "controller after the restart",
+    });
+    await again.synced();
+    await waitGone(ns, "nap");
+    assert.deepEqual(
+      await reg.listTags(vm),
+      [SNAPSHOT_TAGS.hibernate],
+      "the deleted CR left the suspend's snapshot alone",
+    );
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      "crew",
+      (o) => {
+        const x = o as unknown as CocoonSet | undefined;
+        return (
+          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
+        );
+      },
+      { timeoutMs: 60_000, description: "crew Suspended" },
+    );
+  });
+
   test("a VM slow to hibernate meets --hibernate-timeout: Failed, HibernateTimedOut", async (t) => {
     const c = new Cleanup(t);
     const { ns } = await setUp(c, "hib-slow", ["--hibernate-timeout", "3s"]);

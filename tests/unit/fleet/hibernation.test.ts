@@ -31,6 +31,7 @@ import {
   type Pod,
 } from "../../../engine/spec/index.js";
 import { annotateOf, eventsOf, kindsOf, observeOf, statusOf, tagOf } from "./hibernation-view.js";
+import { cocoonSet } from "./fixtures.js";
 
 const NOW = Date.parse("2025-06-01T12:00:00Z");
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
@@ -403,6 +404,26 @@ describe("CocoonHibernation plan: deletion", () => {
     assert.equal(tagOf(pl), undefined);
     assert.deepEqual(kindsOf(pl), ["remove-finalizer"]);
     assert.equal(pl.decision, "keep-tag");
+  });
+
+  it("a CR deleted before it was Active keeps the tag while its VM's fleet is suspended: the suspend holds it", () => {
+    // Woken by its fleet (the idle policy's wake on demand) and deleted before its own wake
+    // ran, then the fleet suspended: the tag is the suspend's snapshot.
+    const c = deleting(cr("Wake", "Hibernated"));
+    const fleet = (spec: Parameters<typeof cocoonSet>[0]) => cocoonSet(spec, { replicas: 1 });
+    const suspended = plan(c, hibernated(), { fleets: [fleet({ suspend: true })] });
+    assert.equal(tagOf(suspended), undefined);
+    assert.equal(suspended.decision, "keep-tag");
+    const idle = fleet({});
+    idle.status = { idleSuspendedSince: iso(NOW) } as NonNullable<typeof idle.status>;
+    assert.equal(plan(c, hibernated(), { fleets: [idle] }).decision, "keep-tag", "idle-suspended");
+    // Running, the fleet holds no snapshot of it: the CR's own is dropped.
+    const running = plan(c, hibernated(), { fleets: [fleet({})] });
+    assert.equal(running.decision, "drop-tag");
+    // A suspended fleet of another namespace, or one that does not name the VM, holds nothing.
+    const other = fleet({ suspend: true });
+    other.metadata = { ...other.metadata, name: "other" };
+    assert.equal(plan(c, hibernated(), { fleets: [other] }).decision, "drop-tag");
   });
 
   it("keeps the tag while another live CR tracks the pod", () => {

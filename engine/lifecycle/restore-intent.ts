@@ -12,6 +12,7 @@ import type { Refusal } from "../plan/plan-types.js";
 import { asksHibernate, suspendsRetaining, type SnapshotFacts } from "./suspend.js";
 import { restoreIntended, type HibernationTarget } from "../snapshots/hibernation-targets.js";
 import { namespaceOf } from "../kube/objects.js";
+import { effectiveSuspend } from "../spec/defaults.js";
 
 export {
   hibernationHeld,
@@ -34,11 +35,13 @@ function memberNames(cs: CocoonSet): { pod: string; vm: string }[] {
 
 /**
  * Whether the pass should list the namespace's CocoonHibernations at all: some member pod
- * may be built (missing or terminal), or an unsuspend may withdraw a hibernate request. A
- * steady fleet that is not suspended asks nothing.
+ * may be built (missing or terminal), or an unsuspend may withdraw a hibernate request, or a
+ * suspend still asks a pod to hibernate. A steady fleet, suspended or not, asks nothing.
  */
 export function needsHibernationTargets(cs: CocoonSet, pods: readonly Pod[]): boolean {
-  if (cs.spec.suspend === true) return false;
+  // A suspend that still asks a pod to hibernate checks that no CR of it is being deleted.
+  if (effectiveSuspend(cs))
+    return pods.some((p) => !asksHibernate(p) && !p.metadata?.deletionTimestamp);
   const present = new Map<string, Pod>();
   for (const p of pods)
     if (p.metadata?.name && !p.metadata.deletionTimestamp) present.set(p.metadata.name, p);

@@ -30,6 +30,8 @@ import {
   type SnapshotFacts,
 } from "./suspend.js";
 import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
+import { deletingHibernationOf, type HibernationTarget } from "../snapshots/hibernation-targets.js";
+import { memberLabel } from "../plan/plan-render.js";
 import { namespaceOf } from "../kube/objects.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
@@ -108,6 +110,8 @@ export interface SlotReleaseInput {
   pods: readonly Pod[];
   /** The registry facts; undefined when the executor knows no registry. */
   snapshots: SnapshotFacts | undefined;
+  /** The namespace's CocoonHibernations, when the pass read them. */
+  hibernations?: readonly HibernationTarget[];
   nowMs: number;
 }
 
@@ -171,6 +175,18 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
     if (asksHibernate(pod) || isTerminating(pod)) continue;
+    const deleting = deletingHibernationOf(input.hibernations ?? [], nameOf(pod));
+    if (deleting !== undefined) {
+      // Its hibernation waits until that CR's finalizer has dropped the old tag.
+      steps.push({
+        target,
+        decision: "wait-hibernation",
+        podName: nameOf(pod),
+        why: `${memberLabel(target)}: waits for CocoonHibernation ${deleting} to be deleted before its VM is asked to hibernate (the CR's finalizer drops the VM's snapshot tag)`,
+        actions: [],
+      });
+      continue;
+    }
     steps.push({
       target,
       decision: "hibernate",

@@ -14,6 +14,7 @@ import { wakesFromSnapshot, type LostSnapshotMark } from "../snapshots/lost-snap
 import type { PlanAction, PlanStep, PlanTarget } from "../plan/plan-types.js";
 import { memberLabel } from "../plan/plan-render.js";
 import { hibernationHeld, type HibernationTarget } from "./restore-intent.js";
+import { deletingHibernationOf } from "../snapshots/hibernation-targets.js";
 import type { SlotReleasePlan } from "./slot-release.js";
 import {
   SUSPEND_POLL_MS,
@@ -59,6 +60,7 @@ export function planRetainSuspend(
   cs: CocoonSet,
   pods: ClassifiedPods,
   facts: SnapshotFacts,
+  hibernations: readonly HibernationTarget[] = [],
 ): SlotReleasePlan {
   if ("error" in facts)
     return { steps: [], refusals: [suspendUnanswered(facts.error)], writeStatus: false };
@@ -89,7 +91,18 @@ export function planRetainSuspend(
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
     const podName = pod.metadata?.name ?? "";
-    if (!asksHibernate(pod) && !isTerminating(pod)) {
+    const deleting = deletingHibernationOf(hibernations, podName);
+    if (!asksHibernate(pod) && !isTerminating(pod) && deleting !== undefined) {
+      // Its hibernation waits until that CR's finalizer has dropped the old tag.
+      pending.add(podName);
+      steps.push({
+        target,
+        decision: "wait-hibernation",
+        podName,
+        why: `${memberLabel(target)}: waits for CocoonHibernation ${deleting} to be deleted before its VM is asked to hibernate (the CR's finalizer drops the VM's snapshot tag)`,
+        actions: [],
+      });
+    } else if (!asksHibernate(pod) && !isTerminating(pod)) {
       steps.push({
         target,
         decision: "hibernate",

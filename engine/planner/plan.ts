@@ -992,7 +992,7 @@ export function planPass(input: PlanInput): Plan {
   // A failed main agent is triaged first, suspended or not (as cocoon-operator does).
   const facts = input.snapshots;
   if (facts && suspendsRetaining(cs) && !(pods.main && isTerminal(pods.main)))
-    return finishLifecycle(draft, planRetainSuspend(cs, pods, facts));
+    return finishLifecycle(draft, planRetainSuspend(cs, pods, facts, input.hibernations));
   // Migration owns the pass while in flight (it does nothing while suspended); before a
   // slot-release wake and the unsuspend, which would withdraw the hibernate request it makes
   // (docs/behaviour.md §3.17), as cocoon-operator orders them.
@@ -1049,6 +1049,7 @@ export function planPass(input: PlanInput): Plan {
     owned: pods,
     pods: input.pods,
     snapshots: facts,
+    hibernations: input.hibernations,
     nowMs: input.nowMs,
   });
   if (released) return finishLifecycle(draft, released);

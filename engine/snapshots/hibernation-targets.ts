@@ -10,6 +10,8 @@ export interface HibernationTarget {
   pod: string;
   desire?: string;
   phase?: string;
+  /** Being deleted: its finalizer may still drop the pod's VM's `:hibernate` tag. */
+  deleting?: { name: string };
 }
 
 /**
@@ -20,7 +22,24 @@ export interface HibernationTarget {
 export function hibernationTargets(crs: readonly CocoonHibernation[]): HibernationTarget[] {
   return crs
     .filter((c) => (c.spec?.podRef?.name ?? "") !== "")
-    .map((c) => ({ pod: c.spec.podRef.name, desire: c.spec.desire, phase: c.status?.phase }));
+    .map((c) => ({
+      pod: c.spec.podRef.name,
+      desire: c.spec.desire,
+      phase: c.status?.phase,
+      ...(c.metadata.deletionTimestamp ? { deleting: { name: c.metadata.name ?? "" } } : {}),
+    }));
+}
+
+/**
+ * The CocoonHibernation being deleted that targets `pod`, if any: a suspend does not ask the
+ * pod's VM to hibernate before it is gone, since its finalizer drops the VM's `:hibernate` tag
+ * and, run after the suspend's hibernation, would drop that one (docs/behaviour.md §3.15).
+ */
+export function deletingHibernationOf(
+  targets: readonly HibernationTarget[],
+  pod: string,
+): string | undefined {
+  return targets.find((t) => t.pod === pod && t.deleting)?.deleting?.name;
 }
 
 /**

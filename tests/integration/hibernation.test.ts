@@ -416,6 +416,84 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     );
   });
 
+  test("a suspend asks no pod whose CocoonHibernation is being deleted until it is gone, then reaches Suspended with its own snapshot", async (t) => {
+    const c = new Cleanup(t);
+    const { ns } = await setUp(c, "hib-order");
+    const reg = new OciRegistry(registryAddress());
+    await createCocoonSet(ns, "crew", { replicas: 1 });
+    await waitForConverged(ns, "crew", { replicas: 1 });
+    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
+    await createHibernation(ns, "nap", "crew-1", "Hibernate");
+    const until = (phase: string) =>
+      waitForObject(
+        client,
+        paths.cocoonHibernations(ns),
+        "nap",
+        (h) => phaseOf(h as never) === phase,
+        {
+          timeoutMs: 60_000,
+          description: `nap ${phase}`,
+        },
+      );
+    await until("Hibernated");
+    await setDesire(ns, "nap", "Wake");
+    await until("Active");
+    // Another controller's finalizer holds the CR once ours is released: it stays, being deleted.
+    const hold = "example.com/hold";
+    const held = await client.get<CocoonHibernation>(paths.cocoonHibernation(ns, "nap"));
+    await client.patch(paths.cocoonHibernation(ns, "nap"), {
+      metadata: { finalizers: [...(held.metadata.finalizers ?? []), hold] },
+    });
+    c.defer("release the hold", async () => {
+      await client
+        .patch(paths.cocoonHibernation(ns, "nap"), { metadata: { finalizers: null } })
+        .catch(() => undefined);
+    });
+    await client.delete(paths.cocoonHibernation(ns, "nap"));
+    await waitForObject(
+      client,
+      paths.cocoonHibernations(ns),
+      "nap",
+      (h) => JSON.stringify(h?.metadata.finalizers) === JSON.stringify([hold]),
+      { timeoutMs: 60_000, description: "nap's own finalizer released, the hold left" },
+    );
+
+    // Suspended: the main agent hibernates; crew-1 is not asked while its CR is being deleted
+    // (that CR's finalizer, run late, would drop the snapshot the suspend pushes).
+    await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), { spec: { suspend: true } });
+    await waitForPods(
+      ns,
+      "crew",
+      2,
+      (p) =>
+        p.metadata?.name !== "crew-0" ||
+        annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
+      "the main agent hibernated by the suspend",
+    );
+    const one = await client.get<Pod>(paths.pod(ns, "crew-1"));
+    assert.equal(annotationsOf(one)[ANNOTATIONS.hibernate], undefined, "crew-1 not asked yet");
+    const waiting = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
+    assert.equal(waiting.status?.phase, "Suspending");
+
+    // The CR gone, crew-1 hibernates and the fleet is Suspended, its snapshot in the registry.
+    await client.patch(paths.cocoonHibernation(ns, "nap"), { metadata: { finalizers: null } });
+    await waitGone(ns, "nap");
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      "crew",
+      (o) => {
+        const x = o as unknown as CocoonSet | undefined;
+        return (
+          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
+        );
+      },
+      { timeoutMs: 60_000, description: "crew Suspended" },
+    );
+    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "crew-1's snapshot");
+  });
+
   test("a VM slow to hibernate meets --hibernate-timeout: Failed, HibernateTimedOut", async (t) => {
     const c = new Cleanup(t);
     const { ns } = await setUp(c, "hib-slow", ["--hibernate-timeout", "3s"]);

@@ -127,6 +127,20 @@ describe("slot release: the suspend", () => {
       ["demo-0:wait-hibernation"],
     ],
   ];
+  it("not done: a main whose CocoonHibernation is being deleted is not asked until it is gone", () => {
+    const cs = releaseSet();
+    const p = planPass({
+      cocoonSet: cs,
+      pods: [mainPod(cs)],
+      nowMs: NOW,
+      snapshots: tags(),
+      hibernations: [{ pod: "demo-0", phase: "Hibernated", deleting: { name: "nap" } }],
+    });
+    assert.deepEqual(decisions(p), ["demo-0:wait-hibernation"]);
+    assert.match(p.steps[0].why ?? "", /waits for CocoonHibernation nap to be deleted/);
+    assert.equal(p.status?.phase, "Suspending");
+  });
+
   for (const [name, pod, facts, want] of notDone) {
     it(`not done: ${name}: Suspending, polled, nothing deleted`, () => {
       const cs = releaseSet();

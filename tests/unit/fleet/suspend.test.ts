@@ -72,6 +72,32 @@ describe("suspend (retain): the plan", () => {
     assert.match(renderPlan(p), /^main: hibernate \(suspend\)$/m);
   });
 
+  it("does not ask a pod whose CocoonHibernation is being deleted until it is gone: its finalizer drops the VM's tag", () => {
+    const cs = suspended();
+    const pods = convergedPods(cs);
+    const deleting = [
+      { pod: "demo-1", desire: "Wake", phase: "Hibernated", deleting: { name: "nap" } },
+    ];
+    const p = planPass({
+      cocoonSet: cs,
+      pods,
+      nowMs: NOW,
+      snapshots: tags(),
+      hibernations: deleting,
+    });
+    assert.deepEqual(decisions(p), [
+      "demo-0:hibernate",
+      "demo-1:wait-hibernation",
+      "demo-2:hibernate",
+    ]);
+    assert.match(p.steps[1].why ?? "", /waits for CocoonHibernation nap to be deleted/);
+    assert.equal(p.status?.phase, "Suspending");
+    // A CR of the pod that is not being deleted changes nothing of the suspend's asks.
+    const live = [{ pod: "demo-1", desire: "Wake", phase: "Active" }];
+    const q = planPass({ cocoonSet: cs, pods, nowMs: NOW, snapshots: tags(), hibernations: live });
+    assert.deepEqual(decisions(q), ["demo-0:hibernate", "demo-1:hibernate", "demo-2:hibernate"]);
+  });
+
   it("waits, without asking again, while some VM has not hibernated", () => {
     const cs = suspended();
     const [main, one, two] = convergedPods(cs);

@@ -82,6 +82,109 @@ async function waitGone(ns: string, name: string): Promise<void> {
   });
 }
 
+/** Waits until the CocoonHibernation `name` reports `phase`. */
+async function waitCrPhase(ns: string, name: string, phase: string): Promise<void> {
+  await waitForObject(
+    client,
+    paths.cocoonHibernations(ns),
+    name,
+    (h) => phaseOf(h as never) === phase,
+    { timeoutMs: 60_000, description: `${name} ${phase}` },
+  );
+}
+
+/** A fleet `crew` of a main agent and one sub-agent, every VM booted; crew-1's VM name. */
+async function bootedCrew(ns: string): Promise<string> {
+  await createCocoonSet(ns, "crew", { replicas: 1 });
+  await waitForConverged(ns, "crew", { replicas: 1 });
+  const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
+  return annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
+}
+
+/**
+ * `crew` suspended as its pass writes it, with no controller running: `spec.suspend`, then
+ * each pod asked to hibernate at the new generation; returns once both VMs hibernated at it.
+ */
+async function suspendCrewByHand(ns: string): Promise<void> {
+  const cs = await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), {
+    spec: { suspend: true },
+  });
+  const generation = String(cs.metadata.generation);
+  for (const pod of ["crew-0", "crew-1"])
+    await client.patch(paths.pod(ns, pod), {
+      metadata: {
+        annotations: { [ANNOTATIONS.hibernate]: "true", [ANNOTATIONS.generation]: generation },
+      },
+    });
+  await waitForPods(
+    ns,
+    "crew",
+    2,
+    (p) =>
+      annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated" &&
+      annotationsOf(p)[ANNOTATIONS.lifecycleObservedGeneration] === generation,
+    "both VMs hibernated by the suspend",
+  );
+}
+
+/** The controller of `ns` started again (with the registry), its caches listed. */
+async function restartController(c: Cleanup, ns: string): Promise<void> {
+  const again = await startController(c, {
+    kubeconfig: testKubeconfig(),
+    namespaces: [ns],
+    extraArgs: ["--oci-registry", registryAddress()],
+    label: "controller after the restart",
+  });
+  await again.synced();
+}
+
+/**
+ * A namespace with its controller, `crew` booted, and the CR `nap` that hibernated crew-1:
+ * the namespace, the controller and crew-1's VM name.
+ */
+async function napHibernated(c: Cleanup, prefix: string) {
+  const { ns, proc } = await setUp(c, prefix);
+  const vm = await bootedCrew(ns);
+  await createHibernation(ns, "nap", "crew-1", "Hibernate");
+  await waitCrPhase(ns, "nap", "Hibernated");
+  return { ns, proc, vm };
+}
+
+/**
+ * With the controller stopped and the CR `nap` deleted: `crew` suspended by hand, then the
+ * controller started again, which finalizes `nap`. Its finalizer must leave the suspend's
+ * snapshot of `vm`, and `crew` reaches Suspended.
+ */
+async function suspendThenFinalizeNap(c: Cleanup, ns: string, vm: string): Promise<void> {
+  const reg = new OciRegistry(registryAddress());
+  await suspendCrewByHand(ns);
+  assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the suspend's snapshot");
+  await restartController(c, ns);
+  await waitGone(ns, "nap");
+  assert.deepEqual(
+    await reg.listTags(vm),
+    [SNAPSHOT_TAGS.hibernate],
+    "the deleted CR left the suspend's snapshot alone",
+  );
+  await waitCrewSuspended(ns);
+}
+
+/** Waits until `crew` reports Suspended at its generation. */
+async function waitCrewSuspended(ns: string): Promise<void> {
+  await waitForObject(
+    client,
+    paths.cocoonSets(ns),
+    "crew",
+    (o) => {
+      const x = o as unknown as CocoonSet | undefined;
+      return (
+        x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
+      );
+    },
+    { timeoutMs: 60_000, description: "crew Suspended" },
+  );
+}
+
 describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_000 }, () => {
   test("hibernate a sub-agent, refuse a duplicate, restore a rebuilt pod, wake, GC the tag", async (t) => {
     const c = new Cleanup(t);
@@ -253,34 +356,10 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
 
   test("a woken CR deleted while its fleet suspends takes none of the suspend's snapshot; the fleet reaches Suspended", async (t) => {
     const c = new Cleanup(t);
-    const { ns, proc } = await setUp(c, "hib-late");
+    const { ns, proc, vm } = await napHibernated(c, "hib-late");
     const reg = new OciRegistry(registryAddress());
-    await createCocoonSet(ns, "crew", { replicas: 1 });
-    await waitForConverged(ns, "crew", { replicas: 1 });
-    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
-    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
-    await createHibernation(ns, "nap", "crew-1", "Hibernate");
-    await waitForObject(
-      client,
-      paths.cocoonHibernations(ns),
-      "nap",
-      (h) => phaseOf(h as never) === "Hibernated",
-      {
-        timeoutMs: 60_000,
-        description: "nap Hibernated",
-      },
-    );
     await setDesire(ns, "nap", "Wake");
-    await waitForObject(
-      client,
-      paths.cocoonHibernations(ns),
-      "nap",
-      (h) => phaseOf(h as never) === "Active",
-      {
-        timeoutMs: 60_000,
-        description: "nap Active",
-      },
-    );
+    await waitCrPhase(ns, "nap", "Active");
     assert.deepEqual(await reg.listTags(vm), [], "the wake dropped the CR's own snapshot");
 
     // The CR's deletion waits in the controller's queue while the fleet suspends (at 200
@@ -288,70 +367,12 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     // meanwhile, and the suspend's request on the pods is written as its pass writes it.
     await proc.stop();
     await client.delete(paths.cocoonHibernation(ns, "nap"));
-    const cs = await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), {
-      spec: { suspend: true },
-    });
-    for (const pod of ["crew-0", "crew-1"])
-      await client.patch(paths.pod(ns, pod), {
-        metadata: {
-          annotations: {
-            [ANNOTATIONS.hibernate]: "true",
-            [ANNOTATIONS.generation]: String(cs.metadata.generation),
-          },
-        },
-      });
-    await waitForPods(
-      ns,
-      "crew",
-      2,
-      (p) => annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
-      "both VMs hibernated",
-    );
-    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the suspend's snapshot");
-
-    const again = await startController(c, {
-      kubeconfig: testKubeconfig(),
-      namespaces: [ns],
-      extraArgs: ["--oci-registry", registryAddress()],
-      label: "controller after the restart",
-    });
-    await again.synced();
-    await waitGone(ns, "nap");
-    assert.deepEqual(
-      await reg.listTags(vm),
-      [SNAPSHOT_TAGS.hibernate],
-      "the deleted CR, woken before, left the suspend's snapshot alone",
-    );
-    await waitForObject(
-      client,
-      paths.cocoonSets(ns),
-      "crew",
-      (o) => {
-        const x = o as unknown as CocoonSet | undefined;
-        return (
-          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
-        );
-      },
-      { timeoutMs: 60_000, description: "crew Suspended" },
-    );
+    await suspendThenFinalizeNap(c, ns, vm);
   });
 
   test("a CR woken by its fleet and deleted before its own wake ran keeps the snapshot of the suspend that followed; the fleet reaches Suspended", async (t) => {
     const c = new Cleanup(t);
-    const { ns, proc } = await setUp(c, "hib-race");
-    const reg = new OciRegistry(registryAddress());
-    await createCocoonSet(ns, "crew", { replicas: 1 });
-    await waitForConverged(ns, "crew", { replicas: 1 });
-    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
-    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
-    await createHibernation(ns, "nap", "crew-1", "Hibernate");
-    await waitForObject(
-      client,
-      paths.cocoonHibernations(ns),
-      "nap",
-      (h) => phaseOf(h as never) === "Hibernated",
-      { timeoutMs: 60_000, description: "nap Hibernated" },
-    );
+    const { ns, proc, vm } = await napHibernated(c, "hib-race");
 
     // What the idle policy did at 1,000 agents while this controller's CR queue was long: it
     // asked the CR to wake, woke the pod itself (wake on demand) and deleted the CR as a wake
@@ -364,81 +385,16 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     });
     await waitForPods(ns, "crew", 2, vmReady, "crew-1 woken by its fleet");
     await client.delete(paths.cocoonHibernation(ns, "nap"));
-    const cs = await client.patch<CocoonSet>(paths.cocoonSet(ns, "crew"), {
-      spec: { suspend: true },
-    });
-    for (const pod of ["crew-0", "crew-1"])
-      await client.patch(paths.pod(ns, pod), {
-        metadata: {
-          annotations: {
-            [ANNOTATIONS.hibernate]: "true",
-            [ANNOTATIONS.generation]: String(cs.metadata.generation),
-          },
-        },
-      });
-    await waitForPods(
-      ns,
-      "crew",
-      2,
-      (p) =>
-        annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated" &&
-        annotationsOf(p)[ANNOTATIONS.lifecycleObservedGeneration] ===
-          String(cs.metadata.generation),
-      "both VMs hibernated by the suspend",
-    );
-    assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "the suspend's snapshot");
-
-    // The CR, never Active, is finalized now: the tag is its fleet's suspend's.
-    const again = await startController(c, {
-      kubeconfig: testKubeconfig(),
-      namespaces: [ns],
-      extraArgs: ["--oci-registry", registryAddress()],
-      label: "controller after the restart",
-    });
-    await again.synced();
-    await waitGone(ns, "nap");
-    assert.deepEqual(
-      await reg.listTags(vm),
-      [SNAPSHOT_TAGS.hibernate],
-      "the deleted CR left the suspend's snapshot alone",
-    );
-    await waitForObject(
-      client,
-      paths.cocoonSets(ns),
-      "crew",
-      (o) => {
-        const x = o as unknown as CocoonSet | undefined;
-        return (
-          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
-        );
-      },
-      { timeoutMs: 60_000, description: "crew Suspended" },
-    );
+    // The CR, never Active, is finalized after the suspend: the tag is the suspend's.
+    await suspendThenFinalizeNap(c, ns, vm);
   });
 
   test("a suspend asks no pod whose CocoonHibernation is being deleted until it is gone, then reaches Suspended with its own snapshot", async (t) => {
     const c = new Cleanup(t);
-    const { ns } = await setUp(c, "hib-order");
+    const { ns, vm } = await napHibernated(c, "hib-order");
     const reg = new OciRegistry(registryAddress());
-    await createCocoonSet(ns, "crew", { replicas: 1 });
-    await waitForConverged(ns, "crew", { replicas: 1 });
-    const booted = await waitForPods(ns, "crew", 2, vmReady, "both VMs booted");
-    const vm = annotationsOf(booted.find((p) => p.metadata?.name === "crew-1"))[ANNOTATIONS.vmName];
-    await createHibernation(ns, "nap", "crew-1", "Hibernate");
-    const until = (phase: string) =>
-      waitForObject(
-        client,
-        paths.cocoonHibernations(ns),
-        "nap",
-        (h) => phaseOf(h as never) === phase,
-        {
-          timeoutMs: 60_000,
-          description: `nap ${phase}`,
-        },
-      );
-    await until("Hibernated");
     await setDesire(ns, "nap", "Wake");
-    await until("Active");
+    await waitCrPhase(ns, "nap", "Active");
     // Another controller's finalizer holds the CR once ours is released: it stays, being deleted.
     const hold = "example.com/hold";
     const held = await client.get<CocoonHibernation>(paths.cocoonHibernation(ns, "nap"));
@@ -479,18 +435,7 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
     // The CR gone, crew-1 hibernates and the fleet is Suspended, its snapshot in the registry.
     await client.patch(paths.cocoonHibernation(ns, "nap"), { metadata: { finalizers: null } });
     await waitGone(ns, "nap");
-    await waitForObject(
-      client,
-      paths.cocoonSets(ns),
-      "crew",
-      (o) => {
-        const x = o as unknown as CocoonSet | undefined;
-        return (
-          x?.status?.phase === "Suspended" && x.status.observedGeneration === x.metadata.generation
-        );
-      },
-      { timeoutMs: 60_000, description: "crew Suspended" },
-    );
+    await waitCrewSuspended(ns);
     assert.deepEqual(await reg.listTags(vm), [SNAPSHOT_TAGS.hibernate], "crew-1's snapshot");
   });
 

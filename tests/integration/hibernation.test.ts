@@ -427,10 +427,16 @@ describe("CocoonHibernation (controller, simulator, registry)", { timeout: 300_0
         annotationsOf(p)[ANNOTATIONS.lifecycleState] === "hibernated",
       "the main agent hibernated by the suspend",
     );
+    // The pass that asked crew-0 writes the phase after its asks: waited for, not read once.
+    await waitForObject(
+      client,
+      paths.cocoonSets(ns),
+      "crew",
+      (o) => (o as unknown as CocoonSet | undefined)?.status?.phase === "Suspending",
+      { timeoutMs: 60_000, description: "crew Suspending" },
+    );
     const one = await client.get<Pod>(paths.pod(ns, "crew-1"));
     assert.equal(annotationsOf(one)[ANNOTATIONS.hibernate], undefined, "crew-1 not asked yet");
-    const waiting = await client.get<CocoonSet>(paths.cocoonSet(ns, "crew"));
-    assert.equal(waiting.status?.phase, "Suspending");
 
     // The CR gone, crew-1 hibernates and the fleet is Suspended, its snapshot in the registry.
     await client.patch(paths.cocoonHibernation(ns, "nap"), { metadata: { finalizers: null } });

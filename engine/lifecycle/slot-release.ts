@@ -24,14 +24,14 @@ import { deriveStatus, statusEqual } from "../plan/status.js";
 import {
   SUSPEND_POLL_MS,
   asksHibernate,
+  deletionHold,
   gateProbes,
   hibernationGate,
   suspendUnanswered,
   type SnapshotFacts,
 } from "./suspend.js";
 import { deleteVmNamesStash, teardownVmNames } from "../snapshots/teardown.js";
-import { deletingHibernationOf, type HibernationTarget } from "../snapshots/hibernation-targets.js";
-import { memberLabel } from "../plan/plan-render.js";
+import type { HibernationTarget } from "../snapshots/hibernation-targets.js";
 import { namespaceOf } from "../kube/objects.js";
 
 /** Where a completed wake's main agent landed: the `placement` label of the wake counter. */
@@ -175,16 +175,9 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
     if (asksHibernate(pod) || isTerminating(pod)) continue;
-    const deleting = deletingHibernationOf(input.hibernations ?? [], nameOf(pod));
-    if (deleting !== undefined) {
-      // Its hibernation waits until that CR's finalizer has dropped the old tag.
-      steps.push({
-        target,
-        decision: "wait-hibernation",
-        podName: nameOf(pod),
-        why: `${memberLabel(target)}: waits for CocoonHibernation ${deleting} to be deleted before its VM is asked to hibernate (the CR's finalizer drops the VM's snapshot tag)`,
-        actions: [],
-      });
+    const held = deletionHold(target, nameOf(pod), input.hibernations ?? []);
+    if (held) {
+      steps.push(held);
       continue;
     }
     steps.push({

@@ -14,11 +14,11 @@ import { wakesFromSnapshot, type LostSnapshotMark } from "../snapshots/lost-snap
 import type { PlanAction, PlanStep, PlanTarget } from "../plan/plan-types.js";
 import { memberLabel } from "../plan/plan-render.js";
 import { hibernationHeld, type HibernationTarget } from "./restore-intent.js";
-import { deletingHibernationOf } from "../snapshots/hibernation-targets.js";
 import type { SlotReleasePlan } from "./slot-release.js";
 import {
   SUSPEND_POLL_MS,
   asksHibernate,
+  deletionHold,
   hibernationGate,
   missingTagWhy,
   suspendUnanswered,
@@ -91,18 +91,13 @@ export function planRetainSuspend(
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
     const podName = pod.metadata?.name ?? "";
-    const deleting = deletingHibernationOf(hibernations, podName);
-    if (!asksHibernate(pod) && !isTerminating(pod) && deleting !== undefined) {
-      // Its hibernation waits until that CR's finalizer has dropped the old tag.
-      pending.add(podName);
-      steps.push({
-        target,
-        decision: "wait-hibernation",
-        podName,
-        why: `${memberLabel(target)}: waits for CocoonHibernation ${deleting} to be deleted before its VM is asked to hibernate (the CR's finalizer drops the VM's snapshot tag)`,
-        actions: [],
-      });
-    } else if (!asksHibernate(pod) && !isTerminating(pod)) {
+    if (!asksHibernate(pod) && !isTerminating(pod)) {
+      const held = deletionHold(target, podName, hibernations);
+      if (held) {
+        pending.add(podName);
+        steps.push(held);
+        continue;
+      }
       steps.push({
         target,
         decision: "hibernate",

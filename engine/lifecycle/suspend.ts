@@ -11,7 +11,9 @@ import {
 import type { CocoonSet } from "../spec/generated/types.js";
 import type { Pod } from "../spec/kube-types.js";
 import { isTerminal, isTerminating } from "../pods/pod-state.js";
-import type { Refusal } from "../plan/plan-types.js";
+import type { PlanStep, PlanTarget, Refusal } from "../plan/plan-types.js";
+import { memberLabel } from "../plan/plan-render.js";
+import { deletingHibernationOf, type HibernationTarget } from "../snapshots/hibernation-targets.js";
 
 /**
  * What the registry said, gathered by the executor before the pass: the VM names whose
@@ -100,6 +102,28 @@ function awaitingTag(cs: CocoonSet, pod: Pod): string | undefined {
     Number.isFinite(observed) &&
     observed >= (cs.metadata.generation ?? 0);
   return done ? vm : undefined;
+}
+
+/**
+ * The step of a suspend (retain or release) that holds back asking `podName`'s VM to
+ * hibernate while a CocoonHibernation of that pod is being deleted: that CR's finalizer drops
+ * the VM's `:hibernate` tag and, run after the suspend's hibernation, would drop that one.
+ * Undefined when no such CR exists (the pod is asked as usual).
+ */
+export function deletionHold(
+  target: PlanTarget,
+  podName: string,
+  hibernations: readonly HibernationTarget[],
+): PlanStep | undefined {
+  const deleting = deletingHibernationOf(hibernations, podName);
+  if (deleting === undefined) return undefined;
+  return {
+    target,
+    decision: "wait-hibernation",
+    podName,
+    why: `${memberLabel(target)}: waits for CocoonHibernation ${deleting} to be deleted before its VM is asked to hibernate (the CR's finalizer drops the VM's snapshot tag)`,
+    actions: [],
+  };
 }
 
 /**

@@ -2,8 +2,8 @@
  * Text that came from outside (a spec's value, a registry address) made safe to print in an
  * error, a log line or an event: characters that move a terminal's cursor, change its colours,
  * ring it, reorder what follows (the bidirectional overrides) or hide themselves (zero-width
- * and other format characters) are written as `\uXXXX`, and the userinfo of an address
- * (`user:password@`) is replaced by `[redacted]`. Pure.
+ * and other format characters) are written as `\u` escapes of four hex digits, and the
+ * userinfo of an address (`user:password@`) is replaced by `[redacted]`. Pure.
  */
 
 /**
@@ -44,8 +44,9 @@ export function hasUnsafeText(text: string): boolean {
 }
 
 /**
- * `text` with every unsafe character written as `\uXXXX`. With `json` the C0 controls are
- * left for a JSON encoder to escape (a log line), so line breaks in a stack stay `\n`.
+ * `text` with every unsafe character written as a `\u` escape of four hex digits. With `json`
+ * the C0 controls are left for a JSON encoder to escape (a log line), so line breaks in a
+ * stack stay `\n`.
  */
 export function escapeUnsafeText(text: string, opts: { json?: boolean } = {}): string {
   const c0 = opts.json !== true;

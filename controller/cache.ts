@@ -35,10 +35,12 @@ export interface Kind {
    */
   bucketFromName?: boolean;
   /**
-   * Watched only by a sharded process (whose cache of the full kind holds its own buckets):
-   * an unsharded process's cache of this kind stays empty. @default false
+   * Watched only by a process whose cache of the full kind holds part of it (a shard holds its
+   * buckets, a controller of some namespaces those namespaces), and then in every namespace,
+   * whatever the watched ones: a process whose cache holds every object leaves this kind's
+   * empty. @default false
    */
-  shardedOnly?: boolean;
+  partialOnly?: boolean;
   /** Only the objects' metadata is listed and watched (PartialObjectMetadata). @default false */
   metadataOnly?: boolean;
   /**
@@ -214,8 +216,9 @@ export class SharedCache implements CacheReader {
       const selected = !!kind.sharded && !!deps.bucketSelector;
       const selectors = [kind.labelSelector, selected ? deps.bucketSelector : undefined];
       const labelSelector = selectors.filter((x) => x).join(",") || undefined;
-      const own = kind.clusterScoped ? [undefined] : scopes;
-      const watched = !kind.shardedOnly || !!deps.bucketSelector;
+      const own = kind.clusterScoped || kind.partialOnly ? [undefined] : scopes;
+      const partial = !!deps.bucketSelector || scopes[0] !== undefined;
+      const watched = !kind.partialOnly || partial;
       const informers = (watched ? own : []).map((ns) =>
         kindInformer(kind, ns, { ...deps, labelSelector }),
       );
@@ -276,7 +279,7 @@ export function mergeKinds(kinds: readonly Kind[]): Kind[] {
       seen.path("x") !== k.path("x") ||
       seen.labelSelector !== k.labelSelector ||
       !seen.sharded !== !k.sharded ||
-      !seen.shardedOnly !== !k.shardedOnly ||
+      !seen.partialOnly !== !k.partialOnly ||
       !seen.bucketFromName !== !k.bucketFromName ||
       !seen.metadataOnly !== !k.metadataOnly ||
       !seen.skipUpdates !== !k.skipUpdates ||

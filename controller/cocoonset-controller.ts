@@ -48,7 +48,8 @@ import { errorMessage } from "../engine/kube/branded-error.js";
 /**
  * Long-lived watches per watched namespace (or per cluster): CocoonSets, pods,
  * CocoonHibernations, activity Leases; the shard labeller's of the CocoonSets, pods and
- * CocoonHibernations without a bucket; and, sharded, every CocoonSet's name.
+ * CocoonHibernations without a bucket; and, sharded or namespaced, every CocoonSet's name
+ * (one watch in all: counted per scope, it leaves more room).
  */
 export const WATCHES_PER_SCOPE = 8;
 /** Sockets left for requests beside the watches (the KubeClient's default pool size). */
@@ -273,14 +274,17 @@ export const cocoonSetKind: Kind = {
 };
 
 /**
- * A sharded process's list of every CocoonSet by name, metadata only (its cache of
- * {@link cocoonSetKind} holds only its buckets): whose VM names may collide with a fleet's
- * (fleet-cache.ts) and which namespaces the periodic tasks visit.
+ * Every CocoonSet of the cluster by name, metadata only, for a process whose cache of
+ * {@link cocoonSetKind} holds part of them (a shard's buckets, a controller's namespaces):
+ * whose VM names may collide with a fleet's (fleet-cache.ts). An account that may not list
+ * CocoonSets in every namespace (a controller bound by Roles) is refused it, and those reads
+ * go to the apiserver instead, as they did before the cache.
  */
 export const cocoonSetNamesKind: Kind = {
   name: "cocoonset-names",
   path: (ns) => paths.cocoonSets(ns),
-  shardedOnly: true,
+  partialOnly: true,
+  optional: true,
   metadataOnly: true,
   // A name never changes: the status writes of every fleet are not decoded here.
   skipUpdates: true,
@@ -332,7 +336,8 @@ export function cocoonSetController(
     updateMatters: cocoonSetChangeMatters,
     // The activity Leases and the idle policy's CocoonHibernations enqueue their fleet.
     watches: [ownedPods, activityLeases, idleHibernations],
-    // A pass reads the CocoonHibernations, the nodes and (sharded) every fleet's name too.
+    // A pass reads the CocoonHibernations, the nodes and (sharded or namespaced) every fleet's
+    // name too.
     reads: [hibernationKind, nodeKind, cocoonSetNamesKind],
     reconciler: deps.reconciler,
     metrics: (registry) => {

@@ -16,9 +16,13 @@
  * The CocoonHibernations come from the cache the CocoonHibernation controller shares, and the
  * nodes (a migration's target, the main agent's node before sub-agents are placed next to it)
  * from a node informer, so a converged fleet's pass asks the apiserver nothing even while it
- * carries a CocoonHibernation or a migration target. Still read from the apiserver: the names
- * remembered as held; the CocoonSets and CocoonHibernations a VM name may collide with when the
- * controller watches only some namespaces (a name is unique in the whole cluster); and a node
+ * carries a CocoonHibernation or a migration target. The CocoonSets a VM name may collide with
+ * (a name is unique in the whole cluster) come from an index of every CocoonSet's name: the
+ * CocoonSet cache's, or where that holds only part of them (a shard, a controller of some
+ * namespaces) a names-only watch of every namespace. Still read from the apiserver: the names
+ * remembered as held; the CocoonSets a VM name may collide with when the account may not list
+ * every namespace's, and the CocoonHibernations when the controller watches only some
+ * namespaces or is a shard; and a node
  * while the node informer has not listed, or cannot (a controller bound by a namespaced Role
  * may not list nodes: it reads each node afresh, and a Role cannot grant that either, so its
  * migrations are refused saying why, as before).
@@ -93,13 +97,14 @@ export class FleetCache {
   private nodes?: KindCache;
   /** The members' activity Leases, indexed by fleet (controller/idle-activity.ts). */
   private leases?: KindCache;
-  /** A sharded process's names of every CocoonSet (its CocoonSet cache holds only its own). */
-  private names?: KindCache;
   /**
-   * Every CocoonSet of the cluster by the stem of its VM names, from the names (sharded) or
-   * from the CocoonSet cache (unsharded, watching every namespace); unfilled otherwise.
+   * Every CocoonSet of the cluster by the stem of its VM names, and the cache that fills it:
+   * the names of every CocoonSet (a shard's or a namespaced controller's CocoonSet cache holds
+   * only part of them), or the CocoonSet cache itself when it watches every namespace whole;
+   * none when neither is watched (the names were refused), and the reads go fresh.
    */
   private readonly vmNames = new VmNameIndex();
+  private vmNamesFrom?: KindCache;
   /** What the caches cannot answer, read afresh. */
   private readonly fresh: Reader;
   /** Per fleet, the pod names a create found held by a pod that is not the fleet's. */
@@ -133,11 +138,15 @@ export class FleetCache {
     this.hibernationCache = more.hibernations;
     this.nodes = more.nodes;
     this.leases = more.leases;
-    this.names = more.names;
-    // The index follows whichever cache holds every CocoonSet's name.
-    const everyName =
-      more.names ?? (cocoonSets.clusterWide && !cocoonSets.selected ? cocoonSets : undefined);
-    everyName?.addHandlers({
+    // The index follows whichever cache holds every CocoonSet's name (a kind no informer
+    // watches is the process's own cache holding them all).
+    const whole = cocoonSets.clusterWide && !cocoonSets.selected;
+    this.vmNamesFrom = whole
+      ? cocoonSets
+      : more.names?.clusterWide && more.names.informers.length > 0
+        ? more.names
+        : undefined;
+    this.vmNamesFrom?.addHandlers({
       onAdd: (o) => this.vmNames.add(fleetNameOf(o)),
       onDelete: (o) => this.vmNames.delete(fleetNameOf(o)),
     });
@@ -204,20 +213,18 @@ export class FleetCache {
     },
     cocoonSetsForVmNames: (cs) => {
       const cache = this.cocoonSets;
-      if (!cache?.clusterWide) return listCocoonSetsVisible(this.client, namespaceOf(cs));
-      // A static identity may be reported by any fleet: a shard holds only its own.
+      if (!this.vmNamesKnown()) return listCocoonSetsVisible(this.client, namespaceOf(cs));
+      // A static identity may be reported by any fleet: only a cache of them all has it.
       if (claimsStaticVms(cs))
-        return cache.selected
-          ? listCocoonSetsVisible(this.client, namespaceOf(cs))
-          : Promise.resolve(this.cachedCocoonSets());
+        return this.vmNamesFrom === cache
+          ? Promise.resolve(this.cachedCocoonSets())
+          : listCocoonSetsVisible(this.client, namespaceOf(cs));
       // Only the neighbours, found in the index: a pass of a fleet with a pod to create in a
       // cluster of a thousand fleets is given a few, and looks at no more.
       return this.vmNameNeighbours(cs);
     },
     cocoonSetsNamingVms: async (namespace, vms) => {
-      const cache = this.cocoonSets;
-      if (!cache?.clusterWide || !cache.synced())
-        return this.fresh.cocoonSetsNamingVms(namespace, vms);
+      if (!this.vmNamesKnown()) return this.fresh.cocoonSetsNamingVms(namespace, vms);
       const naming = new Map(
         vms.flatMap((vm) => this.vmNames.naming(vm)).map((f) => [keyOf(f.namespace, f.name), f]),
       );
@@ -257,6 +264,11 @@ export class FleetCache {
     },
   };
 
+  /** Whether the index of VM names holds every CocoonSet: the cache it follows has listed. */
+  private vmNamesKnown(): boolean {
+    return !!this.vmNamesFrom?.synced() && !!this.cocoonSets?.synced();
+  }
+
   /** Every cached CocoonSet (frozen). */
   private cachedCocoonSets(): CocoonSet[] {
     return (this.cocoonSets?.list() ?? []).map((o) => frozen(o) as unknown as CocoonSet);
@@ -278,11 +290,7 @@ export class FleetCache {
    * cluster's may not be): the caller filters what it needs.
    */
   private async namedCocoonSets(fleets: FleetName[], namespace: string): Promise<CocoonSet[]> {
-    // The index is complete once the cache it follows has listed (both callers ask only when
-    // that cache watches every namespace).
-    const names = this.cocoonSets?.selected ? this.names : this.cocoonSets;
-    if (!names?.synced() || names.informers.length === 0)
-      return listCocoonSetsVisible(this.client, namespace);
+    if (!this.vmNamesKnown()) return listCocoonSetsVisible(this.client, namespace);
     const out: CocoonSet[] = [];
     for (const { namespace: ns, name } of fleets) {
       // The cache's own copy (frozen, as every read of a pass), else a fresh read.

@@ -17,11 +17,13 @@ import {
   FleetCache,
   Informer,
   KindCache,
+  SharedCache,
   type ControllerMetrics,
   type ReconcileContext,
 } from "../../controller/index.js";
 import { kindInformer } from "../../controller/cache.js";
 import {
+  cocoonSetKind,
   cocoonSetNamesKind,
   MANAGED_POD_SELECTOR,
   podKind,
@@ -786,36 +788,44 @@ describe("controller pass from the caches: every read a pass makes", { timeout: 
 });
 
 /**
- * Two fleet caches over `client`, listed: one process's (every CocoonSet) and a shard's that
- * holds none of this test's fleets (a bucket none is in), with the names of every CocoonSet;
- * both with `ns`'s managed pods and CocoonHibernations.
+ * Three fleet caches over `client`, listed, their CocoonSet kinds wired as the manager wires a
+ * process's (`SharedCache`): one process's that watches every namespace (its CocoonSet cache
+ * holds every fleet, and the names kind is left unwatched), a shard's that holds none of this
+ * test's fleets (a bucket none is in), and one process's that watches `ns` only; the last two
+ * with the names of every CocoonSet. Each with `ns`'s managed pods and CocoonHibernations.
  */
-async function twoCaches(c: Cleanup, admin: KubeClient, client: KubeClient, ns: string) {
-  const informers = {
-    cocoonSets: new Informer({ client: admin, path: paths.cocoonSets() }),
-    shard: new Informer({
+async function fleetCaches(c: Cleanup, admin: KubeClient, client: KubeClient, ns: string) {
+  const kinds = [cocoonSetKind, cocoonSetNamesKind];
+  const shared = {
+    whole: new SharedCache(kinds, [undefined], { client: admin }),
+    shard: new SharedCache(kinds, [undefined], {
       client: admin,
-      path: paths.cocoonSets(),
-      labelSelector: `${LABELS.shardBucket}=no-such-bucket`,
+      bucketSelector: `${LABELS.shardBucket}=no-such-bucket`,
     }),
-    names: kindInformer(cocoonSetNamesKind, undefined, { client: admin }),
+    namespaced: new SharedCache(kinds, [ns], { client: admin }),
+  };
+  const informers = {
     pods: kindInformer(podKind, ns, { client: admin }),
     hibernations: new Informer({ client: admin, path: paths.cocoonHibernations(ns) }),
   };
-  const all = Object.values(informers);
   const pods = new KindCache([informers.pods], false, FLEET_POD_INDEXES);
   const hibernations = new KindCache([informers.hibernations], false, hibernationKind.indexes);
-  const whole = new FleetCache(client);
-  whole.attach(new KindCache([informers.cocoonSets], true), pods, { hibernations });
-  const shard = new FleetCache(client);
-  shard.attach(new KindCache([informers.shard], true, {}, true), pods, {
-    hibernations,
-    names: new KindCache([informers.names], true),
-  });
+  const attached = (cache: SharedCache) => {
+    const fleets = new FleetCache(client);
+    fleets.attach(cache.kind(cocoonSetKind.name), pods, {
+      hibernations,
+      names: cache.kind(cocoonSetNamesKind.name),
+    });
+    return fleets;
+  };
+  const [whole, shard, namespaced] = [shared.whole, shared.shard, shared.namespaced].map(attached);
+  const all = [...Object.values(shared), ...Object.values(informers)];
   for (const i of all) i.start();
   c.defer("stop the informers", async () => void (await Promise.all(all.map((i) => i.stop()))));
   await Promise.all(all.map((i) => i.waitForSync()));
-  return { whole, shard, informers, hibernations };
+  const names = shared.shard.kind(cocoonSetNamesKind.name);
+  assert.equal(shared.whole.kind(cocoonSetNamesKind.name).informers.length, 0);
+  return { whole, shard, namespaced, informers: { ...informers, names }, hibernations };
 }
 
 describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
@@ -824,11 +834,16 @@ describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
     const ns = await controllerNamespace(c, "ctl-hib-reads");
     const admin = adminClient();
     const { client, sent } = recordingClient(admin);
-    const { whole, shard, informers, hibernations } = await twoCaches(c, admin, client, ns);
+    const { whole, shard, namespaced, informers, hibernations } = await fleetCaches(
+      c,
+      admin,
+      client,
+      ns,
+    );
 
     // What each reader answered, to show which fleets the pass was given.
     const given: string[][] = [];
-    for (const reads of [whole.reads, shard.reads]) {
+    for (const reads of [whole.reads, shard.reads, namespaced.reads]) {
       const naming = reads.cocoonSetsNamingVms.bind(reads);
       reads.cocoonSetsNamingVms = async (namespace, vms) => {
         const fleets = await naming(namespace, vms);
@@ -890,6 +905,13 @@ describe("CocoonHibernation pass from the caches", { timeout: 120_000 }, () => {
     assert.deepEqual(gets(from), [cr, pod, `GET ${paths.cocoonSet(ns, "reads")}`]);
     assert.deepEqual(given.pop(), [`${ns}/reads`]);
 
+    // From a controller of this namespace: its own cache, the names of every CocoonSet found
+    // it (it listed the cluster's before, on every pass).
+    from = sent.length;
+    await reconcilerOn(namespaced.reads)();
+    assert.deepEqual(gets(from), [cr, pod]);
+    assert.deepEqual(given.pop(), [`${ns}/reads`]);
+
     // Afresh: the cluster's CocoonSets are listed.
     from = sent.length;
     await reconcilerOn()();
@@ -910,12 +932,12 @@ function hibernationContext(): ReconcileContext<HibernationMetrics> {
 }
 
 describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () => {
-  test("a pass is given its name's neighbours, read from the cache (a shard reads them by name); a fleet claiming a static VM identity every fleet, which a shard lists", async (t) => {
+  test("a pass is given its name's neighbours, read from the cache (a shard reads them by name; a controller of some namespaces finds them in every CocoonSet's names); a fleet claiming a static VM identity every fleet, which a shard and a namespaced controller list", async (t) => {
     const c = new Cleanup(t);
     const ns = await controllerNamespace(c, "ctl-vm-neighbours");
     const admin = adminClient();
     const { client, sent } = recordingClient(admin);
-    const { whole, shard, informers } = await twoCaches(c, admin, client, ns);
+    const { whole, shard, namespaced, informers } = await fleetCaches(c, admin, client, ns);
 
     // `web` and `web-b` are neighbours (`vk-<ns>-web-b-0` is toolbox `b-0` of `web`); `api`
     // is no one's; `desk` adopts a static VM.
@@ -932,7 +954,10 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
     });
     await until("the four in the caches", () =>
       ["web", "web-b", "api", "desk"].every(
-        (n) => whole.cocoonSet(ns, n) && informers.names.get(`${ns}/${n}`),
+        (n) =>
+          whole.cocoonSet(ns, n) &&
+          namespaced.cocoonSet(ns, n) &&
+          informers.names.get(`${ns}/${n}`),
       ),
     );
     const web = whole.cocoonSet(ns, "web")!;
@@ -956,12 +981,21 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
       fleets: ["web", "web-b"],
       sent: [`GET ${paths.cocoonSet(ns, "web")}`, `GET ${paths.cocoonSet(ns, "web-b")}`],
     });
+    // A controller of this namespace holds them: found in the names, read from its cache.
+    assert.deepEqual(await asked(() => namespaced.reads.cocoonSetsForVmNames(web)), {
+      fleets: ["web", "web-b"],
+      sent: [],
+    });
     // A static identity may be reported by any fleet: every one, from the whole cache or listed.
     assert.deepEqual(await asked(() => whole.reads.cocoonSetsForVmNames(desk)), {
       fleets: ["api", "desk", "web", "web-b"],
       sent: [],
     });
     assert.deepEqual(await asked(() => shard.reads.cocoonSetsForVmNames(desk)), {
+      fleets: ["api", "desk", "web", "web-b"],
+      sent: [`GET ${paths.cocoonSets()}`],
+    });
+    assert.deepEqual(await asked(() => namespaced.reads.cocoonSetsForVmNames(desk)), {
       fleets: ["api", "desk", "web", "web-b"],
       sent: [`GET ${paths.cocoonSets()}`],
     });
@@ -984,6 +1018,8 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
         !!informers.names.get(`${ns}/web-c`) &&
         !whole.cocoonSet(ns, "web-b") &&
         !!whole.cocoonSet(ns, "web-c") &&
+        !namespaced.cocoonSet(ns, "web-b") &&
+        !!namespaced.cocoonSet(ns, "web-c") &&
         whole.cocoonSet(ns, "api")?.metadata.resourceVersion === labelled.metadata.resourceVersion,
     );
     assert.equal(
@@ -995,9 +1031,10 @@ describe("the VM-name check's fleets from the caches", { timeout: 120_000 }, () 
       "web",
       "web-c",
     ]);
-    assert.deepEqual((await asked(() => shard.reads.cocoonSetsForVmNames(web))).fleets, [
-      "web",
-      "web-c",
-    ]);
+    for (const cache of [shard, namespaced])
+      assert.deepEqual((await asked(() => cache.reads.cocoonSetsForVmNames(web))).fleets, [
+        "web",
+        "web-c",
+      ]);
   });
 });

@@ -375,7 +375,8 @@ describe("events to keys, per controller", () => {
 
 describe("the controller client's socket pool", () => {
   test("holds every watch and still leaves the default room for requests", () => {
-    // Per scope: four kinds, the labeller's three unlabelled kinds, and (sharded) the names.
+    // Per scope: four kinds, the labeller's three unlabelled kinds, and (sharded or namespaced)
+    // the names, one watch in all.
     assert.equal(controllerSockets(0), 8 + 32, "all namespaces: one watch per kind");
     assert.equal(
       controllerSockets(11),

@@ -87,7 +87,8 @@ and a chart to NAME.svg (bench/README.md).
   --no-peer                ours only (env COCOONSET_BENCH_PEER=0)
   --no-ours                the peer (and --shards runs) only
   --shards N[,M...]        also run ours as N processes (--shard I/N), then as M...
-  --rounds N               alternate the two sides N times, medians (default 1;
+  --rounds N               run every side (ours, each --shards count, the peer) N times,
+                           the order reversed in even rounds; figures are medians (default 1;
                            env COCOONSET_BENCH_ROUNDS)
   --settle-seconds N       wait after convergence before the steady window (default 10)
   --window-seconds N       the steady window (default 30)
@@ -246,9 +247,47 @@ interface WorkloadRun {
   sharded?: ShardedFigures;
   shardedRuns?: ShardedFigures[];
   shardedMissing?: string;
-  /** `--rounds N` above 1: each round's figures; `ours` and `peer` are then their medians. */
+  /**
+   * Each round's figures (the record keeps them with `--rounds N` above 1); `ours`, `peer` and
+   * each of `shardedRuns` are their medians.
+   */
   oursRounds?: SideFigures[];
   peerRounds?: SideFigures[];
+  /** Per shard count, each round's figures. */
+  shardedRounds?: Record<number, ShardedFigures[]>;
+}
+
+/** A side of a workload's run: ours as one process, ours as that many shards, the peer. */
+type SideName = "ours" | "peer" | number;
+
+/** Runs one side of a workload (one round of it) and keeps its figures and their medians. */
+async function runSide(
+  r: WorkloadRun,
+  which: SideName,
+  label: string,
+  run: {
+    oursSide: (label: string) => Promise<SideFigures | undefined>;
+    peerSide: (label: string) => Promise<SideFigures | undefined>;
+    shardedSide: (shards: number, label: string) => Promise<ShardedFigures | undefined>;
+  },
+): Promise<void> {
+  if (which === "ours" || which === "peer") {
+    const f = await (which === "ours" ? run.oursSide(label) : run.peerSide(label));
+    if (!f) return;
+    const rounds = which === "ours" ? (r.oursRounds ??= []) : (r.peerRounds ??= []);
+    rounds.push(f);
+    r[which] = medianFigures(rounds);
+    return;
+  }
+  const f = await run.shardedSide(which, label);
+  if (!f) return;
+  const rounds = ((r.shardedRounds ??= {})[which] ??= []);
+  rounds.push(f);
+  const med = { ...medianFigures(rounds), shards: which, shardFlags: f.shardFlags };
+  r.shardedRuns = [...(r.shardedRuns ?? []).filter((s) => s.shards !== which), med].sort(
+    (a, b) => a.shards - b.shards,
+  );
+  r.sharded = r.shardedRuns[r.shardedRuns.length - 1];
 }
 
 /**
@@ -1064,10 +1103,11 @@ function workloadTable(r: WorkloadRun): string {
     `writes in the window, ours: ${o ? breakdown(o.steadyRequests) : "—"}; peer: ${p ? breakdown(p.steadyRequests) : "—"}`,
     `reads in the window, ours: ${o ? readBreakdown(o.steadyRequests) : "—"}; peer: ${p ? readBreakdown(p.steadyRequests) : "—"}`,
     `load average (1/5/15 min) at the start, ours: ${o?.loadAtStart.join(" ") ?? "—"}; peer: ${p?.loadAtStart.join(" ") ?? "—"}`,
-    ...(r.oursRounds || r.peerRounds
+    ...((r.oursRounds?.length ?? 0) > 1 || (r.peerRounds?.length ?? 0) > 1
       ? [
           `rounds, RSS right after start / converged (MiB), ours: ${(r.oursRounds ?? []).map((f) => `${f.startRssMiB.toFixed(1)}/${f.rssMiB.toFixed(1)}`).join(", ") || "—"}; peer: ${(r.peerRounds ?? []).map((f) => `${f.startRssMiB.toFixed(1)}/${f.rssMiB.toFixed(1)}`).join(", ") || "—"}`,
           `rounds, converge (ms), ours: ${(r.oursRounds ?? []).map((f) => f.convergeMs).join(", ") || "—"}; peer: ${(r.peerRounds ?? []).map((f) => f.convergeMs).join(", ") || "—"}`,
+          `rounds, controller CPU to converge (s), ours: ${roundCpu(r.oursRounds)}; peer: ${roundCpu(r.peerRounds)}`,
         ]
       : []),
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
@@ -1075,6 +1115,11 @@ function workloadTable(r: WorkloadRun): string {
     ...(r.shardedRuns ?? (r.sharded ? [r.sharded] : [])).flatMap((s) => ["", shardedTable(r, s)]),
     ...(r.shardedMissing ? [`sharded missing: ${r.shardedMissing}`] : []),
   ].join("\n");
+}
+
+/** Each round's controller CPU to converge, as printed. */
+function roundCpu(rounds: readonly SideFigures[] | undefined): string {
+  return (rounds ?? []).map((f) => fmt(f.cpuToConvergeS, 2)).join(", ") || "—";
 }
 
 /** The printed table of a workload's sharded run against the one-process run. */
@@ -1097,9 +1142,16 @@ function shardedTable(r: WorkloadRun, s: ShardedFigures): string {
       "",
     ]),
   ];
+  const rounds = r.shardedRounds?.[n] ?? [];
   return [
     table(rows),
-    `load average (1/5/15 min) at the start of the sharded run: ${s?.loadAtStart.join(" ") ?? "—"}`,
+    ...(rounds.length > 1
+      ? [
+          `rounds, converge (ms), ${n} shards: ${rounds.map((f) => f.convergeMs).join(", ")}; 1 process: ${(r.oursRounds ?? []).map((f) => f.convergeMs).join(", ") || "—"}`,
+          `rounds, controller CPU to converge (s), ${n} shards: ${roundCpu(rounds)}; 1 process: ${roundCpu(r.oursRounds)}`,
+        ]
+      : []),
+    `load average (1/5/15 min) at the start of the sharded run${rounds.length > 1 ? " (the median round's)" : ""}: ${s?.loadAtStart.join(" ") ?? "—"}`,
     `each shard's flags: ${s?.shardFlags?.join(" ") || "none"}`,
   ].join("\n");
 }
@@ -1224,7 +1276,7 @@ async function main(): Promise<void> {
         rounds: opts.rounds,
         order:
           opts.rounds > 1
-            ? `per workload, ${opts.rounds} rounds alternating: ours then the peer in odd rounds, the peer then ours in even ones (figures: the rounds' medians, each round under oursRounds/peerRounds); then ours as --shards processes (when asked); each on a fresh private cluster; one controller at a time`
+            ? `per workload, ${opts.rounds} rounds alternating: ours, ours as each --shards count (when asked), then the peer in odd rounds, the other way round in even ones (figures: the rounds' medians, each round under oursRounds/peerRounds/shardedRounds); each on a fresh private cluster; one controller at a time`
             : "per workload: ours, then ours as --shards processes (when asked), then the peer; each on a fresh private cluster; one controller at a time",
       },
       workloads: runs.map((r) => ({
@@ -1236,8 +1288,9 @@ async function main(): Promise<void> {
         peerMissing: r.peerMissing,
         shardedRuns: r.shardedRuns,
         shardedMissing: r.shardedMissing,
-        oursRounds: r.oursRounds,
-        peerRounds: r.peerRounds,
+        ...(opts.rounds > 1
+          ? { oursRounds: r.oursRounds, peerRounds: r.peerRounds, shardedRounds: r.shardedRounds }
+          : {}),
       })),
     };
 
@@ -1315,35 +1368,14 @@ async function main(): Promise<void> {
       }
     };
     if (!opts.ours) r.oursMissing = "not run (--no-ours)";
-    if (opts.rounds > 1) {
-      // Rounds alternate which side goes first, so a drift of the machine's load over the run
-      // falls on both alike; the figures are the rounds' medians.
-      r.oursRounds = [];
-      r.peerRounds = [];
-      for (let round = 1; round <= opts.rounds; round++) {
-        const label = `, round ${round} of ${opts.rounds}`;
-        const order = round % 2 === 1 ? (["ours", "peer"] as const) : (["peer", "ours"] as const);
-        for (const which of order) {
-          if (which === "ours" && opts.ours) {
-            const f = await oursSide(label);
-            if (f) r.oursRounds.push(f);
-          } else if (which === "peer") {
-            const f = await peerSide(label);
-            if (f) r.peerRounds.push(f);
-          }
-          if (r.oursRounds.length) r.ours = medianFigures(r.oursRounds);
-          if (r.peerRounds.length) r.peer = medianFigures(r.peerRounds);
-          await save();
-        }
-      }
-    } else if (opts.ours) {
-      r.ours = await oursSide("");
-      await save();
-    }
-    for (const shards of opts.shards.filter((n) => w.sets >= n)) {
-      note(`workload ${w.id}: ours as ${shards} shards`);
+    const shardCounts = opts.shards.filter((n) => w.sets >= n);
+    const shardedSide = async (
+      shards: number,
+      label: string,
+    ): Promise<ShardedFigures | undefined> => {
+      note(`workload ${w.id}: ours as ${shards} shards${label}`);
       try {
-        r.sharded = {
+        return {
           ...(await side(
             `ours-${shards}shards-${w.id}`,
             async (admin) => {
@@ -1355,16 +1387,23 @@ async function main(): Promise<void> {
           shards,
           shardFlags: shardFlagsFor(shards, SHARD_FLAGS),
         };
-        (r.shardedRuns ??= []).push(r.sharded);
       } catch (e) {
         r.shardedMissing = `the ${shards}-shard run failed: ${(e as Error).message}`;
         note(r.shardedMissing);
+        return undefined;
       }
-      await save();
-    }
-    if (opts.rounds === 1) {
-      r.peer = await peerSide("");
-      await save();
+    };
+    // Every side of the workload, in the first round's order: ours, ours as each shard count,
+    // the peer. Rounds after the first alternate the order (even rounds run it backwards), so a
+    // drift of the machine's load over the run falls on every side alike; with more than one
+    // round every figure is the rounds' median.
+    const sides: SideName[] = [...(opts.ours ? (["ours"] as const) : []), ...shardCounts, "peer"];
+    for (let round = 1; round <= opts.rounds; round++) {
+      const label = opts.rounds > 1 ? `, round ${round} of ${opts.rounds}` : "";
+      for (const which of round % 2 === 1 ? sides : [...sides].reverse()) {
+        await runSide(r, which, label, { oursSide, peerSide, shardedSide });
+        await save();
+      }
     }
   }
 

@@ -63,6 +63,7 @@ import {
   scrape,
   since,
   startChild,
+  CONTROLLER_LOG,
   startRun,
   table,
   withCluster,
@@ -848,6 +849,7 @@ async function startOurs(proxyKubeconfig: string): Promise<ControllerChild> {
       `--health-probe-bind-address=127.0.0.1:${probe}`,
     ],
     { ...process.env, KUBECONFIG: proxyKubeconfig },
+    CONTROLLER_LOG,
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
   return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });
@@ -889,6 +891,7 @@ function startSharded(shards: number) {
             ...shardFlagsFor(shards, SHARD_FLAGS),
           ],
           { ...process.env, KUBECONFIG: proxyKubeconfig },
+          CONTROLLER_LOG,
         );
         children.push(
           Object.assign(child, {
@@ -936,6 +939,7 @@ async function startPeer(binary: string, proxyKubeconfig: string): Promise<Contr
       LEADER_ELECT: "false",
       OCI_REGISTRY: "127.0.0.1:1",
     },
+    CONTROLLER_LOG,
   );
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
   return Object.assign(child, { metricsUrl: `http://127.0.0.1:${metrics}/metrics` });

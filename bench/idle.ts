@@ -36,7 +36,7 @@
  * [--window-seconds 60] [--name NAME]`. Prints a table and writes bench/results/idle-NAME.json
  * and .svg (NAME defaults to the number of agents).
  */
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ClusterState } from "../cluster/local-cluster.js";
@@ -66,6 +66,7 @@ import {
   repoRoot,
   scrape,
   startChild,
+  CONTROLLER_LOG,
   startRun,
   table,
   watchUntil,
@@ -284,15 +285,8 @@ async function startOurs(kubeconfig: string, registry: string, ns: string): Prom
       `--health-probe-bind-address=127.0.0.1:${probe}`,
     ],
     { ...process.env, KUBECONFIG: kubeconfig },
+    CONTROLLER_LOG,
   );
-  // Its whole log to a file when asked (a figure that looks wrong can be read line by line).
-  const logFile = process.env.COCOONSET_BENCH_CONTROLLER_LOG;
-  if (logFile) {
-    const out = createWriteStream(logFile);
-    child.proc.stdout?.on("data", (c: Buffer) => out.write(c));
-    child.proc.stderr?.on("data", (c: Buffer) => out.write(c));
-    void child.exited.then(() => out.end());
-  }
   await waitReady(child, `http://127.0.0.1:${probe}/readyz`, 60_000);
   return child;
 }

@@ -6,7 +6,14 @@
  */
 import { get as httpGet } from "node:http";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { arch, cpus, loadavg, platform, release, tmpdir, totalmem } from "node:os";
 import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -372,13 +379,33 @@ export interface Child {
   exited: Promise<string>;
 }
 
-/** Spawns a process with its output kept in a small ring buffer; stopped on SIGINT too. */
+/**
+ * Where a controller's whole log goes when asked (`COCOONSET_BENCH_CONTROLLER_LOG=FILE`): the
+ * benchmarks keep only a process's last lines, and a figure that looks wrong is read line by
+ * line. Every controller of the run appends to the one file, after a line naming it.
+ */
+export const CONTROLLER_LOG = process.env.COCOONSET_BENCH_CONTROLLER_LOG || undefined;
+
+/**
+ * Spawns a process with its output kept in a small ring buffer (and all of it appended to
+ * `logTo`, when given); stopped on SIGINT too.
+ */
 export function startChild(
   command: string,
   args: string[],
   env: Record<string, string | undefined>,
+  logTo?: string,
 ): Child {
   const proc = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  if (logTo) {
+    const out = createWriteStream(logTo, { flags: "a" });
+    out.write(
+      `== ${new Date().toISOString()} pid ${proc.pid}: ${basename(command)} ${args.join(" ")}\n`,
+    );
+    proc.stdout?.on("data", (c: Buffer) => out.write(c));
+    proc.stderr?.on("data", (c: Buffer) => out.write(c));
+    proc.once("exit", () => out.end());
+  }
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));

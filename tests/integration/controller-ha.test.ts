@@ -222,19 +222,24 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
           typeof l.err === "string" &&
           /forbidden/i.test(l.err) &&
           // Expected: a namespaced Role cannot read the cluster-scoped CRD, so the start-up
-          // check falls back to API discovery and says so at debug level; nor list the nodes,
-          // so the node cache stops and says so once (checked below).
+          // check falls back to API discovery and says so at debug level; nor list the nodes
+          // or every namespace's CocoonSet names, so those caches stop and say so once each
+          // (checked below).
           l.msg !== "cannot read the CRD object; asking API discovery" &&
           l.msg !== NODES_REFUSED,
       ),
       [],
       "the generated Role covers every call so far",
     );
-    // Without the node cache, a node is read afresh (and refused too): said once, not retried.
+    // Without the node cache, a node is read afresh (and refused too); without the names, the
+    // VM-name check lists the namespace's CocoonSets afresh: each said once, not retried.
     assert.deepEqual(
-      proc.logs((l) => l.msg === NODES_REFUSED).map((l) => l.path),
-      [paths.nodes()],
-      "the node cache's refusal logged once",
+      proc
+        .logs((l) => l.msg === NODES_REFUSED)
+        .map((l) => l.path)
+        .sort(),
+      [paths.nodes(), paths.cocoonSets()].sort(),
+      "the node and names caches' refusals logged once each",
     );
 
     // Take away pods/create: a new CocoonSet cannot converge, and the controller says why.

@@ -96,6 +96,9 @@ and a chart to NAME.svg (bench/README.md).
   --name NAME              the results' file name (default controller; env COCOONSET_BENCH_NAME)
   --node-flags="FLAGS"     Node's flags for ours instead of the image ENTRYPOINT's
                            (env COCOONSET_BENCH_NODE_FLAGS)
+  --shard-node-flags="FLAGS"
+                           Node's flags for each process of the --shards runs instead of
+                           --node-flags or the ENTRYPOINT's (env COCOONSET_BENCH_SHARD_NODE_FLAGS)
   --shard-flags="FLAGS"    controller flags for each process of the --shards runs (env
                            COCOONSET_BENCH_SHARD_FLAGS); without --concurrency among them,
                            N shards run --concurrency=(the default / N, at least 1), so that
@@ -130,6 +133,8 @@ let SETTLE_MS = 10_000;
 let WINDOW_MS = 30_000;
 /** `--node-flags`: Node's flags for our controller instead of the image's ENTRYPOINT's. */
 let NODE_FLAGS: string[] | null = null;
+/** `--shard-node-flags`: Node's flags for each shard's process instead of {@link NODE_FLAGS}. */
+let SHARD_NODE_FLAGS: string[] | null = null;
 /** `--shard-flags`: more controller flags for each shard's process. */
 let SHARD_FLAGS: string[] = [];
 const FAILURE_TRIALS = 5;
@@ -880,7 +885,7 @@ function startSharded(shards: number) {
         const child = startChild(
           process.execPath,
           [
-            ...(NODE_FLAGS ?? image.nodeFlags),
+            ...(SHARD_NODE_FLAGS ?? NODE_FLAGS ?? image.nodeFlags),
             image.script,
             "controller",
             "--kubeconfig",
@@ -1180,6 +1185,7 @@ function options(): {
     rounds: { type: "string" },
     "node-flags": { type: "string" },
     "shard-flags": { type: "string" },
+    "shard-node-flags": { type: "string" },
   });
   const ids =
     (values.workload?.length ? values.workload.join(",") : undefined) ??
@@ -1196,6 +1202,8 @@ function options(): {
   if (WINDOW_MS === 0) throw new Error("--window-seconds must be more than 0");
   const nodeFlags = values["node-flags"] ?? process.env.COCOONSET_BENCH_NODE_FLAGS;
   if (nodeFlags !== undefined) NODE_FLAGS = nodeFlags.split(/\s+/).filter(Boolean);
+  const shardNodeFlags = values["shard-node-flags"] ?? process.env.COCOONSET_BENCH_SHARD_NODE_FLAGS;
+  if (shardNodeFlags !== undefined) SHARD_NODE_FLAGS = shardNodeFlags.split(/\s+/).filter(Boolean);
   const shardFlags = values["shard-flags"] ?? process.env.COCOONSET_BENCH_SHARD_FLAGS ?? "";
   SHARD_FLAGS = shardFlags.split(/\s+/).filter(Boolean);
   const shards = (values.shards ?? "").split(",").filter(Boolean).map(Number);

@@ -248,9 +248,8 @@ interface WorkloadRun {
   peerMissing?: string;
   /**
    * `--shards N[,M…]`: ours again as N processes (then M…), `--shard I/N` each with leader
-   * election; `sharded` is the last (largest) count's, `shardedRuns` every count's.
+   * election, in the order of their counts (each the median of its rounds).
    */
-  sharded?: ShardedFigures;
   shardedRuns?: ShardedFigures[];
   shardedMissing?: string;
   /**
@@ -293,7 +292,6 @@ async function runSide(
   r.shardedRuns = [...(r.shardedRuns ?? []).filter((s) => s.shards !== which), med].sort(
     (a, b) => a.shards - b.shards,
   );
-  r.sharded = r.shardedRuns[r.shardedRuns.length - 1];
 }
 
 /**
@@ -1121,7 +1119,7 @@ function workloadTable(r: WorkloadRun): string {
       : []),
     ...(r.oursMissing ? [`ours missing: ${r.oursMissing}`] : []),
     ...(r.peerMissing ? [`peer missing: ${r.peerMissing}`] : []),
-    ...(r.shardedRuns ?? (r.sharded ? [r.sharded] : [])).flatMap((s) => ["", shardedTable(r, s)]),
+    ...(r.shardedRuns ?? []).flatMap((s) => ["", shardedTable(r, s)]),
     ...(r.shardedMissing ? [`sharded missing: ${r.shardedMissing}`] : []),
   ].join("\n");
 }

@@ -4,8 +4,8 @@
 // come in as an input, the decisions go out as plan steps the executor carries out.
 // Behaviour: docs/behaviour.md §3.16; the upstream it matches: docs/lifecycle-design.md.
 import { unschedulableMessage } from "./unschedulable.js";
-import { recordedVms } from "../attribution/attribution.js";
-import { classifyPods, isOwnedPod, type ClassifiedPods } from "../pods/classify.js";
+import { memberOf, memberRole, recordedVms } from "../attribution/attribution.js";
+import { classifyPods, isOwnedPod, parseSlot, type ClassifiedPods } from "../pods/classify.js";
 import {
   ANNOTATIONS,
   ANNOTATION_TRUE,
@@ -169,8 +169,18 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
     return failClosed(suspendUnanswered(facts.error));
   }
   const all = members(owned);
-  // The seat is free already, or the set was suspended before its first boot.
-  if (all.length === 0) return { steps: [], refusals: [], writeStatus: true, phase: "Suspended" };
+  // Pods of the fleet still terminating (classification leaves them out): the seat is free
+  // once they are gone, so the suspend waits them out.
+  const leaving = leavingSteps(cs, input.pods);
+  // The seat is free already (or soon), or the set was suspended before its first boot.
+  if (all.length === 0)
+    return {
+      steps: leaving,
+      refusals: [],
+      writeStatus: true,
+      phase: "Suspended",
+      waitMs: leaving.length > 0 ? SUSPEND_POLL_MS : undefined,
+    };
 
   const steps: PlanStep[] = [];
   for (const { target, pod } of all) {
@@ -223,16 +233,11 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
     });
   }
   const deleted = new Set<string>();
-  let terminating = false;
   // Terminal pods carry no VM to keep; they stay for the triage after the wake.
   const released = all
     .filter(({ pod }) => !isTerminal(pod))
     .sort((a, b) => (nameOf(a.pod) < nameOf(b.pod) ? -1 : nameOf(a.pod) > nameOf(b.pod) ? 1 : 0));
   for (const { target, pod } of released) {
-    if (isTerminating(pod)) {
-      terminating = true;
-      continue;
-    }
     const uid = pod.metadata?.uid ?? "";
     deleted.add(uid);
     steps.push({
@@ -252,12 +257,13 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
       ],
     });
   }
+  steps.push(...leaving);
   const plan: SlotReleasePlan = {
     steps,
     refusals: [],
     writeStatus: true,
     phase: "Suspended",
-    waitMs: terminating ? SUSPEND_POLL_MS : undefined,
+    waitMs: leaving.length > 0 ? SUSPEND_POLL_MS : undefined,
   };
   if (deleted.size > 0) {
     // The status of what is left once the deletes went through.
@@ -270,6 +276,25 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
     if (!statusEqual(cs.status, status)) plan.statusAfter = status;
   }
   return plan;
+}
+
+/** A `wait-release` step for each of the fleet's pods still terminating. */
+function leavingSteps(cs: CocoonSet, pods: readonly Pod[]): PlanStep[] {
+  const steps: PlanStep[] = [];
+  for (const pod of pods) {
+    if (!isOwnedPod(cs, pod) || !isTerminating(pod)) continue;
+    const member = memberOf(cs, pod);
+    const role = member === undefined ? undefined : memberRole(member);
+    const slot = role === "sub-agent" ? parseSlot(member) : undefined;
+    const target: PlanTarget =
+      role === "toolbox" && member !== undefined
+        ? { role: "toolbox", name: member }
+        : slot !== undefined
+          ? { role: "sub-agent", slot }
+          : MAIN;
+    steps.push({ target, decision: "wait-release", podName: nameOf(pod), actions: [] });
+  }
+  return steps.sort((a, b) => (a.podName < b.podName ? -1 : a.podName > b.podName ? 1 : 0));
 }
 
 /** The preferred (soft) hostname affinity of a wake to the node hint. */

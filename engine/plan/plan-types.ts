@@ -60,7 +60,10 @@ export type Decision =
   | "wait-wake"
   /** Slot-release wake: the VM is live; drop its snapshot tag and the node hint. */
   | "wake-complete"
-  /** Slot-release wake: the released main agent's pod is still terminating. */
+  /**
+   * Slot release: a released pod is still terminating (a suspend's seat is free once it is
+   * gone; a wake's restore would meet its name).
+   */
   | "wait-release"
   /** A VM name the fleet asks for is held by another live fleet: nothing is created (vm-names.ts). */
   | "refuse-vm-names"

@@ -91,11 +91,14 @@ export function lifecycleSummary(
     : `wake fleet ${namespace}/${name} (${count} pod${one ? " wakes" : "s wake"} from the hibernation snapshots)`;
 }
 
-/** The pods a suspend still waits for, as the pass planned them (sorted, unique). */
+/**
+ * The pods a suspend still waits for, as the pass planned them (sorted, unique): those to
+ * hibernate and, with `hibernatePolicy: release`, those to delete or still terminating (the
+ * seat is free once they are gone).
+ */
 export function suspendPending(plan: Plan): string[] {
-  const names = plan.steps
-    .filter((s) => s.decision === "hibernate" || s.decision === "wait-hibernation")
-    .map((s) => s.podName);
+  const waits = new Set(["hibernate", "wait-hibernation", "release", "wait-release"]);
+  const names = plan.steps.filter((s) => waits.has(s.decision)).map((s) => s.podName);
   return [...new Set(names)].sort();
 }
 

@@ -149,6 +149,50 @@ describe("suspendPending", () => {
     });
     assert.deepEqual(suspendPending(plan), ["coder-0", "coder-2", "coder-browser", "coder-shell"]);
   });
+
+  it("with hibernatePolicy release, is also the pods it deletes and those still terminating", () => {
+    const release = { ...cs, spec: { ...cs.spec, suspend: true, hibernatePolicy: "release" } };
+    const asleep = (pod: Pod): Pod => ({
+      ...pod,
+      metadata: {
+        ...pod.metadata,
+        annotations: {
+          ...pod.metadata?.annotations,
+          [ANNOTATIONS.hibernate]: "true",
+          [ANNOTATIONS.lifecycleState]: "hibernated",
+          [ANNOTATIONS.lifecycleObservedGeneration]: "3",
+        },
+      },
+    });
+    const live = pods().map(asleep);
+    const vms = new Set(live.map((p) => p.metadata?.annotations?.[ANNOTATIONS.vmName] ?? ""));
+    const names = live.map((p) => p.metadata?.name ?? "").sort();
+    const deleting = planPass({
+      cocoonSet: release as typeof cs,
+      pods: live,
+      nowMs: 0,
+      snapshots: { hibernate: vms },
+    });
+    assert.deepEqual(suspendPending(deleting), names, "the deletes are not the end");
+    const going = live.map((p) => ({
+      ...p,
+      metadata: { ...p.metadata, deletionTimestamp: "2025-06-01T11:59:59Z" },
+    }));
+    const leaving = planPass({
+      cocoonSet: release as typeof cs,
+      pods: going,
+      nowMs: 0,
+      snapshots: { hibernate: vms },
+    });
+    assert.deepEqual(suspendPending(leaving), names, "nor are the pods still terminating");
+    const gone = planPass({
+      cocoonSet: release as typeof cs,
+      pods: [],
+      nowMs: 0,
+      snapshots: { hibernate: vms },
+    });
+    assert.deepEqual(suspendPending(gone), []);
+  });
 });
 
 describe("wakePending", () => {

@@ -207,6 +207,19 @@ describe("slot release: the suspend", () => {
     assert.equal(p.requeueAfterMs, undefined);
   });
 
+  it("released, the main still terminating: Suspended, and the pod waited out (the seat is free once it is gone)", () => {
+    const cs = releaseSet({ phase: "Suspended", hint: HINT, stash: VM0 });
+    const main = hibernated(mainPod(cs));
+    main.metadata = { ...main.metadata, deletionTimestamp: "2025-06-01T11:59:59Z" };
+    const p = plan(cs, [main], tags(VM0));
+    assert.deepEqual(decisions(p), ["demo-0:wait-release"]);
+    assert.deepEqual(p.steps[0]?.target, { role: "main", slot: 0 });
+    assert.equal(p.status?.phase, "Suspended");
+    assert.equal(p.requeueAfterMs, SUSPEND_POLL_MS);
+    assert.equal(p.mutatesPods, false);
+    assert.match(renderPlan(p), /^main: wait \(released pod still terminating\)$/m);
+  });
+
   it("a failed main is left to the normal triage (Failed), as upstream triages it first", () => {
     const cs = releaseSet();
     const p = plan(cs, [failed(mainPod(cs))], tags());

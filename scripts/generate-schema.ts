@@ -255,6 +255,7 @@ const KUBERNETES_KEYWORDS = [
   "x-kubernetes-preserve-unknown-fields",
   "x-kubernetes-list-type",
   "x-kubernetes-list-map-keys",
+  "x-kubernetes-map-type",
   "x-kubernetes-validations",
 ];
 

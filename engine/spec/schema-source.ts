@@ -36,6 +36,7 @@ export interface SchemaNode {
   "x-kubernetes-preserve-unknown-fields"?: boolean;
   "x-kubernetes-list-type"?: "atomic" | "set" | "map";
   "x-kubernetes-list-map-keys"?: string[];
+  "x-kubernetes-map-type"?: "atomic" | "granular";
   "x-kubernetes-validations"?: CelRule[];
 }
 
@@ -608,25 +609,28 @@ const cocoonSetStatusSchema: SchemaNode = {
     desiredAgents: count("Desired agents: 1 + agent.replicas."),
     readyToolboxes: count("Ready toolboxes."),
     desiredToolboxes: count("Desired toolboxes."),
+    // The lists and the record below are written whole by the engine alone, so their field
+    // ownership is one entry each (atomic): per element, the apiserver's managed fields held
+    // about as much as the fleet's status and were recomputed at every write of a big fleet
+    // (docs/benchmarks.md). A merge patch still merges the record's keys.
     agents: {
       type: "array",
       description: "Agents, main first then by slot.",
       items: agentStatusSchema,
-      "x-kubernetes-list-type": "map",
-      "x-kubernetes-list-map-keys": ["slot"],
+      "x-kubernetes-list-type": "atomic",
     },
     toolboxes: {
       type: "array",
       description: "Toolboxes by name.",
       items: toolboxStatusSchema,
-      "x-kubernetes-list-type": "map",
-      "x-kubernetes-list-map-keys": ["name"],
+      "x-kubernetes-list-type": "atomic",
     },
     vms: {
       type: "object",
       description:
         "The engine's record, by member (a slot number or a toolbox name), of the VMs it named and the pods it created: kept until the CocoonSet is gone, so a slot scaled away or released is still known at deletion.",
       additionalProperties: vmRecordSchema,
+      "x-kubernetes-map-type": "atomic",
     },
     idleSuspendedSince: string(
       "Set while the idle policy (or an expiry with action suspend) holds the whole fleet suspended: since when. The fleet is suspended while spec.suspend or this is set; activity clears it.",

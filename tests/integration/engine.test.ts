@@ -357,6 +357,16 @@ void describe("engine: fan-out, steady state, status, scale-down and drift", () 
     assert.equal(cond("Ready")?.message, "21/21 agents ready, 0/0 toolboxes ready");
     assert.equal(cond("Progressing")?.status, "False");
     assert.equal(cond("Progressing")?.reason, "Stable");
+
+    // The engine writes the status's lists and its record whole, and the CRD says so: the
+    // apiserver keeps one owned field for each, not one per member, however big the fleet.
+    assert.equal(Object.keys(status.vms ?? {}).length, 21);
+    type ManagedFields = { subresource?: string; fieldsV1?: { "f:status"?: object } }[];
+    const managed = (cs.metadata as { managedFields?: ManagedFields }).managedFields ?? [];
+    const fields = managed.find((m) => m.subresource === "status")?.fieldsV1?.["f:status"] as
+      Record<string, unknown> | undefined;
+    assert.deepEqual(fields?.["f:agents"], {});
+    assert.deepEqual(fields?.["f:vms"], {});
   });
 
   void test("scale 20 → 5 deletes slots 6..20 in ascending order; an image change replaces pods without writing rebuild history", async (t) => {

@@ -167,31 +167,20 @@ describe("suspendPending", () => {
     const live = pods().map(asleep);
     const vms = new Set(live.map((p) => p.metadata?.annotations?.[ANNOTATIONS.vmName] ?? ""));
     const names = live.map((p) => p.metadata?.name ?? "").sort();
-    const deleting = planPass({
-      cocoonSet: release as typeof cs,
-      pods: live,
-      nowMs: 0,
-      snapshots: { hibernate: vms },
-    });
-    assert.deepEqual(suspendPending(deleting), names, "the deletes are not the end");
+    const planOf = (fleet: Pod[]) =>
+      planPass({
+        cocoonSet: release as typeof cs,
+        pods: fleet,
+        nowMs: 0,
+        snapshots: { hibernate: vms },
+      });
+    assert.deepEqual(suspendPending(planOf(live)), names, "the deletes are not the end");
     const going = live.map((p) => ({
       ...p,
       metadata: { ...p.metadata, deletionTimestamp: "2025-06-01T11:59:59Z" },
     }));
-    const leaving = planPass({
-      cocoonSet: release as typeof cs,
-      pods: going,
-      nowMs: 0,
-      snapshots: { hibernate: vms },
-    });
-    assert.deepEqual(suspendPending(leaving), names, "nor are the pods still terminating");
-    const gone = planPass({
-      cocoonSet: release as typeof cs,
-      pods: [],
-      nowMs: 0,
-      snapshots: { hibernate: vms },
-    });
-    assert.deepEqual(suspendPending(gone), []);
+    assert.deepEqual(suspendPending(planOf(going)), names, "nor are the pods still terminating");
+    assert.deepEqual(suspendPending(planOf([])), []);
   });
 });
 

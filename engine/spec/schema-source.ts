@@ -610,8 +610,8 @@ const cocoonSetStatusSchema: SchemaNode = {
     readyToolboxes: count("Ready toolboxes."),
     desiredToolboxes: count("Desired toolboxes."),
     // The lists and the record below are written whole by the engine alone, so their field
-    // ownership is one entry each (atomic): per element, the apiserver's managed fields held
-    // about as much as the fleet's status and were recomputed at every write of a big fleet
+    // ownership is one entry each (atomic): kept per element, the apiserver's managed fields
+    // were nearly a third of a big fleet's object and were recomputed at every write of it
     // (docs/benchmarks.md). A merge patch still merges the record's keys.
     agents: {
       type: "array",

@@ -287,7 +287,7 @@ export const DELIBERATE: readonly Deliberate[] = [
   {
     what: "The CRD declares `status.agents[]` and `status.toolboxes[]` atomic lists (`x-kubernetes-list-type: atomic`) and the record `status.vms` an atomic map; the peer's CRD keys `agents[]` by `slot` and `toolboxes[]` by `name`. The status is the same JSON: one entry per slot, in slot order, and one per toolbox, by name, each list written whole by the controller alone; `conditions[]` stays keyed by `type`.",
     reason:
-      "with keyed lists the apiserver keeps a managed field per entry and recomputes them at every write of the CocoonSet: at 1,000 sub-agents that bookkeeping was a third of the object (194 of 566 KB) and more than half of the time of each write, a rebuild's history write included (368 against 156 ms, docs/benchmarks.md); only the controller writes the status, with merge patches, whose key-by-key merge of `vms` does not depend on the map type. The differential tier compares the status' JSON, not the CRD, so nothing is folded",
+      "with keyed lists the apiserver keeps a managed field per entry and recomputes them at every write of the CocoonSet: at 1,000 sub-agents that bookkeeping was nearly a third of the object (190 of 615 KiB) and more than half of the time of each write, a rebuild's history write included (400 against 160 ms, docs/benchmarks.md); only the controller writes the status, with merge patches, whose key-by-key merge of `vms` does not depend on the map type. The differential tier compares the status' JSON, not the CRD, so nothing is folded",
     fold: () => undefined,
   },
   {

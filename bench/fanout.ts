@@ -15,7 +15,7 @@
  * Usage: `./node_modules/.bin/node dist/bench/fanout.js`
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pLimit from "p-limit";
@@ -34,7 +34,7 @@ import {
 import { KubeClient, paths, waitForList } from "../engine/kube/index.js";
 import { release } from "../engine/release/index.js";
 import { lineChart } from "./chart.js";
-import { benchFlags, machine, startRun } from "./support.js";
+import { benchFlags, existingKubeconfig, machine, startRun } from "./support.js";
 
 /** What `--help` prints. */
 const USAGE = `node dist/bench/fanout.js: the engine's fan-out and owner release against bare API
@@ -209,14 +209,10 @@ class Bench {
 
 const note = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
-function resolveKubeconfig(): string | undefined {
-  return process.env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
-}
-
 async function main(): Promise<void> {
   benchFlags(USAGE, {});
   const run = startRun("fanout");
-  let kubeconfig = resolveKubeconfig();
+  let kubeconfig = existingKubeconfig();
   let stateDir: string | undefined;
   const clusterKind = kubeconfig ? "$KUBECONFIG" : "private embedded cluster";
   if (!kubeconfig) {

@@ -8,6 +8,7 @@ import { get as httpGet } from "node:http";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import {
   createWriteStream,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -55,6 +56,11 @@ export function benchFlags<T extends ParseArgsOptionsConfig>(usage: string, opti
     process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n\n${text}`);
     process.exit(2);
   }
+}
+
+/** The first file `$KUBECONFIG` names that exists: a cluster to run against instead of a private one. */
+export function existingKubeconfig(): string | undefined {
+  return process.env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
 }
 
 /** Median of a non-empty list. */

@@ -172,6 +172,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
   // Pods of the fleet still terminating (classification leaves them out): the seat is free
   // once they are gone, so the suspend waits them out.
   const leaving = leavingSteps(cs, input.pods);
+  const leavingWaitMs = leaving.length > 0 ? SUSPEND_POLL_MS : undefined;
   // The seat is free already (or soon), or the set was suspended before its first boot.
   if (all.length === 0)
     return {
@@ -179,7 +180,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
       refusals: [],
       writeStatus: true,
       phase: "Suspended",
-      waitMs: leaving.length > 0 ? SUSPEND_POLL_MS : undefined,
+      waitMs: leavingWaitMs,
     };
 
   const steps: PlanStep[] = [];
@@ -263,7 +264,7 @@ function planReleaseSuspend(input: SlotReleaseInput): SlotReleasePlan {
     refusals: [],
     writeStatus: true,
     phase: "Suspended",
-    waitMs: leaving.length > 0 ? SUSPEND_POLL_MS : undefined,
+    waitMs: leavingWaitMs,
   };
   if (deleted.size > 0) {
     // The status of what is left once the deletes went through.

@@ -93,8 +93,9 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
 
     await leader.synced();
     await createCocoonSet(ns, "ha", { replicas: 3 });
-    await waitForConverged(ns, "ha", { replicas: 3 });
-    assert.equal(leader.logs((l) => l.msg === "created pod").length, 4);
+    const converged = await waitForConverged(ns, "ha", { replicas: 3 });
+    const created = await leader.createdPods(converged.pods.map((p) => p.metadata!.name!));
+    assert.equal(created.length, 4, "one create per pod");
     assert.deepEqual(
       standby.logs((l) => l.msg === "created pod"),
       [],
@@ -142,17 +143,8 @@ describe("cocoonset controller: leader election and RBAC", { timeout: 240_000 },
     await standby.synced();
     await patchSpec(ns, "ha", { agent: { replicas: 5 } });
     await waitForConverged(ns, "ha", { replicas: 5 });
-    // A pod shows in the cluster before its "created pod" line reaches this process.
-    for (const pod of ["ha-4", "ha-5"])
-      await standby.waitForLog(
-        `the new leader's create of ${pod}`,
-        (l) => l.msg === "created pod" && l.pod === pod,
-      );
     assert.deepEqual(
-      standby
-        .logs((l) => l.msg === "created pod")
-        .map((l) => l.pod)
-        .sort(),
+      (await standby.createdPods(["ha-4", "ha-5"])).map((l) => l.pod).sort(),
       ["ha-4", "ha-5"],
       "the new leader converged the change",
     );

@@ -87,13 +87,8 @@ describe("cocoonset controller (child process)", { timeout: 240_000 }, () => {
       );
       assert.equal(p.metadata?.annotations?.[ANNOTATIONS.forkFrom], `vk-${ns}-fleet-0`);
     }
-    // Each create is logged after its POST; the line reaches the test through a pipe that can
-    // lag behind the pods it has already read.
-    for (const p of pods)
-      await proc.waitForLog(`created pod ${p.metadata?.name}`, (l) => {
-        return l.msg === "created pod" && l.pod === p.metadata?.name;
-      });
-    assert.equal(proc.logs((l) => l.msg === "created pod").length, 11, "one create per pod");
+    const created = await proc.createdPods(pods.map((p) => p.metadata!.name!));
+    assert.equal(created.length, 11, "one create per pod");
 
     const cache = tempDir(c, "kubectl-cache");
     const table = await kubectl(cache, ["get", "cocoonsets", "-n", ns]);

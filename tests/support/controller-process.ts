@@ -295,6 +295,20 @@ export class ControllerLog {
     });
   }
 
+  /**
+   * Waits for a "created pod" line naming each of `pods`, then returns every "created pod"
+   * line seen. A pod shows in the cluster before the line that logged its create reaches the
+   * test through the pipe, so a count read right after the cluster converged can fall short.
+   */
+  async createdPods(pods: readonly string[], timeoutMs?: number): Promise<LogLine[]> {
+    const created = (l: LogLine) => l.msg === "created pod";
+    for (const pod of pods)
+      await this.waitForLog(`created pod ${pod}`, (l) => created(l) && l.pod === pod, {
+        timeoutMs,
+      });
+    return this.logs(created);
+  }
+
   /** Waits until the informers synced and the workers run (the leader's session started). */
   synced(timeoutMs?: number): Promise<LogLine> {
     return this.waitForLog("caches synced", (l) => l.msg === "caches synced; starting workers", {

@@ -86,8 +86,7 @@ describe("the controller image", { timeout: 600_000 }, () => {
     assert.deepEqual(cfg[0].Config.Entrypoint, [
       "/nodejs/bin/node",
       "--max-semi-space-size=2",
-      "--single-threaded",
-      "--max-opt=1",
+      "--lite-mode",
       "/app/dist/controller/main.bundle.js",
     ]);
     assert.deepEqual(cfg[0].Config.Cmd, ["controller"]);

@@ -11,7 +11,7 @@ import { imageEntrypoint } from "../../../cluster/image.js";
 
 test("the image's Node flags and its script, as a file of this checkout", () => {
   const { nodeFlags, script } = imageEntrypoint();
-  assert.deepEqual(nodeFlags, ["--max-semi-space-size=2", "--single-threaded", "--max-opt=1"]);
+  assert.deepEqual(nodeFlags, ["--max-semi-space-size=2", "--lite-mode"]);
   assert.equal(script, join(repoRoot, "dist", "controller", "main.bundle.js"));
   assert.ok(existsSync(script), `${script} is built`);
 });

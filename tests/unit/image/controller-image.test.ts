@@ -231,8 +231,8 @@ describe("controller/Dockerfile", () => {
     assert.match(
       finalStage,
       new RegExp(
-        // The young-generation cap and the compiler tiers: docs/controller.md, "The controller image".
-        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=2", "--single-threaded", "--max-opt=1", "${IMAGE_APP_DIR}/${CONTROLLER_BUNDLE}"\\]$`,
+        // The young-generation cap: docs/controller.md, "The controller image".
+        `^ENTRYPOINT \\["${IMAGE_NODE_PATH}", "--max-semi-space-size=2", "--lite-mode", "${IMAGE_APP_DIR}/${CONTROLLER_BUNDLE}"\\]$`,
         "m",
       ),
     );

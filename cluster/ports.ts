@@ -76,6 +76,10 @@ export function claimPort(port: number, dir = PORT_CLAIMS_DIR, nowMs = Date.now(
   try {
     mkdirSync(dir, { recursive: true });
     if (!pruned) pruneClaims(dir, nowMs);
+  } catch {
+    return true; // no folder to claim in
+  }
+  try {
     writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
     return true;
   } catch (e) {
@@ -98,7 +102,7 @@ function pruneClaims(dir: string, nowMs: number): void {
     try {
       if (nowMs - statSync(file).mtimeMs >= PORT_CLAIM_MS) rmSync(file, { force: true });
     } catch {
-      // gone already
+      // gone already, or not ours to remove: a later claim of that port takes it over
     }
   }
 }

@@ -32,6 +32,7 @@ import {
   startRun,
   table,
   withCluster,
+  createNamespace,
 } from "./support.js";
 import { lineChart } from "./chart.js";
 
@@ -66,11 +67,7 @@ async function churnRun(
 ): Promise<RunFigures> {
   const name = "churn";
   const selector = `${LABELS.name}=${name}`;
-  await client.create(paths.namespaces(), {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name: ns },
-  });
+  await createNamespace(client, ns);
   await client.create(paths.cocoonSets(ns), {
     apiVersion: API_VERSION,
     kind: KIND,

@@ -67,6 +67,7 @@ import {
   startRun,
   table,
   withCluster,
+  createNamespace,
 } from "./support.js";
 import {
   delta,
@@ -599,12 +600,7 @@ export async function measure(
   const prefix = `bench-${side}`;
   const sets = workloadSets(prefix, w);
   const podsPerSet = w.replicas + 1;
-  for (let i = 0; i < w.namespaces; i++)
-    await admin.create(paths.namespaces(), {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: `${prefix}-${i}` },
-    });
+  for (let i = 0; i < w.namespaces; i++) await createNamespace(admin, `${prefix}-${i}`);
   const counter = await startWriteCounter(kubeconfig, join(stateDir, `${side}.kubeconfig`));
   const ours = (p: KubeObject) => p.metadata.namespace?.startsWith(`${prefix}-`) === true;
   /** Deletes the workload (the controller still runs: finalizers) and waits for it to go. */

@@ -16,17 +16,14 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeClient, paths } from "../engine/kube/index.js";
+import { createNamespace } from "./support.js";
 
 const admin = new KubeClient();
 const ns = `exec-rss-${Date.now().toString(36)}`;
 const sa = "reader";
 const dir = mkdtempSync(join(tmpdir(), "exec-rss-"));
 try {
-  await admin.create("/api/v1/namespaces", {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name: ns },
-  });
+  await createNamespace(admin, ns);
   await admin.create(paths.serviceAccounts(ns), {
     apiVersion: "v1",
     kind: "ServiceAccount",

@@ -34,7 +34,14 @@ import {
 import { KubeClient, paths, waitForList } from "../engine/kube/index.js";
 import { release } from "../engine/release/index.js";
 import { lineChart } from "./chart.js";
-import { benchFlags, existingKubeconfig, machine, startRun } from "./support.js";
+import {
+  benchFlags,
+  createNamespace,
+  existingKubeconfig,
+  machine,
+  note,
+  startRun,
+} from "./support.js";
 
 /** What `--help` prints. */
 const USAGE = `node dist/bench/fanout.js: the engine's fan-out and owner release against bare API
@@ -207,8 +214,6 @@ class Bench {
   }
 }
 
-const note = (line: string) => process.stderr.write(`bench: ${line}\n`);
-
 async function main(): Promise<void> {
   benchFlags(USAGE, {});
   const run = startRun("fanout");
@@ -223,11 +228,7 @@ async function main(): Promise<void> {
   const ns = `bench-fanout-${randomBytes(3).toString("hex")}`;
   try {
     await ensureCrd(admin);
-    await admin.create(paths.namespaces(), {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: ns },
-    });
+    await createNamespace(admin, ns);
     const bench = new Bench(admin, kubeconfig, ns);
 
     const fan = { engine: [] as number[], baseline: [] as number[] };

@@ -71,6 +71,7 @@ import {
   table,
   watchUntil,
   withCluster,
+  createNamespace,
 } from "./support.js";
 import { delta, startWriteCounter, writes } from "./write-counter.js";
 
@@ -305,11 +306,7 @@ async function measure(cluster: ClusterState, o: Options) {
   const admin = new KubeClient({ kubeconfig: cluster.kubeconfig });
   await ensureCrd(admin);
   const ns = `bench-idle-${Date.now().toString(36)}`;
-  await admin.create(paths.namespaces(), {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name: ns, labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
+  await createNamespace(admin, ns, { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED });
   const scratch = mkdtempSync(join(tmpdir(), "cocoonset-bench-idle-"));
   const counter = await startWriteCounter(cluster.kubeconfig, join(scratch, "controller.json"));
   // A second proxy only for the apiserver's /metrics (it adds the token; its counts are unused).

@@ -46,6 +46,7 @@ import {
   startRun,
   table,
   withCluster,
+  createNamespace,
 } from "./support.js";
 
 /** What `--help` prints. */
@@ -172,11 +173,7 @@ async function main(): Promise<void> {
     const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
     const kubeconfig = readFileSync(cluster.kubeconfig, "utf8");
     await ensureCrd(client);
-    await client.create(paths.namespaces(), {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: NS },
-    });
+    await createNamespace(client, NS);
     const image = "ghcr.io/cocoonstack/agent:1";
     await client.create(paths.cocoonSets(NS), {
       apiVersion: API_VERSION,

@@ -45,6 +45,7 @@ import {
   startRun,
   table,
   withCluster,
+  createNamespace,
 } from "./support.js";
 
 /** What `--help` prints. */
@@ -279,12 +280,7 @@ async function main(): Promise<void> {
       await ensureCrd(admin);
       const nsPulumi = "bench-pulumi";
       const nsEngine = "bench-engine";
-      for (const name of [nsPulumi, nsEngine])
-        await admin.create(paths.namespaces(), {
-          apiVersion: "v1",
-          kind: "Namespace",
-          metadata: { name },
-        });
+      for (const name of [nsPulumi, nsEngine]) await createNamespace(admin, name);
 
       const preview = await previewBench(ws, admin, cluster.kubeconfig, nsPulumi);
 

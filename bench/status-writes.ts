@@ -38,6 +38,7 @@ import {
   startRun,
   table,
   withCluster,
+  createNamespace,
 } from "./support.js";
 
 /** What `--help` prints. */
@@ -225,11 +226,7 @@ async function main(): Promise<void> {
     };
     try {
       await ensureCrd(client);
-      await client.create(paths.namespaces(), {
-        apiVersion: "v1",
-        kind: "Namespace",
-        metadata: { name: ns },
-      });
+      await createNamespace(client, ns);
       for (let round = 1; round <= rounds; round++) {
         const order: Side[] = round % 2 ? ["keyed", "atomic"] : ["atomic", "keyed"];
         for (const side of order) {

@@ -28,6 +28,7 @@ import {
   type ClusterState,
 } from "../cluster/index.js";
 import type { KubeClient, ObjectLike } from "../engine/kube/client.js";
+import { paths } from "../engine/kube/paths.js";
 import { renderSvg, type ChartSpec } from "./chart.js";
 
 /** A progress line on stderr (stdout carries the table). */
@@ -371,6 +372,19 @@ export async function withCluster<T>(
     note("stopping the embedded cluster");
     await down();
   }
+}
+
+/** Creates the namespace `name` for a benchmark's objects, with `labels` when given. */
+export async function createNamespace(
+  client: KubeClient,
+  name: string,
+  labels?: Record<string, string>,
+): Promise<void> {
+  await client.create(paths.namespaces(), {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: labels ? { name, labels } : { name },
+  });
 }
 
 /** A child process started by a benchmark, stopped by its own pid. */

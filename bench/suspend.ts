@@ -43,6 +43,7 @@ import {
   table,
   watchUntil,
   withCluster,
+  createNamespace,
 } from "./support.js";
 
 /** What `--help` prints. */
@@ -119,11 +120,7 @@ async function measure(
   const client = new KubeClient({ kubeconfig: cluster.kubeconfig });
   const ns = `bench-suspend-${who}-${Date.now().toString(36)}`;
   const name = "fleet";
-  await client.create(paths.namespaces(), {
-    apiVersion: "v1",
-    kind: "Namespace",
-    metadata: { name: ns, labels: { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED } },
-  });
+  await createNamespace(client, ns, { [NODE_AGENT_LABEL]: NODE_AGENT_ENABLED });
   const controller = await start(cluster, ns);
   const desired = replicas + 1;
   const selector = { labelSelector: `${LABELS.name}=${name}` };
